@@ -1,0 +1,32 @@
+# Two set-up commands: `make demo` (install + main job) and `make test` (install dev deps + whole suite).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export OMP_NUM_THREADS ?= 1
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+.installed-core: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e .
+	touch $@
+
+.installed-dev: $(BIN)/python pyproject.toml
+	# torch first (CPU build), or a dependency would pull a CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[ml,graph,export,dev]"
+	touch $@
+
+.PHONY: demo test bench clean
+demo: .installed-core
+	$(BIN)/dlsched demo --out runs/demo
+
+test: .installed-dev
+	$(BIN)/python -m pytest tests
+
+bench: .installed-dev
+	$(BIN)/python benchmarks/bench_simulator.py
+
+clean:
+	rm -rf $(VENV) .installed-core .installed-dev runs

@@ -1,0 +1,1 @@
+"""The ``dlsched`` command line: a thin layer over the library."""
