@@ -1,0 +1,86 @@
+"""Pieces shared by the CLI commands: error reporting, trace + cluster loading, progress."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+console = Console(stderr=True)
+out = Console(width=None if sys.stdout.isatty() else 160)
+
+
+@contextlib.contextmanager
+def clear_errors() -> Iterator[None]:
+    """Turn expected failures (bad input, impossible requests) into a message and exit code 2."""
+    try:
+        yield
+    except (ValueError, FileNotFoundError, PermissionError, RuntimeError, KeyError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        console.print(f"[bold red]error:[/] {msg}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def load_jobs_and_cluster(trace: Path | None, trace_format: str, vc_config: Path | None, nodes: int | None,
+                          gpus_per_node: int, start: str | None, end: str | None, vcs: str | None,
+                          skip_invalid: bool, synthetic_jobs: int = 20000, seed: int = 0, quiet: bool = False):
+    """Load a trace (or the built-in workload) and size the cluster. Prints the load report."""
+    from dlsched.runner import cluster_for, keep_cluster_vcs
+    from dlsched.traces.api import load_trace
+    from dlsched.traces.vc import load_vc_config
+
+    vc_nodes = load_vc_config(vc_config) if vc_config else None
+    if trace is None:
+        from dlsched.traces import synthetic
+
+        tr = synthetic.generate(jobs=synthetic_jobs, seed=seed)
+        if vc_nodes is None and nodes is None:
+            vc_nodes = synthetic.default_cluster(tr)
+        name = f"built-in synthetic workload ({synthetic_jobs} jobs, seed {seed})"
+    else:
+        vc_filter = [v.strip() for v in vcs.split(",")] if vcs else (list(vc_nodes) if vc_nodes else None)
+        tr = load_trace(trace, trace_format, start=_time_arg(start), end=_time_arg(end), vcs=vc_filter,
+                        skip_invalid=skip_invalid)
+        name = str(trace)
+        if not quiet:
+            for line in tr.report.lines():
+                console.print(f"[dim]{line}[/]", highlight=False)
+    jobs = tr.jobs
+    if not jobs:
+        raise ValueError(f"{name}: no jobs left to simulate (check --start/--end/--vcs)")
+    cluster = cluster_for(jobs, vc_nodes, nodes, gpus_per_node)
+    jobs, left = keep_cluster_vcs(jobs, cluster)
+    if left and not quiet:
+        console.print(f"[yellow]left out {sum(left.values())} jobs of VCs missing from the cluster: "
+                      f"{dict(sorted(left.items()))}[/]")
+    return tr, jobs, cluster, name
+
+
+def _time_arg(value: str | None):
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, enabled: bool = True):
+    """A rich progress bar fed by the engine's ``progress(done, total)`` callback."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update

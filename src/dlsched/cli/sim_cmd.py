@@ -1,0 +1,151 @@
+"""``dlsched simulate``, ``compare`` and ``demo``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from dlsched.cli.common import clear_errors, console, load_jobs_and_cluster, out, progress_bar
+
+TRACE_FORMATS = "auto|helios|helios-log|philly-pollux|pai|dlsched"
+
+
+def _config(compat: str, invariants: bool):
+    from dlsched.sim.config import SimConfig, helios_checkpoint_overhead, no_overhead
+
+    return SimConfig(compat=compat, check_invariants=invariants,
+                     preemption_overhead=helios_checkpoint_overhead if compat == "helios" else no_overhead)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def simulate(
+        trace: Optional[Path] = typer.Option(None, help="Trace file; the built-in workload when omitted."),
+        trace_format: str = typer.Option("auto", help=TRACE_FORMATS),
+        vc_config: Optional[Path] = typer.Option(None, help="VC sizes (vc,node num)."),
+        nodes: Optional[int] = typer.Option(None, help="One shared pool of N nodes instead of VCs."),
+        gpus_per_node: int = typer.Option(8),
+        start: Optional[str] = typer.Option(None, help="Window start (wall clock or seconds)."),
+        end: Optional[str] = typer.Option(None, help="Window end, inclusive."),
+        vcs: Optional[str] = typer.Option(None, help="Only these VCs (comma separated)."),
+        policy: str = typer.Option("fifo", help="Scheduling policy (see `dlsched policies`)."),
+        placement: str = typer.Option("consolidate", help="consolidate|first-fit|best-fit|spread"),
+        backfill: bool = typer.Option(False, help="Let later jobs start when the head does not fit."),
+        compat: str = typer.Option("none", help="none|helios: reproduce the Helios simulator's quirks."),
+        skip_invalid: bool = typer.Option(False, help="Skip invalid rows (counted by reason)."),
+        check_invariants: bool = typer.Option(False, help="Verify cluster state after every pass (slow)."),
+        jobs: int = typer.Option(20000, help="Jobs of the built-in workload."),
+        seed: int = typer.Option(0, help="Seed of the built-in workload."),
+        out_dir: Path = typer.Option(Path("runs/simulate"), "--out", help="Run directory."),
+    ) -> None:
+        """Simulate one policy; writes DIR/jobs.csv, DIR/summary.json and DIR/timeline.csv."""
+        from dlsched.runner import RunSpec, run_one
+
+        with clear_errors():
+            tr, job_list, cluster, name = load_jobs_and_cluster(
+                trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed)
+            spec = RunSpec(policy, placement, backfill, _config(compat, check_invariants),
+                           meta={"trace": name, "skipped": dict(tr.report.skipped)})
+            t0 = time.perf_counter()
+            with progress_bar(f"{policy}/{placement}") as bar:
+                summary = run_one(job_list, cluster, spec, out_dir, progress=bar)
+            wall = time.perf_counter() - t0
+        _print_summaries({policy: summary})
+        console.print(f"{len(job_list)} jobs simulated in {wall:.2f} s; results in [bold]{out_dir}[/]")
+
+    @app.command()
+    def compare(
+        trace: Optional[Path] = typer.Option(None, help="Trace file; the built-in workload when omitted."),
+        trace_format: str = typer.Option("auto", help=TRACE_FORMATS),
+        vc_config: Optional[Path] = typer.Option(None, help="VC sizes (vc,node num)."),
+        nodes: Optional[int] = typer.Option(None, help="One shared pool of N nodes instead of VCs."),
+        gpus_per_node: int = typer.Option(8),
+        start: Optional[str] = typer.Option(None),
+        end: Optional[str] = typer.Option(None),
+        vcs: Optional[str] = typer.Option(None),
+        policies: str = typer.Option("fifo,sjf,srtf", help="Comma-separated policies; ratios are to the first."),
+        placement: str = typer.Option("consolidate"),
+        backfill: bool = typer.Option(False),
+        compat: str = typer.Option("none"),
+        skip_invalid: bool = typer.Option(False),
+        processes: Optional[int] = typer.Option(None, help="Parallel processes (default: one per core)."),
+        jobs: int = typer.Option(20000),
+        seed: int = typer.Option(0),
+        out_dir: Path = typer.Option(Path("runs/compare"), "--out"),
+    ) -> None:
+        """Run several policies on the same input; writes DIR/<policy>/ and DIR/summary.csv."""
+        from dlsched.runner import RunSpec, compare_policies
+
+        names = [p.strip() for p in policies.split(",") if p.strip()]
+        with clear_errors():
+            tr, job_list, cluster, name = load_jobs_and_cluster(
+                trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed)
+            base = RunSpec("", placement, backfill, _config(compat, False),
+                           meta={"trace": name, "skipped": dict(tr.report.skipped)})
+            t0 = time.perf_counter()
+            compare_policies(job_list, cluster, names, out_dir, base, processes,
+                             on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
+            wall = time.perf_counter() - t0
+        from dlsched.runner import load_summary
+
+        _print_summaries({n: load_summary(out_dir / n) for n in names})
+        console.print(f"{len(names)} policies x {len(job_list)} jobs in {wall:.2f} s; "
+                      f"table in [bold]{out_dir / 'summary.csv'}[/]")
+
+    @app.command()
+    def demo(
+        out_dir: Path = typer.Option(Path("runs/demo"), "--out"),
+        jobs: int = typer.Option(20000, help="Jobs of the built-in workload."),
+        seed: int = typer.Option(0),
+    ) -> None:
+        """The main job: compare the baselines on the built-in workload and write the HTML report."""
+        from dlsched.runner import RunSpec, compare_policies, load_summary
+
+        names = demo_policies()
+        with clear_errors():
+            tr, job_list, cluster, name = load_jobs_and_cluster(None, "auto", None, None, 8, None, None, None,
+                                                                False, jobs, seed)
+            console.print(f"{name} on {len(cluster.nodes)} nodes / {cluster.total_gpus} GPUs in "
+                          f"{len(cluster.vcs)} VCs; policies: {', '.join(names)}")
+            compare_policies(job_list, cluster, names, out_dir, RunSpec(meta={"trace": name}),
+                             on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
+            _print_summaries({n: load_summary(out_dir / n) for n in names})
+            from dlsched.report import build_report
+
+            report = build_report(out_dir)
+        out.print(f"report: {report}")
+
+
+def demo_policies() -> list[str]:
+    from dlsched.policies import POLICIES
+
+    preferred = ["fifo", "sjf", "srtf", "qssf"]
+    return [p for p in preferred if p in POLICIES]
+
+
+def _print_summaries(summaries: dict[str, dict]) -> None:
+    table = Table(title="summary (seconds)")
+    cols = ["jobs", "avg_jct", "median_jct", "p99_jct", "avg_queue_delay", "queued_jobs", "makespan",
+            "gpu_utilization", "preemptions"]
+    table.add_column("policy")
+    for c in cols:
+        table.add_column(c, justify="right")
+    first = next(iter(summaries.values()))
+    for name, s in summaries.items():
+        cells = []
+        for c in cols:
+            v = s.get(c)
+            if isinstance(v, float):
+                cells.append(f"{v:.3f}" if c == "gpu_utilization" else f"{v:,.1f}")
+            else:
+                cells.append(f"{v:,}" if isinstance(v, int) else str(v))
+        table.add_row(name, *cells)
+    out.print(table)
+    if len(summaries) > 1 and first.get("avg_jct"):
+        ratios = ", ".join(f"{n}: JCT x{s['avg_jct'] / first['avg_jct']:.3f}" for n, s in summaries.items())
+        out.print(f"ratios to {next(iter(summaries))}: {ratios}")

@@ -1,0 +1,1 @@
+"""Metrics: observers of state changes (time-weighted levels) and per-job summaries."""

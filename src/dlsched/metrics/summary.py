@@ -1,0 +1,73 @@
+"""Per-job records and summaries (cluster-wide, per VC, Helios Table 4 duration groups)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dlsched.core.job import Job
+
+# Helios Table 4 groups by job duration: short < 15 min, middle 15 min - 6 h, long > 6 h
+GROUPS = {"short": (0.0, 15 * 60.0), "middle": (15 * 60.0, 6 * 3600.0), "long": (6 * 3600.0, float("inf"))}
+
+
+def job_arrays(jobs: list[Job]) -> dict[str, np.ndarray]:
+    """Columns of the per-job record, as numpy arrays (one pass over the jobs)."""
+    n = len(jobs)
+    submit = np.fromiter((j.submit_time for j in jobs), float, n)
+    start = np.fromiter((j.start_time for j in jobs), float, n)
+    end = np.fromiter((j.end_time for j in jobs), float, n)
+    queue = np.fromiter((j.queue_delay for j in jobs), float, n)
+    return {
+        "submit_time": submit,
+        "start_time": start,
+        "end_time": end,
+        "queue_delay": queue,
+        "jct": end - submit,
+        "duration": np.fromiter((j.duration for j in jobs), float, n),
+        "gpus": np.fromiter((j.gpus for j in jobs), np.int64, n),
+        "preemptions": np.fromiter((j.preemptions for j in jobs), np.int64, n),
+    }
+
+
+def _stats(cols: dict[str, np.ndarray], mask: np.ndarray | None = None) -> dict[str, float]:
+    jct, queue = cols["jct"], cols["queue_delay"]
+    if mask is not None:
+        jct, queue = jct[mask], queue[mask]
+    if len(jct) == 0:
+        return {"jobs": 0}
+    p = np.percentile
+    return {
+        "jobs": int(len(jct)),
+        "avg_jct": float(jct.mean()),
+        "median_jct": float(np.median(jct)),
+        "p95_jct": float(p(jct, 95)),
+        "p99_jct": float(p(jct, 99)),
+        "avg_queue_delay": float(queue.mean()),
+        "median_queue_delay": float(np.median(queue)),
+        "p95_queue_delay": float(p(queue, 95)),
+        "p99_queue_delay": float(p(queue, 99)),
+        "queued_jobs": int((queue > 0).sum()),
+    }
+
+
+def summarize(jobs: list[Job], recorder=None, cols: dict[str, np.ndarray] | None = None) -> dict:
+    """The summary written to ``summary.json``: overall, per VC and per duration group."""
+    cols = cols if cols is not None else job_arrays(jobs)
+    out = _stats(cols)
+    out["makespan"] = float(cols["end_time"].max() - cols["submit_time"].min()) if len(jobs) else 0.0
+    out["preemptions"] = int(cols["preemptions"].sum())
+    out["gpu_time"] = float((cols["duration"] * cols["gpus"]).sum())
+    if recorder is not None:
+        out["gpu_utilization"] = recorder.gpu_utilization()
+    dur = cols["duration"]
+    out["groups"] = {name: _stats(cols, (dur >= lo) & (dur < hi)) for name, (lo, hi) in GROUPS.items()}
+    vcs = np.array([j.vc for j in jobs], dtype=object)
+    per_vc = {}
+    for vc in dict.fromkeys(vcs.tolist()):
+        stats = _stats(cols, vcs == vc)
+        if recorder is not None:
+            state = recorder.state
+            stats["gpu_utilization"] = recorder.vc_utilization(state.vcs[state.vc_index[vc]])
+        per_vc[vc] = stats
+    out["per_vc"] = per_vc
+    return out

@@ -1,0 +1,14 @@
+"""Shortest job first with the true duration (an oracle baseline, non-preemptive)."""
+
+from __future__ import annotations
+
+from dlsched.core.job import Job
+from dlsched.policies.base import OrderingPolicy
+
+
+class SjfPolicy(OrderingPolicy):
+    name = "sjf"
+    oracle = True
+
+    def key(self, job: Job) -> float:
+        return job.duration

@@ -1,0 +1,143 @@
+"""Library entry points behind ``dlsched simulate`` / ``compare`` / ``demo``.
+
+They turn a loaded trace plus cluster sizes into run directories. ``compare_policies`` runs
+policies in parallel processes (fork: children share the loaded jobs copy-on-write).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from dlsched.core.cluster import ClusterSpec
+from dlsched.core.job import Job
+from dlsched.policies import make_policy
+from dlsched.sim.config import SimConfig
+from dlsched.sim.engine import Simulator
+from dlsched.sim.results import write_run
+
+SUMMARY_KEYS = ("jobs", "avg_jct", "median_jct", "p95_jct", "p99_jct", "avg_queue_delay", "median_queue_delay",
+                "p95_queue_delay", "p99_queue_delay", "queued_jobs", "makespan", "gpu_utilization", "preemptions")
+
+
+@dataclass(slots=True)
+class RunSpec:
+    """What to simulate: policy, placement and their options, engine configuration."""
+
+    policy: str = "fifo"
+    placement: str = "consolidate"
+    backfill: bool = False
+    config: SimConfig = field(default_factory=SimConfig)
+    policy_options: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+
+
+def cluster_for(jobs: list[Job], vc_nodes: dict[str, int] | None = None, nodes: int | None = None,
+                gpus_per_node: int = 8, topology: str | None = None) -> ClusterSpec:
+    """Cluster from a VC-size table, or one shared pool of ``nodes`` nodes.
+
+    With a pool, every job is moved to the single VC ``all`` (their own VC is kept in the
+    output records only through ``jobs.csv`` of the input). Without either, a clear error.
+    """
+    if vc_nodes:
+        return ClusterSpec.from_vc_sizes(vc_nodes, gpus_per_node, topology=topology)
+    if nodes:
+        for job in jobs:
+            job.vc = "all"
+        return ClusterSpec.from_vc_sizes({"all": nodes}, gpus_per_node, topology=topology)
+    raise ValueError("the cluster size is unknown: give --vc-config FILE (VC sizes) or --nodes N (one shared pool)")
+
+
+def keep_cluster_vcs(jobs: list[Job], cluster: ClusterSpec) -> tuple[list[Job], dict[str, int]]:
+    """Jobs whose VC exists in the cluster, plus counts of those left out by VC (reported)."""
+    kept, left = [], {}
+    for job in jobs:
+        if job.vc in cluster.vcs:
+            kept.append(job)
+        else:
+            left[job.vc] = left.get(job.vc, 0) + 1
+    return kept, left
+
+
+def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str | Path,
+            progress: Callable[[int, int], None] | None = None) -> dict:
+    """Simulate one policy and write its run directory; returns the summary."""
+    options = dict(spec.policy_options)
+    if spec.backfill:
+        options["backfill"] = True
+    policy = make_policy(spec.policy, spec.placement, **options)
+    sim = Simulator(cluster, policy, spec.config)
+    result = sim.run(jobs, progress=progress)
+    meta = {"compat": spec.config.compat, "backfill": spec.backfill, **spec.meta}
+    return write_run(result, out_dir, meta)
+
+
+_FORK_STATE: dict = {}
+
+
+def _child(args: tuple[str, Path]) -> dict:
+    name, out = args
+    jobs, cluster, base = _FORK_STATE["jobs"], _FORK_STATE["cluster"], _FORK_STATE["spec"]
+    spec = RunSpec(name, base.placement, base.backfill, base.config, dict(base.policy_options.get(name, {})),
+                   base.meta)
+    return run_one(jobs, cluster, spec, out)
+
+
+def compare_policies(jobs: list[Job], cluster: ClusterSpec, policies: list[str], out_dir: str | Path,
+                     base: RunSpec | None = None, processes: int | None = None,
+                     on_done: Callable[[str, dict], None] | None = None) -> pd.DataFrame:
+    """Run each policy (in parallel processes), write ``DIR/<policy>/`` and ``DIR/summary.csv``.
+
+    ``base.policy_options`` maps a policy name to its options here.
+    """
+    if not policies:
+        raise ValueError("no policies to compare")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    base = base or RunSpec()
+    for name in policies:
+        make_policy(name, base.placement)  # fail fast on an unknown name
+    tasks = [(name, out / name) for name in policies]
+    procs = processes if processes is not None else min(len(policies), os.cpu_count() or 1)
+    summaries: dict[str, dict] = {}
+    _FORK_STATE.update(jobs=jobs, cluster=cluster, spec=base)
+    try:
+        if procs > 1 and len(policies) > 1 and "fork" in mp.get_all_start_methods():
+            with mp.get_context("fork").Pool(procs) as pool:
+                for (name, _), summary in zip(tasks, pool.imap(_child, tasks)):
+                    summaries[name] = summary
+                    if on_done:
+                        on_done(name, summary)
+        else:
+            for task in tasks:
+                summaries[task[0]] = _child(task)
+                if on_done:
+                    on_done(task[0], summaries[task[0]])
+    finally:
+        _FORK_STATE.clear()
+    table = comparison_table(policies, summaries)
+    table.to_csv(out / "summary.csv", index=False)
+    return table
+
+
+def comparison_table(policies: list[str], summaries: dict[str, dict]) -> pd.DataFrame:
+    """One row per policy with the scalar summary keys and ratios to the first policy."""
+    rows = []
+    first = summaries[policies[0]]
+    for name in policies:
+        s = summaries[name]
+        row = {"policy": name, **{k: s.get(k) for k in SUMMARY_KEYS}}
+        for key in ("avg_jct", "avg_queue_delay", "queued_jobs"):
+            row[f"ratio_{key}"] = (s[key] / first[key]) if first.get(key) else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def load_summary(run_dir: str | Path) -> dict:
+    return json.loads((Path(run_dir) / "summary.json").read_text())

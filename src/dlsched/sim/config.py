@@ -1,0 +1,48 @@
+"""Simulation options. ``compat="helios"`` reproduces the HeliosArtifact simulator's quirks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from dlsched.core.job import Job
+
+
+def helios_checkpoint_overhead(job: Job) -> float:
+    """HeliosArtifact's checkpoint/restart cost: 7 s (1 GPU), 30 s (<= 8 GPUs), 60 s (> 8)."""
+    if job.gpus <= 1:
+        return 7.0
+    return 30.0 if job.gpus <= 8 else 60.0
+
+
+def no_overhead(job: Job) -> float:
+    return 0.0
+
+
+COMPAT_MODES = ("none", "helios")
+
+
+@dataclass(slots=True)
+class SimConfig:
+    """Knobs of the engine (not of policies).
+
+    * ``preemption_overhead``: seconds of extra work a preempted job must redo.
+    * ``compat``: ``"none"`` (exact event times) or ``"helios"``: a preempted-capable job
+      (any job run by a preemptive policy) ends one tick after its remaining time reaches 0,
+      as the reference's 1-second-tick SRTF does. Integer times are kept as they are.
+    * ``check_invariants``: verify the whole cluster state after every scheduling pass
+      (slow; always on in the test-suite). Double-booking is always rejected.
+    * ``timeline_interval``: at most one timeline row per this many seconds.
+    """
+
+    preemption_overhead: Callable[[Job], float] = helios_checkpoint_overhead
+    compat: str = "none"
+    check_invariants: bool = False
+    timeline_interval: float = 60.0
+    max_jobs_per_gpu: int = 1
+
+    def __post_init__(self) -> None:
+        if self.compat not in COMPAT_MODES:
+            raise ValueError(f"unknown compat mode {self.compat!r}; choose from {COMPAT_MODES}")
+        if self.max_jobs_per_gpu < 1:
+            raise ValueError("max_jobs_per_gpu must be >= 1")
