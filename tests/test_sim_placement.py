@@ -1,0 +1,91 @@
+"""Placers choose exactly the nodes and GPUs their rules say."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlsched.core.cluster import ClusterSpec
+from dlsched.core.job import Job
+from dlsched.placement import PLACERS, make_placer
+from dlsched.sim.queues import ArrivalQueue
+from dlsched.sim.state import ClusterState
+from dlsched.sim.view import SchedulingView
+
+
+def occupied(free_per_node: list[int], per_node: int = 8):
+    """A one-VC state whose nodes have the given free GPU counts."""
+    state = ClusterState(ClusterSpec.from_vc_sizes({"v": len(free_per_node)}, per_node))
+    vc = state.vcs[0]
+    vc.queue = ArrivalQueue()
+    for i, free in enumerate(free_per_node):
+        used = per_node - free
+        if used:
+            filler = Job(f"fill{i}", "v", used, 0, 1)
+            state.submit(filler, 0)
+            state.start(filler, ((i, (1 << used) - 1),), 0)
+    return state, vc, SchedulingView(state, oracle=False)
+
+
+def nodes_of(placement):
+    return [(node, mask.bit_count()) for node, mask in placement]
+
+
+def test_consolidate_best_fit_single_node():
+    state, vc, view = occupied([8, 3, 2, 5])
+    p = make_placer("consolidate").place(view, vc, Job("j", "v", 2, 0, 1))
+    assert nodes_of(p) == [(2, 2)]
+    assert p[0][1] == 0b11000000  # the node's free GPUs are 6 and 7
+    p = make_placer("consolidate").place(view, vc, Job("j", "v", 4, 0, 1))
+    assert nodes_of(p) == [(3, 4)]
+
+
+def test_consolidate_whole_nodes_and_partial():
+    state, vc, view = occupied([8, 3, 8, 8, 6])
+    placer = make_placer("consolidate")
+    assert nodes_of(placer.place(view, vc, Job("j", "v", 16, 0, 1))) == [(0, 8), (2, 8)]
+    # 10 GPUs: one whole node (lowest), remainder on the next node by most free: another whole node
+    assert nodes_of(placer.place(view, vc, Job("j", "v", 10, 0, 1))) == [(0, 8), (2, 2)]
+    # 26 GPUs: three whole nodes + 2 on the fullest remaining (node 4 with 6 free)
+    assert nodes_of(placer.place(view, vc, Job("j", "v", 26, 0, 1))) == [(0, 8), (2, 8), (3, 8), (4, 2)]
+    # 32 GPUs need four whole nodes: only three exist, although 33 GPUs are free
+    assert placer.place(view, vc, Job("j", "v", 32, 0, 1)) is None
+
+
+def test_consolidate_partial_fails_like_the_reference():
+    state, vc, view = occupied([8, 1, 1, 1])
+    # 9 GPUs: one whole node, then the fullest remaining node has 1 free: fits
+    assert nodes_of(make_placer("consolidate").place(view, vc, Job("j", "v", 9, 0, 1))) == [(0, 8), (1, 1)]
+    state, vc, view = occupied([8, 1, 1, 1])
+    # 10 GPUs: 11 free in total, but the remainder (2) fits no single node: wait
+    assert make_placer("consolidate").place(view, vc, Job("j", "v", 10, 0, 1)) is None
+
+
+def test_first_fit_best_fit_spread():
+    state, vc, view = occupied([3, 8, 2, 5])
+    job = Job("j", "v", 2, 0, 1)
+    assert nodes_of(make_placer("first-fit").place(view, vc, job)) == [(0, 2)]
+    assert nodes_of(make_placer("best-fit").place(view, vc, job)) == [(2, 2)]
+    assert nodes_of(make_placer("spread").place(view, vc, job)) == [(1, 2)]
+    wide = Job("w", "v", 12, 0, 1)
+    assert nodes_of(make_placer("first-fit").place(view, vc, wide)) == [(0, 3), (1, 8), (2, 1)]
+    assert nodes_of(make_placer("best-fit").place(view, vc, wide)) == [(1, 8), (0, 3), (2, 1)]
+    assert nodes_of(make_placer("spread").place(view, vc, wide)) == [(1, 8), (3, 4)]
+
+
+@pytest.mark.parametrize("name", sorted(PLACERS))
+def test_every_placer_respects_capacity(name):
+    state, vc, view = occupied([1, 2, 0])
+    placer = make_placer(name)
+    assert placer.place(view, vc, Job("j", "v", 4, 0, 1)) is None
+    p = placer.place(view, vc, Job("j", "v", 3, 0, 1))
+    if name == "consolidate":
+        assert p is None  # a job that fits one node is never split across nodes
+        return
+    assert p is not None and sum(m.bit_count() for _, m in p) == 3
+    for node, mask in p:
+        assert mask & state.node_mask[node] == 0
+
+
+def test_unknown_placer():
+    with pytest.raises(ValueError, match="unknown placement"):
+        make_placer("nope")
