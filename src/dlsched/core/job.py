@@ -37,7 +37,7 @@ class Job:
         "pred_duration", "pred_gpu_util", "pred_gpu_mem_mib", "priority",
         # runtime state (owned by the engine)
         "state", "start_time", "end_time", "remaining", "run_since", "preemptions",
-        "queue_delay", "wait_since", "placement", "speed", "epoch", "enq_seq", "run_seq",
+        "queue_delay", "wait_since", "placement", "speed", "epoch", "enq_seq", "run_seq", "vc_state",
     )
 
     def __init__(
@@ -95,6 +95,7 @@ class Job:
         self.epoch = 0      # bumped whenever a scheduled finish event becomes stale
         self.enq_seq = 0    # order of (re-)entry into the pending queue
         self.run_seq = 0    # order of the last start
+        self.vc_state = None  # the engine's VcState of this job's VC while it is simulated
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return (f"Job({self.job_id!r}, vc={self.vc!r}, gpus={self.gpus}, submit={self.submit_time}, "

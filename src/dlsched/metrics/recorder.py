@@ -35,25 +35,29 @@ class MetricsRecorder:
         self.rows_powered = array("l")
         self.started = False
 
+    def begin(self, t0: float) -> None:
+        """Start integrating at ``t0`` (the first event time)."""
+        self.started = True
+        self.t0 = t0
+        self.t_last = t0
+        self.vc_last = [t0] * len(self.vc_last)
+
     def advance(self, now: float, running: int, queued: int) -> None:
-        """Called once per event time, before anything changes at ``now``."""
-        if not self.started:
-            self.started = True
-            self.t0 = now
-            self.t_last = now
-            self.vc_last = [now] * len(self.vc_last)
-        else:
-            dt = now - self.t_last
-            self.busy_area += self.state.busy_gpus * dt
-            self.powered_area += self.state.powered_gpus * dt
-            self.t_last = now
+        """Integrate up to ``now`` (before anything changes at ``now``); the engine inlines this."""
+        dt = now - self.t_last
+        self.busy_area += self.state.busy_gpus * dt
+        self.powered_area += self.state.powered_gpus * dt
+        self.t_last = now
         if now >= self.next_row:
-            self.rows_t.append(now)
-            self.rows_busy.append(self.state.busy_gpus)
-            self.rows_running.append(running)
-            self.rows_queued.append(queued)
-            self.rows_powered.append(self.state.powered_count)
-            self.next_row = now + self.interval
+            self.add_row(now, running, queued)
+
+    def add_row(self, now: float, running: int, queued: int) -> None:
+        self.rows_t.append(now)
+        self.rows_busy.append(self.state.busy_gpus)
+        self.rows_running.append(running)
+        self.rows_queued.append(queued)
+        self.rows_powered.append(self.state.powered_count)
+        self.next_row = now + self.interval
 
     def vc_changed(self, vc: VcState, now: float, delta_gpus: int) -> None:
         """Called *after* the VC's busy count changed by ``delta_gpus`` at ``now``."""

@@ -29,7 +29,12 @@ def highest(mask: int) -> int:
 
 def take_gpus(view: SchedulingView, node: int, count: int) -> int:
     """Bitmask of the ``count`` lowest-numbered free GPUs of ``node``."""
-    free = ~view.node_mask[node] & ((1 << view.node_gpus[node]) - 1)
+    used = view.node_mask[node]
+    if not used and count == view.node_gpus[node]:
+        return (1 << count) - 1
+    free = ~used & ((1 << view.node_gpus[node]) - 1)
+    if count == 1:
+        return free & -free
     out = 0
     for _ in range(count):
         low = free & -free

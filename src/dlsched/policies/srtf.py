@@ -30,7 +30,6 @@ class SrtfPolicy:
 
     def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
         queue = vc.queue
-        remaining = view.remaining
         place = self.placer.place
         quota = vc.total_gpus
         if queue.gpus + vc.busy <= quota:
@@ -41,9 +40,13 @@ class SrtfPolicy:
                 if placement is not None:
                     yield Start(job, placement)
             return
+        now = view.now
         cands = [(j.remaining, 0, j.enq_seq, j) for j in queue]
-        cands += [(remaining(j), 1, j.run_seq, j) for j in vc.running]
-        cands.sort(key=lambda c: c[:3])
+        # true remaining of running jobs, inlined (same as view.remaining; this is the hot loop)
+        for j in vc.running:
+            left = j.remaining - (now - j.run_since) * j.speed
+            cands.append((left if left > 0.0 else 0.0, 1, j.run_seq, j))
+        cands.sort()  # (remaining, pending-before-running, queue/start order): never compares jobs
         preempt, prerun = [], []
         for _, is_running, _, job in cands:
             if job.gpus <= quota:

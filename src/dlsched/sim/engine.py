@@ -124,6 +124,8 @@ class Simulator:
                     other.epoch += 1
                     push_finish(other, now)
 
+        rec.begin(jobs[0].submit_time if jobs else 0.0)
+        vc_area, vc_last = rec.vc_area, rec.vc_last
         dirty: dict[int, None] = {}
         while True:
             t_arr = jobs[cursor].submit_time if cursor < n_jobs else INF
@@ -132,7 +134,14 @@ class Simulator:
             if now == INF:
                 break
             view.now = now
-            rec.advance(now, running, queued)
+            # time-weighted levels: the state was constant since the last event time
+            if now != rec.t_last:
+                dt = now - rec.t_last
+                rec.busy_area += state.busy_gpus * dt
+                rec.powered_area += state.powered_gpus * dt
+                rec.t_last = now
+            if now >= rec.next_row:
+                rec.add_row(now, running, queued)
             # 1. completions and power events (priority < arrival)
             while heap and heap[0][0] == now and heap[0][1] <= POWER:
                 _, prio, _, kind, payload, epoch = heapq.heappop(heap)
@@ -143,8 +152,10 @@ class Simulator:
                         continue  # stale
                     vc = state.finish(job, now)
                     running -= 1
-                    rec.vc_changed(vc, now, -job.gpus)
-                    dirty[vc.vid] = None
+                    vid = vc.vid
+                    vc_area[vid] += (vc.busy + job.gpus) * (now - vc_last[vid])
+                    vc_last[vid] = now
+                    dirty[vid] = None
                     if on_finish is not None:
                         on_finish(job, now)
                     if speed_model is not None:
@@ -186,12 +197,12 @@ class Simulator:
             # 4. one scheduling pass per changed VC
             for vid in dirty:
                 vc = vcs[vid]
-                if not vc.queue:  # nothing pending: no policy has anything to decide
+                if not vc.pending:  # nothing pending: no policy has anything to decide
                     continue
                 for decision in policy.schedule(view, vc):
                     job = decision.job
                     if type(decision) is Start:
-                        if vc_index.get(job.vc) != vid:
+                        if job.vc_state is not vc:
                             raise SimulationError(f"policy started job {job.job_id} outside its VC")
                         try:
                             state.start(job, decision.placement, now, decision.shared)
@@ -199,7 +210,8 @@ class Simulator:
                             raise SimulationError(f"policy {policy.name}: {exc}") from exc
                         running += 1
                         queued -= 1
-                        rec.vc_changed(vc, now, job.gpus)
+                        vc_area[vid] += (vc.busy - job.gpus) * (now - vc_last[vid])
+                        vc_last[vid] = now
                         if speed_model is not None:
                             job.speed = speed_model.speed(job, state)
                             respeed(speed_model.affected(job, state), now)

@@ -21,7 +21,7 @@ class VcState:
     """Occupancy of one virtual cluster: nodes ``node_lo .. node_hi-1`` of the cluster."""
 
     __slots__ = ("name", "vid", "node_lo", "node_hi", "total_gpus", "free", "buckets", "queue",
-                 "running", "max_node_gpus", "gpus_per_node", "busy")
+                 "running", "max_node_gpus", "gpus_per_node", "busy", "pending")
 
     def __init__(self, name: str, vid: int, node_lo: int, node_hi: int, node_gpus: list[int]) -> None:
         self.name = name
@@ -40,6 +40,7 @@ class VcState:
         self.queue = None          # set by the engine: the policy's queue for this VC
         self.running: dict[Job, None] = {}
         self.busy = 0              # GPUs held by at least one job
+        self.pending = 0           # jobs in the queue
 
     @property
     def nodes(self) -> range:
@@ -99,19 +100,41 @@ class ClusterState:
         if job.state is not JobState.CREATED:
             raise StateError(f"job {job.job_id} submitted twice")
         vc = self.vc_of(job)
+        job.vc_state = vc
         job.state = JobState.PENDING
         job.wait_since = now
         self._enq += 1
         job.enq_seq = self._enq
         vc.queue.push(job)
+        vc.pending += 1
         return vc
 
     def start(self, job: Job, placement, now: float, shared: bool = False) -> VcState:
         if job.state is not JobState.PENDING:
             raise StateError(f"job {job.job_id} started while {job.state.name}")
-        vc = self.vcs[self.vc_index[job.vc]]
-        self._allocate(job, vc, placement, shared)
+        vc = job.vc_state
+        if len(placement) == 1 and not shared:
+            # common case, inlined: one node, exclusive GPUs
+            node, mask = placement[0]
+            if (node < vc.node_lo or node >= vc.node_hi or not self.node_powered[node]
+                    or self.node_mask[node] & mask or mask >> self.node_gpus[node]):
+                self._allocate(job, vc, placement, shared)  # raises with the precise reason
+            n = mask.bit_count()
+            old = self.node_free[node]
+            local = 1 << (node - vc.node_lo)
+            buckets = vc.buckets
+            buckets[old] &= ~local
+            buckets[old - n] |= local
+            self.node_free[node] = old - n
+            self.node_mask[node] |= mask
+            self.node_jobs[node] += 1
+            vc.free -= n
+            vc.busy += n
+            self.busy_gpus += n
+        else:
+            self._allocate(job, vc, placement, shared)
         vc.queue.remove(job)
+        vc.pending -= 1
         vc.running[job] = None
         job.state = JobState.RUNNING
         job.placement = placement
@@ -126,8 +149,25 @@ class ClusterState:
     def finish(self, job: Job, now: float) -> VcState:
         if job.state is not JobState.RUNNING:
             raise StateError(f"job {job.job_id} finished while {job.state.name} (every job ends exactly once)")
-        vc = self.vcs[self.vc_index[job.vc]]
-        self._release(job, vc)
+        vc = job.vc_state
+        placement = job.placement
+        if len(placement) == 1 and not self.shared:
+            node, mask = placement[0]
+            n = mask.bit_count()
+            old = self.node_free[node]
+            local = 1 << (node - vc.node_lo)
+            buckets = vc.buckets
+            buckets[old] &= ~local
+            buckets[old + n] |= local
+            self.node_free[node] = old + n
+            self.node_mask[node] &= ~mask
+            self.node_jobs[node] -= 1
+            job.placement = None
+            vc.free += n
+            vc.busy -= n
+            self.busy_gpus -= n
+        else:
+            self._release(job, vc)
         del vc.running[job]
         job.state = JobState.FINISHED
         job.end_time = now
@@ -138,7 +178,7 @@ class ClusterState:
     def preempt(self, job: Job, now: float) -> VcState:
         if job.state is not JobState.RUNNING:
             raise StateError(f"job {job.job_id} preempted while {job.state.name}")
-        vc = self.vcs[self.vc_index[job.vc]]
+        vc = job.vc_state
         self._release(job, vc)
         del vc.running[job]
         job.state = JobState.PENDING
@@ -148,6 +188,7 @@ class ClusterState:
         self._enq += 1
         job.enq_seq = self._enq
         vc.queue.push(job)
+        vc.pending += 1
         return vc
 
     def power_off(self, node: int) -> None:
