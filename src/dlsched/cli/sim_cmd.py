@@ -33,10 +33,13 @@ def register(app: typer.Typer) -> None:
         start: Optional[str] = typer.Option(None, help="Window start (wall clock or seconds)."),
         end: Optional[str] = typer.Option(None, help="Window end, inclusive."),
         vcs: Optional[str] = typer.Option(None, help="Only these VCs (comma separated)."),
-        policy: str = typer.Option("fifo", help="Scheduling policy (see `dlsched policies`)."),
+        policy: str = typer.Option("fifo", help="Scheduling policy: fifo|sjf|srtf|qssf."),
         placement: str = typer.Option("consolidate", help="consolidate|first-fit|best-fit|spread"),
         backfill: bool = typer.Option(False, help="Let later jobs start when the head does not fit."),
         compat: str = typer.Option("none", help="none|helios: reproduce the Helios simulator's quirks."),
+        priority_file: Optional[Path] = typer.Option(None, help="QSSF: external priorities (job id/jobname,priority)."),
+        lam: float = typer.Option(0.1, help="QSSF: weight of the rolling estimate P_R (1-lam on the GBDT)."),
+        refit_every: float = typer.Option(86400.0, help="QSSF: refit the GBDT every this many simulated s."),
         skip_invalid: bool = typer.Option(False, help="Skip invalid rows (counted by reason)."),
         check_invariants: bool = typer.Option(False, help="Verify cluster state after every pass (slow)."),
         jobs: int = typer.Option(20000, help="Jobs of the built-in workload."),
@@ -47,9 +50,12 @@ def register(app: typer.Typer) -> None:
         from dlsched.runner import RunSpec, run_one
 
         with clear_errors():
+            if priority_file is not None and policy != "qssf":
+                raise ValueError(f"--priority-file is for --policy qssf, not {policy}")
             tr, job_list, cluster, name = load_jobs_and_cluster(
                 trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed)
             spec = RunSpec(policy, placement, backfill, _config(compat, check_invariants),
+                           policy_options=policy_options(policy, priority_file, lam, refit_every, compat, tr.origin),
                            meta={"trace": name, "skipped": dict(tr.report.skipped)})
             t0 = time.perf_counter()
             with progress_bar(f"{policy}/{placement}") as bar:
@@ -72,6 +78,9 @@ def register(app: typer.Typer) -> None:
         placement: str = typer.Option("consolidate"),
         backfill: bool = typer.Option(False),
         compat: str = typer.Option("none"),
+        priority_file: Optional[Path] = typer.Option(None, help="QSSF: external priorities (job id/jobname,priority)."),
+        lam: float = typer.Option(0.1, help="QSSF: weight of the rolling estimate P_R (1-lam on the GBDT)."),
+        refit_every: float = typer.Option(86400.0, help="QSSF: refit the GBDT every this many simulated s."),
         skip_invalid: bool = typer.Option(False),
         processes: Optional[int] = typer.Option(None, help="Parallel processes (default: one per core)."),
         jobs: int = typer.Option(20000),
@@ -86,6 +95,8 @@ def register(app: typer.Typer) -> None:
             tr, job_list, cluster, name = load_jobs_and_cluster(
                 trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed)
             base = RunSpec("", placement, backfill, _config(compat, False),
+                           policy_options={n: policy_options(n, priority_file, lam, refit_every, compat, tr.origin)
+                                           for n in names},
                            meta={"trace": name, "skipped": dict(tr.report.skipped)})
             t0 = time.perf_counter()
             compare_policies(job_list, cluster, names, out_dir, base, processes,
@@ -112,13 +123,30 @@ def register(app: typer.Typer) -> None:
                                                                 False, jobs, seed)
             console.print(f"{name} on {len(cluster.nodes)} nodes / {cluster.total_gpus} GPUs in "
                           f"{len(cluster.vcs)} VCs; policies: {', '.join(names)}")
-            compare_policies(job_list, cluster, names, out_dir, RunSpec(meta={"trace": name}),
+            base = RunSpec(meta={"trace": name},
+                           policy_options={n: policy_options(n, None, 0.1, 86400.0, "none", tr.origin) for n in names})
+            compare_policies(job_list, cluster, names, out_dir, base,
                              on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
             _print_summaries({n: load_summary(out_dir / n) for n in names})
             from dlsched.report import build_report
 
             report = build_report(out_dir)
         out.print(f"report: {report}")
+
+
+def policy_options(name: str, priority_file: Path | None, lam: float, refit_every: float, compat: str,
+                   origin) -> dict:
+    """Options of one policy from the CLI flags (only QSSF takes any today)."""
+    if name != "qssf":
+        return {}
+    opts: dict = {"helios_quirks": compat == "helios"}
+    if priority_file is not None:
+        from dlsched.predictors.duration_priority import load_priority_file
+
+        opts["priorities"] = load_priority_file(priority_file)
+    else:
+        opts.update(lam=lam, refit_every=refit_every, origin=origin)
+    return opts
 
 
 def demo_policies() -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dlsched.placement import make_placer
 from dlsched.policies.fifo import FifoPolicy
+from dlsched.policies.qssf import QssfPolicy
 from dlsched.policies.sjf import SjfPolicy
 from dlsched.policies.srtf import SrtfPolicy
 
@@ -11,6 +12,7 @@ POLICIES: dict[str, type] = {
     "fifo": FifoPolicy,
     "sjf": SjfPolicy,
     "srtf": SrtfPolicy,
+    "qssf": QssfPolicy,
 }
 
 

@@ -170,11 +170,11 @@ class Simulator:
                 job = jobs[cursor]
                 cursor += 1
                 events += 1
+                if on_submit is not None:
+                    on_submit(job, now)  # before queueing: the policy may set the job's key
                 vc = state.submit(job, now)
                 queued += 1
                 dirty[vc.vid] = None
-                if on_submit is not None:
-                    on_submit(job, now)
                 if power is not None:
                     for t1, kind, payload in power.on_arrival(job, state, now):
                         seq += 1
