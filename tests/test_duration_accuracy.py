@@ -85,3 +85,24 @@ def test_cli_builtin_synthetic_workload() -> None:
     res = CliRunner().invoke(_app(), ["estimate", "--jobs", "800", "--n-estimators", "10", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["jobs"] > 0
+
+
+@pytest.mark.slow
+def test_philly_two_weeks_online(shared: Path) -> None:
+    """Philly has no users or names: P_R uses the recent same-VC/GPU stream, the GBDT VC, GPUs, time."""
+    from dlsched.traces import load_trace
+
+    path = shared / "traces/philly/reference_run/input_cluster_log_helios_format.csv.gz"
+    if not path.is_file():
+        pytest.skip("Philly reference input absent")
+    trace = load_trace(path, start="2017-10-01 00:00:00", end="2017-10-14 23:59:59")
+    rep = duration_accuracy(trace, n_estimators=30)
+    m = rep["methods"]
+    assert set(rep["features"]) <= {"vc", "gpus", "cpus", "month", "weekday", "hour", "minute"}
+    assert "user" not in rep["features"] and "name" not in rep["features"]
+    assert rep["rolling_branches"].get("name_match", 0) == 0
+    # two weeks is little data for the GBDT; the recent-stream P_R carries the ranking
+    assert m["rolling"]["spearman_gpu_time"] > m["gpu_mean"]["spearman_gpu_time"] + 0.2
+    for method in ("rolling", "gbdt", "combined"):
+        assert m[method]["median_abs_log_error"] < m["gpu_mean"]["median_abs_log_error"]
+    assert m["combined"]["spearman_gpu_time"] > m["gpu_mean"]["spearman_gpu_time"]

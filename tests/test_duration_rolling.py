@@ -6,8 +6,14 @@ import pytest
 
 from dlsched.core.job import Job
 from dlsched.predictors.duration_names import NameClusterer, closest_name, name_bucket
-from dlsched.predictors.duration_rolling import (FALLBACK, NAME_MATCH, NEW_USER, USER_GPUS,
-                                                 RollingEstimator)
+from dlsched.predictors.duration_rolling import (
+    ANON_STREAM,
+    FALLBACK,
+    NAME_MATCH,
+    NEW_USER,
+    USER_GPUS,
+    RollingEstimator,
+)
 
 
 def job(user: str, name: str, gpus: int, duration: float = 0.0, job_id: str = "x") -> Job:
@@ -58,12 +64,24 @@ def test_fallbacks(est: RollingEstimator) -> None:
     assert empty.predict_branch(job("u1", "a", 1)) == (1234.0, FALLBACK)
 
 
-def test_anonymous_users_and_id_like_names_carry_no_history(est: RollingEstimator) -> None:
-    est.observe(job("unknown", "train_resnet_run1", 1, 10_000))
-    # Philly: user "unknown" is not one person → new-user branch (global same-GPU mean)
-    assert est.predict_branch(job("unknown", "train_resnet_run1", 1)) == (pytest.approx(10_700 / 4), NEW_USER)
+def test_anonymous_users_and_id_like_names(est: RollingEstimator) -> None:
+    anon = job("unknown", "train_resnet_run1", 1, 10_000)
+    est.observe(anon)
+    # Philly: user "unknown" is not one person → EW decay over the same VC + GPU demand stream
+    assert est.predict_branch(job("unknown", "train_resnet_run1", 1)) == (10_000.0, ANON_STREAM)
+    est.observe(job("", "x", 1, 20_000))
+    assert est.predict_branch(job("", "y", 1)) == (pytest.approx((0.5 * 10_000 + 20_000) / 1.5), ANON_STREAM)
+    # no stream for this VC/GPU demand yet → new-user branch
+    assert est.predict_branch(job("unknown", "z", 2)) == (1000.0, NEW_USER)
+    # the paper's literal rule: anonymous = new user (global same-GPU mean)
+    lit = RollingEstimator(anonymous="new_user")
+    for d in (100, 300):
+        lit.observe(job("unknown", "a", 1, d))
+    assert lit.predict_branch(job("unknown", "a", 1)) == (200.0, NEW_USER)
     # a name equal to the job id identifies one job: no name matching
     assert est.predict_branch(job("u1", "train_resnet_run1", 1, job_id="train_resnet_run1"))[1] == USER_GPUS
+    with pytest.raises(ValueError):
+        RollingEstimator(anonymous="ignore")
 
 
 def test_decay_one_is_plain_mean_and_bad_decay_rejected() -> None:

@@ -1,0 +1,173 @@
+"""Online QSSF duration estimator for use inside a simulation: it only ever learns from jobs
+that have finished by the current simulated time, so no policy can see the future through it.
+
+* ``observe_finished(job, now)`` when a job ends: updates the rolling estimate P_R at once and
+  queues the job as a GBDT training row.
+* ``estimate(job, now)`` / ``priority(job, now)``: P_R is recomputed (O(1)); P_M comes from
+  the GBDT fitted at the last refit, cached per job and model version.
+* The GBDT is refitted at the first call on or after each multiple of ``refit_every`` simulated
+  seconds, on every job finished so far (the most recent ``max_train_jobs`` if set); at a refit
+  the jobs estimated but not yet finished are re-predicted in one batch. Before the first fit
+  (fewer than ``min_train_jobs`` finished jobs) P_M = P_R.
+
+Time must not run backwards, and a job may only be observed once its end time has passed;
+both raise ``ValueError`` — they would mean the caller leaks the future.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from datetime import datetime
+
+import numpy as np
+
+from dlsched.core.job import Job
+from dlsched.predictors.duration_combined import DEFAULT_LAMBDA, check_blend, check_lambda, merge
+from dlsched.predictors.duration_features import FEATURES, FeatureEncoder
+from dlsched.predictors.duration_gbdt import GBDTDurationModel
+from dlsched.predictors.duration_rolling import RollingEstimator
+
+_EPS = 1e-6
+
+
+class OnlineDurationEstimator:
+    """Never-from-the-future P = N × (λ·P_R + (1−λ)·P_M) with periodic GBDT refits.
+
+    ``origin``: the trace's wall-clock origin (``trace.origin``) for month/weekday/hour
+    features; ``None`` → time of day relative to t = 0.
+    """
+
+    def __init__(self, refit_every: float = 86400.0, lam: float = DEFAULT_LAMBDA, decay: float = 0.5,
+                 min_similarity: float = 0.8, n_estimators: int = 100, learning_rate: float = 0.1,
+                 num_leaves: int = 31, min_child_samples: int = 20, min_train_jobs: int = 200,
+                 max_train_jobs: int | None = None, blend: str = "linear",
+                 anonymous: str = "vc_gpus", n_jobs: int = 1, random_state: int = 0,
+                 origin: datetime | None = None) -> None:
+        if refit_every <= 0:
+            raise ValueError(f"refit_every must be > 0 seconds, got {refit_every}")
+        self.refit_every = float(refit_every)
+        self.lam = check_lambda(lam)
+        self.decay = decay
+        self.min_similarity = min_similarity
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.num_leaves = num_leaves
+        self.min_child_samples = min_child_samples
+        self.min_train_jobs = min_train_jobs
+        self.max_train_jobs = max_train_jobs
+        self.blend = check_blend(blend)
+        self.anonymous = anonymous
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.origin = origin
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything learned (e.g. before simulating the same trace again)."""
+        self.rolling_ = RollingEstimator(self.decay, self.min_similarity, anonymous=self.anonymous)
+        self.encoder_ = FeatureEncoder(self.origin, self.min_similarity)
+        self.model_: GBDTDurationModel | None = None
+        self._X = np.empty((4096, len(FEATURES)), dtype=np.float64)
+        self._y = np.empty(4096, dtype=np.float64)
+        self._n = 0
+        self._fitted_n = 0
+        self._version = 0
+        self._now = -math.inf
+        self._next_refit = -math.inf
+        self._cache: dict[Job, tuple[int, float]] = {}
+        self._pending: dict[Job, None] = {}
+        self.n_refits = 0
+        self.refit_seconds = 0.0
+
+    @property
+    def n_observed(self) -> int:
+        return self._n
+
+    # -- learning -------------------------------------------------------------------------
+
+    def _append(self, job: Job) -> None:
+        if self._n == len(self._y):
+            self._X = np.concatenate([self._X, np.empty_like(self._X)])
+            self._y = np.concatenate([self._y, np.empty_like(self._y)])
+        self._X[self._n] = self.encoder_.row(job, learn=True)
+        self._y[self._n] = job.duration
+        self._n += 1
+        self.rolling_.observe(job)
+
+    def prime(self, jobs: Iterable[Job]) -> None:
+        """Learn from jobs that finished before the simulation starts (e.g. earlier months),
+        then fit the GBDT at once. The caller vouches that they are history."""
+        for job in sorted(jobs, key=lambda j: j.submit_time + j.duration):
+            self._append(job)
+        if self._n >= self.min_train_jobs:
+            self._refit()
+
+    def observe_finished(self, job: Job, now: float) -> None:
+        """Record a job that ended at or before ``now`` (its true duration becomes known)."""
+        end = job.end_time if job.end_time >= 0 else job.submit_time + job.duration
+        if end > now + _EPS:
+            raise ValueError(f"job {job.job_id!r} has not finished at t={now}: it ends at t={end} "
+                             "(observing it would leak the future)")
+        self._advance(now)
+        self._append(job)
+        self._pending.pop(job, None)
+        self._cache.pop(job, None)
+
+    def _advance(self, now: float) -> None:
+        if now < self._now - _EPS:
+            raise ValueError(f"time went backwards: t={now} after t={self._now}")
+        self._now = now
+        if now >= self._next_refit:
+            self._next_refit = (math.floor(now / self.refit_every) + 1) * self.refit_every
+            if self._n > self._fitted_n and self._n >= self.min_train_jobs:
+                self._refit()
+
+    def _refit(self) -> None:
+        t0 = time.perf_counter()
+        lo = 0 if self.max_train_jobs is None else max(0, self._n - self.max_train_jobs)
+        model = GBDTDurationModel(n_estimators=self.n_estimators, learning_rate=self.learning_rate,
+                                  num_leaves=self.num_leaves, min_child_samples=self.min_child_samples,
+                                  n_jobs=self.n_jobs, random_state=self.random_state)
+        self.model_ = model.fit(self._X[lo:self._n], self._y[lo:self._n])
+        self._fitted_n = self._n
+        self._version += 1
+        self._cache.clear()
+        if self._pending:
+            pending = list(self._pending)
+            pm = self.model_.predict(self.encoder_.encode(pending))
+            v = self._version
+            self._cache = {job: (v, float(p)) for job, p in zip(pending, pm)}
+        self.n_refits += 1
+        self.refit_seconds += time.perf_counter() - t0
+
+    # -- estimating -----------------------------------------------------------------------
+
+    def estimate_parts(self, job: Job, now: float) -> tuple[float, float, float]:
+        """(P_R, P_M, λ·P_R + (1−λ)·P_M) in seconds, from jobs finished by ``now``
+        (the blend is geometric when ``blend="log"``)."""
+        self._advance(now)
+        pr = self.rolling_.predict(job)
+        self._pending[job] = None
+        if self.model_ is None:
+            return pr, pr, pr
+        hit = self._cache.get(job)
+        if hit is not None and hit[0] == self._version:
+            pm = hit[1]
+        else:
+            pm = float(self.model_.predict(np.array(self.encoder_.row(job)))[0])
+            self._cache[job] = (self._version, pm)
+        return pr, pm, float(merge(pr, pm, self.lam, self.blend))
+
+    def estimate(self, job: Job, now: float) -> float:
+        """Expected duration (s) of ``job`` as known at ``now``; also stored in ``job.pred_duration``."""
+        est = self.estimate_parts(job, now)[2]
+        job.pred_duration = est
+        return est
+
+    def priority(self, job: Job, now: float) -> float:
+        """QSSF key: expected GPU time = GPUs × ``estimate``; also stored in ``job.priority``."""
+        p = job.gpus * self.estimate(job, now)
+        job.priority = p
+        return p
