@@ -1,0 +1,176 @@
+"""``dlsched trace stats|convert|generate``: inspect, convert and synthesise traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from dlsched.cli.common import clear_errors, console, out
+
+FORMATS_HELP = "auto|helios|helios-log|philly-pollux|pai|dlsched"
+
+trace_app = typer.Typer(help="Inspect, convert and generate traces.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``trace`` sub-app to the main app."""
+    app.add_typer(trace_app, name="trace")
+
+
+def _time(value: str | None):
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def _load(path: Path, trace_format: str, start, end, vc_config, vcs, skip_invalid, include_cpu_jobs,
+          quiet: bool = False):
+    """Load with the shared filters; print the load report (counts by reason) to stderr."""
+    from dlsched.traces import load_trace, load_vc_config
+
+    cluster = load_vc_config(vc_config) if vc_config else None
+    keep = [v.strip() for v in vcs.split(",")] if vcs else (list(cluster) if cluster else None)
+    trace = load_trace(path, trace_format, start=_time(start), end=_time(end), vcs=keep,
+                       skip_invalid=skip_invalid, include_cpu_jobs=include_cpu_jobs)
+    if not quiet:
+        for line in trace.report.lines():
+            console.print(line, style="dim", highlight=False, markup=False, soft_wrap=True)
+    return trace, cluster
+
+
+_FORMAT = typer.Option("auto", "--trace-format", "-f", help=FORMATS_HELP)
+_START = typer.Option(None, help="Window start, inclusive (wall clock, or seconds for relative traces).")
+_END = typer.Option(None, help="Window end, inclusive.")
+_VC_CONFIG = typer.Option(None, help="VC sizes (vc,node num): keep only these VCs; adds offered load.")
+_VCS = typer.Option(None, help="Keep only these VCs (comma separated).")
+_SKIP = typer.Option(False, help="Skip invalid rows (counted by reason) instead of stopping.")
+_CPU = typer.Option(False, help="Keep CPU-only jobs.")
+_PATH = typer.Argument(..., help="Trace file or directory (PAI).")
+_OUT = typer.Argument(..., help="Canonical output: .csv, .csv.gz or .parquet.")
+_JSON = typer.Option(False, "--json", help="Print the statistics as JSON.")
+_PLOT = typer.Option(None, help="Write PNG figures into this directory.")
+
+
+@trace_app.command()
+def stats(
+    path: Path = _PATH,
+    trace_format: str = _FORMAT,
+    as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON."),
+    plot: Path | None = _PLOT,
+    start: str | None = _START, end: str | None = _END, vc_config: Path | None = _VC_CONFIG,
+    vcs: str | None = _VCS, skip_invalid: bool = _SKIP, include_cpu_jobs: bool = _CPU,
+) -> None:
+    """Helios-style characterisation: durations, GPU mix, arrivals, VCs, statuses."""
+    from dlsched.traces.stats import trace_stats
+
+    with clear_errors():
+        trace, cluster = _load(path, trace_format, start, end, vc_config, vcs, skip_invalid, include_cpu_jobs)
+        result = trace_stats(trace, cluster)
+        if as_json:
+            print(json.dumps(result, indent=2))
+        else:
+            _print_stats(result)
+        if plot is not None:
+            from dlsched.traces.plots import plot_stats
+
+            for file in plot_stats(result, plot):
+                console.print(f"wrote {file}", highlight=False, markup=False, soft_wrap=True)
+
+
+@trace_app.command()
+def convert(
+    path: Path = _PATH,
+    output: Path = _OUT,
+    trace_format: str = _FORMAT,
+    start: str | None = _START, end: str | None = _END, vc_config: Path | None = _VC_CONFIG,
+    vcs: str | None = _VCS, skip_invalid: bool = _SKIP, include_cpu_jobs: bool = _CPU,
+) -> None:
+    """Convert any supported trace to the canonical format (prints the load report)."""
+    from dlsched.traces import write_canonical
+
+    with clear_errors():
+        trace, _ = _load(path, trace_format, start, end, vc_config, vcs, skip_invalid, include_cpu_jobs)
+        write_canonical(trace, output)
+        console.print(f"wrote {len(trace)} jobs to {output}", highlight=False, markup=False, soft_wrap=True)
+
+
+@trace_app.command()
+def generate(
+    output: Path = _OUT,
+    jobs: int = typer.Option(20000, help="Number of jobs."),
+    seed: int = typer.Option(0, help="Random seed (same seed, same trace)."),
+    days: float | None = typer.Option(None, help="Arrival span; default: offered load --load."),
+    load: float = typer.Option(0.8, help="Offered GPU load on the default cluster when --days is unset."),
+) -> None:
+    """Write the built-in synthetic workload (calibrated to Helios) in the canonical format."""
+    from dlsched.traces import write_canonical
+    from dlsched.traces.synthetic import generate as synth
+
+    with clear_errors():
+        trace = synth(jobs=jobs, seed=seed, days=days, load=load)
+        write_canonical(trace, output)
+        console.print(f"wrote {len(trace)} jobs to {output} ({trace.report.source})",
+                      highlight=False, markup=False, soft_wrap=True)
+
+
+def _print_stats(s: dict) -> None:
+    d, g = s["duration"], s["gpus"]
+    pct = d.get("percentiles", {})
+    head = Table(title=f"{s['name']}: {s['jobs']:,} jobs", show_header=False)
+    head.add_column(style="bold")
+    head.add_column(justify="right")
+    rows = [("GPU jobs / CPU jobs", f"{s['gpu_jobs']:,} / {s['cpu_jobs']:,}"),
+            ("origin", str(s["origin"])), ("span (days)", f"{s['span_days']:.2f}"),
+            ("GPU hours", f"{s['gpu_time_gpu_hours']:,.0f}"), ("mean / max GPUs", f"{g['mean']:.2f} / {g['max']}"),
+            ("single-GPU jobs", f"{g['single_gpu_share']:.1%}"),
+            (">=8-GPU jobs (share of GPU time)", f"{g['ge8_share']:.1%} ({g['ge8_gpu_time_share']:.1%})"),
+            ("median / mean duration (s)", f"{pct.get('p50', 0):,.0f} / {d['mean']:,.0f}"),
+            ("jobs under 1000 s", f"{d.get('under_1000s', 0):.1%}"),
+            ("users (top 5% share of GPU time)",
+             f"{s['users']['count']:,} ({s['users'].get('top5pct_gpu_time_share', 0):.1%})")]
+    if "offered_load" in s:
+        rows.append(("offered GPU load", f"{s['offered_load']:.1%} of {s['cluster_gpus']:,} GPUs"))
+    for k, v in rows:
+        head.add_row(k, v)
+    out.print(head)
+
+    t = Table(title="duration percentiles (s)")
+    for k in pct:
+        t.add_column(k, justify="right")
+    t.add_row(*(f"{v:,.0f}" for v in pct.values()))
+    out.print(t)
+    _shares("duration groups (Helios Table 4)", "group", s["groups"])
+    _shares("GPUs per job", "GPUs", g["mix"])
+    _shares("final status", "status", s["status"])
+    vcs = dict(list(s["vcs"].items())[:15])
+    t = Table(title=f"VCs ({len(s['vcs'])}, top 15 by jobs)")
+    for col in ("VC", "jobs", "GPU hours", "GPU time", "mean GPUs", "median dur (s)"):
+        t.add_column(col, justify="left" if col == "VC" else "right")
+    for vc, v in vcs.items():
+        t.add_row(vc, f"{v['jobs']:,}", f"{v['gpu_hours']:,.0f}", f"{v['gpu_time_share']:.1%}",
+                  f"{v['mean_gpus']:.2f}", f"{v['median_duration']:,.0f}")
+    out.print(t)
+    hours = s["arrivals"]["per_hour"]
+    peak = max(hours) or 1
+    t = Table(title="arrivals per hour of day" + ("" if s["arrivals"]["wall_clock"] else " (relative)"))
+    t.add_column("hour", justify="right")
+    t.add_column("jobs", justify="right")
+    t.add_column("")
+    for h, n in enumerate(hours):
+        t.add_row(f"{h:02d}", f"{n:,}", "█" * round(30 * n / peak))
+    out.print(t)
+
+
+def _shares(title: str, key: str, data: dict) -> None:
+    t = Table(title=title)
+    for col in (key, "jobs", "share", "GPU time"):
+        t.add_column(col, justify="left" if col == key else "right")
+    for name, v in data.items():
+        t.add_row(str(name) or "(none)", f"{v['jobs']:,}", f"{v['share']:.1%}", f"{v['gpu_time_share']:.1%}")
+    out.print(t)

@@ -1,0 +1,140 @@
+"""dlsched's own trace format (``--trace-format dlsched``), CSV or Parquet.
+
+Columns are :data:`CANONICAL_COLUMNS` (only :data:`REQUIRED_COLUMNS` must be present);
+``submit_time`` is in seconds from the origin. The origin (wall clock of time 0, ISO 8601) is a
+``# origin=...`` first line in CSV and the ``dlsched.origin`` schema metadata key in Parquet; it is
+absent for traces that never had wall-clock times (e.g. synthetic ones). Loading keeps the stored
+origin (times are not re-based to the first kept job) so that a round trip is exact. In Parquet
+files "line" in error messages is the 1-based row number.
+"""
+
+from __future__ import annotations
+
+import gzip
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dlsched.traces._table import Checks, Table, check_number, check_text, read_table
+from dlsched.traces.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, LoadReport, Trace, TraceError
+from dlsched.traces.pipeline import Columns, LoadOptions, finish, to_timestamp
+from dlsched.traces.registry import TraceFormat, register
+
+ORIGIN_KEY = b"dlsched.origin"
+PARQUET_SUFFIXES = (".parquet", ".pq")
+_TEXT = ("user", "name", "status", "model_name", "onnx_ref")
+_INT = ("cpus", "batch_size")
+_FLOAT = ("gpu_util", "gpu_mem_mib")
+_DICT_COLUMNS = ("vc", "user", "name", "status", "model_name", "onnx_ref")
+
+
+def _read_parquet(path: Path) -> Table:
+    import pyarrow as pa  # lazy: pyarrow is slow to import and only Parquet needs it
+    import pyarrow.parquet as pq
+
+    try:
+        names = set(pq.read_schema(path).names)
+        # repeated strings (VC, user, status, ...) as dictionaries: one str object per value
+        table = pq.read_table(path, read_dictionary=[c for c in _DICT_COLUMNS if c in names])
+    except (OSError, pa.ArrowException) as exc:
+        raise TraceError(str(path), f"not a readable Parquet file: {exc}") from None
+    meta = table.schema.metadata or {}
+    origin = meta.get(ORIGIN_KEY, b"").decode()
+    frame = table.to_pandas()
+    return Table(str(path), frame, np.arange(len(frame), dtype=np.int64) + 1,
+                 f"origin={origin}" if origin else "")
+
+
+def _origin(table: Table) -> pd.Timestamp | None:
+    """The origin from the ``origin=...`` comment, if any."""
+    if not table.comment:
+        return None
+    key, _, value = table.comment.partition("=")
+    if key.strip() != "origin" or not value.strip():
+        return None
+    return to_timestamp(value.strip(), table.path, "origin")
+
+
+def load(path: Path, opts: LoadOptions) -> Trace:
+    table = _read_parquet(path) if path.suffix.lower() in PARQUET_SUFFIXES else read_table(
+        path, numeric={"gpus", "submit_time", "duration", *_INT, *_FLOAT})
+    table.require(*REQUIRED_COLUMNS)
+    report = LoadReport(source=str(path), rows_read=len(table))
+    checks = Checks(table)
+    job_id = check_text(checks, "job_id")
+    checks.fail(pd.Series(job_id).duplicated().to_numpy() & (job_id != ""), "job_id", "duplicate job id")
+    vc = check_text(checks, "vc")
+    gpus = check_number(checks, "gpus", integer=True, minimum=0)
+    submit = check_number(checks, "submit_time")
+    duration = check_number(checks, "duration", minimum=0)
+    extra: dict[str, np.ndarray] = {}
+    columns = set(table.frame.columns)
+    for name in _TEXT:
+        if name in columns:
+            extra[name] = table.text(name)
+    for name in _INT:
+        if name in columns:
+            extra[name] = np.nan_to_num(check_number(checks, name, integer=True, minimum=0, required=False))
+    for name in _FLOAT:
+        if name in columns:
+            extra[name] = check_number(checks, name, minimum=0, required=False)
+    keep = checks.resolve(report, opts.skip_invalid)
+    cols = Columns(job_id, vc, np.nan_to_num(gpus).astype(np.int64), np.nan_to_num(submit),
+                   np.nan_to_num(duration), table.lines, extra, _origin(table)).take(keep)
+    return finish(cols, opts, report, str(path), name=path.name)
+
+
+def to_frame(trace: Trace) -> pd.DataFrame:
+    """The trace as a DataFrame in canonical column order (one attribute sweep per column)."""
+    jobs = trace.jobs
+    data = {col: [getattr(j, col) for j in jobs] for col in CANONICAL_COLUMNS}
+    frame = pd.DataFrame(data, columns=list(CANONICAL_COLUMNS))
+    for col in ("gpus", "cpus", "batch_size"):
+        frame[col] = frame[col].astype(np.int64)
+    for col in ("submit_time", "duration", *_FLOAT):
+        frame[col] = frame[col].astype(np.float64)
+    return frame
+
+
+def write_canonical(trace: Trace, path: str | Path) -> Path:
+    """Write ``trace`` as canonical CSV or Parquet, chosen by the suffix of ``path``."""
+    path = Path(path)
+    frame = to_frame(trace)
+    origin = _iso(trace.origin)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        meta = dict(table.schema.metadata or {})
+        if origin:
+            meta[ORIGIN_KEY] = origin.encode()
+        pq.write_table(table.replace_schema_metadata(meta), path)
+    elif path.name.lower().endswith((".csv", ".csv.gz")):
+        opener = gzip.open if path.name.lower().endswith(".gz") else open
+        with opener(path, "wt", encoding="utf-8", newline="") as fh:
+            if origin:
+                fh.write(f"# origin={origin}\n")
+            frame.to_csv(fh, index=False)
+    else:
+        raise TraceError(str(path), "output must end in .csv, .csv.gz or .parquet")
+    return path
+
+
+def _iso(origin: datetime | None) -> str:
+    return "" if origin is None else pd.Timestamp(origin).isoformat()
+
+
+def _sniff(header: list[str], path: Path) -> bool:
+    return path.suffix.lower() in PARQUET_SUFFIXES or set(REQUIRED_COLUMNS) <= set(header)
+
+
+FORMAT = register(TraceFormat(
+    name="dlsched",
+    description="dlsched canonical CSV/Parquet (" + ",".join(CANONICAL_COLUMNS) + ")",
+    sniff=_sniff,
+    load=load,
+))

@@ -1,0 +1,202 @@
+"""What every loader shares after parsing: filters, origin, ordering and building the jobs.
+
+Loaders hand over validated numpy columns (:class:`Columns`); :func:`finish` applies the
+CPU-only / VC / time-window filters in that order (each left-out row counted once, under the
+first filter it fails, as the reference simulator filters GPU and VC before the window), fixes
+the origin, sorts by submit time (stable on file order) and builds the :class:`Job` objects in
+one pass.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from numbers import Real
+
+import numpy as np
+import pandas as pd
+
+from dlsched.core.job import Job
+from dlsched.traces.model import LoadReport, Trace, TraceError
+
+TimeArg = str | datetime | pd.Timestamp | float | int | None
+
+# Job attributes a loader may fill besides the five positional ones, with their "absent" value.
+OPTIONAL_FIELDS: dict[str, object] = {
+    "user": "", "name": "", "cpus": 0, "status": "", "model_name": "", "batch_size": 0,
+    "onnx_ref": "", "gpu_util": float("nan"), "gpu_mem_mib": float("nan"),
+}
+
+
+@dataclass(slots=True)
+class LoadOptions:
+    """The caller's filters; see :func:`dlsched.traces.load_trace`."""
+
+    start: TimeArg = None
+    end: TimeArg = None
+    vcs: frozenset[str] | None = None
+    skip_invalid: bool = False
+    origin: TimeArg = None
+    include_cpu_jobs: bool = False
+    format_options: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Columns:
+    """Validated rows of one trace. ``submit`` is datetime64[ns] (wall clock) or float seconds."""
+
+    job_id: np.ndarray
+    vc: np.ndarray
+    gpus: np.ndarray
+    submit: np.ndarray
+    duration: np.ndarray
+    lines: np.ndarray
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+    origin: pd.Timestamp | None = None  # stored origin of relative times (canonical format)
+
+    def take(self, mask: np.ndarray) -> Columns:
+        return Columns(self.job_id[mask], self.vc[mask], self.gpus[mask], self.submit[mask],
+                       self.duration[mask], self.lines[mask],
+                       {k: v[mask] for k, v in self.extra.items()}, self.origin)
+
+    @property
+    def absolute(self) -> bool:
+        return np.issubdtype(self.submit.dtype, np.datetime64)
+
+
+def to_timestamp(value: TimeArg, path: str, what: str) -> pd.Timestamp:
+    """A wall-clock argument as a naive timestamp (aware values are converted to UTC)."""
+    try:
+        ts = pd.Timestamp(value)
+    except (ValueError, TypeError):
+        raise TraceError(path, f"{what}={value!r} is not a date/time (want 'YYYY-MM-DD HH:MM:SS')") from None
+    if ts is pd.NaT:
+        raise TraceError(path, f"{what}={value!r} is not a date/time")
+    return ts.tz_convert(None) if ts.tzinfo is not None else ts
+
+
+def _is_seconds(value: TimeArg) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def _window_seconds(value: TimeArg, cols: Columns, path: str, what: str) -> float:
+    """A window bound for a relative-time trace, in seconds from its origin."""
+    if _is_seconds(value):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if cols.origin is None:
+        raise TraceError(path, f"{what}={value!r} is a date but this trace has relative times and no "
+                               "origin; give seconds")
+    return (to_timestamp(value, path, what) - cols.origin).total_seconds()
+
+
+def _window_datetime(value: TimeArg, path: str, what: str) -> np.datetime64:
+    if _is_seconds(value):
+        raise TraceError(path, f"{what}={value!r}: this trace has wall-clock times; give "
+                               "'YYYY-MM-DD HH:MM:SS'")
+    return to_timestamp(value, path, what).to_datetime64().astype("datetime64[ns]")
+
+
+def apply_filters(cols: Columns, opts: LoadOptions, report: LoadReport, path: str) -> Columns:
+    """Leave out CPU-only jobs, VCs not asked for, and jobs outside the window (inclusive)."""
+    keep = np.ones(len(cols.job_id), dtype=bool)
+
+    def drop(mask: np.ndarray, reason: str) -> None:
+        hit = mask & keep
+        n = int(hit.sum())
+        if n:
+            report.filtered[reason] += n
+            keep[hit] = False
+
+    if not opts.include_cpu_jobs:
+        drop(cols.gpus <= 0, "CPU-only job (0 GPUs)")
+    if opts.vcs is not None:
+        drop(~np.isin(cols.vc, np.array(sorted(opts.vcs), dtype=object)), "VC not in config")
+    for bound, what, before in ((opts.start, "start", True), (opts.end, "end", False)):
+        if bound is None:
+            continue
+        if cols.absolute:
+            limit = _window_datetime(bound, path, what)
+        else:
+            limit = _window_seconds(bound, cols, path, what)
+        if before:
+            drop(cols.submit < limit, "outside window (before start)")
+        else:
+            drop(cols.submit > limit, "outside window (after end)")
+    return cols if keep.all() else cols.take(keep)
+
+
+def finish(cols: Columns, opts: LoadOptions, report: LoadReport, path: str, name: str = "") -> Trace:
+    """Filter, fix the origin, sort stably by submit time and build the jobs."""
+    cols = apply_filters(cols, opts, report, path)
+    if cols.absolute:
+        if opts.origin is not None:
+            origin = to_timestamp(opts.origin, path, "origin")
+        elif len(cols.submit):
+            origin = pd.Timestamp(cols.submit.min())
+        elif opts.start is not None:
+            origin = to_timestamp(opts.start, path, "start")
+        else:
+            origin = None
+        base = np.datetime64(origin.to_datetime64(), "ns") if origin is not None else None
+        submit = ((cols.submit - base) / np.timedelta64(1, "s")).astype(np.float64) if base is not None \
+            else np.zeros(0)
+    else:
+        submit = cols.submit.astype(np.float64)
+        origin = cols.origin
+        if opts.origin is not None:
+            new = to_timestamp(opts.origin, path, "origin")
+            if origin is not None:
+                submit = submit + (origin - new).total_seconds()
+            origin = new
+    order = np.argsort(submit, kind="stable")
+    with gc_paused():
+        jobs = build_jobs(cols, submit, order)
+        return Trace(jobs, origin.to_pydatetime() if origin is not None else None, report, name)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while allocating many jobs.
+
+    Every Job is GC-tracked, so building a million triggers hundreds of full-heap passes that
+    find nothing (measured: 2.7 s -> 0.65 s for 1M jobs). Nesting is safe.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job]:
+    """One pass of the real ``Job`` constructor, then optional fields that carry information."""
+    jobs = list(map(Job, cols.job_id[order].tolist(), cols.vc[order].tolist(),
+                    cols.gpus[order].astype(np.int64).tolist(), submit[order].tolist(),
+                    cols.duration[order].astype(np.float64).tolist()))
+    for attr, values in cols.extra.items():
+        default = OPTIONAL_FIELDS[attr]
+        values = values[order]
+        if isinstance(default, float):
+            if np.isnan(values.astype(np.float64)).all():
+                continue
+            values = values.astype(np.float64)
+        elif isinstance(default, int):
+            if not values.any():
+                continue
+            values = values.astype(np.int64)
+        elif not (values != default).any():
+            continue
+        # the slot descriptor's __set__ mapped in C: ~2x faster than a Python setattr loop
+        deque(map(getattr(Job, attr).__set__, jobs, values.tolist()), maxlen=0)
+    return jobs
