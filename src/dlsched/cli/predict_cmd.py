@@ -1,0 +1,132 @@
+"""``dlsched predict MODEL.onnx``: graph features plus predicted GPU utilisation and memory.
+
+Graph analysis comes from :mod:`dlsched.graph`; the regressors from
+``dlsched.predictors.default.load_default()``.  Without a trained predictor the command still
+prints the graph figures, estimates memory with Horus Eq. 2 and says that utilisation needs
+``dlsched predictor train``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+FALLBACK_BAND = 2.0  # Horus Eq. 2 is uncalibrated: report [est/2, est*2]
+TRAIN_HINT = "utilisation needs a trained predictor: run `dlsched predictor train`"
+
+
+def _load_predictor() -> tuple[Any | None, str | None]:
+    """The default predictor, or (None, reason) when it cannot be had."""
+    try:
+        from dlsched.predictors.default import load_default
+    except Exception as exc:  # noqa: BLE001 - ImportError or a broken predictors package
+        return None, f"dlsched.predictors unavailable ({type(exc).__name__}: {exc})"
+    try:
+        pred = load_default()
+    except Exception as exc:  # noqa: BLE001 - missing model file, etc.
+        return None, f"no trained predictor ({type(exc).__name__}: {exc})"
+    if pred is None:
+        return None, "no trained predictor"
+    return pred, None
+
+
+def _ask(fn: Any, feats: dict[str, float], gpu: str, what: str, notes: list[str]) -> dict[str, Any] | None:
+    """Call a predictor method; None (with a note) when it has no answer or fails."""
+    try:
+        triple = fn(feats, gpu)
+    except Exception as exc:  # noqa: BLE001 - e.g. unknown GPU type
+        notes.append(f"{what} predictor failed: {type(exc).__name__}: {exc}")
+        return None
+    if triple is None:
+        notes.append(f"the predictor has no {what} model for {gpu}")
+        return None
+    mean, lo, hi = (float(v) for v in triple)
+    return {"mean": mean, "lo": lo, "hi": hi, "source": "predictor"}
+
+
+def _human(x: float, unit: str) -> str:
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {prefix}{unit}"
+    return f"{x:.0f} {unit}"
+
+
+def predict(
+    model: Annotated[Path, typer.Argument(help="ONNX model file")],
+    batch: int = typer.Option(64, "--batch", "-b", min=1, help="training batch size"),
+    seq: int | None = typer.Option(None, "--seq", "-s", min=1, help="sequence length (models with a seq dim)"),
+    gpu: str = typer.Option("V100", "--gpu", help="GPU type for the predictors"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Predict GPU utilisation and peak memory of training MODEL at a batch size."""
+    from dlsched.graph import GraphError, analyze, horus_memory_mib
+
+    try:
+        analysis = analyze(model)
+        feats = analysis.features(batch, seq)
+    except (GraphError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+    pred, why = _load_predictor()
+    util: dict[str, Any] | None = None
+    mem: dict[str, Any] | None = None
+    notes: list[str] = []
+    if pred is not None:
+        util = _ask(pred.predict_util, feats, gpu, "utilisation", notes)
+        mem = _ask(pred.predict_mem_mib, feats, gpu, "memory", notes)
+    else:
+        notes.append(why or "no predictor")
+    if util is None:
+        notes.append(TRAIN_HINT)
+    if mem is None:
+        est = horus_memory_mib(feats)
+        mem = {"mean": est, "lo": est / FALLBACK_BAND, "hi": est * FALLBACK_BAND, "source": "horus_eq2"}
+
+    out = {
+        "model": str(model),
+        "gpu": gpu,
+        "batch": batch,
+        "seq": int(feats["seq"]) if analysis.has_seq else None,
+        "flops": feats["flops"],
+        "flops_per_sample": feats["flops_per_sample"],
+        "flops_per_step": feats["flops_per_step"],
+        "params": int(feats["params"]),
+        "param_bytes": int(feats["param_bytes"]),
+        "peak_activation_bytes": feats["peak_activation_bytes"],
+        "gpu_util": util,
+        "gpu_mem_mib": mem,
+        "unknown_ops": analysis.unknown_ops,
+        "notes": notes,
+    }
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    seq_txt = f", seq {out['seq']}" if out["seq"] is not None else ""
+    lines = [
+        f"model          {model}  (opset {analysis.opset}, {len(analysis.node_ops)} nodes, {analysis.mode} batch)",
+        f"batch          {batch}{seq_txt}",
+        f"FLOPs/sample   {_human(feats['flops_per_sample'], 'FLOP')} (forward)",
+        f"FLOPs/step     {_human(feats['flops_per_step'], 'FLOP')} (training step = 3 x forward)",
+        f"parameters     {feats['params'] / 1e6:.2f} M ({feats['param_bytes'] / 2**20:.1f} MiB)",
+        f"peak activ.    {feats['peak_activation_bytes'] / 2**20:.1f} MiB (forward liveness)",
+    ]
+    if util is not None:
+        lines.append(f"GPU util       {util['mean']:.1f} % [{util['lo']:.1f} - {util['hi']:.1f}] on {gpu}")
+    else:
+        lines.append(f"GPU util       n/a - {TRAIN_HINT}")
+    src = "predictor" if mem.get("source") == "predictor" else "Horus Eq. 2 fallback, uncalibrated"
+    lines.append(f"GPU memory     {mem['mean']:,.0f} MiB [{mem['lo']:,.0f} - {mem['hi']:,.0f}] ({src})")
+    unk = ", ".join(f"{k} x{v}" for k, v in analysis.unknown_ops.items()) or "none"
+    lines.append(f"unknown ops    {unk}")
+    for note in notes:
+        if note != TRAIN_HINT:
+            lines.append(f"note           {note}")
+    typer.echo("\n".join(lines))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``predict`` command to the top-level app."""
+    app.command("predict")(predict)

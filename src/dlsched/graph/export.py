@@ -1,0 +1,159 @@
+"""Export PyTorch modules and Hugging Face configs to ONNX bytes, offline, with random weights.
+
+torch/transformers are imported lazily so the analysis core works without them.  We use the
+TorchScript exporter (``dynamo=False``): it needs no ``onnxscript`` and keeps batch/sequence
+symbolic through ``dynamic_axes``."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import onnx
+
+from dlsched.graph.analysis import SEQ_META_KEY
+
+DEFAULT_OPSET = 17
+
+
+class ExportError(RuntimeError):
+    """Export is impossible here (torch/transformers missing) or the exporter failed."""
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ExportError(
+            "exporting needs PyTorch (CPU build is enough): pip install 'dlsched[export]'"
+        ) from exc
+    return torch
+
+
+def export_torch_module(
+    module: Any,
+    example_inputs: Any,
+    dynamic_batch: bool = True,
+    *,
+    input_names: Sequence[str] | None = None,
+    seq_axes: Sequence[int | None] | None = None,
+    default_seq: int | None = None,
+    opset: int = DEFAULT_OPSET,
+    training: bool = True,
+) -> bytes:
+    """Export ``module`` (in eval mode) to ONNX bytes.
+
+    ``dynamic_batch`` names axis 0 of every input ``batch``; ``seq_axes[i]`` (if not None) names
+    that axis of input ``i`` ``seq``.  ``default_seq`` is recorded in the model's metadata so that
+    ``GraphAnalysis.features`` can default the sequence length.  ``training=True`` exports the
+    training-mode graph (BatchNorm computing batch statistics, Dropout present) because the
+    profiled jobs train; eval mode would fold BatchNorm into the convolutions."""
+    torch = _torch()
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    names = list(input_names or [f"input_{i}" for i in range(len(inputs))])
+    dyn: dict[str, dict[int, str]] = {}
+    for i, name in enumerate(names):
+        axes: dict[int, str] = {}
+        if dynamic_batch:
+            axes[0] = "batch"
+        if seq_axes is not None and i < len(seq_axes) and seq_axes[i] is not None:
+            axes[int(seq_axes[i])] = "seq"
+        if axes:
+            dyn[name] = axes
+    module = module.train(training)
+    mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
+    buf = io.BytesIO()
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                module, inputs, buf, dynamo=False, opset_version=opset, input_names=names,
+                dynamic_axes=dyn or None, do_constant_folding=not training, training=mode,
+            )
+    except Exception as exc:
+        raise ExportError(f"torch.onnx.export failed for {type(module).__name__}: {exc}") from exc
+    data = buf.getvalue()
+    if default_seq is not None:
+        model = onnx.load_model_from_string(data)
+        entry = model.metadata_props.add()
+        entry.key, entry.value = SEQ_META_KEY, str(int(default_seq))
+        data = model.SerializeToString()
+    return data
+
+
+#: Offline configurations we know by name (no hub access): name -> (config class, kwargs).
+HF_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "bert-base": ("BertConfig", {}),
+    "bert-large": ("BertConfig", {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+                                  "intermediate_size": 4096}),
+    "bert-tiny": ("BertConfig", {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+                                 "intermediate_size": 512}),
+    "gpt2": ("GPT2Config", {}),
+    "gpt2-medium": ("GPT2Config", {"n_embd": 1024, "n_layer": 24, "n_head": 16}),
+    "gpt2-tiny": ("GPT2Config", {"n_embd": 128, "n_layer": 2, "n_head": 2}),
+}
+
+
+def hf_config(config_or_name: Any) -> Any:
+    """A transformers config object: passed through, or built from :data:`HF_CONFIGS`."""
+    if not isinstance(config_or_name, str):
+        return config_or_name
+    try:
+        import transformers
+    except ImportError as exc:  # pragma: no cover
+        raise ExportError("exporting HF models needs transformers: pip install 'dlsched[export]'") from exc
+    if config_or_name not in HF_CONFIGS:
+        raise ExportError(
+            f"unknown offline config {config_or_name!r}; known: {sorted(HF_CONFIGS)} "
+            "(or pass a transformers config object; hub names are never downloaded)"
+        )
+    cls_name, kwargs = HF_CONFIGS[config_or_name]
+    return getattr(transformers, cls_name)(**kwargs)
+
+
+def _hf_wrapper(model: Any, output: str) -> Any:
+    torch = _torch()
+
+    class _Wrap(torch.nn.Module):
+        """Feed token ids only and return a tensor (the exporter dislikes ModelOutput dicts)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any) -> Any:
+            # an explicit all-ones mask keeps transformers off its packed-sequence detection
+            # (aten::diff), which the TorchScript exporter cannot translate
+            mask = torch.ones_like(input_ids)
+            if output == "logits_lm":
+                out = self.model(input_ids=input_ids, attention_mask=mask, use_cache=False)
+            else:
+                out = self.model(input_ids=input_ids, attention_mask=mask)
+            if output == "qa":
+                return out.start_logits, out.end_logits
+            if output in ("logits", "logits_lm"):
+                return out.logits
+            return out.last_hidden_state
+
+    return _Wrap()
+
+
+def export_hf_config(config_or_name: Any, seq_len: int, *, head: str = "base", batch: int = 2) -> bytes:
+    """Build a transformers model from a config with random weights and export it.
+
+    ``head``: "base" (last hidden state), "qa" (BERT question answering: start/end logits) or
+    "lm" (causal LM logits).  Attention uses the eager implementation so it shows up as MatMuls."""
+    torch = _torch()
+    import transformers
+
+    cfg = hf_config(config_or_name)
+    cfg._attn_implementation = "eager"
+    auto = {"base": transformers.AutoModel, "qa": transformers.AutoModelForQuestionAnswering,
+            "lm": transformers.AutoModelForCausalLM}[head]
+    torch.manual_seed(0)
+    model = auto.from_config(cfg)
+    wrapped = _hf_wrapper(model, {"base": "hidden", "qa": "qa", "lm": "logits_lm"}[head])
+    ids = torch.ones(batch, seq_len, dtype=torch.long)
+    return export_torch_module(wrapped, (ids,), input_names=["input_ids"], seq_axes=[1], default_seq=seq_len)
