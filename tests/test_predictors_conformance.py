@@ -9,15 +9,29 @@ import numpy as np
 import pytest
 
 from dlsched.predictors.memory import (
-    FakeTensorBaseline, FakeTensorMemoryEstimator, HorusEq2Estimator, LinearMemoryEstimator,
+    FakeTensorBaseline,
+    FakeTensorMemoryEstimator,
+    HorusEq2Estimator,
+    LinearMemoryEstimator,
 )
 from dlsched.predictors.regressors import (
-    DummyRegressor, ForestRegressor, LGBMRegressor, LinearRegressor, XGBRegressor,
+    DummyRegressor,
+    ForestRegressor,
+    LGBMRegressor,
+    LinearRegressor,
+    XGBRegressor,
 )
 
 SMALL = {ForestRegressor: {"n_estimators": 15}, XGBRegressor: {"n_estimators": 20},
          LGBMRegressor: {"n_estimators": 20}, FakeTensorMemoryEstimator: {"n_estimators": 20}}
-ALL = [DummyRegressor, LinearRegressor, ForestRegressor, XGBRegressor, LGBMRegressor,
+class HuberLinear(LinearRegressor):
+    """The robust variant as its own conformance case."""
+
+    def __init__(self, alpha: float = 1.0, loss: str = "huber", epsilon: float = 1.35, seed: int = 0) -> None:
+        super().__init__(alpha=alpha, loss=loss, epsilon=epsilon, seed=seed)
+
+
+ALL = [DummyRegressor, LinearRegressor, HuberLinear, ForestRegressor, XGBRegressor, LGBMRegressor,
        HorusEq2Estimator, LinearMemoryEstimator, FakeTensorBaseline, FakeTensorMemoryEstimator]
 
 
@@ -60,6 +74,16 @@ def test_learning_regressors_beat_dummy() -> None:
     for cls in (LinearRegressor, ForestRegressor, XGBRegressor, LGBMRegressor):
         err = np.abs(cls(**SMALL.get(cls, {})).fit(X[tr], y[tr]).predict(X[te]) - y[te]).mean()
         assert err < 0.6 * base, (cls.__name__, err, base)
+
+
+def test_huber_ignores_an_outlier() -> None:
+    x = np.arange(20, dtype=float)[:, None]
+    y = 2 * x[:, 0] + 1
+    y[3] += 100  # one data-loading-bound "architecture"
+    robust = LinearRegressor(alpha=0.0, loss="huber", epsilon=1.1).fit(x, y)
+    plain = LinearRegressor(alpha=0.0).fit(x, y)
+    np.testing.assert_allclose(robust.predict([[30.0]]), [61.0], rtol=1e-3)
+    assert abs(plain.predict([[30.0]])[0] - 61.0) > 1.0
 
 
 def test_forest_matches_scikit_learn() -> None:

@@ -66,7 +66,9 @@ def test_train_save_load_roundtrip(profiles: Path, tmp_path: Path) -> None:
     manifest_path, report = train(profiles, out, "lightgbm", n_estimators=30, resolver=fake_resolver)
     lomo = report["leave_one_model_out"]
     assert lomo["lightgbm"]["rmsle"] < lomo["dummy_mean"]["rmsle"]
-    assert set(lomo) == {"dummy_mean", "batch_linear", "linear", "random_forest", "xgboost", "lightgbm"}
+    assert set(lomo) == {"dummy_mean", "batch_linear", "linear", "robust_linear", "random_forest", "xgboost",
+                         "lightgbm"}
+    assert set(lomo["lightgbm"]["per_group_rmsle"]) == set(ARCH)
     assert report["random_split"]["linear"]["folds"] == 5
     man = json.loads(manifest_path.read_text())
     assert len(man["training_data"]["sha256"]) == 64 and man["util"]["file"] == "util.lgb.txt"
@@ -102,6 +104,13 @@ def test_refuses_pickle(tmp_path: Path, name: str) -> None:
         Predictor.load(p)
 
 
+def test_auto_picks_best_lomo(profiles: Path, tmp_path: Path) -> None:
+    path, report = train(profiles, tmp_path / "auto", "auto", n_estimators=20, resolver=fake_resolver)
+    chosen = json.loads(path.read_text())["util_regressor"]
+    lomo = report["leave_one_model_out"]
+    assert lomo[chosen]["rmsle"] == min(v["rmsle"] for k, v in lomo.items() if k not in ("dummy_mean", "batch_linear"))
+
+
 def test_tampered_model_is_refused(profiles: Path, tmp_path: Path) -> None:
     train(profiles, tmp_path / "p", "linear", n_estimators=10, resolver=fake_resolver)
     f = tmp_path / "p" / "util.json"
@@ -118,6 +127,20 @@ def test_gpu_calibration() -> None:
     assert cal.apply(40.0, "unknown-gpu") == 40.0
     assert abs(cal.apply(40.0, "v100") - 55.0) < 3.0  # GPU names are case-insensitive
     assert GpuCalibration.from_json(cal.to_json()).apply(60.0, "V100") == cal.apply(60.0, "V100")
+
+
+def test_predictor_calibrate_for_new_gpu(profiles: Path, tmp_path: Path) -> None:
+    train(profiles, tmp_path / "p", "linear", n_estimators=10, resolver=fake_resolver)
+    pred = Predictor.load(tmp_path / "p")
+    assert pred.calibration.coef == {}  # no gpu column: nothing to correct
+    rows = [fake_resolver(m, 64) for m in ARCH]
+    base = np.array([pred.predict_util(r, "H100")[0] for r in rows])
+    pred.calibrate(rows, base * 0.6, "H100")  # the new card is less busy
+    after = np.array([pred.predict_util(r, "H100")[0] for r in rows])
+    np.testing.assert_allclose(after, base * 0.6, rtol=0.1)
+    assert pred.predict_util(rows[0], "V100")[0] == base[0]
+    pred.save(tmp_path / "q")
+    assert Predictor.load(tmp_path / "q").predict_util(rows[0], "h100") == pred.predict_util(rows[0], "H100")
 
 
 def test_fill_job_predictions(profiles: Path, tmp_path: Path) -> None:
@@ -150,6 +173,11 @@ def test_default_predictor_contract() -> None:
     mem = p.predict_mem_mib(feats, "V100")
     assert mem[1] <= mem[0] <= mem[2] and 1500 < mem[0] < 3000
     assert "CC-BY" in p.manifest["training_data"]["license"]
+    from dlsched.predictors.memory import LinearMemoryEstimator
+
+    prior = LinearMemoryEstimator.prior()  # the shipped file must match the code's prior
+    np.testing.assert_array_equal(p.mem_model.coef_, prior.coef_)
+    assert p.mem_model.intercept_ == prior.intercept_
 
 
 def test_cli_errors_are_clean(tmp_path: Path) -> None:

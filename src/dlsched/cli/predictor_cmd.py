@@ -1,0 +1,136 @@
+"""``dlsched predictor``: train a utilisation/memory predictor and print the evaluation tables."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from dlsched.predictors.data import ProfileError
+from dlsched.predictors.graph_source import FeatureError
+from dlsched.predictors.persist import PredictorFormatError
+
+sub = typer.Typer(help="Train and evaluate the GPU utilisation / memory predictors.", no_args_is_help=True)
+USER_ERRORS = (ProfileError, FeatureError, PredictorFormatError, ValueError, KeyError)
+
+
+def _default_shared() -> Path:
+    env = os.environ.get("DLSCHED_SHARED")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[3].parent / "shared"
+
+
+def _fail(exc: BaseException) -> None:
+    msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(2)
+
+
+@sub.command()
+def train(
+    profiles: Annotated[Path, typer.Argument(
+        help="profile CSV (columns model, batchsize, gpu_util; optional amp, gmem, gpu, onnx)")],
+    out: Annotated[Path, typer.Option("--out", help="directory to write the predictor into")] = Path("runs/predictor"),
+    regressor: Annotated[str, typer.Option(help="auto (best leave-one-model-out) | robust_linear | random_forest | "
+                                                "xgboost | lightgbm | linear | dummy_mean")] = "auto",
+    n_estimators: Annotated[int, typer.Option(help="trees for the tree models")] = 300,
+    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    license_note: Annotated[str, typer.Option("--license", help="license of the training data (into the manifest)")] = "",
+) -> None:
+    """Fit a predictor on PROFILES.csv, report leave-one-model-out error, save it under --out."""
+    from dlsched.predictors.train import train as run_train
+
+    try:
+        path, report = run_train(profiles, out, regressor, n_estimators, seed, license_note=license_note)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    regressor = json.loads(path.read_text())["util_regressor"]
+    lomo = report["leave_one_model_out"][regressor]
+    typer.echo(f"saved {path}  ({regressor}; leave-one-model-out RMSLE {lomo['rmsle']:.3f} +- {lomo['rmsle_std']:.3f}, "
+               f"MAE {lomo['mae']:.1f} points)")
+
+
+def _fmt(v: Any, std: Any = None, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    s = f"{v:.{digits}f}"
+    return s if std is None or (isinstance(std, float) and math.isnan(std)) else f"{s} ± {std:.{digits}f}"
+
+
+def _finite(obj: Any) -> Any:
+    """NaN/inf -> null, so the output is strict JSON (a constant fold has no Spearman)."""
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _render(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    util_tables = {**report.get("utilization", {}), **report.get("utilization_aux", {})}
+    for split, res in util_tables.items():
+        if not isinstance(res, dict) or "dummy_mean" not in res:
+            continue
+        info = util_tables.get(split + "_info", "")
+        t = Table(title=f"GPU utilisation, {split.replace('_', ' ')} (fold mean ± std | pooled) {info}")
+        for col in ("regressor", "RMSLE", "MAE (points)", "Spearman", "pooled RMSLE", "pooled Spearman"):
+            t.add_column(col, justify="left" if col == "regressor" else "right")
+        for name, r in res.items():
+            pooled = r.get("pooled", {})
+            t.add_row(name, _fmt(r["rmsle"], r.get("rmsle_std")), _fmt(r["mae"], r.get("mae_std"), 1),
+                      _fmt(r["spearman"], r.get("spearman_std"), 2), _fmt(pooled.get("rmsle")),
+                      _fmt(pooled.get("spearman"), None, 2))
+        con.print(t)
+    for table, res in report.get("memory", {}).items():
+        if table.endswith("_info"):
+            continue
+        info = report["memory"].get(table + "_info", {})
+        t = Table(title=f"Peak memory, {table} {info}")
+        for col in ("estimator", "MAPE %", "under-predicted >10 % (share %)"):
+            t.add_column(col, justify="left" if col == "estimator" else "right")
+        for name, r in res.items():
+            t.add_row(name, _fmt(r["mape"], r.get("mape_std"), 1), _fmt(r["under10"], r.get("under10_std"), 1))
+        con.print(t)
+    for note in report.get("notes", []):
+        con.print(f"[yellow]note:[/] {note}")
+
+
+@sub.command()
+def evaluate(
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of tables")] = False,
+    shared: Annotated[Path | None, typer.Option(
+        help="folder holding profiles/ (default: ../shared or $DLSCHED_SHARED)")] = None,
+    profiles: Annotated[Path | None, typer.Option(
+        help="utilisation profile CSV (default: <shared>/profiles/lucid/single_data.csv)")] = None,
+    n_estimators: Annotated[int, typer.Option(help="trees for the tree models")] = 300,
+    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+) -> None:
+    """The EVALUATION.md tables: utilisation (leave-one-model/family-out, random split) and memory."""
+    from dlsched.predictors.report import full_report
+
+    shared = shared or _default_shared()
+    try:
+        report = full_report(shared, profiles, n_estimators, seed)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    if json_out:
+        sys.stdout.write(json.dumps(_finite(report), indent=2) + "\n")
+    else:
+        _render(report)
+
+
+def register(app: typer.Typer) -> None:
+    """Attach ``predictor`` to the main ``dlsched`` app."""
+    app.add_typer(sub, name="predictor")

@@ -1,0 +1,93 @@
+"""A trained predictor: utilisation regressor + memory estimator + per-GPU calibration +
+prediction intervals, with safe save/load. This is what ``load_default()`` returns and what
+``dlsched predictor train`` writes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dlsched.predictors import persist
+from dlsched.predictors.calibration import GpuCalibration
+from dlsched.predictors.features import mem_inputs, vectorize
+from dlsched.predictors.regressors import Regressor
+
+
+@dataclass
+class Predictor:
+    """Predicts (mean, lo, hi) of GPU utilisation (%) and peak GPU memory (MiB) of one job.
+
+    ``util_model`` predicts log1p(util) from ``vectorize(features, util_features)``;
+    ``util_band`` holds the 10th/90th percentiles of out-of-fold log1p residuals, so lo/hi
+    form an ~80 % interval. ``mem_model`` takes ``mem_inputs(features)``; its mean is already
+    biased high (OOM-averse) and ``mem_band`` holds 10th/90th percentiles of true/predicted.
+    Either model may be None (then that prediction is None).
+    """
+
+    util_model: Regressor | None
+    util_features: tuple[str, ...]
+    mem_model: Regressor | None
+    calibration: GpuCalibration = field(default_factory=GpuCalibration)
+    util_band: tuple[float, float] = (-0.2, 0.2)
+    mem_band: tuple[float, float] = (0.8, 1.1)
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def predict_util(self, features: Mapping[str, float], gpu: str = "unknown") -> tuple[float, float, float] | None:
+        """GPU utilisation of the job running alone on ``gpu``: (mean, lo, hi) in percent."""
+        if self.util_model is None:
+            return None
+        z = float(self.util_model.predict(vectorize([features], self.util_features))[0])
+        vals = [self.calibration.apply(float(np.expm1(z + d)), gpu) for d in (0.0, *self.util_band)]
+        return vals[0], min(vals), max(vals)
+
+    def predict_mem_mib(self, features: Mapping[str, float], gpu: str = "unknown") -> tuple[float, float, float] | None:
+        """Peak training memory in MiB: (safe estimate to reserve, lo, hi)."""
+        if self.mem_model is None:
+            return None
+        m = float(self.mem_model.predict(np.asarray([mem_inputs(features)]))[0])
+        lo, hi = m * self.mem_band[0], m * self.mem_band[1]
+        return m, min(lo, m), max(hi, m)
+
+    def calibrate(self, rows: list[Mapping[str, float]], measured: np.ndarray, gpu: str) -> Predictor:
+        """Fit the correction for ``gpu`` from a few measured profiles of jobs on that GPU type
+        (utilisation in %), e.g. after moving the cluster to a new card."""
+        if self.util_model is None:
+            raise ValueError("this predictor has no utilisation model to calibrate")
+        raw = np.expm1(self.util_model.predict(vectorize(rows, self.util_features)))
+        self.calibration.fit(raw, np.asarray(measured, float), np.full(len(raw), gpu, dtype=object))
+        return self
+
+    # --- persistence --------------------------------------------------------------------
+    def save(self, out_dir: str | Path, **manifest: Any) -> Path:
+        """Write models + manifest into ``out_dir``; extra keyword args go into the manifest
+        (``training_data``, ``metrics``, ``license`` ...)."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        body: dict[str, Any] = {**self.manifest, **manifest}
+        body["util"] = None if self.util_model is None else {
+            **persist.write_model(self.util_model, out, "util"),
+            "features": list(self.util_features), "target": "log1p", "band_log1p": list(self.util_band)}
+        body["memory"] = None if self.mem_model is None else {
+            **persist.write_model(self.mem_model, out, "memory"),
+            "inputs": ["param_mib", "act_mib_per_sample", "batch"], "band_ratio": list(self.mem_band)}
+        body["calibration"] = self.calibration.to_json()
+        return persist.write_manifest(out, body)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Predictor:
+        """Load from a directory or its ``manifest.json``; pickle-family paths are refused."""
+        manifest, base = persist.read_manifest(path)
+        util, mem = manifest.get("util"), manifest.get("memory")
+        return cls(
+            util_model=persist.read_model(util, base) if util else None,
+            util_features=tuple(util["features"]) if util else (),
+            mem_model=persist.read_model(mem, base) if mem else None,
+            calibration=GpuCalibration.from_json(manifest.get("calibration") or {}),
+            util_band=tuple(util["band_log1p"]) if util else (-0.2, 0.2),
+            mem_band=tuple(mem["band_ratio"]) if mem else (0.8, 1.1),
+            manifest=manifest,
+        )

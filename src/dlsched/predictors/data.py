@@ -1,0 +1,131 @@
+"""Readers for the measured profile tables, with errors that name the file and the column.
+
+Only readers live here; no data is bundled (the tables have their own licenses, see
+docs/readme/predictors.md). Every reader returns a tidy DataFrame with our column names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dlsched.predictors.folds import timm_family
+
+#: a 40 GB A100 caps what the TIMM table can show; rows at or above this are censored
+TIMM_CAP_MIB = 40000.0
+
+
+class ProfileError(ValueError):
+    """A profile table is missing, unreadable or lacks a column; the message says which."""
+
+
+def read_csv(path: str | Path) -> pd.DataFrame:
+    """``pd.read_csv`` with a one-line error naming the file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ProfileError(f"{p}: file not found")
+    try:
+        return pd.read_csv(p)
+    except Exception as exc:  # noqa: BLE001 - parser errors, bad gzip, binary junk: all user input
+        raise ProfileError(f"{p}: cannot read as CSV ({type(exc).__name__}: {exc})") from None
+
+
+def _require(df: pd.DataFrame, path: str | Path, cols: list[str]) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ProfileError(f"{path}: missing column(s) {', '.join(missing)}; found {', '.join(map(str, df.columns))}")
+
+
+def _numeric(df: pd.DataFrame, path: str | Path, col: str) -> pd.Series:
+    vals = pd.to_numeric(df[col], errors="coerce")
+    bad = vals.isna() & df[col].notna()
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ProfileError(f"{path}: column {col!r} has a non-numeric value {df[col].iloc[row]!r} (row {row + 2})")
+    return vals
+
+
+def load_util_profiles(path: str | Path) -> pd.DataFrame:
+    """A single-job profile table (Lucid's ``single_data.csv`` layout).
+
+    Required: ``model``, ``batchsize`` (or ``batch_size``), ``gpu_util`` (0-100). Optional:
+    ``amp`` (0/1), ``gmem`` (MiB), ``gpu`` (GPU type; "unknown" if absent), ``onnx`` (path to
+    the model's ONNX file, used instead of the zoo when given).
+    """
+    df = read_csv(path)
+    if "batch_size" in df.columns and "batchsize" not in df.columns:
+        df = df.rename(columns={"batch_size": "batchsize"})
+    _require(df, path, ["model", "batchsize", "gpu_util"])
+    out = pd.DataFrame({"model": df["model"].astype(str),
+                        "batch": _numeric(df, path, "batchsize"),
+                        "gpu_util": _numeric(df, path, "gpu_util")})
+    out["amp"] = _numeric(df, path, "amp").fillna(0).astype(int) if "amp" in df.columns else 0
+    out["gmem"] = _numeric(df, path, "gmem") if "gmem" in df.columns else np.nan
+    out["gpu"] = df["gpu"].astype(str) if "gpu" in df.columns else "unknown"
+    out["onnx"] = df["onnx"].fillna("").astype(str) if "onnx" in df.columns else ""
+    if out["batch"].isna().any() or (out["batch"] <= 0).any():
+        raise ProfileError(f"{path}: column 'batchsize' must be a positive number in every row")
+    if out["gpu_util"].isna().any() or ((out["gpu_util"] < 0) | (out["gpu_util"] > 100)).any():
+        raise ProfileError(f"{path}: column 'gpu_util' must be within 0-100 in every row")
+    if out.empty:
+        raise ProfileError(f"{path}: no rows")
+    return out
+
+
+def load_timm_memory(path: str | Path) -> pd.DataFrame:
+    """GPUMemNet's TIMM table: measured peak MiB vs FakeTensor estimates, with flags.
+
+    ``censored``: measured >= 40,000 MiB or FakeTensor > 40 GiB, i.e. the 40 GB card could not
+    show the true peak. ``failed``: measured below half the FakeTensor estimate - a training
+    step cannot use less than the tensors it allocates, so the run died early (93 rows).
+    """
+    df = read_csv(path)
+    cols = ["Filename", "Batch Size", "Max GPU Memory (MiB)", "GB after Forward",
+            "GB after Backward", "Last Numeric Value"]
+    _require(df, path, cols)
+    out = pd.DataFrame({
+        "model": df["Filename"].astype(str).str.replace(r"_\d+\.out$", "", regex=True),
+        "batch": _numeric(df, path, "Batch Size"),
+        "mem_mib": _numeric(df, path, "Max GPU Memory (MiB)"),
+        # GPUMemNet's headers say "GB" but the values are MiB (resnet50 bs8: 708 vs 2875 measured)
+        "fake_fwd_mib": _numeric(df, path, "GB after Forward"),
+        "fake_bwd_mib": _numeric(df, path, "GB after Backward"),
+        "fake_last_mib": _numeric(df, path, "Last Numeric Value"),
+    })
+    out["family"] = out["model"].map(timm_family)
+    out["censored"] = (out["mem_mib"] >= TIMM_CAP_MIB) | (out["fake_last_mib"] > 40960)
+    out["failed"] = ~out["censored"] & (out["mem_mib"] < 0.5 * out["fake_last_mib"])
+    return out
+
+
+def load_mlp_memory(path: str | Path) -> pd.DataFrame:
+    """GPUMemNet's 3,000 synthetic MLPs: parameters, activations, batch -> peak MiB and util."""
+    df = read_csv(path)
+    cols = ["Depth", "Total Activations", "Total Parameters", "Batch Size", "Max GPU Memory (MiB)", "Avg GPUTL"]
+    _require(df, path, cols)
+    out = pd.DataFrame({
+        "depth": _numeric(df, path, "Depth"),
+        "params": _numeric(df, path, "Total Parameters"),
+        "activations": _numeric(df, path, "Total Activations"),
+        "batch": _numeric(df, path, "Batch Size"),
+        "mem_mib": _numeric(df, path, "Max GPU Memory (MiB)"),
+        "gpu_util": _numeric(df, path, "Avg GPUTL"),
+    })
+    if "Filename" in df.columns:
+        out["arch"] = df["Filename"].astype(str).str.extract(r"arch:([a-z]+)")[0].fillna("unknown")
+    out["param_mib"] = out["params"] * 4 / 2**20
+    out["act_mib_per_sample"] = out["activations"] * 4 / 2**20
+    return out
+
+
+def load_horus_mlp(path: str | Path) -> pd.DataFrame:
+    """GPUMemNet's re-run of the Horus formula on FC nets (MNIST): measured vs formula, MiB."""
+    df = read_csv(path)
+    _require(df, path, ["gpumemory_max", "neurons", "layers", "Horus MB"])
+    out = pd.DataFrame({"mem_mib": _numeric(df, path, "gpumemory_max"),
+                        "neurons": _numeric(df, path, "neurons"),
+                        "layers": _numeric(df, path, "layers"),
+                        "horus_mib": _numeric(df, path, "Horus MB")})
+    return out.dropna().reset_index(drop=True)

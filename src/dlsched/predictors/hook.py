@@ -1,0 +1,68 @@
+"""Simulator integration: fill each job's predicted utilisation and memory before a run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from dlsched.core.job import Job
+
+#: ref -> something with ``.features(batch)`` (a GraphAnalysis), a feature dict, or None
+ModelResolver = Callable[[str], Any]
+
+
+def _features(analysis: Any, batch: int) -> dict[str, float] | None:
+    if analysis is None:
+        return None
+    feats = dict(analysis) if isinstance(analysis, dict) else dict(analysis.features(batch))
+    feats["batch"] = float(batch)
+    return feats
+
+
+def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: ModelResolver,
+                         gpu: str = "unknown", default_batch: int = 32) -> int:
+    """Set ``pred_gpu_util`` and ``pred_gpu_mem_mib`` of every job that has a model reference
+    (``job.onnx_ref`` first, else ``job.model_name``) and return how many were filled.
+
+    ``predictor`` is anything with ``predict_util(features, gpu)`` and
+    ``predict_mem_mib(features, gpu)`` returning (mean, lo, hi) or None - e.g. a
+    :class:`~dlsched.predictors.bundle.Predictor` or ``load_default()``. Jobs the resolver
+    cannot handle (it raises or returns None) keep NaN, so a policy can fall back. Each
+    reference is resolved once.
+    """
+    if predictor is None:
+        return 0
+    cache: dict[str, Any] = {}
+    filled = 0
+    for job in jobs:
+        ref = job.onnx_ref or job.model_name
+        if not ref:
+            continue
+        if ref not in cache:
+            try:
+                cache[ref] = resolve_model(ref)
+            except Exception:  # noqa: BLE001 - an unresolvable model must not stop a simulation
+                cache[ref] = None
+        batch = int(job.batch_size) if job.batch_size and job.batch_size > 0 else default_batch
+        try:
+            feats = _features(cache[ref], batch)
+        except Exception:  # noqa: BLE001 - same: a job without features keeps NaN
+            feats = None
+        if feats is None:
+            continue
+        util = predictor.predict_util(feats, gpu)
+        mem = predictor.predict_mem_mib(feats, gpu)
+        if util is not None:
+            job.pred_gpu_util = float(util[0])
+        if mem is not None:
+            job.pred_gpu_mem_mib = float(mem[0])
+        if util is not None or mem is not None:
+            filled += 1
+    return filled
+
+
+def graph_resolver(ref: str) -> Any:
+    """Default resolver: ``.onnx`` paths are analysed, other refs are built from the zoo."""
+    from dlsched.predictors.graph_source import analysis_for_ref
+
+    return analysis_for_ref(ref)

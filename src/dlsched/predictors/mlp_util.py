@@ -1,0 +1,49 @@
+"""Auxiliary utilisation table of EVALUATION.md: GPUMemNet's 3,000 MLPs, trained on depth <= 5
+and tested on deeper nets (extrapolation). The MLP table carries its own architecture
+numbers, mapped here onto the graph feature names (an MLP's graph is fully described by them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dlsched.predictors import data, metrics
+from dlsched.predictors.features import UTIL_FEATURES, vectorize
+from dlsched.predictors.train import util_factories
+
+
+def mlp_feature_rows(d: pd.DataFrame) -> list[dict[str, float]]:
+    """Graph-style features of each MLP: a Linear layer costs 2 FLOPs per weight per sample."""
+    rows = []
+    for r in d.itertuples(index=False):
+        feats = dict.fromkeys(UTIL_FEATURES, 0.0)
+        act_bytes = 4.0 * r.activations
+        feats.update(batch=r.batch, flops_per_sample=2.0 * r.params, flops_per_step=6.0 * r.params * r.batch,
+                     flops_matmul=2.0 * r.params * r.batch, params=r.params, param_bytes=4.0 * r.params,
+                     activation_bytes=act_bytes * r.batch, activation_bytes_per_sample=act_bytes,
+                     peak_activation_bytes=act_bytes * r.batch, n_linear_layers=r.depth,
+                     n_activations=r.depth, n_norm_layers=r.bn, n_nodes=r.depth * 2 + r.bn + r.dropout)
+        rows.append(feats)
+    return rows
+
+
+def mlp_util_table(path: Path, n_estimators: int = 300, seed: int = 0) -> dict[str, Any]:
+    """Per regressor: RMSLE, MAE, Spearman on the deep MLPs after training on shallow ones."""
+    d = data.load_mlp_memory(path)
+    raw = data.read_csv(path)
+    d["bn"] = pd.to_numeric(raw["Batch Normalization Layers"], errors="coerce").fillna(0)
+    d["dropout"] = pd.to_numeric(raw["Dropout Layers"], errors="coerce").fillna(0)
+    X = vectorize(mlp_feature_rows(d), UTIL_FEATURES)
+    y = d["gpu_util"].to_numpy(float)
+    test = (d["depth"] > 5).to_numpy()
+    out: dict[str, Any] = {}
+    cols = {"batch_linear": [UTIL_FEATURES.index("batch")]}
+    for name, fac in util_factories(n_estimators, seed).items():
+        Xi = X[:, cols[name]] if name in cols else X
+        pred = np.clip(np.expm1(fac().fit(Xi[~test], np.log1p(y[~test])).predict(Xi[test])), 0, 100)
+        out[name] = {"rmsle": metrics.rmsle(y[test], pred), "mae": metrics.mae(y[test], pred),
+                     "spearman": metrics.spearman(y[test], pred)}
+    return {"estimators": out, "info": {"rows_train": int((~test).sum()), "rows_test": int(test.sum())}}

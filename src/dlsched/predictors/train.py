@@ -1,0 +1,153 @@
+"""Training pipeline: profile table -> graph features -> evaluated, saved predictor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dlsched.predictors import data, evaluate
+from dlsched.predictors.bundle import Predictor
+from dlsched.predictors.calibration import GpuCalibration
+from dlsched.predictors.features import UTIL_FEATURES, mem_inputs, vectorize
+from dlsched.predictors.folds import lucid_family
+from dlsched.predictors.graph_source import Resolver, graph_features
+from dlsched.predictors.memory import LinearMemoryEstimator
+from dlsched.predictors.persist import sha256_files
+from dlsched.predictors.regressors import (
+    DummyRegressor,
+    ForestRegressor,
+    LGBMRegressor,
+    LinearRegressor,
+    Regressor,
+    XGBRegressor,
+)
+
+RANDOM_SPLIT_FOLDS = 5
+
+
+#: regressors that use a subset of UTIL_FEATURES (the rest use all of them)
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    "batch_linear": ("batch", "amp"),
+    "robust_linear": ("flops_per_step", "amp", "batch"),
+}
+
+
+def features_for(regressor: str) -> tuple[str, ...]:
+    return FEATURE_SETS.get(regressor, UTIL_FEATURES)
+
+
+def util_factories(n_estimators: int = 300, seed: int = 0) -> dict[str, evaluate.Factory]:
+    """The compared regressors; ``n_estimators`` is kept small in tests. Baselines first:
+    the training mean and a batch-size-only linear model (EVALUATION.md)."""
+    return {
+        "dummy_mean": lambda: DummyRegressor(seed=seed),
+        "batch_linear": lambda: LinearRegressor(alpha=1.0, seed=seed),
+        "linear": lambda: LinearRegressor(alpha=3.0, seed=seed),
+        "robust_linear": lambda: LinearRegressor(alpha=0.1, loss="huber", epsilon=1.1, seed=seed),
+        "random_forest": lambda: ForestRegressor(n_estimators=n_estimators, min_samples_leaf=2,
+                                                 max_features=0.5, seed=seed),
+        "xgboost": lambda: XGBRegressor(n_estimators=n_estimators, max_depth=3, learning_rate=0.05, seed=seed),
+        "lightgbm": lambda: LGBMRegressor(n_estimators=n_estimators, num_leaves=4, min_child_samples=3,
+                                          learning_rate=0.05, seed=seed),
+    }
+
+
+def feature_rows(profiles: pd.DataFrame, resolver: Resolver = graph_features) -> list[dict[str, float]]:
+    """Graph features of every profile row, plus its ``amp`` flag."""
+    rows = []
+    for r in profiles.itertuples(index=False):
+        f = dict(resolver(r.model, int(r.batch), r.onnx))
+        f["amp"] = float(r.amp)
+        rows.append(f)
+    return rows
+
+
+def util_report(profiles: pd.DataFrame, rows: list[dict[str, float]], n_estimators: int = 300,
+                seed: int = 0) -> dict[str, Any]:
+    """Leave-one-model-out, leave-one-family-out and (leaky, for comparison) random splits."""
+    X = vectorize(rows, UTIL_FEATURES)
+    y = profiles["gpu_util"].to_numpy(float)
+    models = profiles["model"].to_numpy()
+    model_ids, model_names = pd.factorize(models)
+    family_ids, family_names = pd.factorize(np.array([lucid_family(m) for m in models]))
+    splits = {
+        "leave_one_model_out": (model_ids, list(model_names)),
+        "leave_one_family_out": (family_ids, list(family_names)),
+        "random_split": (np.random.default_rng(seed).permutation(len(y)) % RANDOM_SPLIT_FOLDS, None),
+    }
+    facs = util_factories(n_estimators, seed)
+    batch_col = {name: [UTIL_FEATURES.index(f) for f in features_for(name)] for name in facs}
+    return {name: evaluate.evaluate_util(facs, X, y, folds, batch_col, labels)
+            for name, (folds, labels) in splits.items()} | {
+        "rows": len(y), "models": len(set(models)), "features": list(UTIL_FEATURES)}
+
+
+def _band(residuals: np.ndarray, lo: float = 10, hi: float = 90) -> tuple[float, float]:
+    return float(np.percentile(residuals, lo)), float(np.percentile(residuals, hi))
+
+
+def fit_predictor(profiles: pd.DataFrame, rows: list[dict[str, float]], regressor: str = "random_forest",
+                  n_estimators: int = 300, seed: int = 0) -> tuple[Predictor, dict[str, Any]]:
+    """Fit the chosen regressor on all rows. Intervals and per-GPU calibration come from
+    leave-one-model-out predictions, i.e. from errors on architectures the model had not seen."""
+    facs = util_factories(n_estimators, seed)
+    if regressor not in facs:
+        raise ValueError(f"unknown regressor {regressor!r}; choose from {', '.join(facs)}")
+    names = features_for(regressor)
+    X = vectorize(rows, names)
+    y = profiles["gpu_util"].to_numpy(float)
+    z = np.log1p(y)
+    folds = pd.factorize(profiles["model"].to_numpy())[0]
+    oof = evaluate.cross_val_predict(facs[regressor], X, z, folds) if len(set(folds)) > 1 else z
+    model: Regressor = facs[regressor]().fit(X, z)
+    # Per-GPU correction from out-of-fold predictions; only for named GPU types (a table
+    # without a ``gpu`` column has no type to correct for).
+    named = profiles["gpu"].str.lower().ne("unknown").to_numpy()
+    calib = GpuCalibration().fit(np.expm1(oof[named]), y[named], profiles["gpu"].to_numpy()[named])
+    info: dict[str, Any] = {"util_regressor": regressor}
+
+    mem_model, mem_band = None, (0.8, 1.1)
+    gmem = profiles["gmem"].to_numpy(float)
+    if np.isfinite(gmem).all():
+        M = np.asarray([mem_inputs(r) for r in rows])
+        mem_oof = evaluate.cross_val_predict(lambda: LinearMemoryEstimator(quantile=0.9), M, gmem, folds)
+        mem_model = LinearMemoryEstimator(quantile=0.9).fit(M, gmem)
+        mem_band = _band(gmem / mem_oof)
+        info["memory_lomo"] = evaluate.mem_scores(gmem, mem_oof, folds)["pooled"]
+    pred = Predictor(util_model=model, util_features=names, mem_model=mem_model,
+                     calibration=calib, util_band=_band(z - oof), mem_band=mem_band)
+    return pred, info
+
+
+def best_regressor(report: dict[str, Any]) -> str:
+    """The learned regressor with the lowest leave-one-model-out RMSLE (fold mean)."""
+    lomo = report["leave_one_model_out"]
+    learned = [k for k in lomo if k not in ("dummy_mean", "batch_linear")]
+    return min(learned, key=lambda k: lomo[k]["rmsle"])
+
+
+def train(profiles_path: str | Path, out_dir: str | Path, regressor: str = "auto",
+          n_estimators: int = 300, seed: int = 0, resolver: Resolver = graph_features,
+          license_note: str = "") -> tuple[Path, dict[str, Any]]:
+    """``dlsched predictor train``: read, featurise, evaluate (LOMO), fit, save with manifest."""
+    profiles = data.load_util_profiles(profiles_path)
+    rows = feature_rows(profiles, resolver)
+    report = util_report(profiles, rows, n_estimators, seed)
+    if regressor == "auto":
+        regressor = best_regressor(report)
+    pred, info = fit_predictor(profiles, rows, regressor, n_estimators, seed)
+    lomo = report["leave_one_model_out"][regressor]
+    manifest = {
+        "training_data": {"files": [Path(profiles_path).name], "sha256": sha256_files([profiles_path]),
+                          "rows": len(profiles), "models": sorted(set(profiles["model"])),
+                          "license": license_note},
+        "metrics": {"utilization": {"leave_one_model_out": {k: lomo[k] for k in ("rmsle", "rmsle_std", "mae",
+                                                                                 "mae_std", "pooled")}},
+                    **({"memory": {"leave_one_model_out": info["memory_lomo"]}} if "memory_lomo" in info else {})},
+        "seed": seed,
+    }
+    path = pred.save(out_dir, **manifest, util_regressor=regressor)
+    return path, report
