@@ -1,0 +1,124 @@
+"""Topology-aware placement commands: ``experiment topo-*``, ``bench placement``, ``topo show``.
+
+``experiment`` and ``bench`` may be shared with other command modules: ``_group`` reuses a
+sub-app of that name when one is already registered instead of adding a second one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dlsched.cli.common import clear_errors, out
+
+OutOpt = Annotated[Path, typer.Option("--out", help="output directory")]
+SeedOpt = Annotated[int, typer.Option(help="workload seed")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+
+def _group(app: typer.Typer, name: str, help_text: str) -> typer.Typer:
+    for info in app.registered_groups:
+        if info.name == name and info.typer_instance is not None:
+            return info.typer_instance
+    sub = typer.Typer(help=help_text, no_args_is_help=True)
+    app.add_typer(sub, name=name)
+    return sub
+
+
+def _print_summary(summary: dict, out_dir: Path) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{summary['meta']['experiment']} -> {out_dir}")
+    cols = ("cumulative_time", "makespan", "slowdown", "mean_wait", "slo_violations", "placed_below_min_utility")
+    table.add_column("policy")
+    for c in cols:
+        table.add_column(c, justify="right")
+    for pol, s in summary.items():
+        if pol != "meta":
+            table.add_row(pol, *(str(s[c]) for c in cols))
+    out.print(table)
+    if "speedup_of_topo_aware_p" in summary["meta"]:
+        out.print("TOPO-AWARE-P speedup in cumulative time: "
+                  + ", ".join(f"{k} {v:.2f}x" for k, v in summary["meta"]["speedup_of_topo_aware_p"].items()))
+
+
+def register(app: typer.Typer) -> None:
+    experiment = _group(app, "experiment", "Reproduce paper experiments.")
+    bench = _group(app, "bench", "Micro-benchmarks.")
+    topo = typer.Typer(help="GPU topology graphs (nvidia-smi topo -m).", no_args_is_help=True)
+    app.add_typer(topo, name="topo")
+
+    @experiment.command("topo-prototype")
+    def topo_prototype(out_dir: OutOpt) -> None:
+        """Table 1's six jobs on one IBM Minsky under FCFS, BF, TOPO-AWARE and TOPO-AWARE-P (Fig. 8)."""
+        from dlsched.topology.runner import prototype
+
+        with clear_errors():
+            _print_summary(prototype(out_dir), out_dir)
+
+    @experiment.command("topo-scenario1")
+    def topo_scenario1(out_dir: OutOpt, seed: SeedOpt = 0, jobs: Annotated[int, typer.Option()] = 100,
+                       machines: Annotated[int, typer.Option()] = 5) -> None:
+        """Sec. 5.5.1: 100 jobs on 5 Minsky machines (Fig. 10)."""
+        from dlsched.topology.runner import scenario
+
+        with clear_errors():
+            _print_summary(scenario("topo-scenario1", jobs, machines, out_dir, seed), out_dir)
+
+    @experiment.command("topo-scenario2")
+    def topo_scenario2(out_dir: OutOpt, seed: SeedOpt = 0,
+                       jobs: Annotated[int, typer.Option(help="number of jobs (10,000 in the paper)")] = 10_000,
+                       machines: Annotated[int, typer.Option(help="number of machines (1,000 in the paper)")] = 1_000,
+                       ) -> None:
+        """Sec. 5.5.2: 10,000 jobs on 1,000 Minsky machines (Fig. 11); --jobs/--machines shrink it."""
+        from dlsched.topology.runner import scenario
+
+        with clear_errors():
+            _print_summary(scenario("topo-scenario2", jobs, machines, out_dir, seed), out_dir)
+
+    @bench.command("placement")
+    def bench_placement_cmd(machines: Annotated[int, typer.Option()] = 1000,
+                            decisions: Annotated[int, typer.Option()] = 500,
+                            preset: Annotated[str, typer.Option(help="minsky, dgx1, pcie or nvswitch")] = "dgx1",
+                            occupancy: Annotated[float, typer.Option()] = 0.7,
+                            postpone: Annotated[bool, typer.Option(help="TOPO-AWARE-P")] = False,
+                            seed: SeedOpt = 0, as_json: JsonOpt = False) -> None:
+        """Latency (p50/p99 ms) of one TOPO-AWARE placement decision on a loaded cluster."""
+        from dlsched.topology.bench import bench_placement
+
+        with clear_errors():
+            res = bench_placement(machines, decisions, preset, occupancy, postpone, seed)
+        if as_json:
+            print(json.dumps(res))
+        else:
+            out.print(f"placement decision on {res['machines']} {res['preset']} machines ({res['gpus']} GPUs, "
+                      f"{res['occupancy']:.0%} busy), {res['decisions']} decisions: "
+                      f"p50_ms={res['p50_ms']} p99_ms={res['p99_ms']} mean_ms={res['mean_ms']}")
+
+    @topo.command("show")
+    def topo_show(file: Annotated[Path, typer.Argument(help="text of `nvidia-smi topo -m`")],
+                  as_json: JsonOpt = False) -> None:
+        """Parse an nvidia-smi topology matrix and print the physical graph it yields."""
+        from dlsched.topology.graph import summary
+        from dlsched.topology.smi import load_topo_file
+
+        with clear_errors():
+            smi = load_topo_file(file)
+            info = summary(smi.machine_graph(file.stem))
+        info["nics"] = smi.nics
+        info["pcie_switch_groups"] = smi.pix_groups()
+        if as_json:
+            print(json.dumps(info))
+            return
+        out.print(f"[bold]{info['name']}[/]: {info['gpus']} GPUs, {info['sockets']} sockets, "
+                  f"vertices {info['vertices']}, {info['edges']} edges ({info['nvlink_edges']} NVLink), "
+                  f"diameter {info['diameter']}; NICs {', '.join(smi.nics) or '-'}")
+        out.print("socket of GPU: " + " ".join(f"GPU{g}:S{s}" for g, s in enumerate(info["socket_of"])))
+        out.print("GPU distance matrix (sum of edge weights on the shortest path):")
+        width = max(len(str(v)) for row in info["distance_matrix"] for v in row) + 1
+        out.print(" " * 6 + "".join(f"G{g}".rjust(width) for g in range(info["gpus"])))
+        for g, row in enumerate(info["distance_matrix"]):
+            out.print(f"GPU{g}".ljust(6) + "".join(str(v).rjust(width) for v in row))

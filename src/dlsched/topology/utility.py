@@ -1,0 +1,125 @@
+"""The placement utility of Eq. 2-5 (Sec. 4.3-4.4).
+
+U = a_cc * C + a_b * I + a_d * F with a_cc + a_b + a_d = 1 (equal thirds in Sec. 5.2.1):
+
+* C = 1 / (t / t_best): Eq. 3's communication cost t (sum over GPU pairs of job-edge weight x
+  shortest-path length, weights normalised by 4 as in Sec. 4.1.1) normalised by the best
+  achievable t for the same number of GPUs on that machine type, so C is 1 for the best
+  placement and ~1/42 for a 2-GPU job split across a Minsky's sockets.
+* I = Eq. 4: mean over the job and the jobs already running on the machines it would use of
+  solo_time / collocation_time (1 = nobody slowed down), from the profile model in
+  :mod:`dlsched.topology.effects`.
+* F = 1 / omega with omega = sockets the job spans / the fewest sockets that could hold it:
+  an allocation scattered over more sockets than needed fragments them (Eq. 5 averages the
+  free share of sockets; the paper leaves open which sockets and how 1/omega is bounded, so
+  this is our reading: it is 1 for a compact allocation and 1/2 for a needless split).
+
+Every term is in (0, 1] and so is U, which makes Table 1's thresholds (0.3 / 0.5) usable
+as they are. Among machines with equal U we take the fullest (best fit): "map GPUs from the
+most fragmented domains to increase cluster utilization" (Sec. 4.3).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dlsched.topology.effects import (
+    Placement,
+    footprint,
+    gpu_list,
+    interference_factor,
+)
+from dlsched.topology.graph import W_NETWORK, MachineGraph
+from dlsched.topology.jobgraph import JobProfile
+
+ALPHA = (1 / 3, 1 / 3, 1 / 3)
+
+
+@dataclass(frozen=True, slots=True)
+class UtilityParts:
+    comm: float
+    interference: float
+    fragmentation: float
+    utility: float
+    t: float
+    t_best: float
+
+
+_BEST: dict[tuple[int, int], tuple[MachineGraph, int]] = {}
+
+
+def _best_pair_sum(mg: MachineGraph, k: int) -> int:
+    n = mg.gpus
+    if k < 2:
+        return 0
+    if k <= n:
+        return min(sum(mg.dist[a][b] for a, b in itertools.combinations(c, 2))
+                   for c in itertools.combinations(range(n), k))
+    full, rest = divmod(k, n)
+    intra = full * best_pair_sum(mg, n) + best_pair_sum(mg, rest)
+    sizes = [n] * full + ([rest] if rest else [])
+    cross_pairs = sum(sizes[i] * sizes[j] for i in range(len(sizes)) for j in range(i + 1, len(sizes)))
+    return intra + cross_pairs * (2 * min(mg.up) + 2 * W_NETWORK)
+
+
+def best_pair_sum(mg: MachineGraph, k: int) -> int:
+    """Smallest possible sum of pairwise distances of ``k`` GPUs on idle machines like ``mg``
+    (brute force over subsets, cached per machine graph: at most C(8, 4) = 70 subsets)."""
+    if k < 2:
+        return 0
+    hit = _BEST.get((id(mg), k))
+    if hit is None or hit[0] is not mg:
+        hit = (mg, _best_pair_sum(mg, k))
+        _BEST[(id(mg), k)] = hit
+    return hit[1]
+
+
+def min_sockets(mg: MachineGraph, k: int) -> int:
+    return max(1, -(-k // max(1, mg.socket_size)))
+
+
+def comm_cost(p: JobProfile, gpus: list[tuple[int, int]], graphs: Sequence[MachineGraph]) -> float:
+    """Eq. 3 with the job graph's (uniform, Sec. 5.1) edge weight normalised to [0, 1]."""
+    from dlsched.topology.effects import distance
+
+    w = p.comm_weight / 4.0
+    n = len(gpus)
+    return w * sum(distance(graphs, gpus[i], gpus[j]) for i in range(n) for j in range(i + 1, n))
+
+
+def interference_score(p: JobProfile, fp: frozenset, co_runners: Sequence) -> float:
+    """Eq. 4: mean solo/collocated time over the new job and the co-runners on its machines.
+
+    ``co_runners`` are objects with ``profile`` and ``footprint`` (``state.Running``).
+    """
+    ratios = []
+    mine = [r.profile for r in co_runners if r.footprint & fp]
+    ratios.append(1.0 / interference_factor(p, mine))
+    for r in co_runners:
+        others = [o.profile for o in co_runners if o is not r and o.footprint & r.footprint]
+        if r.footprint & fp:
+            others.append(p)
+        ratios.append(1.0 / interference_factor(r.profile, others))
+    return sum(ratios) / len(ratios)
+
+
+def utility(p: JobProfile, placement: Placement, graphs: Sequence[MachineGraph], co_runners: Sequence,
+            alpha: tuple[float, float, float] = ALPHA) -> UtilityParts:
+    """U of placing ``p`` on ``placement`` next to ``co_runners`` (Eq. 2-5)."""
+    gl = gpu_list(placement)
+    mg = graphs[gl[0][0]]
+    if p.gpus > 1:
+        t = comm_cost(p, gl, graphs)
+        t_best = p.comm_weight / 4.0 * best_pair_sum(mg, len(gl))
+        comm = t_best / t if t > 0 else 1.0
+    else:
+        t = t_best = 0.0
+        comm = 1.0
+    fp = footprint(placement, graphs)
+    inter = interference_score(p, fp, co_runners)
+    spanned = sum(1 for key in fp if key[0] == "s")
+    frag = min_sockets(mg, len(gl)) / max(1, spanned)
+    a_cc, a_b, a_d = alpha
+    return UtilityParts(comm, inter, frag, a_cc * comm + a_b * inter + a_d * frag, t, t_best)
