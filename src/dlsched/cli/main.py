@@ -16,6 +16,13 @@ app = typer.Typer(
 )
 
 COMMAND_MODULES: list[str] = [
+    "trace_cmd",
+    "sim_cmd",
+    "predictor_cmd",
+    "estimate_cmd",
+    "energy_cmd",
+    "topology_cmd",
+    "predict_cmd",
 ]
 
 for _module in COMMAND_MODULES:
