@@ -36,6 +36,9 @@ class RunSpec:
     config: SimConfig = field(default_factory=SimConfig)
     policy_options: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+    energy: str | None = None            # None, "ces" or "vanilla"
+    energy_options: dict = field(default_factory=dict)
+    origin: object = None                # the trace's wall-clock origin (for calendar features)
 
 
 def cluster_for(jobs: list[Job], vc_nodes: dict[str, int] | None = None, nodes: int | None = None,
@@ -72,10 +75,37 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
     if spec.backfill:
         options["backfill"] = True
     policy = make_policy(spec.policy, spec.placement, **options)
-    sim = Simulator(cluster, policy, spec.config)
+    power = make_power_manager(spec, cluster) if spec.energy else None
+    sim = Simulator(cluster, policy, spec.config, power_manager=power)
     result = sim.run(jobs, progress=progress)
+    if power is not None:
+        from dlsched.energy.accounting import EnergyModel
+
+        model = EnergyModel(idle_power_w=spec.energy_options.get("idle_power_w", 800.0))
+        result.extra["energy"] = power.summary(result.metrics, model)
     meta = {"compat": spec.config.compat, "backfill": spec.backfill, **spec.meta}
     return write_run(result, out_dir, meta)
+
+
+def make_power_manager(spec: RunSpec, cluster: ClusterSpec):
+    """The energy-saving controller named by ``spec.energy``, wrapped for the engine."""
+    from dlsched.sim.power import PowerManager
+
+    opts = spec.energy_options
+    boot = float(opts.get("boot_delay", 300.0))
+    nodes = len(cluster.nodes)
+    if spec.energy == "vanilla":
+        from dlsched.energy.vanilla import VanillaDRSController
+
+        return PowerManager(VanillaDRSController(nodes, float(opts.get("idle_timeout", 1800.0)), boot))
+    if spec.energy == "ces":
+        from dlsched.energy.controller import CESController, CESParams
+        from dlsched.energy.online_forecast import OnlineDemandForecast
+
+        forecast = OnlineDemandForecast(origin=spec.origin)
+        params = CESParams(boot_delay=boot, buffer=int(opts.get("buffer", max(1, round(0.05 * nodes)))))
+        return PowerManager(CESController(nodes, forecast, params), forecast)
+    raise ValueError(f"unknown energy policy {spec.energy!r}; choose ces or vanilla")
 
 
 _FORK_STATE: dict = {}
@@ -85,7 +115,7 @@ def _child(args: tuple[str, Path]) -> dict:
     name, out = args
     jobs, cluster, base = _FORK_STATE["jobs"], _FORK_STATE["cluster"], _FORK_STATE["spec"]
     spec = RunSpec(name, base.placement, base.backfill, base.config, dict(base.policy_options.get(name, {})),
-                   base.meta)
+                   base.meta, base.energy, base.energy_options, base.origin)
     return run_one(jobs, cluster, spec, out)
 
 

@@ -40,6 +40,10 @@ def register(app: typer.Typer) -> None:
         priority_file: Optional[Path] = typer.Option(None, help="QSSF: external priorities (job id/jobname,priority)."),
         lam: float = typer.Option(0.1, help="QSSF: weight of the rolling estimate P_R (1-lam on the GBDT)."),
         refit_every: float = typer.Option(86400.0, help="QSSF: refit the GBDT every this many simulated s."),
+        energy: Optional[str] = typer.Option(None, help="Energy saving: ces (Helios CES) or vanilla (idle timeout)."),
+        boot_delay: float = typer.Option(300.0, help="Energy: seconds a woken node needs before taking jobs."),
+        idle_timeout: float = typer.Option(1800.0, help="Energy (vanilla): power off nodes idle this long."),
+        buffer: Optional[int] = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes)."),
         skip_invalid: bool = typer.Option(False, help="Skip invalid rows (counted by reason)."),
         check_invariants: bool = typer.Option(False, help="Verify cluster state after every pass (slow)."),
         jobs: int = typer.Option(20000, help="Jobs of the built-in workload."),
@@ -56,12 +60,19 @@ def register(app: typer.Typer) -> None:
                 trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed)
             spec = RunSpec(policy, placement, backfill, _config(compat, check_invariants),
                            policy_options=policy_options(policy, priority_file, lam, refit_every, compat, tr.origin),
-                           meta={"trace": name, "skipped": dict(tr.report.skipped)})
+                           meta={"trace": name, "skipped": dict(tr.report.skipped)},
+                           energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer),
+                           origin=tr.origin)
             t0 = time.perf_counter()
             with progress_bar(f"{policy}/{placement}") as bar:
                 summary = run_one(job_list, cluster, spec, out_dir, progress=bar)
             wall = time.perf_counter() - t0
         _print_summaries({policy: summary})
+        if "energy" in summary:
+            e = summary["energy"]
+            out.print(f"energy ({energy}): {e['avg_powered_off_nodes']:.1f} nodes off on average, "
+                      f"{e['wakeups']} wake-ups ({e['daily_wakeups']:.2f}/day, {e['nodes_per_wakeup']:.1f} nodes each), "
+                      f"{e['jobs_waiting_for_power']} jobs waited for a node to boot")
         console.print(f"{len(job_list)} jobs simulated in {wall:.2f} s; results in [bold]{out_dir}[/]")
 
     @app.command()
@@ -81,6 +92,10 @@ def register(app: typer.Typer) -> None:
         priority_file: Optional[Path] = typer.Option(None, help="QSSF: external priorities (job id/jobname,priority)."),
         lam: float = typer.Option(0.1, help="QSSF: weight of the rolling estimate P_R (1-lam on the GBDT)."),
         refit_every: float = typer.Option(86400.0, help="QSSF: refit the GBDT every this many simulated s."),
+        energy: Optional[str] = typer.Option(None, help="Energy saving: ces (Helios CES) or vanilla (idle timeout)."),
+        boot_delay: float = typer.Option(300.0, help="Energy: seconds a woken node needs before taking jobs."),
+        idle_timeout: float = typer.Option(1800.0, help="Energy (vanilla): power off nodes idle this long."),
+        buffer: Optional[int] = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes)."),
         skip_invalid: bool = typer.Option(False),
         processes: Optional[int] = typer.Option(None, help="Parallel processes (default: one per core)."),
         jobs: int = typer.Option(20000),
@@ -97,7 +112,9 @@ def register(app: typer.Typer) -> None:
             base = RunSpec("", placement, backfill, _config(compat, False),
                            policy_options={n: policy_options(n, priority_file, lam, refit_every, compat, tr.origin)
                                            for n in names},
-                           meta={"trace": name, "skipped": dict(tr.report.skipped)})
+                           meta={"trace": name, "skipped": dict(tr.report.skipped)},
+                           energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer),
+                           origin=tr.origin)
             t0 = time.perf_counter()
             compare_policies(job_list, cluster, names, out_dir, base, processes,
                              on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
@@ -132,6 +149,13 @@ def register(app: typer.Typer) -> None:
 
             report = build_report(out_dir)
         out.print(f"report: {report}")
+
+
+def _energy_options(boot_delay: float, idle_timeout: float, buffer: int | None) -> dict:
+    opts = {"boot_delay": boot_delay, "idle_timeout": idle_timeout}
+    if buffer is not None:
+        opts["buffer"] = buffer
+    return opts
 
 
 def policy_options(name: str, priority_file: Path | None, lam: float, refit_every: float, compat: str,

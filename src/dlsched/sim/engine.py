@@ -97,7 +97,7 @@ class Simulator:
         if power is not None:
             for t0, kind, payload in power.initial_events(state, jobs):
                 seq += 1
-                heapq.heappush(heap, (t0, POWER if kind == "power" else TIMER, seq, kind, payload, 0))
+                heapq.heappush(heap, (t0, POWER, seq, kind, payload, 0))
         progress_every = max(1, n_jobs // 200)
 
         def push_finish(job: Job, now: float) -> None:
@@ -163,8 +163,12 @@ class Simulator:
                     if progress is not None and state.finished % progress_every == 0:
                         progress(state.finished, n_jobs)
                 else:
-                    for vid in power.apply(kind, payload, state, now):
+                    vids, follow = power.apply(kind, payload, state, now)
+                    for vid in vids:
                         dirty[vid] = None
+                    for t1, kind1, payload1 in follow:
+                        seq += 1
+                        heapq.heappush(heap, (t1, POWER, seq, kind1, payload1, 0))
             # 2. arrivals
             while cursor < n_jobs and jobs[cursor].submit_time == now:
                 job = jobs[cursor]
@@ -179,21 +183,11 @@ class Simulator:
                     for t1, kind, payload in power.on_arrival(job, state, now):
                         seq += 1
                         heapq.heappush(heap, (t1, POWER, seq, kind, payload, 0))
-            # 3. timers
+            # 3. timers (policy wake-ups)
             while heap and heap[0][0] == now and heap[0][1] == TIMER:
                 _, _, _, kind, payload, _ = heapq.heappop(heap)
                 events += 1
-                if kind == "wake":
-                    dirty[payload] = None
-                else:
-                    for item in power.apply(kind, payload, state, now):
-                        if isinstance(item, tuple):  # a follow-up event
-                            seq += 1
-                            t1, kind1, payload1 = item
-                            heapq.heappush(heap, (t1, POWER if kind1 == "power" else TIMER, seq, kind1,
-                                                  payload1, 0))
-                        else:
-                            dirty[item] = None
+                dirty[payload] = None
             # 4. one scheduling pass per changed VC
             for vid in dirty:
                 vc = vcs[vid]
