@@ -78,7 +78,7 @@ def test_every_placer_respects_capacity(name):
     placer = make_placer(name)
     assert placer.place(view, vc, Job("j", "v", 4, 0, 1)) is None
     p = placer.place(view, vc, Job("j", "v", 3, 0, 1))
-    if name == "consolidate":
+    if name in ("consolidate", "topo-aware", "topo-aware-p"):
         assert p is None  # a job that fits one node is never split across nodes
         return
     assert p is not None and sum(m.bit_count() for _, m in p) == 3
@@ -89,3 +89,23 @@ def test_every_placer_respects_capacity(name):
 def test_unknown_placer():
     with pytest.raises(ValueError, match="unknown placement"):
         make_placer("nope")
+
+
+def test_topology_aware_placers_plug_into_the_engine():
+    from dlsched.core.topology import Link, dgx1
+    from dlsched.policies import make_policy
+    from dlsched.sim import SimConfig, Simulator
+
+    state, vc, view = occupied([8, 8])
+    placer = make_placer("topo-aware")
+    p = placer.place(view, vc, Job("four", "v", 4, 0, 1, model_name="alexnet", batch_size=1))
+    assert len(p) == 1 and p[0][1] in (0x0F, 0xF0)  # one DGX-1 cube face: all pairs NVLink
+    p = placer.place(view, vc, Job("two", "v", 2, 0, 1, model_name="alexnet", batch_size=1))
+    a, b = [g for g in range(8) if p[0][1] >> g & 1]
+    assert dgx1().link(a, b) is Link.NVLINK
+    jobs = [Job(f"j{i}", "v", [1, 2, 4, 8][i % 4], float(i), 30.0 + i % 7, model_name="alexnet",
+                batch_size=[1, 16, 64][i % 3]) for i in range(60)]
+    for name in ("topo-aware", "topo-aware-p"):
+        Simulator(ClusterSpec.from_vc_sizes({"v": 2}, topology="dgx1"), make_policy("fifo", name),
+                  SimConfig(check_invariants=True)).run(jobs)
+        assert all(j.end_time >= j.start_time + j.duration for j in jobs)

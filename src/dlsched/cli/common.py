@@ -28,7 +28,8 @@ def clear_errors() -> Iterator[None]:
 
 def load_jobs_and_cluster(trace: Path | None, trace_format: str, vc_config: Path | None, nodes: int | None,
                           gpus_per_node: int, start: str | None, end: str | None, vcs: str | None,
-                          skip_invalid: bool, synthetic_jobs: int = 20000, seed: int = 0, quiet: bool = False):
+                          skip_invalid: bool, synthetic_jobs: int = 20000, seed: int = 0, quiet: bool = False,
+                          topology: str | None = None):
     """Load a trace (or the built-in workload) and size the cluster. Prints the load report."""
     from dlsched.runner import cluster_for, keep_cluster_vcs
     from dlsched.traces.api import load_trace
@@ -53,7 +54,7 @@ def load_jobs_and_cluster(trace: Path | None, trace_format: str, vc_config: Path
     jobs = tr.jobs
     if not jobs:
         raise ValueError(f"{name}: no jobs left to simulate (check --start/--end/--vcs)")
-    cluster = cluster_for(jobs, vc_nodes, nodes, gpus_per_node)
+    cluster = cluster_for(jobs, vc_nodes, nodes, gpus_per_node, topology)
     jobs, left = keep_cluster_vcs(jobs, cluster)
     if left and not quiet:
         console.print(f"[yellow]left out {sum(left.values())} jobs of VCs missing from the cluster: "

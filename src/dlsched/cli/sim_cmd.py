@@ -34,7 +34,8 @@ def register(app: typer.Typer) -> None:
         end: Optional[str] = typer.Option(None, help="Window end, inclusive."),
         vcs: Optional[str] = typer.Option(None, help="Only these VCs (comma separated)."),
         policy: str = typer.Option("fifo", help="Scheduling policy: fifo|sjf|srtf|qssf."),
-        placement: str = typer.Option("consolidate", help="consolidate|first-fit|best-fit|spread"),
+        placement: str = typer.Option("consolidate", help="consolidate|first-fit|best-fit|spread|topo-aware|topo-aware-p"),
+        topology: Optional[str] = typer.Option(None, help="Node topology preset: pcie|dgx1|nvswitch|minsky."),
         backfill: bool = typer.Option(False, help="Let later jobs start when the head does not fit."),
         compat: str = typer.Option("none", help="none|helios: reproduce the Helios simulator's quirks."),
         priority_file: Optional[Path] = typer.Option(None, help="QSSF: external priorities (job id/jobname,priority)."),
@@ -57,7 +58,8 @@ def register(app: typer.Typer) -> None:
             if priority_file is not None and policy != "qssf":
                 raise ValueError(f"--priority-file is for --policy qssf, not {policy}")
             tr, job_list, cluster, name = load_jobs_and_cluster(
-                trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed)
+                trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
+                topology=topology)
             spec = RunSpec(policy, placement, backfill, _config(compat, check_invariants),
                            policy_options=policy_options(policy, priority_file, lam, refit_every, compat, tr.origin),
                            meta={"trace": name, "skipped": dict(tr.report.skipped)},
@@ -87,6 +89,7 @@ def register(app: typer.Typer) -> None:
         vcs: Optional[str] = typer.Option(None),
         policies: str = typer.Option("fifo,sjf,srtf", help="Comma-separated policies; ratios are to the first."),
         placement: str = typer.Option("consolidate"),
+        topology: Optional[str] = typer.Option(None, help="Node topology preset: pcie|dgx1|nvswitch|minsky."),
         backfill: bool = typer.Option(False),
         compat: str = typer.Option("none"),
         priority_file: Optional[Path] = typer.Option(None, help="QSSF: external priorities (job id/jobname,priority)."),
@@ -108,7 +111,8 @@ def register(app: typer.Typer) -> None:
         names = [p.strip() for p in policies.split(",") if p.strip()]
         with clear_errors():
             tr, job_list, cluster, name = load_jobs_and_cluster(
-                trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed)
+                trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
+                topology=topology)
             base = RunSpec("", placement, backfill, _config(compat, False),
                            policy_options={n: policy_options(n, priority_file, lam, refit_every, compat, tr.origin)
                                            for n in names},

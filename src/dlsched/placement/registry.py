@@ -8,12 +8,15 @@ from dlsched.placement.best_fit import BestFitPlacer
 from dlsched.placement.consolidate import ConsolidatePlacer
 from dlsched.placement.first_fit import FirstFitPlacer
 from dlsched.placement.spread import SpreadPlacer
+from dlsched.placement.topo_aware import TopoAwarePlacement
 
 PLACERS: dict[str, Callable[[], object]] = {
     "consolidate": ConsolidatePlacer,
     "first-fit": FirstFitPlacer,
     "best-fit": BestFitPlacer,
     "spread": SpreadPlacer,
+    "topo-aware": TopoAwarePlacement,
+    "topo-aware-p": lambda: TopoAwarePlacement(postpone=True),
 }
 
 
