@@ -9,6 +9,7 @@ from typing import Iterator
 
 import typer
 from rich.console import Console
+from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 console = Console(stderr=True)
@@ -22,7 +23,8 @@ def clear_errors() -> Iterator[None]:
         yield
     except (ValueError, FileNotFoundError, PermissionError, RuntimeError, KeyError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        console.print(f"[bold red]error:[/] {msg}", highlight=False)
+        # soft_wrap: one unbroken line (easy to grep); Text: no markup parsing of '[' in messages
+        console.print(Text.assemble(("error: ", "bold red"), str(msg)), soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None
 
 
@@ -50,7 +52,7 @@ def load_jobs_and_cluster(trace: Path | None, trace_format: str, vc_config: Path
         name = str(trace)
         if not quiet:
             for line in tr.report.lines():
-                console.print(f"[dim]{line}[/]", highlight=False)
+                console.print(Text(line, style="dim"), soft_wrap=True, highlight=False)
     jobs = tr.jobs
     if not jobs:
         raise ValueError(f"{name}: no jobs left to simulate (check --start/--end/--vcs)")

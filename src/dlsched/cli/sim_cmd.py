@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -15,14 +15,32 @@ from dlsched.cli.common import clear_errors, console, load_jobs_and_cluster, out
 TRACE_FORMATS = "auto|helios|helios-log|philly-pollux|pai|dlsched"
 
 
-def _config(compat: str, invariants: bool):
-    from dlsched.sim.config import SimConfig, helios_checkpoint_overhead, no_overhead
+def _config(compat: str, invariants: bool, overhead: float | None = None):
+    """Engine options: Helios checkpoint overheads (7/30/60 s by GPUs) unless a fixed one is given."""
+    from dlsched.sim.config import SimConfig, helios_checkpoint_overhead
 
-    return SimConfig(compat=compat, check_invariants=invariants,
-                     preemption_overhead=helios_checkpoint_overhead if compat == "helios" else no_overhead)
+    cost = helios_checkpoint_overhead if overhead is None else (lambda job, s=float(overhead): s)
+    return SimConfig(compat=compat, check_invariants=invariants, preemption_overhead=cost)
 
 
 def register(app: typer.Typer) -> None:
+    @app.command()
+    def policies() -> None:
+        """List the scheduling policies and placements (combine any of each)."""
+        from dlsched.placement import PLACERS
+        from dlsched.policies import POLICIES
+
+        table = Table(title="policies (--policy)")
+        table.add_column("name")
+        table.add_column("oracle")
+        table.add_column("preemptive")
+        table.add_column("what it does")
+        for name, cls in POLICIES.items():
+            doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
+            table.add_row(name, str(getattr(cls, "oracle", False)), str(getattr(cls, "preemptive", False)), doc)
+        out.print(table)
+        out.print("placements (--placement): " + ", ".join(PLACERS))
+
     @app.command()
     def simulate(
         trace: Optional[Path] = typer.Option(None, help="Trace file; the built-in workload when omitted."),
@@ -47,6 +65,8 @@ def register(app: typer.Typer) -> None:
         buffer: Optional[int] = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes)."),
         skip_invalid: bool = typer.Option(False, help="Skip invalid rows (counted by reason)."),
         check_invariants: bool = typer.Option(False, help="Verify cluster state after every pass (slow)."),
+        preemption_overhead: Optional[float] = typer.Option(
+            None, help="Seconds a preempted job redoes (default: 7/30/60 s for 1/<=8/>8 GPUs, as Helios)."),
         jobs: int = typer.Option(20000, help="Jobs of the built-in workload."),
         seed: int = typer.Option(0, help="Seed of the built-in workload."),
         out_dir: Path = typer.Option(Path("runs/simulate"), "--out", help="Run directory."),
@@ -60,7 +80,7 @@ def register(app: typer.Typer) -> None:
             tr, job_list, cluster, name = load_jobs_and_cluster(
                 trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
                 topology=topology)
-            spec = RunSpec(policy, placement, backfill, _config(compat, check_invariants),
+            spec = RunSpec(policy, placement, backfill, _config(compat, check_invariants, preemption_overhead),
                            policy_options=policy_options(policy, priority_file, lam, refit_every, compat, tr.origin),
                            meta={"trace": name, "skipped": dict(tr.report.skipped)},
                            energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer),
@@ -101,6 +121,7 @@ def register(app: typer.Typer) -> None:
         buffer: Optional[int] = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes)."),
         skip_invalid: bool = typer.Option(False),
         processes: Optional[int] = typer.Option(None, help="Parallel processes (default: one per core)."),
+        preemption_overhead: Optional[float] = typer.Option(None, help="Seconds a preempted job redoes."),
         jobs: int = typer.Option(20000),
         seed: int = typer.Option(0),
         out_dir: Path = typer.Option(Path("runs/compare"), "--out"),
@@ -113,7 +134,7 @@ def register(app: typer.Typer) -> None:
             tr, job_list, cluster, name = load_jobs_and_cluster(
                 trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
                 topology=topology)
-            base = RunSpec("", placement, backfill, _config(compat, False),
+            base = RunSpec("", placement, backfill, _config(compat, False, preemption_overhead),
                            policy_options={n: policy_options(n, priority_file, lam, refit_every, compat, tr.origin)
                                            for n in names},
                            meta={"trace": name, "skipped": dict(tr.report.skipped)},
