@@ -4,7 +4,7 @@
     a = analyze("resnet50.onnx")
     a.features(batch=64)          # flat dict, keys = FEATURE_NAMES
 
-See docs/readme/graph.md for the feature list and FLOP conventions."""
+See docs/graph.md for the feature list and FLOP conventions."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Forward FLOPs of one node from its concrete input/output shapes.
 
-Conventions (also in docs/readme/graph.md): 1 multiply-accumulate (MAC) = 2 FLOPs; bias adds are
+Conventions (also in docs/graph.md): 1 multiply-accumulate (MAC) = 2 FLOPs; bias adds are
 1 FLOP per output element; element-wise ops cost ``ops.ELEMENTWISE_COST`` per output element; data
 movement costs 0.  A training step is taken as 3x the forward pass (forward + backward w.r.t.
 activations + backward w.r.t. weights), see :data:`TRAIN_STEP_FACTOR`."""

@@ -1,6 +1,6 @@
 """Op-type tables: which ops we know, their FLOP category, and the op-count feature names.
 
-Everything here is data, so the conventions in docs/readme/graph.md can be checked against it."""
+Everything here is data, so the conventions in docs/graph.md can be checked against it."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def build(shared: Path, out: Path = DEFAULT_DIR) -> Path:
     return pred.save(out, training_data={"files": [str(CDF_FILE)], "sha256": sha256_files([path]),
                                          "license": "CC-BY-4.0 (utilisation prior); none needed (memory)"},
                      attribution=ATTRIBUTION, kind="prior",
-                     metrics={"note": "population prior: no per-architecture skill; see docs/readme/predictors.md"})
+                     metrics={"note": "population prior: no per-architecture skill; see docs/predictors.md"})
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Readers for the measured profile tables, with errors that name the file and the column.
 
 Only readers live here; no data is bundled (the tables have their own licenses, see
-docs/readme/predictors.md). Every reader returns a tidy DataFrame with our column names.
+docs/predictors.md). Every reader returns a tidy DataFrame with our column names.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The predictor shipped inside the package (``data/default/``), trained only on permissively
-licensed data (see ``data/default/manifest.json`` and docs/readme/predictors.md)."""
+licensed data (see ``data/default/manifest.json`` and docs/predictors.md)."""
 
 from __future__ import annotations
 

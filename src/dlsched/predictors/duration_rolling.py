@@ -16,7 +16,7 @@ Anonymous jobs (no user, e.g. all of Philly) are not "new users": with
 ``anonymous="vc_gpus"`` (default) P_R is the exponentially weighted decay over the most recent
 finished jobs of the same VC and GPU demand — a stand-in for "this user's recent runs", since
 consecutive jobs in a VC are mostly one team repeating an experiment (on Philly it ranks
-durations far better than the GPU-demand mean; see docs/readme/duration.md).
+durations far better than the GPU-demand mean; see docs/duration.md).
 ``anonymous="new_user"`` applies branch 1 literally.
 """
 
