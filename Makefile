@@ -9,7 +9,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 .installed-core: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e ".[ml]"
 	touch $@
 
 .installed-dev: $(BIN)/python pyproject.toml
@@ -27,6 +27,7 @@ test: .installed-dev
 
 bench: .installed-dev
 	$(BIN)/python benchmarks/bench_simulator.py
+	$(BIN)/python benchmarks/bench_energy.py
 
 clean:
 	rm -rf $(VENV) .installed-core .installed-dev runs

@@ -20,8 +20,10 @@ from dlsched.sim.state import ClusterState
 class PowerManager:
     """Adapter between the engine and a node-count power controller."""
 
-    def __init__(self, controller, forecast=None, period: float = 600.0, vc_reserve: float = 0.05) -> None:
+    def __init__(self, controller, forecast=None, period: float = 600.0, vc_reserve: float = 0.05,
+                 boot_delay: float | None = None) -> None:
         self.controller = controller
+        self.boot_delay = boot_delay if boot_delay is not None else _controller_boot_delay(controller)
         self.vc_reserve = vc_reserve  # share of each VC's nodes kept powered and idle (at least 1)
         self.reserve: dict[int, int] = {}
         self.forecast = forecast      # an OnlineDemandForecast fed with busy nodes, or None
@@ -40,16 +42,28 @@ class PowerManager:
 
     def on_arrival(self, job: Job, state: ClusterState, now: float):
         vc = job.vc_state
-        off_here = [n for n in vc.nodes if not state.node_powered[n]]
-        if job.gpus <= vc.free or not off_here:
+        if job.gpus <= vc.free or not any(not state.node_powered[n] for n in vc.nodes):
             return []
         self.waiting_jobs.add(job)
+        return self._arrival_check(job, state, now)
+
+    def _arrival_check(self, job: Job, state: ClusterState, now: float) -> list[tuple]:
+        """JobArrivalCheck for ``job``'s VC: wake what it lacks (the controller adds its buffer)."""
+        vc = job.vc_state
         per = max(1, vc.max_node_gpus)
         needed = math.ceil(job.gpus / per)
         idle_here = sum(1 for n in vc.nodes if state.node_powered[n] and not state.node_mask[n])
         booting_here = sum(1 for n in self.booting if vc.node_lo <= n < vc.node_hi)
         actions = self.controller.job_arrival(now, needed, idle_here + booting_here)
-        return self._carry_out(actions, state, now, prefer_vc=vc)
+        events = self._carry_out(actions, state, now, prefer_vc=vc)
+        if not any(vc.node_lo <= n < vc.node_hi for n in self.booting):
+            # the controller saw enough nodes cluster-wide, but this VC has none coming: wake its own
+            nodes = self._pick_off_nodes(state, needed - idle_here, vc)
+            nodes = [n for n in nodes if vc.node_lo <= n < vc.node_hi]
+            if nodes:
+                self.controller.powered_on += len(nodes)
+                events += self._boot(nodes, now + self.boot_delay)
+        return events
 
     def apply(self, kind: str, payload, state: ClusterState, now: float):
         """Returns (VC ids that changed, follow-up events)."""
@@ -68,7 +82,17 @@ class PowerManager:
             actions = self.controller.start(now, running)
         else:  # periodic check
             actions = self.controller.observe(now, running)
-        return set(), self._carry_out(actions, state, now) + [(now + self.period, "power-check", None)]
+        events = self._carry_out(actions, state, now)
+        # the controller counts nodes cluster-wide, but jobs only run in their own VC: a VC whose
+        # queue head is blocked by powered-off nodes, with none booting, gets its arrival check again
+        for vc in state.vcs:
+            head = vc.queue.head() if vc.pending else None
+            if (head is not None and head.gpus > vc.free
+                    and not any(vc.node_lo <= n < vc.node_hi for n in self.booting)
+                    and any(not state.node_powered[n] for n in vc.nodes)):
+                self.waiting_jobs.add(head)
+                events += self._arrival_check(head, state, now)
+        return set(), events + [(now + self.period, "power-check", None)]
 
     # -- actions -----------------------------------------------------------------------------
     def _carry_out(self, actions, state: ClusterState, now: float, prefer_vc=None) -> list[tuple]:
@@ -83,12 +107,15 @@ class PowerManager:
                 if len(nodes) < action.nodes:
                     self.controller.powered_on -= action.nodes - len(nodes)
                 if nodes:
-                    self.wakeups += 1
-                    self.woken_nodes += len(nodes)
-                    for node in nodes:
-                        self.booting[node] = action.ready_at
-                    events.append((action.ready_at, "power-on", tuple(nodes)))
+                    events += self._boot(nodes, action.ready_at)
         return events
+
+    def _boot(self, nodes: list[int], ready_at: float) -> list[tuple]:
+        self.wakeups += 1
+        self.woken_nodes += len(nodes)
+        for node in nodes:
+            self.booting[node] = ready_at
+        return [(ready_at, "power-on", tuple(nodes))]
 
     def _power_off(self, state: ClusterState, count: int) -> int:
         idle: dict[int, list[int]] = {}
@@ -136,3 +163,8 @@ class PowerManager:
         if energy_model is not None:
             out.update(energy_model.savings(off_node_hours, days))
         return out
+
+
+def _controller_boot_delay(controller) -> float:
+    params = getattr(controller, "params", None)
+    return float(getattr(params, "boot_delay", getattr(controller, "boot_delay", 300.0)))
