@@ -26,6 +26,7 @@ from dlsched.sim.view import SchedulingView
 FINISH, POWER, TIMER = 0, 1, 3
 
 INF = math.inf
+STALL_LIMIT = 30 * 86400.0  # with a power manager: nothing running and jobs waiting this long = stuck
 
 
 class SimulationError(RuntimeError):
@@ -127,6 +128,7 @@ class Simulator:
         rec.begin(jobs[0].submit_time if jobs else 0.0)
         vc_area, vc_last = rec.vc_area, rec.vc_last
         dirty: dict[int, None] = {}
+        last_progress = jobs[0].submit_time if jobs else 0.0
         while True:
             t_arr = jobs[cursor].submit_time if cursor < n_jobs else INF
             t_ev = heap[0][0] if heap else INF
@@ -231,8 +233,16 @@ class Simulator:
                     seq += 1
                     heapq.heappush(heap, (t1, TIMER, seq, "wake", vid, 0))
                 view._wakeups.clear()
-            if power is not None and running == 0 and queued == 0 and cursor >= n_jobs:
-                break  # only the power manager's timers are left
+            if power is not None:
+                if running == 0 and queued == 0 and cursor >= n_jobs:
+                    break  # only the power manager's timers are left
+                if running:
+                    last_progress = now
+                elif cursor < n_jobs and jobs[cursor].submit_time <= now:
+                    last_progress = now
+                elif now - last_progress > STALL_LIMIT:
+                    raise SimulationError(f"{queued} jobs have waited {STALL_LIMIT / 86400:.0f} days with "
+                                          "nothing running: the power manager never woke nodes for them")
 
         if state.finished != n_jobs:
             stuck = [j.job_id for j in jobs if j.state is not JobState.FINISHED][:5]
