@@ -23,6 +23,7 @@ COMMAND_MODULES: list[str] = [
     "energy_cmd",
     "topology_cmd",
     "predict_cmd",
+    "report_cmd",
 ]
 
 for _module in COMMAND_MODULES:

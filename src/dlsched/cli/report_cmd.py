@@ -1,0 +1,27 @@
+"""``dlsched report DIR``: render a run, comparison or energy replay directory as one HTML file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``report`` command to the main app."""
+    app.command("report")(report)
+
+
+def report(
+    run_dir: Path = typer.Argument(..., metavar="DIR", help="Run, comparison or energy replay directory."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output file (default: DIR/report.html)."),
+) -> None:
+    """Write a self-contained HTML report (plots and tables) for a simulator output directory."""
+    from dlsched.report import ReportError, build_report  # lazy: keeps `dlsched --help` fast
+
+    try:
+        path = build_report(run_dir, out)
+    except ReportError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    typer.echo(f"Report written to {path}")
