@@ -47,7 +47,7 @@ def load_jobs_and_cluster(trace: Path | None, trace_format: str, vc_config: Path
         name = f"built-in synthetic workload ({synthetic_jobs} jobs, seed {seed})"
     else:
         vc_filter = [v.strip() for v in vcs.split(",")] if vcs else (list(vc_nodes) if vc_nodes else None)
-        tr = load_trace(trace, trace_format, start=_time_arg(start), end=_time_arg(end), vcs=vc_filter,
+        tr = load_trace(trace, trace_format, start=time_arg(start), end=time_arg(end), vcs=vc_filter,
                         skip_invalid=skip_invalid)
         name = str(trace)
         if not quiet:
@@ -64,7 +64,8 @@ def load_jobs_and_cluster(trace: Path | None, trace_format: str, vc_config: Path
     return tr, jobs, cluster, name
 
 
-def _time_arg(value: str | None):
+def time_arg(value: str | None):
+    """A window bound from the command line: seconds if it parses as a number, else wall-clock text."""
     if value is None:
         return None
     try:

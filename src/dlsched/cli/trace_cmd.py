@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from dlsched.cli.common import clear_errors, console, out
+from dlsched.cli.common import clear_errors, console, out, time_arg
 
 FORMATS_HELP = "auto|helios|helios-log|philly-pollux|pai|dlsched"
 
@@ -20,15 +20,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(trace_app, name="trace")
 
 
-def _time(value: str | None):
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return value
-
-
 def _load(path: Path, trace_format: str, start, end, vc_config, vcs, skip_invalid, include_cpu_jobs,
           quiet: bool = False):
     """Load with the shared filters; print the load report (counts by reason) to stderr."""
@@ -36,7 +27,7 @@ def _load(path: Path, trace_format: str, start, end, vc_config, vcs, skip_invali
 
     cluster = load_vc_config(vc_config) if vc_config else None
     keep = [v.strip() for v in vcs.split(",")] if vcs else (list(cluster) if cluster else None)
-    trace = load_trace(path, trace_format, start=_time(start), end=_time(end), vcs=keep,
+    trace = load_trace(path, trace_format, start=time_arg(start), end=time_arg(end), vcs=keep,
                        skip_invalid=skip_invalid, include_cpu_jobs=include_cpu_jobs)
     if not quiet:
         for line in trace.report.lines():

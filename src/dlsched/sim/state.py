@@ -10,6 +10,7 @@ jobs when a decision says ``shared`` (co-location); the extra holders are counte
 from __future__ import annotations
 
 from dlsched.core.cluster import ClusterSpec
+from dlsched.core.bits import set_bits
 from dlsched.core.job import Job, JobState
 
 
@@ -231,11 +232,11 @@ class ClusterState:
                 raise StateError(f"job {job.job_id}: GPU index beyond node {self.node_ids[node]}")
             overlap = node_mask[node] & mask
             if overlap and not shared:
-                raise StateError(f"job {job.job_id}: GPUs {_bits(overlap)} of node {self.node_ids[node]} "
+                raise StateError(f"job {job.job_id}: GPUs {set_bits(overlap)} of node {self.node_ids[node]} "
                                  "are already held (double booking)")
             new = mask & ~overlap
             if overlap:
-                for g in _bits(overlap):
+                for g in set_bits(overlap):
                     self.shared[(node, g)] = self.shared.get((node, g), 0) + 1
             if new:
                 n_new = new.bit_count()
@@ -257,7 +258,7 @@ class ClusterState:
         for node, mask in job.placement:
             gone = mask
             if self.shared:
-                for g in _bits(mask):
+                for g in set_bits(mask):
                     extra = self.shared.get((node, g), 0)
                     if extra:
                         gone &= ~(1 << g)
@@ -291,7 +292,7 @@ class ClusterState:
                     raise StateError(f"job {job.job_id} listed as running while {job.state.name}")
                 for node, mask in job.placement:
                     held[node] = held.get(node, 0) | mask
-                    for g in _bits(mask):
+                    for g in set_bits(mask):
                         counts[(node, g)] = counts.get((node, g), 0) + 1
         for (node, g), n in counts.items():
             if n - 1 != self.shared.get((node, g), 0):
@@ -313,17 +314,8 @@ class ClusterState:
             if free != vc.free:
                 raise StateError(f"VC {vc.name}: free {vc.free} != recomputed {free}")
             for k, bucket in enumerate(vc.buckets):
-                for local in _bits(bucket):
+                for local in set_bits(bucket):
                     node = vc.node_lo + local
                     if not self.node_powered[node] or self.node_free[node] != k:
                         raise StateError(f"VC {vc.name}: bucket {k} lists node {self.node_ids[node]} wrongly")
 
-
-def _bits(mask: int) -> list[int]:
-    """Indices of the set bits of ``mask``, lowest first."""
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out

@@ -24,6 +24,8 @@ both cross the network (``footprint``).
 
 from __future__ import annotations
 
+from dlsched.core.bits import set_bits
+
 import itertools
 import math
 from collections.abc import Iterable, Sequence
@@ -91,13 +93,7 @@ def interference_factor(victim: JobProfile, aggressors: Iterable[JobProfile]) ->
 Placement = Sequence[tuple[int, int]]   # ((machine, gpu bitmask), ...)
 
 
-def bits(mask: int) -> list[int]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
+bits = set_bits  # re-exported for the topology modules
 
 
 def footprint(placement: Placement, graphs: Sequence[MachineGraph]) -> frozenset:
