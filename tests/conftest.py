@@ -19,3 +19,15 @@ def shared() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared is not present")
     return SHARED
+
+
+@pytest.fixture(scope="module")
+def philly_reference(shared):
+    """The Helios reference run's input: 68,503 Philly jobs of Oct-Nov 2017 and its VC sizes."""
+    from dlsched.traces.api import load_trace
+    from dlsched.traces.vc import load_vc_config
+
+    vc_nodes = load_vc_config(shared / "traces/philly/philly_vc_config.csv")
+    trace = load_trace(shared / "traces/philly/reference_run/input_cluster_log_helios_format.csv.gz", "helios-log",
+                       start="2017-10-01 00:00:00", end="2017-11-30 23:59:00", vcs=list(vc_nodes))
+    return trace, vc_nodes

@@ -15,14 +15,10 @@ REF = "traces/philly/reference_run"
 
 
 @pytest.fixture(scope="module")
-def philly(shared):
+def philly(philly_reference, shared):
     from dlsched.predictors.duration_priority import load_priority_file
-    from dlsched.traces.api import load_trace
-    from dlsched.traces.vc import load_vc_config
 
-    vc_nodes = load_vc_config(shared / "traces/philly/philly_vc_config.csv")
-    trace = load_trace(shared / REF / "input_cluster_log_helios_format.csv.gz", "helios-log",
-                       start="2017-10-01 00:00:00", end="2017-11-30 23:59:00", vcs=list(vc_nodes))
+    trace, vc_nodes = philly_reference
     return trace, vc_nodes, load_priority_file(shared / REF / "input_qssf_priority_Philly_lgb.csv.gz")
 
 
