@@ -99,3 +99,16 @@ def test_demo_writes_report(tmp_path):
     assert res.exit_code == 0, res.output
     assert (tmp_path / "report.html").is_file() and (tmp_path / "summary.csv").is_file()
     assert "report:" in res.output
+
+
+def test_predict_resources_fills_job_predictions(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,vc,gpus,submit_time,duration,model_name,batch_size\n"
+                     "a,v,1,0,10,neumf,256\nb,v,1,5,10,no_such_model,32\nc,v,1,6,10,,\n")
+    res = runner.invoke(app, ["simulate", "--trace", str(trace), "--nodes", "1", "--predict-resources",
+                              "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "for 1 of 3 jobs (1 have no model reference; unresolved models: no_such_model)" in res.output
+    jobs = pd.read_csv(tmp_path / "o" / "jobs.csv").set_index("job_id")
+    assert jobs.loc["a", "pred_gpu_mem_mib"] > 0 and 0 <= jobs.loc["a", "pred_gpu_util"] <= 100
+    assert jobs.loc[["b", "c"], "pred_gpu_util"].isna().all()

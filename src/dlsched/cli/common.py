@@ -88,3 +88,18 @@ def progress_bar(label: str, enabled: bool = True):
             bar.update(task, completed=done, total=total)
 
         yield update
+
+
+def predict_resources(jobs, gpu: str) -> None:
+    """Fill each job's predicted GPU utilisation and memory from its model reference (graph
+    features + the default predictor), and say how many jobs got predictions."""
+    from dlsched.predictors.default import load_default
+    from dlsched.predictors.hook import fill_job_predictions, graph_resolver
+
+    with_ref = [j for j in jobs if j.onnx_ref or j.model_name]
+    filled = fill_job_predictions(with_ref, load_default(), graph_resolver, gpu=gpu)
+    missing = sorted({j.onnx_ref or j.model_name for j in with_ref if j.pred_gpu_util != j.pred_gpu_util})
+    console.print(Text(f"predicted GPU utilisation and memory for {filled} of {len(jobs)} jobs "
+                       f"({len(jobs) - len(with_ref)} have no model reference"
+                       + (f"; unresolved models: {', '.join(missing[:8])}" if missing else "") + ")"),
+                  soft_wrap=True)

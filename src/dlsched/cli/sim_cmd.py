@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from dlsched.cli.common import clear_errors, console, load_jobs_and_cluster, out, progress_bar
+from dlsched.cli.common import clear_errors, console, load_jobs_and_cluster, out, predict_resources, progress_bar
 
 TRACE_FORMATS = "auto|helios|helios-log|philly-pollux|pai|dlsched"
 
@@ -63,6 +63,9 @@ def register(app: typer.Typer) -> None:
         boot_delay: float = typer.Option(300.0, help="Energy: seconds a woken node needs before taking jobs."),
         idle_timeout: float = typer.Option(1800.0, help="Energy (vanilla): power off nodes idle this long."),
         buffer: Optional[int] = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes)."),
+        predict: bool = typer.Option(False, "--predict-resources",
+                                     help="Predict each job's GPU utilisation and memory from its model graph."),
+        gpu: str = typer.Option("V100", help="GPU type for --predict-resources."),
         skip_invalid: bool = typer.Option(False, help="Skip invalid rows (counted by reason)."),
         check_invariants: bool = typer.Option(False, help="Verify cluster state after every pass (slow)."),
         preemption_overhead: Optional[float] = typer.Option(
@@ -80,6 +83,8 @@ def register(app: typer.Typer) -> None:
             tr, job_list, cluster, name = load_jobs_and_cluster(
                 trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
                 topology=topology)
+            if predict:
+                predict_resources(job_list, gpu)
             spec = RunSpec(policy, placement, backfill, _config(compat, check_invariants, preemption_overhead),
                            policy_options=policy_options(policy, priority_file, lam, refit_every, compat, tr.origin),
                            meta={"trace": name, "skipped": dict(tr.report.skipped)},
@@ -119,6 +124,9 @@ def register(app: typer.Typer) -> None:
         boot_delay: float = typer.Option(300.0, help="Energy: seconds a woken node needs before taking jobs."),
         idle_timeout: float = typer.Option(1800.0, help="Energy (vanilla): power off nodes idle this long."),
         buffer: Optional[int] = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes)."),
+        predict: bool = typer.Option(False, "--predict-resources",
+                                     help="Predict each job's GPU utilisation and memory from its model graph."),
+        gpu: str = typer.Option("V100", help="GPU type for --predict-resources."),
         skip_invalid: bool = typer.Option(False),
         processes: Optional[int] = typer.Option(None, help="Parallel processes (default: one per core)."),
         preemption_overhead: Optional[float] = typer.Option(None, help="Seconds a preempted job redoes."),
@@ -134,6 +142,8 @@ def register(app: typer.Typer) -> None:
             tr, job_list, cluster, name = load_jobs_and_cluster(
                 trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
                 topology=topology)
+            if predict:
+                predict_resources(job_list, gpu)
             base = RunSpec("", placement, backfill, _config(compat, False, preemption_overhead),
                            policy_options={n: policy_options(n, priority_file, lam, refit_every, compat, tr.origin)
                                            for n in names},

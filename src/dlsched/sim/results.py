@@ -26,7 +26,12 @@ def jobs_frame(result: SimResult, cols: dict[str, np.ndarray] | None = None) -> 
         **{k: cols[k] for k in ("gpus", "submit_time", "duration", "start_time", "end_time", "queue_delay",
                                 "jct", "preemptions")},
     })
-    return frame[list(JOB_COLUMNS)]
+    frame = frame[list(JOB_COLUMNS)]
+    util = np.fromiter((j.pred_gpu_util for j in jobs), float, len(jobs))
+    if len(jobs) and not np.isnan(util).all():  # predictions were filled: keep them with the outcomes
+        frame["pred_gpu_util"] = util
+        frame["pred_gpu_mem_mib"] = np.fromiter((j.pred_gpu_mem_mib for j in jobs), float, len(jobs))
+    return frame
 
 
 def write_run(result: SimResult, out_dir: str | Path, meta: dict | None = None) -> dict:

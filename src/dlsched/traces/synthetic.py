@@ -80,9 +80,12 @@ STATUS_BY_GPUS: dict[int, tuple[float, float, float]] = {
     1: (0.64, 0.19, 0.17), 2: (0.68, 0.17, 0.15), 4: (0.58, 0.25, 0.17), 8: (0.52, 0.32, 0.16),
     16: (0.42, 0.44, 0.14), 32: (0.32, 0.56, 0.12), 64: (0.22, 0.68, 0.10), 128: (0.22, 0.68, 0.10),
 }
-MODELS = ("resnet50", "resnet18", "vgg16", "inception_v3", "mobilenet_v2", "efficientnet_b0",
-          "bert_base", "bert_large", "gpt2", "transformer", "lstm", "yolov3", "mask_rcnn",
-          "deeplabv3", "unet", "dcgan", "ncf", "deepspeech2", "vit_b16", "shufflenet_v2")
+# Model names are those of the graph model zoo (dlsched.graph.zoo), so that predictors can
+# resolve each job's computation graph: the architectures profiled by Lucid and Gavel.
+MODELS = ("resnet50", "resnet18_cifar", "vgg11_cifar", "mobilenet_v2_cifar", "mobilenet_v3_large",
+          "efficientnet_b0_cifar", "dcgan", "cyclegan", "pointnet", "neumf", "lstm_lm", "transformer",
+          "bert_base_squad", "gpt2_small", "a3c_pong", "recommendation_vae", "ppo_lunarlander",
+          "td3_bipedalwalker")
 TASKS_BY_KIND = (("eval", "debug", "test"), ("finetune", "train"), ("train", "pretrain"))
 BATCH_SIZES = np.array([16, 32, 64, 128, 256])
 DEFAULT_START = datetime(2020, 9, 1)  # a Tuesday, as the Helios September evaluation window
