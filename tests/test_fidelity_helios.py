@@ -112,3 +112,21 @@ def test_engine_matches_tick_model_on_scaled_down_philly(philly):
         got = {j.job_id: (int(j.start_time), int(j.end_time), j.preemptions) for j in jobs}
         assert got == expected, policy
         assert sum(1 for j in jobs if j.queue_delay > 0) > 20  # really congested
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_qssf_matches_tick_model_on_congested_random_clusters(seed):
+    rows, sizes = _random_workload(seed, vcs=3, n=250)
+    rnd = random.Random(seed)
+    priorities = {r["id"]: float(r["duration"] * rnd.choice([0.1, 0.5, 1, 2, 10])) for r in rows}
+    jobs = [Job(r["id"], r["vc"], r["gpus"], float(r["submit"]), float(r["duration"])) for r in rows]
+    sim = Simulator(ClusterSpec.from_vc_sizes(sizes),
+                    make_policy("qssf", "consolidate", priorities=priorities, helios_quirks=True),
+                    SimConfig(compat="helios", check_invariants=True))
+    sim.run(jobs)
+    expected = {}
+    for vc, nodes in sizes.items():
+        expected.update(run_vc([dict(r) for r in rows if r["vc"] == vc], nodes, "qssf", priorities))
+    got = {j.job_id: (int(j.start_time), int(j.end_time), j.preemptions) for j in jobs}
+    assert got == expected
+    assert sum(j.queue_delay > 0 for j in jobs) > 50

@@ -39,8 +39,12 @@ def _consolidate(free: list[int], need: int):
     return None
 
 
-def run_vc(jobs: list[dict], nodes: int, policy: str) -> dict[str, tuple[int, int, int]]:
+def run_vc(jobs: list[dict], nodes: int, policy: str,
+           priorities: dict[str, float] | None = None) -> dict[str, tuple[int, int, int]]:
     """Jobs: dicts with id, gpus, submit, duration (ints), in trace order.
+    QSSF ("qssf") needs ``priorities`` (job id -> expected duration; key = that x GPUs): each tick
+    the queue is sorted by GPU count and, when it holds more than this tick's arrivals, every job
+    gets its priority (once) and the queue is re-sorted by it.
     Returns id -> (start, end, preemptions)."""
     free = [8] * nodes
     queue: list[dict] = []
@@ -63,11 +67,20 @@ def run_vc(jobs: list[dict], nodes: int, policy: str) -> dict[str, tuple[int, in
                 free[node] += g
             running.remove(j)
             done[j["id"]] = (j["start"], t, j["pre"])
+        new = 0
         while i < n and jobs[i]["submit"] == t:
             queue.append(jobs[i])
             i += 1
-        if policy in ("fifo", "sjf"):
-            queue.sort(key=lambda j: j["submit"] if policy == "fifo" else j["duration"])
+            new += 1
+        if policy == "qssf":
+            queue.sort(key=lambda j: j["gpus"])
+            if len(queue) > new:
+                for j in queue:
+                    j.setdefault("prio", priorities[j["id"]] * j["gpus"])
+                queue.sort(key=lambda j: j["prio"])
+        if policy in ("fifo", "sjf", "qssf"):
+            if policy != "qssf":
+                queue.sort(key=lambda j: j["submit"] if policy == "fifo" else j["duration"])
             for j in list(queue):
                 alloc = _consolidate(free, j["gpus"])
                 if alloc is None:
