@@ -9,6 +9,7 @@ became stale (the job was preempted or changed speed) is dropped lazily via the 
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -57,6 +58,18 @@ class Simulator:
         self.power_manager = power_manager
 
     def run(self, jobs: list[Job], progress: Callable[[int, int], None] | None = None) -> SimResult:
+        """Simulate ``jobs`` (their runtime fields are reset first) and return the outcome."""
+        # The loop allocates many short-lived tuples but creates no cyclic garbage: the cyclic
+        # collector would only rescan the (large, live) job graph over and over.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(jobs, progress)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _run(self, jobs: list[Job], progress: Callable[[int, int], None] | None) -> SimResult:
         cfg = self.config
         state = ClusterState(self.cluster)
         policy = self.policy
@@ -78,6 +91,7 @@ class Simulator:
             if vc_id is None:
                 raise SimulationError(f"job {job.job_id}: VC {job.vc!r} is not in the cluster "
                                       f"(known: {', '.join(state.vc_index)})")
+            job.vc_state = state.vcs[vc_id]
             if job.gpus > state.vcs[vc_id].total_gpus:
                 raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs but VC {job.vc!r} has only "
                                       f"{state.vcs[vc_id].total_gpus}: it could never run")
@@ -128,6 +142,11 @@ class Simulator:
         rec.begin(jobs[0].submit_time if jobs else 0.0)
         vc_area, vc_last = rec.vc_area, rec.vc_last
         dirty: dict[int, None] = {}
+        # hot loop: bind methods and constants to locals
+        heappop, heappush = heapq.heappop, heapq.heappush
+        finish, submit, start = state.finish, state.submit, state.start
+        schedule = policy.schedule
+        RUNNING = JobState.RUNNING
         last_progress = jobs[0].submit_time if jobs else 0.0
         while True:
             t_arr = jobs[cursor].submit_time if cursor < n_jobs else INF
@@ -146,13 +165,13 @@ class Simulator:
                 rec.add_row(now, running, queued)
             # 1. completions and power events (priority < arrival)
             while heap and heap[0][0] == now and heap[0][1] <= POWER:
-                _, prio, _, kind, payload, epoch = heapq.heappop(heap)
+                _, prio, _, kind, payload, epoch = heappop(heap)
                 events += 1
                 if kind == "finish":
                     job = payload
-                    if epoch != job.epoch or job.state is not JobState.RUNNING:
+                    if epoch != job.epoch or job.state is not RUNNING:
                         continue  # stale
-                    vc = state.finish(job, now)
+                    vc = finish(job, now)
                     running -= 1
                     vid = vc.vid
                     vc_area[vid] += (vc.busy + job.gpus) * (now - vc_last[vid])
@@ -170,7 +189,7 @@ class Simulator:
                         dirty[vid] = None
                     for t1, kind1, payload1 in follow:
                         seq += 1
-                        heapq.heappush(heap, (t1, POWER, seq, kind1, payload1, 0))
+                        heappush(heap, (t1, POWER, seq, kind1, payload1, 0))
             # 2. arrivals
             while cursor < n_jobs and jobs[cursor].submit_time == now:
                 job = jobs[cursor]
@@ -178,16 +197,16 @@ class Simulator:
                 events += 1
                 if on_submit is not None:
                     on_submit(job, now)  # before queueing: the policy may set the job's key
-                vc = state.submit(job, now)
+                vc = submit(job, now)
                 queued += 1
                 dirty[vc.vid] = None
                 if power is not None:
                     for t1, kind, payload in power.on_arrival(job, state, now):
                         seq += 1
-                        heapq.heappush(heap, (t1, POWER, seq, kind, payload, 0))
+                        heappush(heap, (t1, POWER, seq, kind, payload, 0))
             # 3. timers (policy wake-ups)
             while heap and heap[0][0] == now and heap[0][1] == TIMER:
-                _, _, _, kind, payload, _ = heapq.heappop(heap)
+                _, _, _, kind, payload, _ = heappop(heap)
                 events += 1
                 dirty[payload] = None
             # 4. one scheduling pass per changed VC
@@ -195,13 +214,13 @@ class Simulator:
                 vc = vcs[vid]
                 if not vc.pending:  # nothing pending: no policy has anything to decide
                     continue
-                for decision in policy.schedule(view, vc):
+                for decision in schedule(view, vc):
                     job = decision.job
                     if type(decision) is Start:
                         if job.vc_state is not vc:
                             raise SimulationError(f"policy started job {job.job_id} outside its VC")
                         try:
-                            state.start(job, decision.placement, now, decision.shared)
+                            start(job, decision.placement, now, decision.shared)
                         except StateError as exc:
                             raise SimulationError(f"policy {policy.name}: {exc}") from exc
                         running += 1
@@ -211,7 +230,10 @@ class Simulator:
                         if speed_model is not None:
                             job.speed = speed_model.speed(job, state)
                             respeed(speed_model.affected(job, state), now)
-                        push_finish(job, now)
+                        # push_finish(job, now), inlined: this is the hottest path
+                        seq += 1
+                        left = job.remaining / job.speed if job.speed != 1.0 else job.remaining
+                        heappush(heap, (now + left + tick, FINISH, seq, "finish", job, job.epoch))
                     elif type(decision) is Preempt:
                         settle(job, now)
                         job.remaining += overhead(job)
@@ -231,7 +253,7 @@ class Simulator:
                     if t1 <= now:
                         raise SimulationError(f"policy {policy.name} asked for a wake-up in the past")
                     seq += 1
-                    heapq.heappush(heap, (t1, TIMER, seq, "wake", vid, 0))
+                    heappush(heap, (t1, TIMER, seq, "wake", vid, 0))
                 view._wakeups.clear()
             if power is not None:
                 if running == 0 and queued == 0 and cursor >= n_jobs:

@@ -100,8 +100,9 @@ class ClusterState:
     def submit(self, job: Job, now: float) -> VcState:
         if job.state is not JobState.CREATED:
             raise StateError(f"job {job.job_id} submitted twice")
-        vc = self.vc_of(job)
-        job.vc_state = vc
+        vc = job.vc_state
+        if vc is None or vc is not self.vcs[vc.vid]:  # not bound to this state yet
+            vc = job.vc_state = self.vc_of(job)
         job.state = JobState.PENDING
         job.wait_since = now
         self._enq += 1
