@@ -14,6 +14,34 @@ from dlsched.cli.common import clear_errors, console, load_jobs_and_cluster, out
 
 TRACE_FORMATS = "auto|helios|helios-log|philly-pollux|pai|dlsched"
 
+# Options shared by `simulate` and `compare` (defined once, used by both).
+TRACE = typer.Option(None, help="Trace file; the built-in workload when omitted.")
+FORMAT = typer.Option("auto", help=TRACE_FORMATS)
+VC_CONFIG = typer.Option(None, help="VC sizes (vc,node num).")
+NODES = typer.Option(None, help="One shared pool of N nodes instead of VCs.")
+GPUS_PER_NODE = typer.Option(8, help="GPUs per node.")
+START = typer.Option(None, help="Window start (wall clock or seconds).")
+END = typer.Option(None, help="Window end, inclusive.")
+VCS = typer.Option(None, help="Only these VCs (comma separated).")
+PLACEMENT = typer.Option("consolidate", help="consolidate|first-fit|best-fit|spread|topo-aware|topo-aware-p")
+TOPOLOGY = typer.Option(None, help="Node topology preset: pcie|dgx1|nvswitch|minsky.")
+BACKFILL = typer.Option(False, help="Let later jobs start when the head does not fit.")
+COMPAT = typer.Option("none", help="none|helios: reproduce the Helios simulator's quirks.")
+PRIORITY_FILE = typer.Option(None, help="QSSF: external priorities (job id/jobname,priority).")
+LAM = typer.Option(0.1, help="QSSF: weight of the rolling estimate P_R (1-lam on the GBDT).")
+REFIT_EVERY = typer.Option(86400.0, help="QSSF: refit the GBDT every this many simulated s.")
+ENERGY = typer.Option(None, help="Energy saving: ces (Helios CES) or vanilla (idle timeout).")
+BOOT_DELAY = typer.Option(300.0, help="Energy: seconds a woken node needs before taking jobs.")
+IDLE_TIMEOUT = typer.Option(1800.0, help="Energy (vanilla): power off nodes idle this long.")
+BUFFER = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes).")
+PREDICT = typer.Option(False, "--predict-resources",
+                       help="Predict each job's GPU utilisation and memory from its model graph.")
+GPU = typer.Option("V100", help="GPU type for --predict-resources.")
+SKIP_INVALID = typer.Option(False, help="Skip invalid rows (counted by reason).")
+OVERHEAD = typer.Option(None, help="Seconds a preempted job redoes (default: 7/30/60 s for 1/<=8/>8 GPUs, as Helios).")
+JOBS = typer.Option(20000, help="Jobs of the built-in workload.")
+SEED = typer.Option(0, help="Seed of the built-in workload.")
+
 
 def _config(compat: str, invariants: bool, overhead: float | None = None):
     """Engine options: Helios checkpoint overheads (7/30/60 s by GPUs) unless a fixed one is given."""
@@ -43,53 +71,46 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def simulate(
-        trace: Optional[Path] = typer.Option(None, help="Trace file; the built-in workload when omitted."),
-        trace_format: str = typer.Option("auto", help=TRACE_FORMATS),
-        vc_config: Optional[Path] = typer.Option(None, help="VC sizes (vc,node num)."),
-        nodes: Optional[int] = typer.Option(None, help="One shared pool of N nodes instead of VCs."),
-        gpus_per_node: int = typer.Option(8),
-        start: Optional[str] = typer.Option(None, help="Window start (wall clock or seconds)."),
-        end: Optional[str] = typer.Option(None, help="Window end, inclusive."),
-        vcs: Optional[str] = typer.Option(None, help="Only these VCs (comma separated)."),
+        trace: Optional[Path] = TRACE,
+        trace_format: str = FORMAT,
+        vc_config: Optional[Path] = VC_CONFIG,
+        nodes: Optional[int] = NODES,
+        gpus_per_node: int = GPUS_PER_NODE,
+        start: Optional[str] = START,
+        end: Optional[str] = END,
+        vcs: Optional[str] = VCS,
         policy: str = typer.Option("fifo", help="Scheduling policy: fifo|sjf|srtf|qssf."),
-        placement: str = typer.Option("consolidate", help="consolidate|first-fit|best-fit|spread|topo-aware|topo-aware-p"),
-        topology: Optional[str] = typer.Option(None, help="Node topology preset: pcie|dgx1|nvswitch|minsky."),
-        backfill: bool = typer.Option(False, help="Let later jobs start when the head does not fit."),
-        compat: str = typer.Option("none", help="none|helios: reproduce the Helios simulator's quirks."),
-        priority_file: Optional[Path] = typer.Option(None, help="QSSF: external priorities (job id/jobname,priority)."),
-        lam: float = typer.Option(0.1, help="QSSF: weight of the rolling estimate P_R (1-lam on the GBDT)."),
-        refit_every: float = typer.Option(86400.0, help="QSSF: refit the GBDT every this many simulated s."),
-        energy: Optional[str] = typer.Option(None, help="Energy saving: ces (Helios CES) or vanilla (idle timeout)."),
-        boot_delay: float = typer.Option(300.0, help="Energy: seconds a woken node needs before taking jobs."),
-        idle_timeout: float = typer.Option(1800.0, help="Energy (vanilla): power off nodes idle this long."),
-        buffer: Optional[int] = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes)."),
-        predict: bool = typer.Option(False, "--predict-resources",
-                                     help="Predict each job's GPU utilisation and memory from its model graph."),
-        gpu: str = typer.Option("V100", help="GPU type for --predict-resources."),
-        skip_invalid: bool = typer.Option(False, help="Skip invalid rows (counted by reason)."),
+        placement: str = PLACEMENT,
+        topology: Optional[str] = TOPOLOGY,
+        backfill: bool = BACKFILL,
+        compat: str = COMPAT,
+        priority_file: Optional[Path] = PRIORITY_FILE,
+        lam: float = LAM,
+        refit_every: float = REFIT_EVERY,
+        energy: Optional[str] = ENERGY,
+        boot_delay: float = BOOT_DELAY,
+        idle_timeout: float = IDLE_TIMEOUT,
+        buffer: Optional[int] = BUFFER,
+        predict: bool = PREDICT,
+        gpu: str = GPU,
+        skip_invalid: bool = SKIP_INVALID,
         check_invariants: bool = typer.Option(False, help="Verify cluster state after every pass (slow)."),
-        preemption_overhead: Optional[float] = typer.Option(
-            None, help="Seconds a preempted job redoes (default: 7/30/60 s for 1/<=8/>8 GPUs, as Helios)."),
-        jobs: int = typer.Option(20000, help="Jobs of the built-in workload."),
-        seed: int = typer.Option(0, help="Seed of the built-in workload."),
+        preemption_overhead: Optional[float] = OVERHEAD,
+        jobs: int = JOBS,
+        seed: int = SEED,
         out_dir: Path = typer.Option(Path("runs/simulate"), "--out", help="Run directory."),
     ) -> None:
         """Simulate one policy; writes DIR/jobs.csv, DIR/summary.json and DIR/timeline.csv."""
-        from dlsched.runner import RunSpec, run_one
+        from dlsched.runner import run_one
 
         with clear_errors():
             if priority_file is not None and policy != "qssf":
                 raise ValueError(f"--priority-file is for --policy qssf, not {policy}")
-            tr, job_list, cluster, name = load_jobs_and_cluster(
-                trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
-                topology=topology)
-            if predict:
-                predict_resources(job_list, gpu)
-            spec = RunSpec(policy, placement, backfill, _config(compat, check_invariants, preemption_overhead),
-                           policy_options=policy_options(policy, priority_file, lam, refit_every, compat, tr.origin),
-                           meta={"trace": name, "skipped": dict(tr.report.skipped)},
-                           energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer),
-                           origin=tr.origin)
+            job_list, cluster, spec = _prepare(
+                [policy], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
+                seed, topology, predict, gpu, placement, backfill, compat, check_invariants, preemption_overhead,
+                priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer)
+            spec.policy_options = spec.policy_options[policy]
             t0 = time.perf_counter()
             with progress_bar(f"{policy}/{placement}") as bar:
                 summary = run_one(job_list, cluster, spec, out_dir, progress=bar)
@@ -104,52 +125,44 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def compare(
-        trace: Optional[Path] = typer.Option(None, help="Trace file; the built-in workload when omitted."),
-        trace_format: str = typer.Option("auto", help=TRACE_FORMATS),
-        vc_config: Optional[Path] = typer.Option(None, help="VC sizes (vc,node num)."),
-        nodes: Optional[int] = typer.Option(None, help="One shared pool of N nodes instead of VCs."),
-        gpus_per_node: int = typer.Option(8),
-        start: Optional[str] = typer.Option(None),
-        end: Optional[str] = typer.Option(None),
-        vcs: Optional[str] = typer.Option(None),
+        trace: Optional[Path] = TRACE,
+        trace_format: str = FORMAT,
+        vc_config: Optional[Path] = VC_CONFIG,
+        nodes: Optional[int] = NODES,
+        gpus_per_node: int = GPUS_PER_NODE,
+        start: Optional[str] = START,
+        end: Optional[str] = END,
+        vcs: Optional[str] = VCS,
         policies: str = typer.Option("fifo,sjf,srtf", help="Comma-separated policies; ratios are to the first."),
-        placement: str = typer.Option("consolidate"),
-        topology: Optional[str] = typer.Option(None, help="Node topology preset: pcie|dgx1|nvswitch|minsky."),
-        backfill: bool = typer.Option(False),
-        compat: str = typer.Option("none"),
-        priority_file: Optional[Path] = typer.Option(None, help="QSSF: external priorities (job id/jobname,priority)."),
-        lam: float = typer.Option(0.1, help="QSSF: weight of the rolling estimate P_R (1-lam on the GBDT)."),
-        refit_every: float = typer.Option(86400.0, help="QSSF: refit the GBDT every this many simulated s."),
-        energy: Optional[str] = typer.Option(None, help="Energy saving: ces (Helios CES) or vanilla (idle timeout)."),
-        boot_delay: float = typer.Option(300.0, help="Energy: seconds a woken node needs before taking jobs."),
-        idle_timeout: float = typer.Option(1800.0, help="Energy (vanilla): power off nodes idle this long."),
-        buffer: Optional[int] = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes)."),
-        predict: bool = typer.Option(False, "--predict-resources",
-                                     help="Predict each job's GPU utilisation and memory from its model graph."),
-        gpu: str = typer.Option("V100", help="GPU type for --predict-resources."),
-        skip_invalid: bool = typer.Option(False),
+        placement: str = PLACEMENT,
+        topology: Optional[str] = TOPOLOGY,
+        backfill: bool = BACKFILL,
+        compat: str = COMPAT,
+        priority_file: Optional[Path] = PRIORITY_FILE,
+        lam: float = LAM,
+        refit_every: float = REFIT_EVERY,
+        energy: Optional[str] = ENERGY,
+        boot_delay: float = BOOT_DELAY,
+        idle_timeout: float = IDLE_TIMEOUT,
+        buffer: Optional[int] = BUFFER,
+        predict: bool = PREDICT,
+        gpu: str = GPU,
+        skip_invalid: bool = SKIP_INVALID,
         processes: Optional[int] = typer.Option(None, help="Parallel processes (default: one per core)."),
-        preemption_overhead: Optional[float] = typer.Option(None, help="Seconds a preempted job redoes."),
-        jobs: int = typer.Option(20000),
-        seed: int = typer.Option(0),
+        preemption_overhead: Optional[float] = OVERHEAD,
+        jobs: int = JOBS,
+        seed: int = SEED,
         out_dir: Path = typer.Option(Path("runs/compare"), "--out"),
     ) -> None:
         """Run several policies on the same input; writes DIR/<policy>/ and DIR/summary.csv."""
-        from dlsched.runner import RunSpec, compare_policies
+        from dlsched.runner import compare_policies
 
         names = [p.strip() for p in policies.split(",") if p.strip()]
         with clear_errors():
-            tr, job_list, cluster, name = load_jobs_and_cluster(
-                trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
-                topology=topology)
-            if predict:
-                predict_resources(job_list, gpu)
-            base = RunSpec("", placement, backfill, _config(compat, False, preemption_overhead),
-                           policy_options={n: policy_options(n, priority_file, lam, refit_every, compat, tr.origin)
-                                           for n in names},
-                           meta={"trace": name, "skipped": dict(tr.report.skipped)},
-                           energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer),
-                           origin=tr.origin)
+            job_list, cluster, base = _prepare(
+                names, trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
+                seed, topology, predict, gpu, placement, backfill, compat, False, preemption_overhead,
+                priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer)
             t0 = time.perf_counter()
             compare_policies(job_list, cluster, names, out_dir, base, processes,
                              on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
@@ -184,6 +197,28 @@ def register(app: typer.Typer) -> None:
 
             report = build_report(out_dir)
         out.print(f"report: {report}")
+
+
+def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs,
+             skip_invalid, jobs, seed, topology, predict, gpu, placement, backfill, compat, check_invariants,
+             overhead, priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer):
+    """Load the input, size the cluster, optionally predict resources, and describe the run(s).
+
+    Returns (jobs, cluster, RunSpec) with ``policy_options`` keyed by policy name."""
+    from dlsched.runner import RunSpec
+
+    tr, job_list, cluster, name = load_jobs_and_cluster(
+        trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
+        topology=topology)
+    if predict:
+        predict_resources(job_list, gpu)
+    spec = RunSpec(names[0] if len(names) == 1 else "", placement, backfill,
+                   _config(compat, check_invariants, overhead),
+                   policy_options={n: policy_options(n, priority_file, lam, refit_every, compat, tr.origin)
+                                   for n in names},
+                   meta={"trace": name, "skipped": dict(tr.report.skipped)},
+                   energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer), origin=tr.origin)
+    return job_list, cluster, spec
 
 
 def _energy_options(boot_delay: float, idle_timeout: float, buffer: int | None) -> dict:

@@ -104,7 +104,6 @@ class Simulator:
         running = 0
         queued = 0
         vcs = state.vcs
-        vc_index = state.vc_index
         on_finish = getattr(policy, "job_finished", None)
         on_submit = getattr(policy, "job_submitted", None)
         if hasattr(policy, "prepare"):
