@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
+
+DirArg = Annotated[Path, typer.Argument(metavar="DIR", help="Run, comparison or energy replay directory.")]
+OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default: DIR/report.html).")]
 
 
 def register(app: typer.Typer) -> None:
@@ -12,10 +16,7 @@ def register(app: typer.Typer) -> None:
     app.command("report")(report)
 
 
-def report(
-    run_dir: Path = typer.Argument(..., metavar="DIR", help="Run, comparison or energy replay directory."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output file (default: DIR/report.html)."),
-) -> None:
+def report(run_dir: DirArg, out: OutOpt = None) -> None:
     """Write a self-contained HTML report (plots and tables) for a simulator output directory."""
     from dlsched.report import ReportError, build_report  # lazy: keeps `dlsched --help` fast
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -26,7 +27,7 @@ def style(index: int) -> dict:
     return {"color": COLORS[index % len(COLORS)], "linestyle": LINESTYLES[(index // len(COLORS)) % 4]}
 
 
-def tidy(ax) -> None:  # noqa: ANN001 - matplotlib Axes
+def tidy(ax: Axes) -> None:
     """Light grid and no top/right spines: easier to read values off."""
     ax.grid(True, which="major", alpha=0.3, linewidth=0.6)
     ax.spines["top"].set_visible(False)

@@ -40,7 +40,7 @@ def node_series(series: pd.DataFrame, title: str, window: tuple | None = None) -
     locator = AutoDateLocator()
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.15)  # headroom so the legend above the curves hides nothing
     ax.set_xlabel("Time")
     ax.set_ylabel("Nodes")
     ax.set_title(title)

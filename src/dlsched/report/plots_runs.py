@@ -95,6 +95,11 @@ def vc_queue_delay(runs: Sequence[RunData], limit: int = 20) -> tuple[Figure | N
     return fig, len(vcs), total
 
 
+def varies(column: pd.Series | None) -> bool:
+    """Whether a timeline column carries information: a constant (all nodes on) is not worth a panel."""
+    return column is not None and column.dropna().nunique() > 1
+
+
 def timeline(runs: Sequence[RunData]) -> Figure | None:
     """GPU utilisation, queued jobs and (if recorded) powered nodes over time, one line per policy."""
     lines = [(i, run, run.timeline) for i, run in enumerate(runs) if run.timeline is not None]
@@ -104,8 +109,7 @@ def timeline(runs: Sequence[RunData]) -> Figure | None:
     start = min(float(tl["time"].min()) for _, _, tl in lines)
     end = max(float(tl["time"].max()) for _, _, tl in lines)
     divisor, unit = time_unit(end)
-    powered = any(tl.get("powered_nodes") is not None and tl["powered_nodes"].notna().any()
-                  for _, _, tl in lines)
+    powered = any(varies(tl.get("powered_nodes")) for _, _, tl in lines)
     panels = [("util", "GPU utilisation\n(busy / total)"), ("queued_jobs", "Queued jobs")]
     if powered:
         panels.append(("powered_nodes", "Powered-on nodes"))
@@ -132,6 +136,6 @@ def timeline(runs: Sequence[RunData]) -> Figure | None:
             ax.set_ylim(0, 1.05)
             ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     axes[0].set_title("Cluster state over time")
-    axes[0].legend(loc="upper right", frameon=False, ncol=min(4, len(lines)))
+    axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # outside: never hides data
     axes[-1].set_xlabel(f"Time since trace origin ({unit})")
     return fig

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from dlsched.report.figure import to_data_uri
 from dlsched.report.fmt import cell
@@ -58,7 +58,7 @@ def groups_body(runs: Sequence[RunData], many: bool) -> str:
     return intro + head + per_policy(runs, groups_table, "No groups in summary.json.")
 
 
-def per_policy(runs: Sequence[RunData], make, empty: str) -> str:  # noqa: ANN001 - table builder
+def per_policy(runs: Sequence[RunData], make: Callable[[Mapping], str | None], empty: str) -> str:
     """One table per run: under a collapsible heading per policy when comparing, else bare."""
     parts = []
     for i, run in enumerate(runs):
