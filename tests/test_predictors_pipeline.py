@@ -15,10 +15,9 @@ from dlsched.core.job import Job
 from dlsched.predictors import metrics
 from dlsched.predictors.bundle import Predictor
 from dlsched.predictors.calibration import GpuCalibration
-from dlsched.predictors.features import UTIL_FEATURES
 from dlsched.predictors.hook import fill_job_predictions
 from dlsched.predictors.persist import PredictorFormatError
-from dlsched.predictors.train import train
+from dlsched.predictors.train import ALL_UTIL_FEATURES, train
 
 # 8 toy "architectures": utilisation grows with FLOPs and batch, memory with params and activations.
 ARCH = {f"net{i}": (10.0 ** (7 + i / 2), 2e6 * (i + 1), 1e6 * (8 - i)) for i in range(8)}
@@ -26,10 +25,12 @@ ARCH = {f"net{i}": (10.0 ** (7 + i / 2), 2e6 * (i + 1), 1e6 * (8 - i)) for i in 
 
 def fake_resolver(model: str, batch: int, onnx: str = "") -> dict[str, float]:
     flops, params, act = ARCH[model]
-    feats = {k: 1.0 for k in UTIL_FEATURES}
+    feats = {k: 1.0 for k in ALL_UTIL_FEATURES}
     feats.update(batch=float(batch), flops_per_sample=flops, flops_per_step=3 * flops * batch,
                  params=params, param_bytes=4 * params, activation_bytes=act * batch,
-                 activation_bytes_per_sample=act, peak_activation_bytes=act * batch / 2)
+                 activation_bytes_per_sample=act, peak_activation_bytes=act * batch / 2,
+                 flops=flops * batch, flops_tensor=0.9 * flops * batch, n_kernels=50.0,
+                 bytes_accessed=4 * params + 3 * act * batch)
     return feats
 
 
@@ -67,7 +68,7 @@ def test_train_save_load_roundtrip(profiles: Path, tmp_path: Path) -> None:
     lomo = report["leave_one_model_out"]
     assert lomo["lightgbm"]["rmsle"] < lomo["dummy_mean"]["rmsle"]
     assert set(lomo) == {"dummy_mean", "batch_linear", "linear", "robust_linear", "random_forest", "xgboost",
-                         "lightgbm"}
+                         "lightgbm", "roofline"}
     assert set(lomo["lightgbm"]["per_group_rmsle"]) == set(ARCH)
     assert report["random_split"]["linear"]["folds"] == 5
     man = json.loads(manifest_path.read_text())
@@ -83,7 +84,7 @@ def test_train_save_load_roundtrip(profiles: Path, tmp_path: Path) -> None:
         assert mean >= 0.9 * true_mem(m, 64)  # quantile fit leans high
 
 
-@pytest.mark.parametrize("regressor", ["random_forest", "xgboost", "linear"])
+@pytest.mark.parametrize("regressor", ["random_forest", "xgboost", "linear", "roofline"])
 def test_each_regressor_roundtrips(profiles: Path, tmp_path: Path, regressor: str) -> None:
     from dlsched.predictors.data import load_util_profiles
     from dlsched.predictors.train import feature_rows, fit_predictor

@@ -59,6 +59,8 @@ class GraphAnalysis:
     node_names: list[str]
     node_ops: list[str]
     node_flops_coef: np.ndarray         # (n_nodes, n_monomials)
+    node_bytes_coef: np.ndarray         # (n_nodes, n_monomials): bytes each node reads and writes
+    node_kernels: np.ndarray            # (n_nodes,) bool: the node runs a device kernel in eager mode
     elapsed_s: float = 0.0
     inputs: dict[str, tuple[int | str, ...]] = field(default_factory=dict)
 
@@ -123,6 +125,9 @@ class GraphAnalysis:
         }
         for c in ops.CATEGORIES:
             out[f"flops_{c}"] = cat[c]
+        out["n_kernels"] = float(self.node_kernels.sum())
+        out["bytes_accessed"] = float(self.node_bytes_coef[self.node_kernels].sum(axis=0) @ m)
+        out["flops_tensor"] = sum(cat[c] for c in ops.TENSOR_CATEGORIES)
         for op, key in ops.OP_COUNT_FEATURES.items():
             out[key] = float(self.op_counts.get(op, 0))
         return {k: out[k] for k in FEATURE_NAMES}
@@ -192,6 +197,32 @@ def _tensors(prep: Prepared) -> tuple[list[str], np.ndarray, np.ndarray]:
     return names, np.array([start[t] for t in names]), np.array([end[t] for t in names])
 
 
+def _node_traffic(node: NodeRec, ins: list, outs: list, st: PassState) -> float:
+    """Bytes a node reads (activations and weights) and writes: its memory traffic for a
+    roofline time estimate.  Ops that only describe shapes move nothing on the device."""
+    if node.op in ops.HOST_OPS:
+        return 0.0
+    total = 0.0
+    for name, shape in zip(node.inputs, ins):
+        if name and shape is not None:
+            total += math.prod(shape) * itemsize(st.dtypes.get(name, 1))
+    for name, shape in zip(node.outputs, outs):
+        if name and shape is not None:
+            total += math.prod(shape) * itemsize(st.dtypes.get(name, 1))
+    return float(total)
+
+
+def _launches_kernel(node: NodeRec, st: PassState) -> bool:
+    """Whether an eager framework would launch a device kernel for this node: it computes a
+    floating-point tensor that is not a view and not shape arithmetic folded on the host."""
+    if node.op in ops.HOST_OPS or node.op in ops.VIEW_OPS:
+        return False
+    out = node.outputs[0] if node.outputs else ""
+    if not out or out in st.prep.static:
+        return False
+    return st.dtypes.get(out, 0) in FLOAT_TYPES
+
+
 def _scaled_batch(prep: Prepared) -> int:
     """Exported batch of a fixed-shape graph: axis 0 of the highest-rank input (old exporters
     also list biases as rank-1 inputs, which must not be mistaken for the data)."""
@@ -245,13 +276,18 @@ def analyze(
     out_set = set(prep.outputs)
     n_nodes = len(prep.nodes)
     rows = []
+    kernels = np.zeros(n_nodes, dtype=bool)
     for b, s in points:
         dims = {sym: (b if role == "b" else s) for sym, role in roles.items()}
         dims.update(fixed)
         flops_row = np.zeros(n_nodes)
+        bytes_row = np.zeros(n_nodes)
 
-        def visit(node: NodeRec, ins: list, outs: list, st: PassState, _row: np.ndarray = flops_row) -> None:
+        def visit(node: NodeRec, ins: list, outs: list, st: PassState, _row: np.ndarray = flops_row,
+                  _bytes: np.ndarray = bytes_row) -> None:
             _row[node.index] = node_flops(node, ins, outs)
+            _bytes[node.index] = _node_traffic(node, ins, outs, st)
+            kernels[node.index] = _launches_kernel(node, st)
 
         try:
             st = run_pass(prep, dims, visit)
@@ -261,11 +297,12 @@ def analyze(
             raise GraphError(f"{label}: analysis failed ({type(exc).__name__}: {exc})") from exc
         sizes = np.array([math.prod(st.shapes[t]) * itemsize(st.dtypes[t]) for t in tensors], dtype=np.float64)
         in_elems = float(sum(math.prod(st.shapes[t]) for t in in_names))
-        rows.append(np.concatenate([flops_row, sizes, [in_elems]]))
+        rows.append(np.concatenate([flops_row, sizes, [in_elems], bytes_row]))
     coef = fit(monos, points, np.stack(rows))  # (M, K)
     node_coef = coef[:, :n_nodes].T.copy()
     size_coef = coef[:, n_nodes:n_nodes + len(tensors)].T
-    in_elems_coef = coef[:, -1].copy()
+    node_bytes_coef = coef[:, n_nodes + len(tensors) + 1:].T.copy()
+    in_elems_coef = coef[:, n_nodes + len(tensors)].copy()
 
     flops_coef = {c: np.zeros(len(monos)) for c in ops.CATEGORIES}
     for n in prep.nodes:
@@ -305,6 +342,8 @@ def analyze(
         node_names=[n.name for n in prep.nodes],
         node_ops=[n.op for n in prep.nodes],
         node_flops_coef=node_coef,
+        node_bytes_coef=node_bytes_coef,
+        node_kernels=kernels,
         elapsed_s=time.perf_counter() - t0,
         inputs={s.name: s.dims for s in prep.inputs},
     )

@@ -31,4 +31,10 @@ BASE_FEATURES: tuple[str, ...] = (
 )
 FLOP_FEATURES: tuple[str, ...] = tuple(f"flops_{c}" for c in CATEGORIES)
 OP_FEATURES: tuple[str, ...] = tuple(OP_COUNT_FEATURES.values())
-FEATURE_NAMES: tuple[str, ...] = BASE_FEATURES + FLOP_FEATURES + OP_FEATURES
+#: roofline inputs (appended later, so the order above is unchanged)
+ROOFLINE_GRAPH_FEATURES: tuple[str, ...] = (
+    "n_kernels",                    # nodes an eager framework runs as a device kernel (no views/shape ops)
+    "bytes_accessed",               # forward memory traffic of those kernels: inputs + weights + outputs
+    "flops_tensor",                 # forward FLOPs of conv/matmul/recurrent/attention (tensor-core work)
+)
+FEATURE_NAMES: tuple[str, ...] = BASE_FEATURES + FLOP_FEATURES + OP_FEATURES + ROOFLINE_GRAPH_FEATURES

@@ -58,10 +58,20 @@ DATA_OPS = frozenset(
      "SequenceConstruct", "SplitToSequence", "ConcatFromSequence", "SequenceAt", "ReverseSequence",
      "Compress", "Unique", "Optional", "OptionalGetElement", "OptionalHasElement", "Det", "NonMaxSuppression"]
 )
+#: Ops that run on the host (shape arithmetic, views, constants): no device kernel, no traffic.
+HOST_OPS = frozenset(
+    ["Shape", "Size", "Constant", "ConstantOfShape", "Reshape", "Squeeze", "Unsqueeze", "Flatten",
+     "Identity", "Range", "Optional", "OptionalGetElement", "OptionalHasElement"]
+)
+#: Ops that eager frameworks express as views of their input (no kernel in PyTorch).
+VIEW_OPS = frozenset(["Transpose", "Expand", "Slice", "Split"])
 
 CATEGORIES: tuple[str, ...] = (
     "conv", "matmul", "rnn", "attention", "norm", "pool", "softmax", "reduce", "elementwise", "other",
 )
+
+#: categories whose FLOPs run on matrix units (tensor cores under mixed precision)
+TENSOR_CATEGORIES: tuple[str, ...] = ("conv", "matmul", "rnn", "attention")
 
 
 def category(op: str) -> str | None:

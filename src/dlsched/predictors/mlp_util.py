@@ -11,21 +11,27 @@ import numpy as np
 import pandas as pd
 
 from dlsched.predictors import data, metrics
-from dlsched.predictors.features import UTIL_FEATURES, vectorize
-from dlsched.predictors.train import util_factories
+from dlsched.predictors.features import vectorize
+from dlsched.predictors.train import ALL_UTIL_FEATURES, features_for, util_factories
 
 
 def mlp_feature_rows(d: pd.DataFrame) -> list[dict[str, float]]:
     """Graph-style features of each MLP: a Linear layer costs 2 FLOPs per weight per sample."""
     rows = []
     for r in d.itertuples(index=False):
-        feats = dict.fromkeys(UTIL_FEATURES, 0.0)
+        feats = dict.fromkeys(ALL_UTIL_FEATURES, 0.0)
         act_bytes = 4.0 * r.activations
+        fwd = 2.0 * r.params * r.batch
         feats.update(batch=r.batch, flops_per_sample=2.0 * r.params, flops_per_step=6.0 * r.params * r.batch,
                      flops_matmul=2.0 * r.params * r.batch, params=r.params, param_bytes=4.0 * r.params,
                      activation_bytes=act_bytes * r.batch, activation_bytes_per_sample=act_bytes,
                      peak_activation_bytes=act_bytes * r.batch, n_linear_layers=r.depth,
-                     n_activations=r.depth, n_norm_layers=r.bn, n_nodes=r.depth * 2 + r.bn + r.dropout)
+                     n_activations=r.depth, n_norm_layers=r.bn, n_nodes=r.depth * 2 + r.bn + r.dropout,
+                     # roofline inputs: every layer is a kernel; each activation is written once and
+                     # read by the next layer and its activation function; weights are read once
+                     n_kernels=r.depth * 2 + r.bn + r.dropout, flops_tensor=fwd,
+                     flops=fwd + r.activations * r.batch,
+                     bytes_accessed=4.0 * r.params + 3.0 * act_bytes * r.batch)
         rows.append(feats)
     return rows
 
@@ -36,13 +42,12 @@ def mlp_util_table(path: Path, n_estimators: int = 300, seed: int = 0) -> dict[s
     raw = data.read_csv(path)
     d["bn"] = pd.to_numeric(raw["Batch Normalization Layers"], errors="coerce").fillna(0)
     d["dropout"] = pd.to_numeric(raw["Dropout Layers"], errors="coerce").fillna(0)
-    X = vectorize(mlp_feature_rows(d), UTIL_FEATURES)
+    rows = mlp_feature_rows(d)
     y = d["gpu_util"].to_numpy(float)
     test = (d["depth"] > 5).to_numpy()
     out: dict[str, Any] = {}
-    cols = {"batch_linear": [UTIL_FEATURES.index("batch")]}
     for name, fac in util_factories(n_estimators, seed).items():
-        Xi = X[:, cols[name]] if name in cols else X
+        Xi = vectorize(rows, features_for(name))
         pred = np.clip(np.expm1(fac().fit(Xi[~test], np.log1p(y[~test])).predict(Xi[test])), 0, 100)
         out[name] = {"rmsle": metrics.rmsle(y[test], pred), "mae": metrics.mae(y[test], pred),
                      "spearman": metrics.spearman(y[test], pred)}

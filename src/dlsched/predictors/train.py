@@ -24,6 +24,7 @@ from dlsched.predictors.regressors import (
     Regressor,
     XGBRegressor,
 )
+from dlsched.predictors.roofline import ROOFLINE_FEATURES, RooflineRegressor
 
 RANDOM_SPLIT_FOLDS = 5
 
@@ -32,7 +33,11 @@ RANDOM_SPLIT_FOLDS = 5
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "batch_linear": ("batch", "amp"),
     "robust_linear": ("flops_per_step", "amp", "batch"),
+    "roofline": ROOFLINE_FEATURES,
 }
+#: every column any regressor reads, in a fixed order
+ALL_UTIL_FEATURES: tuple[str, ...] = UTIL_FEATURES + tuple(
+    dict.fromkeys(f for fs in FEATURE_SETS.values() for f in fs if f not in UTIL_FEATURES))
 
 
 def features_for(regressor: str) -> tuple[str, ...]:
@@ -52,6 +57,7 @@ def util_factories(n_estimators: int = 300, seed: int = 0) -> dict[str, evaluate
         "xgboost": lambda: XGBRegressor(n_estimators=n_estimators, max_depth=3, learning_rate=0.05, seed=seed),
         "lightgbm": lambda: LGBMRegressor(n_estimators=n_estimators, num_leaves=4, min_child_samples=3,
                                           learning_rate=0.05, seed=seed),
+        "roofline": lambda: RooflineRegressor(seed=seed),
     }
 
 
@@ -68,7 +74,7 @@ def feature_rows(profiles: pd.DataFrame, resolver: Resolver = graph_features) ->
 def util_report(profiles: pd.DataFrame, rows: list[dict[str, float]], n_estimators: int = 300,
                 seed: int = 0) -> dict[str, Any]:
     """Leave-one-model-out, leave-one-family-out and (leaky, for comparison) random splits."""
-    X = vectorize(rows, UTIL_FEATURES)
+    X = vectorize(rows, ALL_UTIL_FEATURES)
     y = profiles["gpu_util"].to_numpy(float)
     models = profiles["model"].to_numpy()
     model_ids, model_names = pd.factorize(models)
@@ -79,7 +85,7 @@ def util_report(profiles: pd.DataFrame, rows: list[dict[str, float]], n_estimato
         "random_split": (np.random.default_rng(seed).permutation(len(y)) % RANDOM_SPLIT_FOLDS, None),
     }
     facs = util_factories(n_estimators, seed)
-    batch_col = {name: [UTIL_FEATURES.index(f) for f in features_for(name)] for name in facs}
+    batch_col = {name: [ALL_UTIL_FEATURES.index(f) for f in features_for(name)] for name in facs}
     return {name: evaluate.evaluate_util(facs, X, y, folds, batch_col, labels)
             for name, (folds, labels) in splits.items()} | {
         "rows": len(y), "models": len(set(models)), "features": list(UTIL_FEATURES)}
