@@ -68,7 +68,7 @@ def test_train_save_load_roundtrip(profiles: Path, tmp_path: Path) -> None:
     lomo = report["leave_one_model_out"]
     assert lomo["lightgbm"]["rmsle"] < lomo["dummy_mean"]["rmsle"]
     assert set(lomo) == {"dummy_mean", "batch_linear", "linear", "robust_linear", "random_forest", "xgboost",
-                         "lightgbm", "roofline"}
+                         "lightgbm", "roofline", "datasheet_roofline"}
     assert set(lomo["lightgbm"]["per_group_rmsle"]) == set(ARCH)
     assert report["random_split"]["linear"]["folds"] == 5
     man = json.loads(manifest_path.read_text())
@@ -168,13 +168,17 @@ def test_default_predictor_contract() -> None:
     p = load_default()
     if p is None:
         pytest.skip("no default predictor shipped")
-    feats = {"batch": 32, "param_bytes": 4 * 11.7e6, "activation_bytes": 32 * 8e6}
+    feats = {"batch": 32, "param_bytes": 4 * 11.7e6, "activation_bytes": 32 * 8e6, "n_kernels": 68,
+             "flops": 32 * 1.1e9, "flops_tensor": 32 * 1.08e9, "bytes_accessed": 4.2e8}
     mean, lo, hi = p.predict_util(feats, "V100")
     assert 0 <= lo <= mean <= hi <= 100
     mem = p.predict_mem_mib(feats, "V100")
     assert mem[1] <= mem[0] <= mem[2] and 1500 < mem[0] < 3000
-    assert "CC-BY" in p.manifest["training_data"]["license"]
+    assert "no data" in p.manifest["training_data"]["license"]
+    from dlsched.predictors.gpu_specs import datasheet_model
     from dlsched.predictors.memory import LinearMemoryEstimator
+
+    assert p.util_model.constants() == datasheet_model("V100").constants()  # the shipped file matches the code
 
     prior = LinearMemoryEstimator.prior()  # the shipped file must match the code's prior
     np.testing.assert_array_equal(p.mem_model.coef_, prior.coef_)

@@ -25,7 +25,9 @@ class Predictor:
     ``util_band`` holds the 10th/90th percentiles of out-of-fold log1p residuals, so lo/hi
     form an ~80 % interval. ``mem_model`` takes ``mem_inputs(features)``; its mean is already
     biased high (OOM-averse) and ``mem_band`` holds 10th/90th percentiles of true/predicted.
-    Either model may be None (then that prediction is None).
+    Either model may be None (then that prediction is None). With ``per_gpu="datasheet"``
+    (a roofline model built from data sheets, like the shipped default) a GPU type found in
+    :mod:`~dlsched.predictors.gpu_specs` gets the roofline of that GPU's data sheet instead.
     """
 
     util_model: Regressor | None
@@ -35,12 +37,22 @@ class Predictor:
     util_band: tuple[float, float] = (-0.2, 0.2)
     mem_band: tuple[float, float] = (0.8, 1.1)
     manifest: dict[str, Any] = field(default_factory=dict)
+    per_gpu: str = ""
+
+    def _util_model_for(self, gpu: str) -> Regressor | None:
+        if self.per_gpu == "datasheet":
+            from dlsched.predictors import gpu_specs
+
+            if gpu_specs.canonical(gpu) is not None:
+                return gpu_specs.datasheet_model(gpu)
+        return self.util_model
 
     def predict_util(self, features: Mapping[str, float], gpu: str = "unknown") -> tuple[float, float, float] | None:
         """GPU utilisation of the job running alone on ``gpu``: (mean, lo, hi) in percent."""
-        if self.util_model is None:
+        model = self._util_model_for(gpu)
+        if model is None:
             return None
-        z = float(self.util_model.predict(vectorize([features], self.util_features))[0])
+        z = float(model.predict(vectorize([features], self.util_features))[0])
         vals = [self.calibration.apply(float(np.expm1(z + d)), gpu) for d in (0.0, *self.util_band)]
         return vals[0], min(vals), max(vals)
 
@@ -70,7 +82,8 @@ class Predictor:
         body: dict[str, Any] = {**self.manifest, **manifest}
         body["util"] = None if self.util_model is None else {
             **persist.write_model(self.util_model, out, "util"),
-            "features": list(self.util_features), "target": "log1p", "band_log1p": list(self.util_band)}
+            "features": list(self.util_features), "target": "log1p", "band_log1p": list(self.util_band),
+            "per_gpu": self.per_gpu}
         body["memory"] = None if self.mem_model is None else {
             **persist.write_model(self.mem_model, out, "memory"),
             "inputs": ["param_mib", "act_mib_per_sample", "batch"], "band_ratio": list(self.mem_band)}
@@ -90,4 +103,5 @@ class Predictor:
             util_band=tuple(util["band_log1p"]) if util else (-0.2, 0.2),
             mem_band=tuple(mem["band_ratio"]) if mem else (0.8, 1.1),
             manifest=manifest,
+            per_gpu=str(util.get("per_gpu", "")) if util else "",
         )

@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dlsched.predictors import data, evaluate
+from dlsched.predictors import data, evaluate, metrics
 from dlsched.predictors.bundle import Predictor
 from dlsched.predictors.calibration import GpuCalibration
 from dlsched.predictors.features import UTIL_FEATURES, mem_inputs, vectorize
 from dlsched.predictors.folds import lucid_family
+from dlsched.predictors.gpu_specs import DEFAULT_GPU, datasheet_model
 from dlsched.predictors.graph_source import Resolver, graph_features
 from dlsched.predictors.memory import LinearMemoryEstimator
 from dlsched.predictors.persist import sha256_files
@@ -86,9 +87,20 @@ def util_report(profiles: pd.DataFrame, rows: list[dict[str, float]], n_estimato
     }
     facs = util_factories(n_estimators, seed)
     batch_col = {name: [ALL_UTIL_FEATURES.index(f) for f in features_for(name)] for name in facs}
-    return {name: evaluate.evaluate_util(facs, X, y, folds, batch_col, labels)
-            for name, (folds, labels) in splits.items()} | {
-        "rows": len(y), "models": len(set(models)), "features": list(UTIL_FEATURES)}
+    roof_cols = batch_col["roofline"]
+    constants = RooflineRegressor(seed=seed).fit(X[:, roof_cols], np.log1p(y)).constants()
+    report = {name: evaluate.evaluate_util(facs, X, y, folds, batch_col, labels)
+              for name, (folds, labels) in splits.items()}
+    # The shipped default fits nothing, so every split scores it the same: show it once, on
+    # the architecture split, next to the fitted models.
+    sheet = np.clip(np.expm1(datasheet_model(DEFAULT_GPU).predict(X[:, roof_cols])), 0.0, 100.0)
+    lomo_folds = splits["leave_one_model_out"][0]
+    report["leave_one_model_out"]["datasheet_roofline"] = evaluate.util_scores(y, sheet, lomo_folds) | {
+        "per_group_rmsle": {str(model_names[f]): metrics.rmsle(y[lomo_folds == f], sheet[lomo_folds == f])
+                            for f in np.unique(lomo_folds)}}
+    return report | {
+        "rows": len(y), "models": len(set(models)), "features": list(UTIL_FEATURES),
+        "roofline_constants": constants}
 
 
 def _band(residuals: np.ndarray, lo: float = 10, hi: float = 90) -> tuple[float, float]:
@@ -131,7 +143,7 @@ def fit_predictor(profiles: pd.DataFrame, rows: list[dict[str, float]], regresso
 def best_regressor(report: dict[str, Any]) -> str:
     """The learned regressor with the lowest leave-one-model-out RMSLE (fold mean)."""
     lomo = report["leave_one_model_out"]
-    learned = [k for k in lomo if k not in ("dummy_mean", "batch_linear")]
+    learned = [k for k in lomo if k not in ("dummy_mean", "batch_linear", "datasheet_roofline")]
     return min(learned, key=lambda k: lomo[k]["rmsle"])
 
 
