@@ -14,15 +14,15 @@ import numpy as np
 
 from dlsched.predictors.bundle import Predictor
 from dlsched.predictors.default import load_default
-from dlsched.predictors.features import UTIL_FEATURES, vectorize
+from dlsched.predictors.features import vectorize
 from dlsched.predictors.memory import LinearMemoryEstimator
-from dlsched.predictors.train import util_factories
+from dlsched.predictors.train import ALL_UTIL_FEATURES, features_for, util_factories
 
 BUDGET_S = 1e-3
 
 
 def _features(rng: np.random.Generator) -> dict[str, float]:
-    f = {k: float(rng.uniform(1, 1e9)) for k in UTIL_FEATURES}
+    f = {k: float(rng.uniform(1, 1e9)) for k in ALL_UTIL_FEATURES}
     f.update(batch=float(rng.choice([16, 32, 64, 128])), amp=0.0)
     return f
 
@@ -40,7 +40,6 @@ def _time(pred: Predictor, feats: dict[str, float], reps: int = 2000) -> float:
 def main() -> None:
     rng = np.random.default_rng(0)
     rows = [_features(rng) for _ in range(200)]
-    X = vectorize(rows, UTIL_FEATURES)
     z = np.log1p(rng.uniform(5, 100, len(rows)))
     mem = LinearMemoryEstimator.prior()
     results = {}
@@ -48,7 +47,8 @@ def main() -> None:
     if default is not None:
         results["shipped default"] = _time(default, rows[0])
     for name, fac in util_factories(n_estimators=300).items():
-        results[name] = _time(Predictor(fac().fit(X, z), UTIL_FEATURES, mem), rows[0], reps=500)
+        names = features_for(name)
+        results[name] = _time(Predictor(fac().fit(vectorize(rows, names), z), names, mem), rows[0], reps=500)
     worst = max(results.values())
     for name, sec in results.items():
         print(f"{name:16s} {sec * 1e6:8.1f} us per prediction (util + memory)")

@@ -65,6 +65,13 @@ def datasheet_constants(gpu: str) -> dict[str, float]:
             **HOST_CONSTANTS}
 
 
+_MODELS: dict[str, RooflineRegressor] = {}
+
+
 def datasheet_model(gpu: str) -> RooflineRegressor:
-    """A roofline utilisation model for ``gpu`` built from data-sheet figures alone."""
-    return RooflineRegressor.from_constants(**datasheet_constants(gpu))
+    """A roofline utilisation model for ``gpu`` built from data-sheet figures alone (built once
+    per GPU type; treat it as read-only)."""
+    key = canonical(gpu) or gpu
+    if key not in _MODELS:
+        _MODELS[key] = RooflineRegressor.from_constants(**datasheet_constants(gpu))
+    return _MODELS[key]
