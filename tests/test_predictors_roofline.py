@@ -109,6 +109,11 @@ def test_graph_roofline_features_on_hand_built_graph() -> None:
     assert f["n_kernels"] == 2
     assert f["bytes_accessed"] == pytest.approx((x_bytes + w_bytes + out_bytes) + 2 * out_bytes)
     assert f["flops_tensor"] == f["flops_conv"] and f["flops"] == f["flops_conv"] + 5 * 4 * 64
+    # a fixed-batch export (batch 2) is scaled to batch 5, but its weights are read once per step
+    g.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8]))
+    fixed = analyze(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    assert fixed.mode == "scaled"
+    assert fixed.features(5)["bytes_accessed"] == pytest.approx(f["bytes_accessed"])
 
 
 @pytest.mark.slow

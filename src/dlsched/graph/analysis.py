@@ -61,6 +61,7 @@ class GraphAnalysis:
     node_flops_coef: np.ndarray         # (n_nodes, n_monomials)
     node_bytes_coef: np.ndarray         # (n_nodes, n_monomials): bytes each node reads and writes
     node_kernels: np.ndarray            # (n_nodes,) bool: the node runs a device kernel in eager mode
+    node_weight_bytes: np.ndarray       # (n_nodes,) bytes of static inputs (weights) each node reads
     elapsed_s: float = 0.0
     inputs: dict[str, tuple[int | str, ...]] = field(default_factory=dict)
 
@@ -126,7 +127,8 @@ class GraphAnalysis:
         for c in ops.CATEGORIES:
             out[f"flops_{c}"] = cat[c]
         out["n_kernels"] = float(self.node_kernels.sum())
-        out["bytes_accessed"] = float(self.node_bytes_coef[self.node_kernels].sum(axis=0) @ m)
+        k = self.node_kernels
+        out["bytes_accessed"] = float(self.node_bytes_coef[k].sum(axis=0) @ m + self.node_weight_bytes[k].sum())
         out["flops_tensor"] = sum(cat[c] for c in ops.TENSOR_CATEGORIES)
         for op, key in ops.OP_COUNT_FEATURES.items():
             out[key] = float(self.op_counts.get(op, 0))
@@ -197,19 +199,24 @@ def _tensors(prep: Prepared) -> tuple[list[str], np.ndarray, np.ndarray]:
     return names, np.array([start[t] for t in names]), np.array([end[t] for t in names])
 
 
-def _node_traffic(node: NodeRec, ins: list, outs: list, st: PassState) -> float:
-    """Bytes a node reads (activations and weights) and writes: its memory traffic for a
-    roofline time estimate.  Ops that only describe shapes move nothing on the device."""
+def _node_traffic(node: NodeRec, ins: list, outs: list, st: PassState) -> tuple[float, float]:
+    """(activation bytes, weight bytes) a node reads and writes: its memory traffic for a roofline
+    time estimate. Weights (static inputs) are apart because they do not grow with the batch, which
+    a fixed-batch ("scaled") graph could not tell. Shape-only ops move nothing on the device."""
     if node.op in ops.HOST_OPS:
-        return 0.0
-    total = 0.0
+        return 0.0, 0.0
+    act = weights = 0.0
     for name, shape in zip(node.inputs, ins):
         if name and shape is not None:
-            total += math.prod(shape) * itemsize(st.dtypes.get(name, 1))
+            size = math.prod(shape) * itemsize(st.dtypes.get(name, 1))
+            if name in st.prep.static:
+                weights += size
+            else:
+                act += size
     for name, shape in zip(node.outputs, outs):
         if name and shape is not None:
-            total += math.prod(shape) * itemsize(st.dtypes.get(name, 1))
-    return float(total)
+            act += math.prod(shape) * itemsize(st.dtypes.get(name, 1))
+    return float(act), float(weights)
 
 
 def _launches_kernel(node: NodeRec, st: PassState) -> bool:
@@ -277,6 +284,7 @@ def analyze(
     n_nodes = len(prep.nodes)
     rows = []
     kernels = np.zeros(n_nodes, dtype=bool)
+    weight_bytes = np.zeros(n_nodes)  # read once per step whatever the batch: kept out of the fit
     for b, s in points:
         dims = {sym: (b if role == "b" else s) for sym, role in roles.items()}
         dims.update(fixed)
@@ -286,7 +294,7 @@ def analyze(
         def visit(node: NodeRec, ins: list, outs: list, st: PassState, _row: np.ndarray = flops_row,
                   _bytes: np.ndarray = bytes_row) -> None:
             _row[node.index] = node_flops(node, ins, outs)
-            _bytes[node.index] = _node_traffic(node, ins, outs, st)
+            _bytes[node.index], weight_bytes[node.index] = _node_traffic(node, ins, outs, st)
             kernels[node.index] = _launches_kernel(node, st)
 
         try:
@@ -344,6 +352,7 @@ def analyze(
         node_flops_coef=node_coef,
         node_bytes_coef=node_bytes_coef,
         node_kernels=kernels,
+        node_weight_bytes=weight_bytes,
         elapsed_s=time.perf_counter() - t0,
         inputs={s.name: s.dims for s in prep.inputs},
     )
