@@ -171,3 +171,18 @@ def test_default_predictor_is_a_datasheet_roofline(tmp_path: Path) -> None:
     assert lo == pytest.approx(np.expm1(np.log1p(mean) - 0.7)) and hi == pytest.approx(min(100.0, hi))
     back = Predictor.load(pred.save(tmp_path / "copy"))
     assert back.per_gpu == "datasheet" and back.predict_util(feats, "A100") == pred.predict_util(feats, "A100")
+
+
+def test_calibration_of_the_default_uses_the_gpus_own_data_sheet() -> None:
+    """Calibrating the data-sheet default for A100 corrects the A100 roofline, not the V100 one."""
+    from dlsched.predictors.default import load_default
+
+    pred = load_default()
+    rows = [dict(zip(ROOFLINE_FEATURES, _row(n, f, f / 20, pbytes=1e7))) for n, f in
+            [(60, 5e9), (120, 2e10), (200, 8e10), (80, 1e9), (300, 3e11)]]
+    raw = np.array([pred.predict_util(r, "A100")[0] for r in rows])
+    copy = type(pred)(pred.util_model, pred.util_features, pred.mem_model, per_gpu=pred.per_gpu)
+    copy.calibrate(rows, raw * 0.8, "A100")
+    got = np.array([copy.predict_util(r, "A100")[0] for r in rows])
+    np.testing.assert_allclose(got, raw * 0.8, rtol=0.08)
+    assert copy.predict_util(rows[0], "V100")[0] == pred.predict_util(rows[0], "V100")[0]  # other GPUs untouched

@@ -67,9 +67,10 @@ class Predictor:
     def calibrate(self, rows: list[Mapping[str, float]], measured: np.ndarray, gpu: str) -> Predictor:
         """Fit the correction for ``gpu`` from a few measured profiles of jobs on that GPU type
         (utilisation in %), e.g. after moving the cluster to a new card."""
-        if self.util_model is None:
+        model = self._util_model_for(gpu)  # the model predict_util will use for this GPU
+        if model is None:
             raise ValueError("this predictor has no utilisation model to calibrate")
-        raw = np.expm1(self.util_model.predict(vectorize(rows, self.util_features)))
+        raw = np.expm1(model.predict(vectorize(rows, self.util_features)))
         self.calibration.fit(raw, np.asarray(measured, float), np.full(len(raw), gpu, dtype=object))
         return self
 
