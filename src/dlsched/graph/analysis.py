@@ -126,8 +126,8 @@ class GraphAnalysis:
         }
         for c in ops.CATEGORIES:
             out[f"flops_{c}"] = cat[c]
-        out["n_kernels"] = float(self.node_kernels.sum())
         k = self.node_kernels
+        out["n_kernels"] = float(k.sum())
         out["bytes_accessed"] = float(self.node_bytes_coef[k].sum(axis=0) @ m + self.node_weight_bytes[k].sum())
         out["flops_tensor"] = sum(cat[c] for c in ops.TENSOR_CATEGORIES)
         for op, key in ops.OP_COUNT_FEATURES.items():
@@ -283,7 +283,6 @@ def analyze(
     out_set = set(prep.outputs)
     n_nodes = len(prep.nodes)
     rows = []
-    kernels = np.zeros(n_nodes, dtype=bool)
     weight_bytes = np.zeros(n_nodes)  # read once per step whatever the batch: kept out of the fit
     for b, s in points:
         dims = {sym: (b if role == "b" else s) for sym, role in roles.items()}
@@ -295,7 +294,6 @@ def analyze(
                   _bytes: np.ndarray = bytes_row) -> None:
             _row[node.index] = node_flops(node, ins, outs)
             _bytes[node.index], weight_bytes[node.index] = _node_traffic(node, ins, outs, st)
-            kernels[node.index] = _launches_kernel(node, st)
 
         try:
             st = run_pass(prep, dims, visit)
@@ -307,6 +305,7 @@ def analyze(
         in_elems = float(sum(math.prod(st.shapes[t]) for t in in_names))
         rows.append(np.concatenate([flops_row, sizes, [in_elems], bytes_row]))
     coef = fit(monos, points, np.stack(rows))  # (M, K)
+    kernels = np.array([_launches_kernel(n, st) for n in prep.nodes], dtype=bool)  # batch-independent
     node_coef = coef[:, :n_nodes].T.copy()
     size_coef = coef[:, n_nodes:n_nodes + len(tensors)].T
     node_bytes_coef = coef[:, n_nodes + len(tensors) + 1:].T.copy()

@@ -60,15 +60,21 @@ def evaluate_util(factories: dict[str, Factory], X: np.ndarray, util: np.ndarray
     ``columns[name]`` restricts a model to some feature columns (the batch-only baseline);
     ``labels`` (one per fold id) adds the RMSLE of every held-out group, to show which
     architectures carry the error."""
-    out = {}
     z = np.log1p(util)
-    for name, fac in factories.items():
-        Xi = X[:, list(columns[name])] if columns and name in columns else X
-        pred = np.clip(np.expm1(cross_val_predict(fac, Xi, z, folds)), 0.0, 100.0)
-        out[name] = util_scores(util, pred, folds)
-        if labels is not None:
-            out[name]["per_group_rmsle"] = {labels[f]: metrics.rmsle(util[folds == f], pred[folds == f])
-                                            for f in np.unique(folds)}
+    return {name: score_log_predictions(util, cross_val_predict(
+                fac, X[:, list(columns[name])] if columns and name in columns else X, z, folds), folds, labels)
+            for name, fac in factories.items()}
+
+
+def score_log_predictions(util: np.ndarray, z_pred: np.ndarray, folds: np.ndarray,
+                          labels: Sequence[str] | None = None) -> dict[str, Any]:
+    """:func:`util_scores` of log1p-space predictions (clipped to 0-100 %); with ``labels``
+    also the RMSLE of every group."""
+    pred = np.clip(np.expm1(z_pred), 0.0, 100.0)
+    out = util_scores(util, pred, folds)
+    if labels is not None:
+        out["per_group_rmsle"] = {labels[f]: metrics.rmsle(util[folds == f], pred[folds == f])
+                                  for f in np.unique(folds)}
     return out
 
 

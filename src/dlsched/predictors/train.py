@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dlsched.predictors import data, evaluate, metrics
+from dlsched.predictors import data, evaluate
 from dlsched.predictors.bundle import Predictor
 from dlsched.predictors.calibration import GpuCalibration
 from dlsched.predictors.features import UTIL_FEATURES, mem_inputs, vectorize
@@ -86,18 +86,15 @@ def util_report(profiles: pd.DataFrame, rows: list[dict[str, float]], n_estimato
         "random_split": (np.random.default_rng(seed).permutation(len(y)) % RANDOM_SPLIT_FOLDS, None),
     }
     facs = util_factories(n_estimators, seed)
-    batch_col = {name: [ALL_UTIL_FEATURES.index(f) for f in features_for(name)] for name in facs}
-    roof_cols = batch_col["roofline"]
+    columns = {name: [ALL_UTIL_FEATURES.index(f) for f in features_for(name)] for name in facs}
+    roof_cols = columns["roofline"]
     constants = RooflineRegressor(seed=seed).fit(X[:, roof_cols], np.log1p(y)).constants()
-    report = {name: evaluate.evaluate_util(facs, X, y, folds, batch_col, labels)
+    report = {name: evaluate.evaluate_util(facs, X, y, folds, columns, labels)
               for name, (folds, labels) in splits.items()}
     # The shipped default fits nothing, so every split scores it the same: show it once, on
     # the architecture split, next to the fitted models.
-    sheet = np.clip(np.expm1(datasheet_model(DEFAULT_GPU).predict(X[:, roof_cols])), 0.0, 100.0)
-    lomo_folds = splits["leave_one_model_out"][0]
-    report["leave_one_model_out"]["datasheet_roofline"] = evaluate.util_scores(y, sheet, lomo_folds) | {
-        "per_group_rmsle": {str(model_names[f]): metrics.rmsle(y[lomo_folds == f], sheet[lomo_folds == f])
-                            for f in np.unique(lomo_folds)}}
+    report["leave_one_model_out"]["datasheet_roofline"] = evaluate.score_log_predictions(
+        y, datasheet_model(DEFAULT_GPU).predict(X[:, roof_cols]), *splits["leave_one_model_out"])
     return report | {
         "rows": len(y), "models": len(set(models)), "features": list(UTIL_FEATURES),
         "roofline_constants": constants}
