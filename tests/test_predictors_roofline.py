@@ -186,3 +186,30 @@ def test_calibration_of_the_default_uses_the_gpus_own_data_sheet() -> None:
     got = np.array([copy.predict_util(r, "A100")[0] for r in rows])
     np.testing.assert_allclose(got, raw * 0.8, rtol=0.08)
     assert copy.predict_util(rows[0], "V100")[0] == pred.predict_util(rows[0], "V100")[0]  # other GPUs untouched
+
+
+def test_unknown_gpu_is_explained_not_hidden(tmp_path: Path) -> None:
+    """`dlsched predict --gpu K80` still answers (V100 figures) but says so in its notes."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from dlsched.cli.main import app
+    from dlsched.predictors.default import load_default
+
+    pred = load_default()
+    assert pred.gpu_note("A100") is None
+    assert "no data sheet for GPU 'K80'" in pred.gpu_note("K80")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.zeros((8, 16), np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mlp",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[w])
+    path = tmp_path / "mlp.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    res = CliRunner().invoke(app, ["predict", str(path), "--batch", "4", "--gpu", "K80", "--json"])
+    assert res.exit_code == 0, res.output
+    body = json.loads(res.stdout)
+    assert body["gpu_util"]["mean"] > 0 and any("K80" in n for n in body["notes"])

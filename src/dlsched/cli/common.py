@@ -97,7 +97,10 @@ def predict_resources(jobs, gpu: str) -> None:
     from dlsched.predictors.hook import fill_job_predictions, graph_resolver
 
     with_ref = [j for j in jobs if j.onnx_ref or j.model_name]
-    filled = fill_job_predictions(with_ref, load_default(), graph_resolver, gpu=gpu)
+    pred = load_default()
+    if pred is not None and (note := pred.gpu_note(gpu)):
+        console.print(Text(f"note: {note}"), soft_wrap=True)
+    filled = fill_job_predictions(with_ref, pred, graph_resolver, gpu=gpu)
     missing = sorted({j.onnx_ref or j.model_name for j in with_ref if j.pred_gpu_util != j.pred_gpu_util})
     console.print(Text(f"predicted GPU utilisation and memory for {filled} of {len(jobs)} jobs "
                        f"({len(jobs) - len(with_ref)} have no model reference"

@@ -76,6 +76,9 @@ def predict(
     notes: list[str] = []
     if pred is not None:
         util = _ask(pred.predict_util, feats, gpu, "utilisation", notes)
+        explain = getattr(pred, "gpu_note", None)  # optional: only data-sheet predictors have it
+        if util is not None and explain is not None and (note := explain(gpu)):
+            notes.append(note)
         mem = _ask(pred.predict_mem_mib, feats, gpu, "memory", notes)
     else:
         notes.append(why or "no predictor")

@@ -47,6 +47,16 @@ class Predictor:
                 return gpu_specs.datasheet_model(gpu)
         return self.util_model
 
+    def gpu_note(self, gpu: str) -> str | None:
+        """Why ``gpu`` gets the base model although this predictor picks data sheets per GPU
+        (None when it needs no explanation), so callers can tell the user instead of guessing."""
+        from dlsched.predictors import gpu_specs
+
+        if self.per_gpu != "datasheet" or gpu_specs.canonical(gpu) is not None:
+            return None
+        return (f"no data sheet for GPU {gpu!r} (known: {', '.join(gpu_specs.SPECS)}); "
+                f"utilisation uses the predictor's base figures ({gpu_specs.DEFAULT_GPU} for the shipped default)")
+
     def predict_util(self, features: Mapping[str, float], gpu: str = "unknown") -> tuple[float, float, float] | None:
         """GPU utilisation of the job running alone on ``gpu``: (mean, lo, hi) in percent."""
         model = self._util_model_for(gpu)
