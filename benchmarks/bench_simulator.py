@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from dlsched.core.cluster import ClusterSpec
-from dlsched.policies import make_policy
+from dlsched.registry import make_policy
 from dlsched.runner import RunSpec, compare_policies
 from dlsched.sim import SimConfig, Simulator
 

@@ -17,7 +17,7 @@ import pytest
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
-from dlsched.policies import make_policy
+from dlsched.registry import make_policy
 from dlsched.sim import SimConfig, Simulator
 from support.tick_model import run_vc
 

@@ -8,7 +8,7 @@ import pytest
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
 from dlsched.metrics.summary import summarize
-from dlsched.policies import make_policy
+from dlsched.registry import make_policy
 from dlsched.sim import SimConfig, Simulator
 
 REF = "traces/philly/reference_run"
@@ -42,6 +42,8 @@ def test_qssf_priority_file_must_cover_every_job():
     jobs = [Job("a", "v", 1, 0, 10), Job("b", "v", 1, 1, 10)]
     policy = make_policy("qssf", priorities={"a": 5.0})
     with pytest.raises(ValueError, match="no entry for 1 of 2 jobs"):
+        policy.validate_trace(jobs)  # what the runner asks before a run: the policy keeps no job list
+    with pytest.raises(ValueError, match="no entry for job b"):  # and it fails loudly if asked anyway
         Simulator(ClusterSpec.from_vc_sizes({"v": 1}), policy).run(jobs)
 
 

@@ -7,10 +7,10 @@ import pytest
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job, JobState
 from dlsched.metrics.summary import summarize
-from dlsched.policies import POLICIES, make_policy
+from dlsched.registry import POLICIES, make_policy
 from dlsched.sim import SimConfig, SimulationError, Simulator
 from dlsched.sim.config import helios_checkpoint_overhead, no_overhead
-from dlsched.sim.view import OracleAccessError
+from dlsched.kernel.view import OracleAccessError
 
 
 def run(jobs, policy="fifo", nodes=1, placement="consolidate", **cfg):
@@ -85,7 +85,7 @@ def test_non_oracle_policy_cannot_read_true_durations():
         name, oracle, preemptive, placement_name = "peek", False, False, "none"
 
         def new_queue(self):
-            from dlsched.sim.queues import ArrivalQueue
+            from dlsched.kernel.queues import ArrivalQueue
             return ArrivalQueue()
 
         def schedule(self, view, vc):
@@ -115,12 +115,11 @@ def test_speed_model_changes_finish_times():
     class HalfSpeedWhenShared:
         """Jobs on a node with another job run at half speed."""
 
-        def speed(self, job, state):
-            node = job.placement[0][0]
-            return 0.5 if state.node_jobs[node] > 1 else 1.0
+        scope = "node"
 
-        def affected(self, job, state):
-            return [j for vc in state.vcs for j in vc.running if j is not job]
+        def rate(self, job, state):
+            node = job.placement[0][0]
+            return 0.5 if len(state.node_holders[node]) > 1 else 1.0
 
     jobs = [Job("a", "v", 4, 0, 100), Job("b", "v", 4, 50, 100)]
     sim = Simulator(ClusterSpec.from_vc_sizes({"v": 1}), make_policy("fifo"), SimConfig(check_invariants=True),

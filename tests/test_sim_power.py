@@ -7,7 +7,7 @@ import pytest
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
 from dlsched.energy.vanilla import VanillaDRSController
-from dlsched.policies import make_policy
+from dlsched.registry import make_policy
 from dlsched.runner import RunSpec, make_power_manager
 from dlsched.sim import SimConfig, Simulator
 from dlsched.sim.power import PowerManager

@@ -6,22 +6,20 @@ import pytest
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job, JobState
-from dlsched.sim.queues import ArrivalQueue
-from dlsched.sim.state import ClusterState, StateError
+from dlsched.kernel.queues import ArrivalQueue
+from dlsched.kernel.state import ClusterState, StateError
 
 
-def make_state(vcs=None) -> ClusterState:
-    state = ClusterState(ClusterSpec.from_vc_sizes(vcs or {"a": 2, "b": 1}, gpus_per_node=4))
-    for vc in state.vcs:
-        vc.queue = ArrivalQueue()
-    return state
+def make_state(vcs=None, max_jobs_per_gpu: int = 1) -> ClusterState:
+    return ClusterState(ClusterSpec.from_vc_sizes(vcs or {"a": 2, "b": 1}, gpus_per_node=4), new_queue=ArrivalQueue,
+                        max_jobs_per_gpu=max_jobs_per_gpu)
 
 
 def test_layout_and_buckets():
     state = make_state()
     assert state.total_gpus == 12
     a = state.vcs[state.vc_index["a"]]
-    assert (a.node_lo, a.node_hi, a.total_gpus, a.free) == (0, 2, 8, 8)
+    assert (a.nodes, a.total_gpus, a.free) == ([0, 1], 8, 8)
     assert a.buckets[4] == 0b11 and a.gpus_per_node == 4
 
 
@@ -42,7 +40,7 @@ def test_start_finish_updates_everything_and_checks():
 
 
 def test_double_booking_rejected_unless_shared():
-    state = make_state()
+    state = make_state(max_jobs_per_gpu=2)
     j1, j2, j3 = Job("j1", "a", 2, 0, 5), Job("j2", "a", 1, 0, 5), Job("j3", "a", 1, 0, 5)
     for j in (j1, j2, j3):
         state.submit(j, 0.0)
@@ -50,10 +48,11 @@ def test_double_booking_rejected_unless_shared():
     with pytest.raises(StateError, match="double booking"):
         state.start(j2, ((0, 0b0010),), 0.0)
     state.start(j2, ((0, 0b0010),), 0.0, shared=True)   # co-location: allowed when asked
-    assert state.node_free[0] == 2 and state.shared == {(0, 1): 1}
+    assert state.node_free[0] == 2 and state.gpu_count[0][:2] == [1, 2] and state.node_share[0] == 0b0001
+    assert state.gpu_holders(0, 1) == [j1, j2]
     state.check_invariants()
     state.finish(j1, 1.0)
-    assert state.node_free[0] == 3 and state.node_mask[0] == 0b0010 and not state.shared
+    assert state.node_free[0] == 3 and state.node_mask[0] == 0b0010 and state.node_share[0] == 0b0010
     state.check_invariants()
     with pytest.raises(StateError, match="not in VC"):
         state.start(j3, ((2, 0b1),), 1.0)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
-from dlsched.policies import make_policy
+from dlsched.registry import make_failure_model, make_policy, make_speed_model
 from dlsched.sim.config import SimConfig
 from dlsched.sim.engine import Simulator
 from dlsched.sim.results import write_run
@@ -36,9 +36,12 @@ class RunSpec:
     config: SimConfig = field(default_factory=SimConfig)
     policy_options: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
-    energy: str | None = None            # None, "ces" or "vanilla"
+    energy: str | None = None            # None or a name in ENERGY_CONTROLLERS ("ces", "vanilla")
     energy_options: dict = field(default_factory=dict)
     origin: object = None                # the trace's wall-clock origin (for calendar features)
+    speed_model: str = "none"            # ground truth: a name in dlsched.registry.SPEED_MODELS
+    failure_model: str = "none"          # ground truth: a name in dlsched.registry.FAILURE_MODELS
+    failure_options: dict = field(default_factory=dict)
 
 
 def cluster_for(jobs: list[Job], vc_nodes: dict[str, int] | None = None, nodes: int | None = None,
@@ -74,9 +77,16 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
     options = dict(spec.policy_options)
     if spec.backfill:
         options["backfill"] = True
+    if spec.config.max_jobs_per_gpu > 1:
+        options["share"] = True
     policy = make_policy(spec.policy, spec.placement, **options)
+    validate = getattr(policy, "validate_trace", None)
+    if validate is not None:
+        validate(jobs)
     power = make_power_manager(spec, cluster) if spec.energy else None
-    sim = Simulator(cluster, policy, spec.config, power_manager=power)
+    sim = Simulator(cluster, policy, spec.config, power_manager=power,
+                    speed_model=make_speed_model(spec.speed_model, cluster),
+                    failure_model=make_failure_model(spec.failure_model, **spec.failure_options))
     result = sim.run(jobs, progress=progress)
     if power is not None:
         from dlsched.energy.accounting import EnergyModel
@@ -84,28 +94,38 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
         model = EnergyModel(idle_power_w=spec.energy_options.get("idle_power_w", 800.0))
         result.extra["energy"] = power.summary(result.metrics, model)
     meta = {"compat": spec.config.compat, "backfill": spec.backfill, **spec.meta}
+    if spec.config.max_jobs_per_gpu > 1:
+        meta["max_jobs_per_gpu"] = spec.config.max_jobs_per_gpu
     return write_run(result, out_dir, meta)
+
+
+def _vanilla(spec: RunSpec, nodes: int, boot: float):
+    from dlsched.energy.vanilla import VanillaDRSController
+    from dlsched.sim.power import PowerManager
+
+    return PowerManager(VanillaDRSController(nodes, float(spec.energy_options.get("idle_timeout", 1800.0)), boot))
+
+
+def _ces(spec: RunSpec, nodes: int, boot: float):
+    from dlsched.energy.controller import CESController, CESParams
+    from dlsched.energy.online_forecast import OnlineDemandForecast
+    from dlsched.sim.power import PowerManager
+
+    forecast = OnlineDemandForecast(origin=spec.origin)
+    params = CESParams(boot_delay=boot, buffer=int(spec.energy_options.get("buffer", max(1, round(0.05 * nodes)))))
+    return PowerManager(CESController(nodes, forecast, params), forecast)
+
+
+ENERGY_CONTROLLERS: dict[str, Callable[[RunSpec, int, float], object]] = {"ces": _ces, "vanilla": _vanilla}
 
 
 def make_power_manager(spec: RunSpec, cluster: ClusterSpec):
     """The energy-saving controller named by ``spec.energy``, wrapped for the engine."""
-    from dlsched.sim.power import PowerManager
-
-    opts = spec.energy_options
-    boot = float(opts.get("boot_delay", 300.0))
-    nodes = len(cluster.nodes)
-    if spec.energy == "vanilla":
-        from dlsched.energy.vanilla import VanillaDRSController
-
-        return PowerManager(VanillaDRSController(nodes, float(opts.get("idle_timeout", 1800.0)), boot))
-    if spec.energy == "ces":
-        from dlsched.energy.controller import CESController, CESParams
-        from dlsched.energy.online_forecast import OnlineDemandForecast
-
-        forecast = OnlineDemandForecast(origin=spec.origin)
-        params = CESParams(boot_delay=boot, buffer=int(opts.get("buffer", max(1, round(0.05 * nodes)))))
-        return PowerManager(CESController(nodes, forecast, params), forecast)
-    raise ValueError(f"unknown energy policy {spec.energy!r}; choose ces or vanilla")
+    try:
+        build = ENERGY_CONTROLLERS[spec.energy]
+    except KeyError:
+        raise ValueError(f"unknown energy policy {spec.energy!r}; choose from {', '.join(ENERGY_CONTROLLERS)}") from None
+    return build(spec, len(cluster.nodes), float(spec.energy_options.get("boot_delay", 300.0)))
 
 
 _FORK_STATE: dict = {}
@@ -115,7 +135,8 @@ def _child(args: tuple[str, Path]) -> dict:
     name, out = args
     jobs, cluster, base = _FORK_STATE["jobs"], _FORK_STATE["cluster"], _FORK_STATE["spec"]
     spec = RunSpec(name, base.placement, base.backfill, base.config, dict(base.policy_options.get(name, {})),
-                   base.meta, base.energy, base.energy_options, base.origin)
+                   base.meta, base.energy, base.energy_options, base.origin, base.speed_model, base.failure_model,
+                   base.failure_options)
     return run_one(jobs, cluster, spec, out)
 
 

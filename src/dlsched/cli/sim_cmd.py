@@ -39,24 +39,42 @@ PREDICT = typer.Option(False, "--predict-resources",
 GPU = typer.Option("V100", help="GPU type for --predict-resources.")
 SKIP_INVALID = typer.Option(False, help="Skip invalid rows (counted by reason).")
 OVERHEAD = typer.Option(None, help="Seconds a preempted job redoes (default: 7/30/60 s for 1/<=8/>8 GPUs, as Helios).")
+SPEED_MODEL = typer.Option("none", help="Ground-truth speed model: none|time-sliced|topology "
+                                         "(topology: placement and bus interference, with --topology).")
+FAILURE_MODEL = typer.Option("none", help="Ground-truth failure model: none|oom (out of memory when a GPU's "
+                                          "jobs truly need more than it has; the job is resubmitted).")
+MAX_JOBS_PER_GPU = typer.Option(1, help="Jobs one GPU may hold (1 = exclusive; >1 lets placers share GPUs).")
 JOBS = typer.Option(20000, help="Jobs of the built-in workload.")
 SEED = typer.Option(0, help="Seed of the built-in workload.")
 
 
-def _config(compat: str, invariants: bool, overhead: float | None = None):
+def _config(compat: str, invariants: bool, overhead: float | None = None, max_jobs_per_gpu: int = 1):
     """Engine options: Helios checkpoint overheads (7/30/60 s by GPUs) unless a fixed one is given."""
     from dlsched.sim.config import SimConfig, helios_checkpoint_overhead
 
+    if max_jobs_per_gpu < 1:
+        raise ValueError(f"--max-jobs-per-gpu must be >= 1, got {max_jobs_per_gpu}")
     cost = helios_checkpoint_overhead if overhead is None else (lambda job, s=float(overhead): s)
-    return SimConfig(compat=compat, check_invariants=invariants, preemption_overhead=cost)
+    return SimConfig(compat=compat, check_invariants=invariants, preemption_overhead=cost,
+                     max_jobs_per_gpu=max_jobs_per_gpu)
+
+
+def _check_priority_file(priority_file: Path | None, names: list[str]) -> None:
+    """--priority-file only makes sense for policies that read priorities (QSSF)."""
+    if priority_file is None:
+        return
+    from dlsched.registry import POLICIES
+
+    for name in names:
+        if name in POLICIES and not getattr(POLICIES[name], "takes_priority_file", False):
+            raise ValueError(f"--priority-file is for policies that read priorities (e.g. qssf), not {name}")
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def policies() -> None:
         """List the scheduling policies and placements (combine any of each)."""
-        from dlsched.placement import PLACERS
-        from dlsched.policies import POLICIES
+        from dlsched.registry import FAILURE_MODELS, PLACERS, POLICIES, SPEED_MODELS
 
         table = Table(title="policies (--policy)")
         table.add_column("name")
@@ -67,7 +85,9 @@ def register(app: typer.Typer) -> None:
             doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
             table.add_row(name, str(getattr(cls, "oracle", False)), str(getattr(cls, "preemptive", False)), doc)
         out.print(table)
-        out.print("placements (--placement): " + ", ".join(PLACERS))
+        out.print("placements (--placement; combine as NAME:WEIGHT,NAME:WEIGHT): " + ", ".join(PLACERS))
+        out.print("speed models (--speed-model): " + ", ".join(SPEED_MODELS))
+        out.print("failure models (--failure-model): " + ", ".join(FAILURE_MODELS))
 
     @app.command()
     def simulate(
@@ -98,18 +118,21 @@ def register(app: typer.Typer) -> None:
         preemption_overhead: Optional[float] = OVERHEAD,
         jobs: int = JOBS,
         seed: int = SEED,
+        speed_model: str = SPEED_MODEL,
+        failure_model: str = FAILURE_MODEL,
+        max_jobs_per_gpu: int = MAX_JOBS_PER_GPU,
         out_dir: Path = typer.Option(Path("runs/simulate"), "--out", help="Run directory."),
     ) -> None:
         """Simulate one policy; writes DIR/jobs.csv, DIR/summary.json and DIR/timeline.csv."""
         from dlsched.runner import run_one
 
         with clear_errors():
-            if priority_file is not None and policy != "qssf":
-                raise ValueError(f"--priority-file is for --policy qssf, not {policy}")
+            _check_priority_file(priority_file, [policy])
             job_list, cluster, spec = _prepare(
                 [policy], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, check_invariants, preemption_overhead,
-                priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer)
+                priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
+                speed_model, failure_model, max_jobs_per_gpu)
             spec.policy_options = spec.policy_options[policy]
             t0 = time.perf_counter()
             with progress_bar(f"{policy}/{placement}") as bar:
@@ -152,6 +175,9 @@ def register(app: typer.Typer) -> None:
         preemption_overhead: Optional[float] = OVERHEAD,
         jobs: int = JOBS,
         seed: int = SEED,
+        speed_model: str = SPEED_MODEL,
+        failure_model: str = FAILURE_MODEL,
+        max_jobs_per_gpu: int = MAX_JOBS_PER_GPU,
         out_dir: Path = typer.Option(Path("runs/compare"), "--out"),
     ) -> None:
         """Run several policies on the same input; writes DIR/<policy>/ and DIR/summary.csv."""
@@ -159,10 +185,12 @@ def register(app: typer.Typer) -> None:
 
         names = [p.strip() for p in policies.split(",") if p.strip()]
         with clear_errors():
+            _check_priority_file(priority_file, names)
             job_list, cluster, base = _prepare(
                 names, trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, False, preemption_overhead,
-                priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer)
+                priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
+                speed_model, failure_model, max_jobs_per_gpu)
             t0 = time.perf_counter()
             compare_policies(job_list, cluster, names, out_dir, base, processes,
                              on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
@@ -201,23 +229,31 @@ def register(app: typer.Typer) -> None:
 
 def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs,
              skip_invalid, jobs, seed, topology, predict, gpu, placement, backfill, compat, check_invariants,
-             overhead, priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer):
+             overhead, priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
+             speed_model="none", failure_model="none", max_jobs_per_gpu=1):
     """Load the input, size the cluster, optionally predict resources, and describe the run(s).
 
     Returns (jobs, cluster, RunSpec) with ``policy_options`` keyed by policy name."""
+    from dlsched.registry import FAILURE_MODELS, SPEED_MODELS, make_placer
     from dlsched.runner import RunSpec
 
+    if speed_model not in SPEED_MODELS:
+        raise ValueError(f"unknown --speed-model {speed_model!r}; choose from {', '.join(SPEED_MODELS)}")
+    if failure_model not in FAILURE_MODELS:
+        raise ValueError(f"unknown --failure-model {failure_model!r}; choose from {', '.join(FAILURE_MODELS)}")
+    make_placer(placement)  # fail fast on an unknown placement, before loading anything
+    config = _config(compat, check_invariants, overhead, max_jobs_per_gpu)
     tr, job_list, cluster, name = load_jobs_and_cluster(
         trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
         topology=topology)
     if predict:
         predict_resources(job_list, gpu)
-    spec = RunSpec(names[0] if len(names) == 1 else "", placement, backfill,
-                   _config(compat, check_invariants, overhead),
+    spec = RunSpec(names[0] if len(names) == 1 else "", placement, backfill, config,
                    policy_options={n: policy_options(n, priority_file, lam, refit_every, compat, tr.origin)
                                    for n in names},
                    meta={"trace": name, "skipped": dict(tr.report.skipped)},
-                   energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer), origin=tr.origin)
+                   energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer), origin=tr.origin,
+                   speed_model=speed_model, failure_model=failure_model)
     return job_list, cluster, spec
 
 
@@ -230,21 +266,17 @@ def _energy_options(boot_delay: float, idle_timeout: float, buffer: int | None) 
 
 def policy_options(name: str, priority_file: Path | None, lam: float, refit_every: float, compat: str,
                    origin) -> dict:
-    """Options of one policy from the CLI flags (only QSSF takes any today)."""
-    if name != "qssf":
-        return {}
-    opts: dict = {"helios_quirks": compat == "helios"}
-    if priority_file is not None:
-        from dlsched.predictors.duration_priority import load_priority_file
+    """Options of one policy from the CLI flags: the policy class says which it takes."""
+    from dlsched.registry import POLICIES
 
-        opts["priorities"] = load_priority_file(priority_file)
-    else:
-        opts.update(lam=lam, refit_every=refit_every, origin=origin)
-    return opts
+    build = getattr(POLICIES.get(name), "options_from_cli", None)
+    if build is None:
+        return {}
+    return build(priority_file=priority_file, lam=lam, refit_every=refit_every, compat=compat, origin=origin)
 
 
 def demo_policies() -> list[str]:
-    from dlsched.policies import POLICIES
+    from dlsched.registry import POLICIES
 
     preferred = ["fifo", "sjf", "srtf", "qssf"]
     return [p for p in preferred if p in POLICIES]

@@ -1,6 +1,6 @@
 """Static description of a cluster: node specs, GPU types, virtual clusters.
 
-Runtime occupancy lives in ``dlsched.sim.state.ClusterState`` (the one owner of state);
+Runtime occupancy lives in ``dlsched.kernel.state.ClusterState`` (the one owner of state);
 this module only says what hardware exists and who owns it.
 """
 

@@ -1,43 +1,77 @@
-"""The job record: trace facts, predictions handed to policies, and runtime state.
+"""The job record: what a policy may see, the ground truth it may not, and runtime state.
 
-Policies must not read the true duration unless they declare themselves oracles; the
-scheduling view enforces that (see ``dlsched.sim.view``). The engine uses ``duration``.
+A job carries three kinds of fields:
+
+* **request and predictions** (any policy may read them): ``job_id``, ``user``, ``name``,
+  ``vc``, ``gpus``, ``cpus``, ``submit_time``, ``model_name``, ``batch_size``, ``onnx_ref``,
+  ``min_utility``, ``pred_duration``, ``pred_gpu_util``, ``pred_gpu_mem_mib``, ``priority``.
+* **ground truth** (the engine and the ground-truth models read it; a policy only through an
+  explicit oracle grant): ``duration``, ``remaining``, ``gpu_util`` (measured, 0-100),
+  ``gpu_mem_mib`` (measured peak) and ``status`` (final status in the trace). They live in
+  underscore slots; the public names are guarded properties. While a simulation runs a policy
+  that is not an oracle, :func:`truth_hidden` is active and reading one of them for a job that
+  has not finished raises :class:`OracleAccessError` (a finished job's run time has been
+  observed, so estimators may learn from it).
+* **runtime state**, owned by the kernel (``dlsched.kernel.state``).
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from enum import IntEnum
+from typing import Iterator
+
+
+class OracleAccessError(PermissionError):
+    """A policy that is not an oracle reached for ground truth."""
 
 
 class JobState(IntEnum):
-    """Life cycle of a job inside one simulation or the live service."""
+    """Life cycle of a job inside one simulation or the live service.
+
+    ``ASSUMED`` holds resources before the backend confirmed the start (the live service's
+    bind); the simulator assumes and confirms in one step.
+    """
 
     CREATED = 0
     PENDING = 1
     RUNNING = 2
     FINISHED = 3
+    ASSUMED = 4
+
+
+_FINISHED = JobState.FINISHED
+
+
+def _truth(slot: str, what: str) -> property:
+    """A guarded public name for the ground-truth slot ``slot``."""
+    def get(self: "Job"):
+        if Job.truth_is_hidden and self.state is not _FINISHED:
+            raise OracleAccessError(f"the policy is not an oracle: the {what} of job {self.job_id} is hidden "
+                                    "(use its predictions, or declare the policy an oracle)")
+        return getattr(self, slot)
+
+    def set_(self: "Job", value) -> None:
+        setattr(self, slot, value)
+
+    return property(get, set_, doc=f"Ground truth: {what} (guarded while a non-oracle policy runs).")
 
 
 class Job:
-    """One job. ``__slots__`` keeps a million of them small and attribute access fast.
+    """One job. ``__slots__`` keeps a million of them small and attribute access fast."""
 
-    Trace facts: ``job_id`` (as in the input), ``user``, ``name``, ``vc``, ``gpus`` (may
-    span nodes), ``cpus``, ``submit_time`` (seconds from the trace origin), ``duration``
-    (true run time in seconds; hidden from non-oracle policies), ``status`` (final status in
-    the trace). Optional model/profile fields feed the predictors: ``model_name``,
-    ``batch_size``, ``onnx_ref``, ``gpu_util`` (measured, 0-100), ``gpu_mem_mib`` (measured).
-
-    Predictions (filled by predictors, read by policies): ``pred_duration``,
-    ``pred_gpu_util``, ``pred_gpu_mem_mib``, ``priority`` (external or computed ordering key).
-    """
+    truth_is_hidden = False  # class-wide switch, flipped by :func:`truth_hidden`
 
     __slots__ = (
-        "index", "job_id", "user", "name", "vc", "gpus", "cpus", "submit_time", "duration",
-        "status", "model_name", "batch_size", "onnx_ref", "gpu_util", "gpu_mem_mib",
+        "index", "job_id", "user", "name", "vc", "gpus", "cpus", "submit_time",
+        "model_name", "batch_size", "onnx_ref", "min_utility",
         "pred_duration", "pred_gpu_util", "pred_gpu_mem_mib", "priority",
-        # runtime state (owned by the engine)
-        "state", "start_time", "end_time", "remaining", "run_since", "preemptions",
+        # ground truth (guarded public names below)
+        "_duration", "_remaining", "_start_remaining", "_gpu_util", "_gpu_mem_mib", "_status",
+        # runtime state (owned by the kernel)
+        "state", "start_time", "end_time", "run_since", "preemptions", "attempts", "failures",
         "queue_delay", "wait_since", "placement", "speed", "epoch", "enq_seq", "run_seq", "vc_state",
+        "last_failure", "observed_mem_mib",
     )
 
     def __init__(
@@ -57,6 +91,7 @@ class Job:
         onnx_ref: str = "",
         gpu_util: float = float("nan"),
         gpu_mem_mib: float = float("nan"),
+        min_utility: float = float("nan"),
         index: int = -1,
     ) -> None:
         self.index = index
@@ -67,36 +102,59 @@ class Job:
         self.gpus = gpus
         self.cpus = cpus
         self.submit_time = submit_time
-        self.duration = duration
-        self.status = status
+        self._duration = duration
+        self._status = status
         self.model_name = model_name
         self.batch_size = batch_size
         self.onnx_ref = onnx_ref
-        self.gpu_util = gpu_util
-        self.gpu_mem_mib = gpu_mem_mib
+        self._gpu_util = gpu_util
+        self._gpu_mem_mib = gpu_mem_mib
+        self.min_utility = min_utility
         self.pred_duration = float("nan")
         self.pred_gpu_util = float("nan")
         self.pred_gpu_mem_mib = float("nan")
         self.priority = float("nan")
         self.reset()
 
+    duration = _truth("_duration", "true duration")
+    remaining = _truth("_remaining", "true remaining run time")
+    gpu_util = _truth("_gpu_util", "measured GPU utilisation")
+    gpu_mem_mib = _truth("_gpu_mem_mib", "measured GPU memory")
+    status = _truth("_status", "final status")
+
     def reset(self) -> None:
         """Clear runtime state so the same job list can be simulated again."""
         self.state = JobState.CREATED
         self.start_time = -1.0
         self.end_time = -1.0
-        self.remaining = float(self.duration)
+        self._remaining = float(self._duration)
+        self._start_remaining = self._remaining  # remaining time at the last start (a failure returns to it)
         self.run_since = -1.0
         self.preemptions = 0
+        self.attempts = 0        # starts that did not end in a finish (failures)
+        self.failures = 0
         self.queue_delay = 0.0
         self.wait_since = -1.0
         self.placement = None
         self.speed = 1.0
-        self.epoch = 0      # bumped whenever a scheduled finish event becomes stale
+        self.epoch = 0      # bumped whenever a scheduled finish/failure event becomes stale
         self.enq_seq = 0    # order of (re-)entry into the pending queue
         self.run_seq = 0    # order of the last start
-        self.vc_state = None  # the engine's VcState of this job's VC while it is simulated
+        self.vc_state = None  # the kernel's VcState of this job's VC while it is scheduled
+        self.last_failure = ""
+        self.observed_mem_mib = float("nan")  # memory seen when the job failed (e.g. OOM report)
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return (f"Job({self.job_id!r}, vc={self.vc!r}, gpus={self.gpus}, submit={self.submit_time}, "
                 f"state={self.state.name})")
+
+
+@contextmanager
+def truth_hidden(hide: bool = True) -> Iterator[None]:
+    """Hide ground truth from policies for the duration of the block (restored afterwards)."""
+    before = Job.truth_is_hidden
+    Job.truth_is_hidden = hide
+    try:
+        yield
+    finally:
+        Job.truth_is_hidden = before

@@ -1,21 +1,24 @@
-"""Time-weighted levels observed while the simulation runs.
+"""Time-weighted levels, observed from the kernel's transitions.
 
-The recorder integrates busy GPUs over time (cluster-wide and per VC) exactly, from the
-changes the engine reports, and keeps a sampled timeline (at most one row per
-``interval`` seconds) for plots.
+The recorder is an observer of :class:`~dlsched.kernel.state.ClusterState`: every transition
+tells it *before* occupancy changes, so it integrates busy and powered GPUs over time
+(cluster-wide and per VC) exactly, counts running and queued jobs, and keeps a sampled
+timeline (at most one row per ``interval`` seconds) for plots. Nothing in the event loop
+computes metrics.
 """
 
 from __future__ import annotations
 
 from array import array
 
-from dlsched.sim.state import ClusterState, VcState
+from dlsched.core.job import Job
+from dlsched.kernel.state import ClusterState, VcState
 
 
 class MetricsRecorder:
     __slots__ = ("state", "interval", "t0", "t_last", "busy_area", "vc_area", "vc_last", "next_row",
                  "rows_t", "rows_busy", "rows_running", "rows_queued", "rows_powered", "t_end",
-                 "powered_area", "started")
+                 "powered_area", "started_run", "running", "queued", "stops")
 
     def __init__(self, state: ClusterState, interval: float = 60.0) -> None:
         self.state = state
@@ -33,40 +36,75 @@ class MetricsRecorder:
         self.rows_running = array("l")
         self.rows_queued = array("l")
         self.rows_powered = array("l")
-        self.started = False
+        self.started_run = False
+        self.running = 0
+        self.queued = 0
+        self.stops = {"finish": 0, "preempt": 0, "fail": 0, "forget": 0}
 
     def begin(self, t0: float) -> None:
         """Start integrating at ``t0`` (the first event time)."""
-        self.started = True
+        self.started_run = True
         self.t0 = t0
         self.t_last = t0
-        self.vc_last = [t0] * len(self.vc_last)
+        self.vc_area = [0.0] * len(self.state.vcs)
+        self.vc_last = [t0] * len(self.state.vcs)
 
-    def advance(self, now: float, running: int, queued: int) -> None:
-        """Integrate up to ``now`` (before anything changes at ``now``); the engine inlines this."""
-        dt = now - self.t_last
-        self.busy_area += self.state.busy_gpus * dt
-        self.powered_area += self.state.powered_gpus * dt
-        self.t_last = now
+    def advance(self, now: float) -> None:
+        """Integrate up to ``now`` (nothing changed since the last call) and sample a row."""
+        if now != self.t_last:
+            dt = now - self.t_last
+            state = self.state
+            self.busy_area += state.busy_gpus * dt
+            self.powered_area += state.powered_gpus * dt
+            self.t_last = now
         if now >= self.next_row:
-            self.add_row(now, running, queued)
+            self.add_row(now)
 
-    def add_row(self, now: float, running: int, queued: int) -> None:
+    # -- observer protocol (called before the state changes) -----------------------------
+    def submitted(self, job: Job, vc: VcState, now: float) -> None:
+        if now != self.t_last or now >= self.next_row:
+            self.advance(now)
+        self.queued += 1
+
+    def started(self, job: Job, vc: VcState, now: float) -> None:
+        if now != self.t_last or now >= self.next_row:
+            self.advance(now)
+        vid = vc.vid
+        self.vc_area[vid] += vc.busy * (now - self.vc_last[vid])
+        self.vc_last[vid] = now
+        self.running += 1
+        self.queued -= 1
+
+    def stopped(self, job: Job, vc: VcState, now: float, why: str) -> None:
+        if now != self.t_last or now >= self.next_row:
+            self.advance(now)
+        vid = vc.vid
+        self.vc_area[vid] += vc.busy * (now - self.vc_last[vid])
+        self.vc_last[vid] = now
+        self.running -= 1
+        self.stops[why] += 1
+        if why != "finish":
+            self.queued += 1
+
+    def node_changed(self, node: int, now: float) -> None:
+        if self.started_run:
+            self.advance(now)
+            if len(self.vc_area) < len(self.state.vcs):  # a VC appeared with a new node
+                grow = len(self.state.vcs) - len(self.vc_area)
+                self.vc_area.extend([0.0] * grow)
+                self.vc_last.extend([now] * grow)
+
+    # -------------------------------------------------------------------------------------
+    def add_row(self, now: float) -> None:
         self.rows_t.append(now)
         self.rows_busy.append(self.state.busy_gpus)
-        self.rows_running.append(running)
-        self.rows_queued.append(queued)
+        self.rows_running.append(self.running)
+        self.rows_queued.append(self.queued)
         self.rows_powered.append(self.state.powered_count)
         self.next_row = now + self.interval
 
-    def vc_changed(self, vc: VcState, now: float, delta_gpus: int) -> None:
-        """Called *after* the VC's busy count changed by ``delta_gpus`` at ``now``."""
-        vid = vc.vid
-        self.vc_area[vid] += (vc.busy - delta_gpus) * (now - self.vc_last[vid])
-        self.vc_last[vid] = now
-
     def close(self, end: float) -> None:
-        if not self.started:
+        if not self.started_run:
             self.t0 = 0.0
             return
         if end > self.t_last:

@@ -1,7 +1,7 @@
-"""Event-driven simulator: one heap of events, one owner of cluster state, pluggable policies."""
+"""The simulated backend: the event loop (clock, heap, power manager) over the shared kernel."""
 
+from dlsched.kernel.decisions import Postpone, Preempt, Start
 from dlsched.sim.config import SimConfig
-from dlsched.sim.decisions import Preempt, Start
 from dlsched.sim.engine import SimulationError, Simulator, simulate
 
-__all__ = ["SimConfig", "Preempt", "Start", "SimulationError", "Simulator", "simulate"]
+__all__ = ["SimConfig", "Postpone", "Preempt", "Start", "SimulationError", "Simulator", "simulate"]

@@ -33,6 +33,10 @@ class SimConfig:
     * ``check_invariants``: verify the whole cluster state after every scheduling pass
       (slow; always on in the test-suite). Double-booking is always rejected.
     * ``timeline_interval``: at most one timeline row per this many seconds.
+    * ``max_jobs_per_gpu``: how many jobs one GPU may hold (1 = exclusive GPUs); the kernel
+      enforces it.
+    * ``max_failures``: a job that fails more often than this stops the simulation with an
+      error (a job that can never run must not loop forever).
     """
 
     preemption_overhead: Callable[[Job], float] = helios_checkpoint_overhead
@@ -40,9 +44,12 @@ class SimConfig:
     check_invariants: bool = False
     timeline_interval: float = 60.0
     max_jobs_per_gpu: int = 1
+    max_failures: int = 10
 
     def __post_init__(self) -> None:
         if self.compat not in COMPAT_MODES:
             raise ValueError(f"unknown compat mode {self.compat!r}; choose from {COMPAT_MODES}")
         if self.max_jobs_per_gpu < 1:
             raise ValueError("max_jobs_per_gpu must be >= 1")
+        if self.max_failures < 0:
+            raise ValueError("max_failures must be >= 0")

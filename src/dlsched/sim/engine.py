@@ -1,10 +1,14 @@
-"""The event loop. Time jumps from event to event; nothing ticks.
+"""The event loop of the simulated backend. Time jumps from event to event; nothing ticks.
 
-Events at the same instant are handled in a fixed order — job completions, then node power
-changes, then arrivals, then timers — and afterwards each VC that saw a change gets one
-scheduling pass. Events sit in one heap keyed ``(time, priority, sequence)``; arrivals are
-read from the time-sorted job list with a cursor instead of being pushed. A finish event that
-became stale (the job was preempted or changed speed) is dropped lazily via the job's epoch.
+The loop owns only the clock and the heap: every change of cluster state goes through the
+kernel (:class:`~dlsched.kernel.state.ClusterState`: ``submit``, ``apply(decision)``,
+``finish``, ``fail``, power transitions), which the live service drives too. Metrics are a
+kernel observer. Events at the same instant are handled in a fixed order — job completions
+and failures, then node power changes, then arrivals, then timers — and afterwards each VC that
+saw a change gets one scheduling pass. Events sit in one heap keyed ``(time, priority,
+sequence)``; arrivals are read from the time-sorted job list with a cursor instead of being
+pushed. A finish or failure event that became stale (the job was preempted, failed or changed
+speed) is dropped lazily via the job's epoch.
 """
 
 from __future__ import annotations
@@ -13,15 +17,17 @@ import gc
 import heapq
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
+
+import numpy as np
 
 from dlsched.core.cluster import ClusterSpec
-from dlsched.core.job import Job, JobState
+from dlsched.core.job import Job, JobState, truth_hidden
+from dlsched.kernel.decisions import Start
+from dlsched.kernel.state import ClusterState, StateError
+from dlsched.kernel.view import SchedulingView
 from dlsched.metrics.recorder import MetricsRecorder
 from dlsched.sim.config import SimConfig
-from dlsched.sim.decisions import Preempt, Start
-from dlsched.sim.state import ClusterState, StateError
-from dlsched.sim.view import SchedulingView
 
 # event priorities at equal times
 FINISH, POWER, TIMER = 0, 1, 3
@@ -47,14 +53,15 @@ class SimResult:
 
 
 class Simulator:
-    """Runs one policy over one job list on one cluster."""
+    """Runs one policy over one job list on one cluster, with optional ground-truth models."""
 
     def __init__(self, cluster: ClusterSpec, policy, config: SimConfig | None = None,
-                 speed_model=None, power_manager=None) -> None:
+                 speed_model=None, power_manager=None, failure_model=None) -> None:
         self.cluster = cluster
         self.policy = policy
         self.config = config or SimConfig()
         self.speed_model = speed_model
+        self.failure_model = failure_model
         self.power_manager = power_manager
 
     def run(self, jobs: list[Job], progress: Callable[[int, int], None] | None = None) -> SimResult:
@@ -64,27 +71,27 @@ class Simulator:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._run(jobs, progress)
+            with truth_hidden(not getattr(self.policy, "oracle", False)):
+                return self._run(jobs, progress)
         finally:
             if was_enabled:
                 gc.enable()
 
-    def _run(self, jobs: list[Job], progress: Callable[[int, int], None] | None) -> SimResult:
-        cfg = self.config
-        state = ClusterState(self.cluster)
-        policy = self.policy
-        for vc in state.vcs:
-            vc.queue = policy.new_queue()
-        compat_tick = cfg.compat == "helios" and getattr(policy, "preemptive", False)
-        view = SchedulingView(state, getattr(policy, "oracle", False), compat_tick)
+    def _build_state(self) -> tuple[ClusterState, MetricsRecorder]:
+        cfg, policy = self.config, self.policy
+        state = ClusterState(self.cluster, new_queue=policy.new_queue, max_jobs_per_gpu=cfg.max_jobs_per_gpu,
+                             speed_model=self.speed_model, failure_model=self.failure_model,
+                             preemption_overhead=cfg.preemption_overhead)
         rec = MetricsRecorder(state, cfg.timeline_interval)
-        self.state, self.view, self.recorder = state, view, rec
-        overhead = cfg.preemption_overhead
-        speed_model = self.speed_model
-        power = self.power_manager
-        check = cfg.check_invariants
-        tick = 1.0 if compat_tick else 0.0
+        state.add_observer(rec)
+        for plugin in getattr(getattr(policy, "placer", None), "observers", ()):  # plug-ins with an index
+            attach = getattr(plugin, "attach", None)
+            if attach is not None:
+                attach(state)
+            state.add_observer(plugin)
+        return state, rec
 
+    def _check_jobs(self, state: ClusterState, jobs: list[Job]) -> None:
         for job in jobs:
             job.reset()
             vc_id = state.vc_index.get(job.vc)
@@ -95,55 +102,44 @@ class Simulator:
             if job.gpus > state.vcs[vc_id].total_gpus:
                 raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs but VC {job.vc!r} has only "
                                       f"{state.vcs[vc_id].total_gpus}: it could never run")
+
+    def _run(self, jobs: list[Job], progress: Callable[[int, int], None] | None) -> SimResult:
+        cfg = self.config
+        policy = self.policy
+        state, rec = self._build_state()
+        compat_tick = cfg.compat == "helios" and getattr(policy, "preemptive", False)
+        view = SchedulingView(state, getattr(policy, "oracle", False), compat_tick)
+        self.state, self.view, self.recorder = state, view, rec
+        power = self.power_manager
+        check = cfg.check_invariants
+        tick = 1.0 if compat_tick else 0.0
+        max_failures = cfg.max_failures
+
+        self._check_jobs(state, jobs)
         jobs = sorted(jobs, key=lambda j: j.submit_time)  # stable: keeps input order on ties
         n_jobs = len(jobs)
         heap: list[tuple] = []
         seq = 0
         cursor = 0
         events = 0
-        running = 0
-        queued = 0
         vcs = state.vcs
         on_finish = getattr(policy, "job_finished", None)
         on_submit = getattr(policy, "job_submitted", None)
+        on_failed = getattr(policy, "job_failed", None)
         if hasattr(policy, "prepare"):
-            policy.prepare(view, jobs)
+            policy.prepare(view)
         if power is not None:
             for t0, kind, payload in power.initial_events(state, jobs):
                 seq += 1
                 heapq.heappush(heap, (t0, POWER, seq, kind, payload, 0))
         progress_every = max(1, n_jobs // 200)
 
-        def push_finish(job: Job, now: float) -> None:
-            nonlocal seq
-            seq += 1
-            left = job.remaining / job.speed if job.speed != 1.0 else job.remaining
-            heapq.heappush(heap, (now + left + tick, FINISH, seq, "finish", job, job.epoch))
-
-        def settle(job: Job, now: float) -> None:
-            """Book the work done since ``run_since`` into ``remaining``."""
-            job.remaining -= (now - job.run_since) * job.speed
-            if job.remaining < 0.0:
-                job.remaining = 0.0
-            job.run_since = now
-
-        def respeed(jobs_: Iterable[Job], now: float) -> None:
-            for other in jobs_:
-                if other.state is not JobState.RUNNING:
-                    continue
-                new = speed_model.speed(other, state)
-                if new != other.speed:
-                    settle(other, now)
-                    other.speed = new
-                    other.epoch += 1
-                    push_finish(other, now)
-
         rec.begin(jobs[0].submit_time if jobs else 0.0)
-        vc_area, vc_last = rec.vc_area, rec.vc_last
         dirty: dict[int, None] = {}
         # hot loop: bind methods and constants to locals
         heappop, heappush = heapq.heappop, heapq.heappush
-        finish, submit, start = state.finish, state.submit, state.start
+        finish, submit, apply = state.finish, state.submit, state.apply
+        failures_due = state.failures_due
         schedule = policy.schedule
         RUNNING = JobState.RUNNING
         last_progress = jobs[0].submit_time if jobs else 0.0
@@ -154,15 +150,7 @@ class Simulator:
             if now == INF:
                 break
             view.now = now
-            # time-weighted levels: the state was constant since the last event time
-            if now != rec.t_last:
-                dt = now - rec.t_last
-                rec.busy_area += state.busy_gpus * dt
-                rec.powered_area += state.powered_gpus * dt
-                rec.t_last = now
-            if now >= rec.next_row:
-                rec.add_row(now, running, queued)
-            # 1. completions and power events (priority < arrival)
+            # 1. completions, failures and power events (priority < arrival)
             while heap and heap[0][0] == now and heap[0][1] <= POWER:
                 _, prio, _, kind, payload, epoch = heappop(heap)
                 events += 1
@@ -170,18 +158,31 @@ class Simulator:
                     job = payload
                     if epoch != job.epoch or job.state is not RUNNING:
                         continue  # stale
-                    vc = finish(job, now)
-                    running -= 1
-                    vid = vc.vid
-                    vc_area[vid] += (vc.busy + job.gpus) * (now - vc_last[vid])
-                    vc_last[vid] = now
-                    dirty[vid] = None
+                    changed = finish(job, now)
+                    dirty[job.vc_state.vid] = None
                     if on_finish is not None:
                         on_finish(job, now)
-                    if speed_model is not None:
-                        respeed(speed_model.affected(job, state), now)
+                    for other in changed:
+                        seq += 1
+                        heappush(heap, (now + other._remaining / other.speed + tick, FINISH, seq, "finish",
+                                        other, other.epoch))
                     if progress is not None and state.finished % progress_every == 0:
                         progress(state.finished, n_jobs)
+                elif kind == "fail":
+                    job, reason = payload
+                    if epoch != job.run_seq or job.state is not RUNNING:
+                        continue  # stale: it stopped before the failure struck
+                    changed = state.fail(job, now, reason)
+                    if job.failures > max_failures:
+                        raise SimulationError(f"job {job.job_id} failed {job.failures} times (limit "
+                                              f"{max_failures}); last: {reason}")
+                    dirty[job.vc_state.vid] = None
+                    if on_failed is not None:
+                        on_failed(job, now, reason)
+                    for other in changed:
+                        seq += 1
+                        heappush(heap, (now + other._remaining / other.speed + tick, FINISH, seq, "finish",
+                                        other, other.epoch))
                 else:
                     vids, follow = power.apply(kind, payload, state, now)
                     for vid in vids:
@@ -197,7 +198,6 @@ class Simulator:
                 if on_submit is not None:
                     on_submit(job, now)  # before queueing: the policy may set the job's key
                 vc = submit(job, now)
-                queued += 1
                 dirty[vc.vid] = None
                 if power is not None:
                     for t1, kind, payload in power.on_arrival(job, state, now):
@@ -214,36 +214,21 @@ class Simulator:
                 if not vc.pending:  # nothing pending: no policy has anything to decide
                     continue
                 for decision in schedule(view, vc):
-                    job = decision.job
-                    if type(decision) is Start:
-                        if job.vc_state is not vc:
-                            raise SimulationError(f"policy started job {job.job_id} outside its VC")
-                        try:
-                            start(job, decision.placement, now, decision.shared)
-                        except StateError as exc:
-                            raise SimulationError(f"policy {policy.name}: {exc}") from exc
-                        running += 1
-                        queued -= 1
-                        vc_area[vid] += (vc.busy - job.gpus) * (now - vc_last[vid])
-                        vc_last[vid] = now
-                        if speed_model is not None:
-                            job.speed = speed_model.speed(job, state)
-                            respeed(speed_model.affected(job, state), now)
-                        # push_finish(job, now), inlined: this is the hottest path
+                    if type(decision) is Start and decision.job.vc_state is not vc:
+                        raise SimulationError(f"policy started job {decision.job.job_id} outside its VC")
+                    try:
+                        changed = apply(decision, now)
+                    except StateError as exc:
+                        raise SimulationError(f"policy {policy.name}: {exc}") from exc
+                    for job in changed:
                         seq += 1
-                        left = job.remaining / job.speed if job.speed != 1.0 else job.remaining
+                        left = job._remaining / job.speed if job.speed != 1.0 else job._remaining
                         heappush(heap, (now + left + tick, FINISH, seq, "finish", job, job.epoch))
-                    elif type(decision) is Preempt:
-                        settle(job, now)
-                        job.remaining += overhead(job)
-                        state.preempt(job, now)
-                        running -= 1
-                        queued += 1
-                        rec.vc_changed(vc, now, -job.gpus)
-                        if speed_model is not None:
-                            respeed(speed_model.affected(job, state), now)
-                    else:
-                        raise SimulationError(f"policy {policy.name} returned {decision!r}")
+                    if failures_due:
+                        for t1, job, reason in failures_due:
+                            seq += 1
+                            heappush(heap, (t1, FINISH, seq, "fail", (job, reason), job.run_seq))
+                        failures_due.clear()
                 if check:
                     state.check_invariants()
             dirty.clear()
@@ -255,14 +240,15 @@ class Simulator:
                     heappush(heap, (t1, TIMER, seq, "wake", vid, 0))
                 view._wakeups.clear()
             if power is not None:
-                if running == 0 and queued == 0 and cursor >= n_jobs:
+                running = rec.running
+                if running == 0 and rec.queued == 0 and cursor >= n_jobs:
                     break  # only the power manager's timers are left
                 if running:
                     last_progress = now
                 elif cursor < n_jobs and jobs[cursor].submit_time <= now:
                     last_progress = now
                 elif now - last_progress > STALL_LIMIT:
-                    raise SimulationError(f"{queued} jobs have waited {STALL_LIMIT / 86400:.0f} days with "
+                    raise SimulationError(f"{rec.queued} jobs have waited {STALL_LIMIT / 86400:.0f} days with "
                                           "nothing running: the power manager never woke nodes for them")
 
         if state.finished != n_jobs:
@@ -274,7 +260,28 @@ class Simulator:
         rec.close(max((j.end_time for j in jobs), default=0.0))
         if progress is not None:
             progress(n_jobs, n_jobs)
-        return SimResult(jobs, rec, policy.name, getattr(policy, "placement_name", ""), events)
+        result = SimResult(jobs, rec, policy.name, getattr(policy, "placement_name", ""), events)
+        result.extra.update(self._outcome_counts(state, jobs))
+        return result
+
+    def _outcome_counts(self, state: ClusterState, jobs: list[Job]) -> dict:
+        """Postponements and failures always; slowdowns when a speed model shaped run times."""
+        out: dict = {"postponements": state.postponed, "failures": state.failed}
+        if self.failure_model is not None:
+            out["failure_model"] = getattr(self.failure_model, "name", type(self.failure_model).__name__)
+            out["jobs_failed_at_least_once"] = sum(1 for j in jobs if j.failures)
+        if self.speed_model is not None and jobs:
+            run = np.fromiter((j.end_time - j.submit_time - j.queue_delay for j in jobs), float, len(jobs))
+            solo = np.fromiter((j._duration for j in jobs), float, len(jobs))
+            ok = solo > 0
+            slow = run[ok] / solo[ok]
+            out["speed_model"] = getattr(self.speed_model, "name", type(self.speed_model).__name__)
+            if slow.size:
+                out["avg_slowdown"] = float(slow.mean())
+                out["p95_slowdown"] = float(np.percentile(slow, 95))
+                out["max_slowdown"] = float(slow.max())
+                out["jobs_slowed_over_5pct"] = int((slow > 1.05 + 1e-9).sum())
+        return out
 
 
 def simulate(jobs: list[Job], cluster: ClusterSpec, policy, config: SimConfig | None = None, **kw) -> SimResult:

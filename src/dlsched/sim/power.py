@@ -1,7 +1,7 @@
 """Cluster energy saving inside a simulation: the engine drives a power controller.
 
 The controller (CES or vanilla idle-timeout, :mod:`dlsched.energy`) counts nodes; this
-manager turns its actions into node events on the :class:`~dlsched.sim.state.ClusterState`:
+manager turns its actions into node events on the :class:`~dlsched.kernel.state.ClusterState`:
 power-offs take idle powered nodes (from the VC with the most idle ones first, highest index
 first, always leaving ``vc_reserve`` of each VC's nodes idle and on), wake-ups take powered-off nodes of the VC that needs them first, and woken nodes
 join the cluster ``boot_delay`` later. A job that cannot start at submission because its VC
@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 
 from dlsched.core.job import Job
-from dlsched.sim.state import ClusterState
+from dlsched.energy.actions import PowerOff
+from dlsched.kernel.state import ClusterState
 
 
 class PowerManager:
@@ -36,7 +37,7 @@ class PowerManager:
     # -- engine protocol --------------------------------------------------------------------
     def initial_events(self, state: ClusterState, jobs: list[Job]):
         # jobs only run in their own VC: each VC keeps a few spare nodes on, whatever the total says
-        self.reserve = {vc.vid: max(1, math.ceil(self.vc_reserve * (vc.node_hi - vc.node_lo))) for vc in state.vcs}
+        self.reserve = {vc.vid: max(1, math.ceil(self.vc_reserve * len(vc.nodes))) for vc in state.vcs}
         t0 = jobs[0].submit_time if jobs else 0.0
         return [(t0, "power-start", None)]
 
@@ -53,13 +54,13 @@ class PowerManager:
         per = max(1, vc.max_node_gpus)
         needed = math.ceil(job.gpus / per)
         idle_here = sum(1 for n in vc.nodes if state.node_powered[n] and not state.node_mask[n])
-        booting_here = sum(1 for n in self.booting if vc.node_lo <= n < vc.node_hi)
+        booting_here = sum(1 for n in self.booting if state.node_vc[n] == vc.vid)
         actions = self.controller.job_arrival(now, needed, idle_here + booting_here)
         events = self._carry_out(actions, state, now, prefer_vc=vc)
-        if not any(vc.node_lo <= n < vc.node_hi for n in self.booting):
+        if not any(state.node_vc[n] == vc.vid for n in self.booting):
             # the controller saw enough nodes cluster-wide, but this VC has none coming: wake its own
             nodes = self._pick_off_nodes(state, needed - idle_here, vc)
-            nodes = [n for n in nodes if vc.node_lo <= n < vc.node_hi]
+            nodes = [n for n in nodes if state.node_vc[n] == vc.vid]
             if nodes:
                 self.controller.powered_on += len(nodes)
                 events += self._boot(nodes, now + self.boot_delay)
@@ -72,7 +73,7 @@ class PowerManager:
             for node in payload:
                 if self.booting.get(node) == now:
                     del self.booting[node]
-                    state.power_on(node)
+                    state.power_on(node, now)
                     vids.add(state.node_vc[node])
             return vids, []
         running = sum(1 for m in state.node_mask if m)
@@ -88,7 +89,7 @@ class PowerManager:
         for vc in state.vcs:
             head = vc.queue.head() if vc.pending else None
             if (head is not None and head.gpus > vc.free
-                    and not any(vc.node_lo <= n < vc.node_hi for n in self.booting)
+                    and not any(state.node_vc[n] == vc.vid for n in self.booting)
                     and any(not state.node_powered[n] for n in vc.nodes)):
                 self.waiting_jobs.add(head)
                 events += self._arrival_check(head, state, now)
@@ -98,8 +99,8 @@ class PowerManager:
     def _carry_out(self, actions, state: ClusterState, now: float, prefer_vc=None) -> list[tuple]:
         events = []
         for action in actions:
-            if type(action).__name__ == "PowerOff":
-                done = self._power_off(state, action.nodes)
+            if isinstance(action, PowerOff):
+                done = self._power_off(state, action.nodes, now)
                 if done < action.nodes:  # fewer idle nodes than the controller counted
                     self.controller.powered_on += action.nodes - done
             else:
@@ -117,7 +118,7 @@ class PowerManager:
             self.booting[node] = ready_at
         return [(ready_at, "power-on", tuple(nodes))]
 
-    def _power_off(self, state: ClusterState, count: int) -> int:
+    def _power_off(self, state: ClusterState, count: int, now: float) -> int:
         idle: dict[int, list[int]] = {}
         for node, (on, mask) in enumerate(zip(state.node_powered, state.node_mask)):
             if on and not mask:
@@ -130,7 +131,7 @@ class PowerManager:
         done = 0
         while done < count and idle:
             vid = max(idle, key=lambda v: (len(idle[v]), -v))
-            state.power_off(idle[vid].pop())
+            state.power_off(idle[vid].pop(), now)
             if not idle[vid]:
                 del idle[vid]
             done += 1
@@ -139,7 +140,7 @@ class PowerManager:
     def _pick_off_nodes(self, state: ClusterState, count: int, prefer_vc) -> list[int]:
         off = [n for n, on in enumerate(state.node_powered) if not on and n not in self.booting]
         if prefer_vc is not None:
-            off.sort(key=lambda n: (not (prefer_vc.node_lo <= n < prefer_vc.node_hi), n))
+            off.sort(key=lambda n: (not (state.node_vc[n] == prefer_vc.vid), n))
         return off[:count]
 
     def summary(self, recorder, energy_model=None) -> dict:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.policies.base import OrderingPolicy
+from dlsched.sched.ordering import OrderingPolicy
 
 
 class FifoPolicy(OrderingPolicy):

@@ -1,4 +1,4 @@
-"""Pending-job queues. The state owns one per VC; the policy chooses the kind and the key.
+"""Pending-job queues. The kernel keeps one per VC; the policy chooses the kind and the key.
 
 ``KeyedQueue`` keeps a heap with lazy deletion, so looking at the head is O(1) amortised
 and a blocking (no-backfill) pass touches only the jobs it starts plus one. ``ArrivalQueue``
@@ -18,6 +18,7 @@ class JobQueue(Protocol):
     def push(self, job: Job) -> None: ...
     def remove(self, job: Job) -> None: ...
     def head(self) -> Job | None: ...
+    def pass_order(self, now: float) -> list[Job] | None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[Job]: ...
 
@@ -55,6 +56,10 @@ class KeyedQueue:
             heapq.heappop(heap)
         return None
 
+    def pass_order(self, now: float) -> None:
+        """None: a pass walks the queue by ``head()`` (or iterates it, with backfill)."""
+        return None
+
     def rekey(self, job: Job) -> None:
         """Re-insert ``job`` after its key changed (e.g. a new priority estimate)."""
         self.remove(job)
@@ -87,6 +92,9 @@ class ArrivalQueue:
 
     def head(self) -> Job | None:
         return next(iter(self._jobs), None)
+
+    def pass_order(self, now: float) -> None:
+        return None
 
     def __len__(self) -> int:
         return len(self._jobs)

@@ -6,54 +6,63 @@
 * otherwise: the whole free nodes it needs, then the remainder on the remaining node with the
   most free GPUs (lowest index on ties); if that node has too few, the job waits.
 Needs a VC of identical nodes; on mixed nodes it falls back to best-fit spanning.
+As a scorer (combined with others) it ranks nodes like best fit.
 """
 
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.placement.base import greedy_span, lowest, take_gpus
-from dlsched.sim.decisions import Placement
-from dlsched.sim.state import VcState
-from dlsched.sim.view import SchedulingView
+from dlsched.kernel.decisions import NO_ROOM, Fit, Status
+from dlsched.kernel.state import VcState
+from dlsched.kernel.view import SchedulingView
+from dlsched.sched.gpus import greedy_span, lowest, take_gpus
+from dlsched.sched.placers.best_fit import tightness
+
+_FITS = Status.FITS
 
 
 class ConsolidatePlacer:
     name = "consolidate"
 
-    def place(self, view: SchedulingView, vc: VcState, job: Job) -> Placement | None:
+    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+        return tightness(view, vc, job, node)
+
+    def fast_place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
         need = job.gpus
         if vc.free < need:
-            return None
+            return NO_ROOM
         per_node = vc.gpus_per_node
         buckets = vc.buckets
+        nodes = vc.nodes
         if not per_node:
-            return greedy_span(view, vc, job, most_free_first=True)
+            pl = greedy_span(view, vc, job, most_free_first=True)
+            return Fit(_FITS, pl) if pl else NO_ROOM
         if need <= per_node:
             for k in range(need, per_node + 1):
                 m = buckets[k]
                 if m:
-                    node = vc.node_lo + lowest(m)
-                    return ((node, take_gpus(view, node, need)),)
-            return None
+                    node = nodes[lowest(m)]
+                    return Fit(_FITS, ((node, take_gpus(view, node, need)),))
+            return NO_ROOM
         whole, rest = divmod(need, per_node)
         full = buckets[per_node]
         if full.bit_count() < whole:
-            return None
+            return NO_ROOM
         full_mask = (1 << per_node) - 1
         out: list[tuple[int, int]] = []
         for _ in range(whole):
             low = full & -full
             full ^= low
-            out.append((vc.node_lo + low.bit_length() - 1, full_mask))
+            out.append((nodes[low.bit_length() - 1], full_mask))
         if rest:
             if full:
-                node = vc.node_lo + lowest(full)
+                node = nodes[lowest(full)]
             else:
                 for k in range(per_node - 1, rest - 1, -1):
                     if buckets[k]:
-                        node = vc.node_lo + lowest(buckets[k])
+                        node = nodes[lowest(buckets[k])]
                         break
                 else:
-                    return None
+                    return NO_ROOM
             out.append((node, take_gpus(view, node, rest)))
-        return tuple(out)
+        return Fit(_FITS, tuple(out))

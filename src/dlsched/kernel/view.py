@@ -1,18 +1,19 @@
 """The read-only view a policy decides on.
 
-The same view type serves the simulator and the live service. A policy that does not declare
-itself an oracle gets an error if it asks for a job's true duration or remaining time: it must
-use predictions (``job.pred_duration``, ``job.priority``) instead.
+The same view type serves the simulator and the live service. It exposes occupancy (nodes,
+GPUs with their holders and predicted memory, VCs and queues) and the clock; ground truth
+(true durations and remaining times) only to policies that declare themselves oracles — that
+declaration is the explicit grant. Everything else about a job that a policy may read is on the
+job itself (request and predictions); its truth fields raise
+:class:`~dlsched.core.job.OracleAccessError` while a non-oracle policy runs.
 """
 
 from __future__ import annotations
 
-from dlsched.core.job import Job, JobState
-from dlsched.sim.state import ClusterState, VcState
+from dlsched.core.job import Job, JobState, OracleAccessError
+from dlsched.kernel.state import ClusterState, VcState
 
-
-class OracleAccessError(PermissionError):
-    """A non-oracle policy asked for a job's true duration."""
+__all__ = ["OracleAccessError", "SchedulingView"]
 
 
 class SchedulingView:
@@ -40,23 +41,37 @@ class SchedulingView:
     def node_gpus(self) -> list[int]:
         return self.state.node_gpus
 
+    @property
+    def max_jobs_per_gpu(self) -> int:
+        return self.state.cap
+
     def vc(self, name: str) -> VcState:
         return self.state.vcs[self.state.vc_index[name]]
+
+    def gpu_holders(self, node: int, gpu: int) -> list[Job]:
+        return self.state.gpu_holders(node, gpu)
+
+    def gpu_free_mem(self, node: int, gpu: int) -> float:
+        """Memory left on a GPU according to its holders' *predicted* memory."""
+        return self.state.gpu_free_mem(node, gpu)
+
+    def room_mask(self, node: int) -> int:
+        return self.state.room_mask(node)
 
     # truth, for oracle policies only ---------------------------------------------------
     def duration(self, job: Job) -> float:
         if not self.oracle:
             raise OracleAccessError(f"policy is not an oracle: true duration of {job.job_id} is hidden")
-        return job.duration
+        return job._duration
 
     def remaining(self, job: Job) -> float:
         """True remaining run time now (solo seconds)."""
         if not self.oracle:
             raise OracleAccessError(f"policy is not an oracle: remaining time of {job.job_id} is hidden")
         if job.state is JobState.RUNNING:
-            left = job.remaining - (self.now - job.run_since) * job.speed
+            left = job._remaining - (self.now - job.run_since) * job.speed
             return left if left > 0.0 else 0.0
-        return job.remaining
+        return job._remaining
 
     # timers ------------------------------------------------------------------------------
     def wake_at(self, time: float, vc: VcState) -> None:

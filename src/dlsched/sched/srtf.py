@@ -3,23 +3,28 @@
 Every pass ranks pending and running jobs of the VC by remaining time (pending first on
 ties, each in queue/start order, as the Helios reference's stable sort does) and hands out
 the VC's GPU quota greedily; running jobs that fall outside it are preempted (they pay the
-engine's checkpoint overhead), pending jobs inside it are placed in rank order.
+kernel's checkpoint overhead), pending jobs inside it are placed in rank order.
 """
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from dlsched.sim.decisions import Decision, Preempt, Start
-from dlsched.sim.queues import ArrivalQueue
-from dlsched.sim.state import VcState
-from dlsched.sim.view import SchedulingView
+from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start, Status
+from dlsched.kernel.queues import ArrivalQueue
+from dlsched.kernel.state import VcState
+from dlsched.kernel.view import SchedulingView
+
+_FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 
 
 class SrtfPolicy:
     name = "srtf"
-    oracle = True
+    oracle = True  # the grant: reads true remaining times
     preemptive = True
+    job_submitted = None
+    job_finished = None
+    job_failed = None
 
     def __init__(self, placer, backfill: bool = False) -> None:
         self.placer = placer
@@ -28,23 +33,27 @@ class SrtfPolicy:
     def new_queue(self) -> ArrivalQueue:
         return ArrivalQueue()
 
+    def _start(self, view: SchedulingView, vc: VcState, jobs) -> Iterator[Decision]:
+        place = self.placer.place
+        for job in jobs:
+            fit = place(view, vc, job)
+            if fit.status is _FITS:
+                yield Start(job, fit.placement, fit.shared)
+            elif fit.status is _POSTPONE:
+                yield Postpone(job, fit.reason)
+
     def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
         queue = vc.queue
-        place = self.placer.place
         quota = vc.total_gpus
         if queue.gpus + vc.busy <= quota:
             # everything fits the quota: nobody is preempted, pending jobs go in rank order
-            ranked = sorted(queue, key=lambda j: (j.remaining, j.enq_seq))
-            for job in ranked:
-                placement = place(view, vc, job)
-                if placement is not None:
-                    yield Start(job, placement)
+            yield from self._start(view, vc, sorted(queue, key=lambda j: (j._remaining, j.enq_seq)))
             return
         now = view.now
-        cands = [(j.remaining, 0, j.enq_seq, j) for j in queue]
+        cands = [(j._remaining, 0, j.enq_seq, j) for j in queue]
         # true remaining of running jobs, inlined (same as view.remaining; this is the hot loop)
         for j in vc.running:
-            left = j.remaining - (now - j.run_since) * j.speed
+            left = j._remaining - (now - j.run_since) * j.speed
             cands.append((left if left > 0.0 else 0.0, 1, j.run_seq, j))
         cands.sort()  # (remaining, pending-before-running, queue/start order): never compares jobs
         preempt, prerun = [], []
@@ -57,7 +66,4 @@ class SrtfPolicy:
                 preempt.append(job)
         for job in preempt:
             yield Preempt(job)
-        for job in prerun:
-            placement = place(view, vc, job)
-            if placement is not None:
-                yield Start(job, placement)
+        yield from self._start(view, vc, prerun)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dlsched.core.job import Job
 from dlsched.core.topology import NodeTopology, preset_topology
-from dlsched.sim.decisions import Placement
-from dlsched.sim.state import VcState
-from dlsched.sim.view import SchedulingView
+from dlsched.kernel.decisions import NO_ROOM, Fit, Status
+from dlsched.kernel.state import VcState
+from dlsched.kernel.view import SchedulingView
 
 PAPER_MODELS = ("alexnet", "caffenet", "googlenet")
 
@@ -55,21 +55,26 @@ class TopoAwarePlacement:
             self._profiles[job] = prof
         return prof
 
-    def place(self, view: SchedulingView, vc: VcState, job: Job) -> Placement | None:
+    def fast_place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
         from dlsched.topology import ClusterState
 
         if vc.free < job.gpus:
-            return None
+            return NO_ROOM
         state = view.state
-        nodes = state.cluster.nodes
-        lo, hi = vc.node_lo, vc.node_hi
-        graphs = [self._graph(nodes[n].topology, state.node_gpus[n]) for n in range(lo, hi)]
-        free = [(~state.node_mask[n] & ((1 << state.node_gpus[n]) - 1)) if state.node_powered[n] else 0
-                for n in range(lo, hi)]
-        running = [(self.profile(r, vc.max_node_gpus), tuple((n - lo, m) for n, m in r.placement))
+        specs = state.node_specs
+        nodes = vc.nodes
+        local = {n: i for i, n in enumerate(nodes)}
+        graphs = [self._graph(specs[n].topology, state.node_gpus[n]) for n in nodes]
+        free = [(~state.node_mask[n] & ((1 << state.node_gpus[n]) - 1)) if state.node_open[n] else 0
+                for n in nodes]
+        running = [(self.profile(r, vc.max_node_gpus), tuple((local[n], m) for n, m in r.placement))
                    for r in vc.running]
         self._inner._machine_sig.clear()  # keyed by per-snapshot version counters: stale across snapshots
         decision = self._inner.decide(ClusterState.from_masks(graphs, free, running), self.profile(job, vc.max_node_gpus))
-        if not decision.placed:
-            return None
-        return tuple((lo + m, mask) for m, mask in decision.placement)
+        if decision.placement is None:
+            return NO_ROOM
+        placement = tuple((nodes[m], mask) for m, mask in decision.placement)
+        if decision.postponed:
+            return Fit(Status.POSTPONE, placement, f"utility {decision.utility:.3f} below the job's minimum "
+                       f"{self.profile(job, vc.max_node_gpus).min_utility:.2f}", decision.utility)
+        return Fit(Status.FITS, placement, "", decision.utility)

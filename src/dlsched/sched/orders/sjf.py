@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.policies.base import OrderingPolicy
+from dlsched.sched.ordering import OrderingPolicy
 
 
 class SjfPolicy(OrderingPolicy):
     name = "sjf"
-    oracle = True
+    oracle = True  # the grant: reads the true duration
 
     def key(self, job: Job) -> float:
         return job.duration

@@ -1,0 +1,12 @@
+"""The scheduling kernel shared by every backend (simulator, live service, replay).
+
+``ClusterState`` owns cluster occupancy and changes it only through explicit transitions;
+``apply`` carries out one policy decision. Policies decide on a read-only ``SchedulingView``.
+"""
+
+from dlsched.kernel.decisions import Decision, Fit, Placement, Postpone, Preempt, Start, Status
+from dlsched.kernel.state import ClusterState, StateError, VcState
+from dlsched.kernel.view import OracleAccessError, SchedulingView
+
+__all__ = ["ClusterState", "Decision", "Fit", "OracleAccessError", "Placement", "Postpone", "Preempt",
+           "SchedulingView", "Start", "StateError", "Status", "VcState"]

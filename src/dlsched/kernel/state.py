@@ -1,0 +1,692 @@
+"""ClusterState: the one owner of cluster occupancy, changed only through explicit transitions.
+
+Transitions: ``submit``, ``start`` (= assume; ``confirm`` makes it final, ``forget`` undoes it),
+``finish``, ``fail`` (back to the queue, attempt counted), ``preempt``, node ``add_node`` /
+``remove_node`` / ``cordon`` / ``uncordon``, ``power_off`` / ``power_on``. :meth:`ClusterState.apply`
+carries out one policy decision and returns the jobs whose finish time changed; the event
+engine and the live service both call it. Observers (metrics, plug-in indexes) are told about
+every transition *before* occupancy changes, so they can integrate levels up to that instant.
+
+Occupancy is GPU-level. Per node: a bitmask of GPUs holding at least one job (``node_mask``),
+the count of GPUs open to new jobs (``node_free``: 0 while the node is off, cordoned or
+removed) and its holders (``node_holders[node]``: job -> GPU mask), from which each GPU's
+holders, their predicted memory (what policies see) and true memory (engine only) follow.
+With ``max_jobs_per_gpu > 1`` each GPU also counts its holders and ``node_share`` marks the
+GPUs that hold jobs but have room for one more; per VC, ``share_nodes`` marks nodes that have
+such GPUs, so sharing placers find room as cheaply as free GPUs. Per VC, ``buckets[k]`` is a
+bitmask (bit = VC-local node index) of open nodes with exactly ``k`` free GPUs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Sequence
+
+from dlsched.core.bits import set_bits
+from dlsched.core.cluster import ClusterSpec, NodeSpec
+from dlsched.core.job import Job, JobState
+from dlsched.kernel.decisions import Postpone, Preempt, Start
+
+_PENDING, _RUNNING, _ASSUMED, _FINISHED = JobState.PENDING, JobState.RUNNING, JobState.ASSUMED, JobState.FINISHED
+_NOTHING: tuple = ()
+
+
+class StateError(RuntimeError):
+    """A transition that would corrupt the cluster state (double booking, double finish, ...)."""
+
+
+class VcState:
+    """Occupancy of one virtual cluster. ``nodes[local]`` is the global index of VC-local node
+    ``local``; bucket bits are local indices, so small VCs keep small bitmasks."""
+
+    __slots__ = ("name", "vid", "nodes", "total_gpus", "free", "buckets", "queue", "running",
+                 "max_node_gpus", "gpus_per_node", "busy", "pending", "share_nodes")
+
+    def __init__(self, name: str, vid: int) -> None:
+        self.name = name
+        self.vid = vid
+        self.nodes: list[int] = []
+        self.total_gpus = 0        # GPUs of present nodes
+        self.free = 0              # GPUs open to new jobs
+        self.max_node_gpus = 0
+        self.gpus_per_node = 0     # set only when the VC is homogeneous (consolidate needs it)
+        self.buckets: list[int] = [0]
+        self.queue = None          # the policy's queue for this VC
+        self.running: dict[Job, None] = {}
+        self.busy = 0              # GPUs held by at least one job
+        self.pending = 0           # jobs in the queue
+        self.share_nodes = 0       # local bits: open nodes with a GPU that has room for one more job
+
+
+class ClusterState:
+    """Nodes, GPUs, VCs and job states. Mutated only through the transitions below."""
+
+    def __init__(self, cluster: ClusterSpec, new_queue: Callable[[], object] | None = None,
+                 max_jobs_per_gpu: int = 1, speed_model=None, failure_model=None,
+                 preemption_overhead: Callable[[Job], float] | None = None,
+                 observers: Sequence[object] = ()) -> None:
+        if max_jobs_per_gpu < 1:
+            raise ValueError("max_jobs_per_gpu must be >= 1")
+        self.cluster = cluster
+        self.new_queue = new_queue
+        self.cap = max_jobs_per_gpu
+        self.speed_model = speed_model
+        self.failure_model = failure_model
+        self.preemption_overhead = preemption_overhead
+        self.node_specs: list[NodeSpec] = []
+        self.node_ids: list[str] = []
+        self.node_index: dict[str, int] = {}
+        self.node_gpus: list[int] = []
+        self.node_free: list[int] = []
+        self.node_mask: list[int] = []       # bit g set: GPU g holds >= 1 job
+        self.node_holders: list[dict[Job, int]] = []
+        self.node_vc: list[int] = []
+        self.node_local: list[int] = []
+        self.node_powered: list[bool] = []
+        self.node_cordoned: list[bool] = []
+        self.node_removed: list[bool] = []
+        self.node_open: list[bool] = []      # powered, not cordoned, not removed
+        self.node_mem: list[float] = []      # memory of each GPU of the node (MiB)
+        self.node_share: list[int] = []      # sharing only: GPUs with 1 <= holders < cap
+        self.gpu_count: list[list[int]] = []  # sharing only: holders per GPU
+        self.vcs: list[VcState] = []
+        self.vc_index: dict[str, int] = {}
+        self.jobs: dict[str, Job] = {}
+        self.total_gpus = 0
+        self.powered_gpus = 0
+        self.powered_count = 0
+        self.busy_gpus = 0
+        self.finished = 0
+        self.failed = 0
+        self.postponed = 0
+        self.failures_due: list[tuple[float, Job, str]] = []  # filled by the failure model, drained by the backend
+        self._enq = 0
+        self._run = 0
+        self._observers: list[object] = []
+        self._on_submit: tuple = ()
+        self._on_start: tuple = ()
+        self._on_stop: tuple = ()
+        self._on_node: tuple = ()
+        for vc in cluster.vcs:
+            self._new_vc(vc)
+        for node in cluster.nodes:
+            if node.vc not in self.vc_index:
+                raise ValueError(f"node {node.node_id} names unknown VC {node.vc!r}")
+            self.add_node(node)
+        for obs in observers:
+            self.add_observer(obs)
+
+    # -- observers ----------------------------------------------------------------------
+    def add_observer(self, obs: object) -> None:
+        """Register an observer; it implements any of ``submitted(job, vc, now)``,
+        ``started(job, vc, now)``, ``stopped(job, vc, now, why)``, ``node_changed(node, now)``."""
+        self._observers.append(obs)
+        self._on_submit = tuple(o.submitted for o in self._observers if hasattr(o, "submitted"))
+        self._on_start = tuple(o.started for o in self._observers if hasattr(o, "started"))
+        self._on_stop = tuple(o.stopped for o in self._observers if hasattr(o, "stopped"))
+        self._on_node = tuple(o.node_changed for o in self._observers if hasattr(o, "node_changed"))
+
+    def _node_event(self, node: int, now: float) -> None:
+        for cb in self._on_node:
+            cb(node, now)
+
+    # -- queries ------------------------------------------------------------------------
+    def vc_of(self, job: Job) -> VcState:
+        try:
+            return self.vcs[self.vc_index[job.vc]]
+        except KeyError:
+            raise StateError(f"job {job.job_id}: unknown VC {job.vc!r}") from None
+
+    def gpu_holders(self, node: int, gpu: int) -> list[Job]:
+        """Jobs holding GPU ``gpu`` of ``node``."""
+        bit = 1 << gpu
+        return [j for j, m in self.node_holders[node].items() if m & bit]
+
+    def gpu_pred_mem(self, node: int, gpu: int) -> float:
+        """Predicted memory of the GPU's holders (what policies see). A holder without a
+        prediction counts as the whole GPU: nothing may join it."""
+        total = 0.0
+        for job in self.gpu_holders(node, gpu):
+            mem = job.pred_gpu_mem_mib
+            total += mem if mem == mem else self.node_mem[node]
+        return total
+
+    def gpu_free_mem(self, node: int, gpu: int) -> float:
+        """Memory left on the GPU by its holders' predictions (MiB)."""
+        return self.node_mem[node] - self.gpu_pred_mem(node, gpu)
+
+    def gpu_true_mem(self, node: int, gpu: int) -> float:
+        """True memory of the GPU's holders: ground truth, for the engine and models only."""
+        total = 0.0
+        for job in self.gpu_holders(node, gpu):
+            mem = job._gpu_mem_mib
+            total += mem if mem == mem else 0.0
+        return total
+
+    def gpu_has_room(self, node: int, gpu: int) -> bool:
+        """The GPU may take one more job (free, or shared below the cap)."""
+        if not self.node_open[node]:
+            return False
+        return bool(((~self.node_mask[node]) | self.node_share[node]) >> gpu & 1)
+
+    def room_mask(self, node: int) -> int:
+        """GPUs of an open node that may take one more job: free ones plus shareable ones."""
+        if not self.node_open[node]:
+            return 0
+        return (~self.node_mask[node] & ((1 << self.node_gpus[node]) - 1)) | self.node_share[node]
+
+    def co_runners(self, job: Job, scope: str = "node") -> list[Job]:
+        """Running jobs that share a node (``scope="node"``) or a GPU (``"gpu"``) with ``job``."""
+        seen: dict[Job, None] = {}
+        for node, mask in job.placement or ():
+            for other, m in self.node_holders[node].items():
+                if other is not job and (scope == "node" or m & mask):
+                    seen[other] = None
+        return list(seen)
+
+    # -- job transitions ------------------------------------------------------------------
+    def submit(self, job: Job, now: float) -> VcState:
+        if job.state is not JobState.CREATED:
+            raise StateError(f"job {job.job_id} submitted twice")
+        if job.job_id in self.jobs:
+            raise StateError(f"job id {job.job_id!r} is already known (job ids must be unique)")
+        vc = job.vc_state
+        if vc is None or vc is not self.vcs[vc.vid]:  # not bound to this state yet
+            vc = job.vc_state = self.vc_of(job)
+        for cb in self._on_submit:
+            cb(job, vc, now)
+        self.jobs[job.job_id] = job
+        job.state = _PENDING
+        job.wait_since = now
+        self._enq += 1
+        job.enq_seq = self._enq
+        vc.queue.push(job)
+        vc.pending += 1
+        return vc
+
+    def start(self, job: Job, placement, now: float, shared: bool = False, confirm: bool = True) -> VcState:
+        """Assume ``job`` runs on ``placement`` from ``now`` (and confirm it unless told not to)."""
+        if job.state is not _PENDING:
+            raise StateError(f"job {job.job_id} started while {job.state.name}")
+        vc = job.vc_state
+        for cb in self._on_start:
+            cb(job, vc, now)
+        if len(placement) == 1 and not shared:
+            # common case, inlined: one node, exclusive GPUs
+            node, mask = placement[0]
+            if (self.node_vc[node] != vc.vid or not self.node_open[node]
+                    or self.node_mask[node] & mask or mask >> self.node_gpus[node] or not mask):
+                self._allocate(job, vc, placement, shared)  # raises with the precise reason
+            n = mask.bit_count()
+            old = self.node_free[node]
+            local = 1 << self.node_local[node]
+            buckets = vc.buckets
+            buckets[old] &= ~local
+            buckets[old - n] |= local
+            self.node_free[node] = old - n
+            self.node_mask[node] |= mask
+            self.node_holders[node][job] = mask
+            if self.cap > 1:
+                counts = self.gpu_count[node]
+                for g in set_bits(mask):
+                    counts[g] = 1
+                self._update_share(node, vc)
+            vc.free -= n
+            vc.busy += n
+            self.busy_gpus += n
+        else:
+            self._allocate(job, vc, placement, shared)
+        vc.queue.remove(job)
+        vc.pending -= 1
+        vc.running[job] = None
+        job.state = _RUNNING if confirm else _ASSUMED
+        job.placement = placement
+        if job.start_time < 0:
+            job.start_time = now
+        job.queue_delay += now - job.wait_since
+        job.run_since = now
+        job._start_remaining = job._remaining
+        self._run += 1
+        job.run_seq = self._run
+        return vc
+
+    def confirm(self, job: Job, now: float) -> None:
+        """The backend carried out an assumed start (e.g. the pod was bound)."""
+        if job.state is not _ASSUMED:
+            raise StateError(f"job {job.job_id} confirmed while {job.state.name}")
+        job.state = _RUNNING
+
+    def forget(self, job: Job, now: float) -> VcState:
+        """Undo an assumed start (the bind failed): release its GPUs and queue it again as if it
+        had never started. No attempt is counted."""
+        if job.state is not _ASSUMED:
+            raise StateError(f"job {job.job_id} forgotten while {job.state.name} (only assumed starts)")
+        vc = job.vc_state
+        for cb in self._on_stop:
+            cb(job, vc, now, "forget")
+        self._release(job, vc)
+        del vc.running[job]
+        job.queue_delay -= job.run_since - job.wait_since  # the wait goes on
+        if not job.preemptions and not job.failures:  # it had never really started
+            job.start_time = -1.0
+        job.run_since = -1.0
+        job.epoch += 1
+        job.state = _PENDING
+        vc.queue.push(job)
+        vc.pending += 1
+        return vc
+
+    def finish(self, job: Job, now: float) -> Sequence[Job]:
+        """``job`` completed. Returns the co-runners whose speed changed (their finish moves)."""
+        if job.state is not _RUNNING:
+            raise StateError(f"job {job.job_id} finished while {job.state.name} (every job ends exactly once)")
+        vc = job.vc_state
+        for cb in self._on_stop:
+            cb(job, vc, now, "finish")
+        model = self.speed_model
+        affected = self.co_runners(job, model.scope) if model is not None else _NOTHING
+        placement = job.placement
+        if len(placement) == 1 and self.cap == 1 and self.node_open[placement[0][0]]:
+            node, mask = placement[0]
+            n = mask.bit_count()
+            old = self.node_free[node]
+            local = 1 << self.node_local[node]
+            buckets = vc.buckets
+            buckets[old] &= ~local
+            buckets[old + n] |= local
+            self.node_free[node] = old + n
+            self.node_mask[node] &= ~mask
+            del self.node_holders[node][job]
+            job.placement = None
+            vc.free += n
+            vc.busy -= n
+            self.busy_gpus -= n
+        else:
+            self._release(job, vc)
+        del vc.running[job]
+        job.state = _FINISHED
+        job.end_time = now
+        job._remaining = 0.0
+        self.finished += 1
+        return self._respeed(affected, now) if affected else _NOTHING
+
+    def preempt(self, job: Job, now: float) -> Sequence[Job]:
+        """Checkpoint and stop ``job``; it pays the preemption overhead and queues again."""
+        if job.state is not _RUNNING:
+            raise StateError(f"job {job.job_id} preempted while {job.state.name}")
+        vc = job.vc_state
+        self._settle(job, now)
+        if self.preemption_overhead is not None:
+            job._remaining += self.preemption_overhead(job)
+        for cb in self._on_stop:
+            cb(job, vc, now, "preempt")
+        affected = self._stop(job, vc, now)
+        job.preemptions += 1
+        return affected
+
+    def fail(self, job: Job, now: float, reason: str) -> Sequence[Job]:
+        """``job`` crashed (e.g. out of memory): its progress since the start is lost, its
+        GPUs are freed and it queues again with the attempt counted."""
+        if job.state is not _RUNNING and job.state is not _ASSUMED:
+            raise StateError(f"job {job.job_id} failed while {job.state.name}")
+        vc = job.vc_state
+        for cb in self._on_stop:
+            cb(job, vc, now, "fail")
+        affected = self._stop(job, vc, now)
+        job._remaining = job._start_remaining
+        job.failures += 1
+        job.attempts += 1
+        job.last_failure = reason
+        self.failed += 1
+        return affected
+
+    def _stop(self, job: Job, vc: VcState, now: float) -> Sequence[Job]:
+        model = self.speed_model
+        affected = self.co_runners(job, model.scope) if model is not None else _NOTHING
+        self._release(job, vc)
+        del vc.running[job]
+        job.state = _PENDING
+        job.wait_since = now
+        job.epoch += 1
+        job.speed = 1.0
+        self._enq += 1
+        job.enq_seq = self._enq
+        vc.queue.push(job)
+        vc.pending += 1
+        return self._respeed(affected, now) if affected else _NOTHING
+
+    # -- one decision -------------------------------------------------------------------
+    def apply(self, decision, now: float) -> Sequence[Job]:
+        """Carry out a policy decision; returns the running jobs whose finish time changed
+        (for a start: the job itself first, then co-runners whose speed changed)."""
+        kind = type(decision)
+        if kind is Start:
+            job = decision.job
+            self.start(job, decision.placement, now, decision.shared)
+            model = self.speed_model
+            if self.failure_model is not None:
+                self.failures_due.extend(self.failure_model.on_start(job, self, now))
+            if model is None:
+                return (job,)
+            job.speed = model.rate(job, self)
+            return [job, *self._respeed(self.co_runners(job, model.scope), now)]
+        if kind is Preempt:
+            return self.preempt(decision.job, now)
+        if kind is Postpone:
+            self.postponed += 1
+            return _NOTHING
+        raise StateError(f"unknown decision {decision!r}")
+
+    # -- speed bookkeeping (ground truth: simulated backends only) --------------------------
+    def _settle(self, job: Job, now: float) -> None:
+        """Book the work done since ``run_since`` into the remaining time."""
+        job._remaining -= (now - job.run_since) * job.speed
+        if job._remaining < 0.0:
+            job._remaining = 0.0
+        job.run_since = now
+
+    def _respeed(self, jobs: Iterable[Job], now: float) -> list[Job]:
+        model = self.speed_model
+        changed = []
+        for other in jobs:
+            if other.state is not _RUNNING:
+                continue
+            new = model.rate(other, self)
+            if new != other.speed:
+                self._settle(other, now)
+                other.speed = new
+                other.epoch += 1
+                changed.append(other)
+        return changed
+
+    # -- nodes --------------------------------------------------------------------------
+    def _new_vc(self, name: str) -> VcState:
+        vc = VcState(name, len(self.vcs))
+        if self.new_queue is not None:
+            vc.queue = self.new_queue()
+        self.vcs.append(vc)
+        self.vc_index[name] = vc.vid
+        return vc
+
+    def add_node(self, spec: NodeSpec, now: float = 0.0) -> int:
+        """A node joins (its VC is created if new); returns its global index."""
+        if spec.node_id in self.node_index:
+            raise StateError(f"node {spec.node_id} is already in the cluster")
+        if spec.gpus < 0:
+            raise StateError(f"node {spec.node_id}: negative GPU count")
+        vid = self.vc_index.get(spec.vc)
+        vc = self.vcs[vid] if vid is not None else self._new_vc(spec.vc)
+        node = len(self.node_ids)
+        self._node_event(node, now)
+        self.node_specs.append(spec)
+        self.node_ids.append(spec.node_id)
+        self.node_index[spec.node_id] = node
+        self.node_gpus.append(spec.gpus)
+        self.node_free.append(spec.gpus)
+        self.node_mask.append(0)
+        self.node_holders.append({})
+        self.node_vc.append(vc.vid)
+        self.node_local.append(len(vc.nodes))
+        self.node_powered.append(True)
+        self.node_cordoned.append(False)
+        self.node_removed.append(False)
+        self.node_open.append(True)
+        self.node_mem.append(float(spec.gpu_type.memory_mib))
+        self.node_share.append(0)
+        self.gpu_count.append([0] * spec.gpus)
+        vc.nodes.append(node)
+        if spec.gpus > vc.max_node_gpus:
+            vc.buckets.extend([0] * (spec.gpus - vc.max_node_gpus))
+            vc.max_node_gpus = spec.gpus
+        vc.buckets[spec.gpus] |= 1 << self.node_local[node]
+        vc.total_gpus += spec.gpus
+        vc.free += spec.gpus
+        self._refresh_homogeneous(vc)
+        self.total_gpus += spec.gpus
+        self.powered_gpus += spec.gpus
+        self.powered_count += 1
+        return node
+
+    def remove_node(self, node: int, now: float = 0.0) -> None:
+        """A node leaves. It must hold no jobs (fail or preempt them first)."""
+        if self.node_removed[node]:
+            raise StateError(f"node {self.node_ids[node]} was already removed")
+        if self.node_holders[node]:
+            raise StateError(f"node {self.node_ids[node]} still runs {len(self.node_holders[node])} jobs")
+        self._node_event(node, now)
+        vc = self.vcs[self.node_vc[node]]
+        self._close(node, vc)
+        self.node_removed[node] = True
+        g = self.node_gpus[node]
+        vc.total_gpus -= g
+        self.total_gpus -= g
+        if self.node_powered[node]:
+            self.powered_gpus -= g
+            self.powered_count -= 1
+            self.node_powered[node] = False
+        del self.node_index[self.node_ids[node]]
+        self._refresh_homogeneous(vc)
+
+    def cordon(self, node: int, now: float = 0.0) -> None:
+        """No new jobs on ``node``; running ones go on."""
+        if self.node_removed[node]:
+            raise StateError(f"node {self.node_ids[node]} was removed")
+        if self.node_cordoned[node]:
+            return
+        self._node_event(node, now)
+        self._close(node, self.vcs[self.node_vc[node]])
+        self.node_cordoned[node] = True
+
+    def uncordon(self, node: int, now: float = 0.0) -> None:
+        if not self.node_cordoned[node]:
+            return
+        self._node_event(node, now)
+        self.node_cordoned[node] = False
+        self._reopen(node)
+
+    def power_off(self, node: int, now: float = 0.0) -> None:
+        """Power a node off: only an idle, powered node may be switched off."""
+        if not self.node_powered[node]:
+            raise StateError(f"node {self.node_ids[node]} is already off")
+        if self.node_mask[node]:
+            raise StateError(f"node {self.node_ids[node]} is busy and cannot be powered off")
+        self._node_event(node, now)
+        self._close(node, self.vcs[self.node_vc[node]])
+        self.node_powered[node] = False
+        self.powered_gpus -= self.node_gpus[node]
+        self.powered_count -= 1
+
+    def power_on(self, node: int, now: float = 0.0) -> None:
+        if self.node_powered[node]:
+            raise StateError(f"node {self.node_ids[node]} is already on")
+        if self.node_removed[node]:
+            raise StateError(f"node {self.node_ids[node]} was removed")
+        self._node_event(node, now)
+        self.node_powered[node] = True
+        self.powered_gpus += self.node_gpus[node]
+        self.powered_count += 1
+        self._reopen(node)
+
+    def _close(self, node: int, vc: VcState) -> None:
+        """Take an open node out of placement (off, cordoned or removed)."""
+        if not self.node_open[node]:
+            return
+        local = 1 << self.node_local[node]
+        vc.buckets[self.node_free[node]] &= ~local
+        vc.share_nodes &= ~local
+        vc.free -= self.node_free[node]
+        self.node_free[node] = 0
+        self.node_open[node] = False
+
+    def _reopen(self, node: int) -> None:
+        if self.node_open[node] or not self.node_powered[node] or self.node_cordoned[node] or self.node_removed[node]:
+            return
+        vc = self.vcs[self.node_vc[node]]
+        free = self.node_gpus[node] - self.node_mask[node].bit_count()
+        self.node_free[node] = free
+        self.node_open[node] = True
+        vc.buckets[free] |= 1 << self.node_local[node]
+        vc.free += free
+        if self.node_share[node]:
+            vc.share_nodes |= 1 << self.node_local[node]
+
+    def _refresh_homogeneous(self, vc: VcState) -> None:
+        gpus = [self.node_gpus[n] for n in vc.nodes if not self.node_removed[n]]
+        vc.gpus_per_node = gpus[0] if gpus and all(g == gpus[0] for g in gpus) else 0
+
+    # -- allocation bookkeeping -----------------------------------------------------------
+    def _update_share(self, node: int, vc: VcState) -> None:
+        counts, cap = self.gpu_count[node], self.cap
+        share = 0
+        for g in set_bits(self.node_mask[node]):
+            if counts[g] < cap:
+                share |= 1 << g
+        self.node_share[node] = share
+        local = 1 << self.node_local[node]
+        if share and self.node_open[node]:
+            vc.share_nodes |= local
+        else:
+            vc.share_nodes &= ~local
+
+    def _allocate(self, job: Job, vc: VcState, placement, shared: bool) -> None:
+        node_free, node_mask, buckets = self.node_free, self.node_mask, vc.buckets
+        if not placement:
+            raise StateError(f"job {job.job_id}: empty placement")
+        seen: set[int] = set()
+        for node, mask in placement:  # validate everything before changing anything
+            if node < 0 or node >= len(self.node_ids) or self.node_removed[node]:
+                raise StateError(f"job {job.job_id}: node index {node} is not in the cluster")
+            if node in seen:
+                raise StateError(f"job {job.job_id}: node {self.node_ids[node]} appears twice in the placement")
+            seen.add(node)
+            if self.node_vc[node] != vc.vid:
+                raise StateError(f"job {job.job_id}: node {self.node_ids[node]} is not in VC {vc.name}")
+            if not self.node_powered[node]:
+                raise StateError(f"job {job.job_id}: node {self.node_ids[node]} is powered off")
+            if self.node_cordoned[node]:
+                raise StateError(f"job {job.job_id}: node {self.node_ids[node]} is cordoned")
+            if not mask or mask >> self.node_gpus[node] or mask < 0:
+                raise StateError(f"job {job.job_id}: GPU mask {mask:#x} does not fit node {self.node_ids[node]}")
+            overlap = node_mask[node] & mask
+            if overlap and not shared:
+                raise StateError(f"job {job.job_id}: GPUs {set_bits(overlap)} of node {self.node_ids[node]} "
+                                 "are already held (double booking)")
+            if overlap:
+                if self.cap == 1:
+                    raise StateError(f"job {job.job_id}: GPUs {set_bits(overlap)} of node {self.node_ids[node]} "
+                                     "are held and GPU sharing is off (max_jobs_per_gpu = 1)")
+                counts = self.gpu_count[node]
+                full = [g for g in set_bits(overlap) if counts[g] >= self.cap]
+                if full:
+                    raise StateError(f"job {job.job_id}: GPUs {full} of node {self.node_ids[node]} already hold "
+                                     f"{self.cap} jobs (max_jobs_per_gpu)")
+        taken = 0
+        for node, mask in placement:
+            new = mask & ~node_mask[node]
+            if new:
+                n_new = new.bit_count()
+                old = node_free[node]
+                local = 1 << self.node_local[node]
+                buckets[old] &= ~local
+                buckets[old - n_new] |= local
+                node_free[node] = old - n_new
+                node_mask[node] |= new
+                taken += n_new
+            self.node_holders[node][job] = mask
+            if self.cap > 1:
+                counts = self.gpu_count[node]
+                for g in set_bits(mask):
+                    counts[g] += 1
+                self._update_share(node, vc)
+        vc.free -= taken
+        vc.busy += taken
+        self.busy_gpus += taken
+
+    def _release(self, job: Job, vc: VcState) -> None:
+        node_free, node_mask, buckets = self.node_free, self.node_mask, vc.buckets
+        freed = 0
+        for node, mask in job.placement:
+            gone = mask
+            if self.cap > 1:
+                counts = self.gpu_count[node]
+                for g in set_bits(mask):
+                    counts[g] -= 1
+                    if counts[g]:
+                        gone &= ~(1 << g)
+            if gone:
+                n = gone.bit_count()
+                node_mask[node] &= ~gone
+                if self.node_open[node]:
+                    old = node_free[node]
+                    local = 1 << self.node_local[node]
+                    buckets[old] &= ~local
+                    buckets[old + n] |= local
+                    node_free[node] = old + n
+                    vc.free += n
+                freed += n
+            del self.node_holders[node][job]
+            if self.cap > 1:
+                self._update_share(node, vc)
+        job.placement = None
+        vc.busy -= freed
+        self.busy_gpus -= freed
+
+    # -- self-check ---------------------------------------------------------------------
+    def check_invariants(self) -> None:
+        """Recompute everything from the running jobs and compare (used in tests)."""
+        counts: dict[tuple[int, int], int] = {}
+        holders: list[dict] = [{} for _ in self.node_ids]
+        for vc in self.vcs:
+            for job in vc.running:
+                if job.state is not _RUNNING and job.state is not _ASSUMED:
+                    raise StateError(f"job {job.job_id} listed as running while {job.state.name}")
+                if self.jobs.get(job.job_id) is not job:
+                    raise StateError(f"job {job.job_id} runs but is not in the job index")
+                for node, mask in job.placement:
+                    holders[node][job] = mask
+                    for g in set_bits(mask):
+                        counts[(node, g)] = counts.get((node, g), 0) + 1
+        for (node, g), n in counts.items():
+            if n > self.cap:
+                raise StateError(f"GPU {g} of node {self.node_ids[node]} holds {n} jobs; the cap is {self.cap}")
+            if self.cap > 1 and self.gpu_count[node][g] != n:
+                raise StateError(f"GPU {g} of node {self.node_ids[node]}: {n} holders, books say "
+                                 f"{self.gpu_count[node][g]}")
+        busy = 0
+        for node in range(len(self.node_gpus)):
+            if holders[node] != self.node_holders[node]:
+                raise StateError(f"node {self.node_ids[node]}: holder list out of sync")
+            mask = 0
+            for m in holders[node].values():
+                mask |= m
+            if mask != self.node_mask[node]:
+                raise StateError(f"node {self.node_ids[node]}: GPU mask out of sync")
+            is_open = self.node_powered[node] and not self.node_cordoned[node] and not self.node_removed[node]
+            if is_open != self.node_open[node]:
+                raise StateError(f"node {self.node_ids[node]}: open flag out of sync")
+            expect = (self.node_gpus[node] - mask.bit_count()) if is_open else 0
+            if self.node_free[node] != expect:
+                raise StateError(f"node {self.node_ids[node]}: free {self.node_free[node]} != {expect}")
+            if self.cap > 1:
+                share = sum(1 << g for g in set_bits(mask) if counts.get((node, g), 0) < self.cap)
+                if share != self.node_share[node]:
+                    raise StateError(f"node {self.node_ids[node]}: shareable-GPU mask out of sync")
+            busy += mask.bit_count()
+        if busy != self.busy_gpus:
+            raise StateError(f"busy GPUs {self.busy_gpus} != recomputed {busy}")
+        for vc in self.vcs:
+            free = sum(self.node_free[n] for n in vc.nodes)
+            if free != vc.free:
+                raise StateError(f"VC {vc.name}: free {vc.free} != recomputed {free}")
+            vc_busy = sum(self.node_mask[n].bit_count() for n in vc.nodes)
+            if vc_busy != vc.busy:
+                raise StateError(f"VC {vc.name}: busy {vc.busy} != recomputed {vc_busy}")
+            if vc.queue is not None and len(vc.queue) != vc.pending:
+                raise StateError(f"VC {vc.name}: {len(vc.queue)} queued but pending says {vc.pending}")
+            for k, bucket in enumerate(vc.buckets):
+                for local in set_bits(bucket):
+                    node = vc.nodes[local]
+                    if not self.node_open[node] or self.node_free[node] != k:
+                        raise StateError(f"VC {vc.name}: bucket {k} lists node {self.node_ids[node]} wrongly")
+            for node in vc.nodes:
+                if self.node_open[node] and not vc.buckets[self.node_free[node]] >> self.node_local[node] & 1:
+                    raise StateError(f"VC {vc.name}: open node {self.node_ids[node]} missing from its bucket")

@@ -1,0 +1,123 @@
+"""The one registry: names -> policies, placement plug-ins, ground-truth models, energy controllers.
+
+Adding a policy or plug-in = one file plus one line here (plus its tests). Nothing else in
+dlsched chooses behaviour by a name string: the CLI, ``RunSpec`` and the live service resolve
+names here and hand objects on.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from dlsched.core.cluster import ClusterSpec
+from dlsched.sched.framework import PlacementPipeline
+from dlsched.sched.orders.fifo import FifoPolicy
+from dlsched.sched.orders.qssf import QssfPolicy
+from dlsched.sched.orders.sjf import SjfPolicy
+from dlsched.sched.placers.best_fit import BestFitPlacer
+from dlsched.sched.placers.consolidate import ConsolidatePlacer
+from dlsched.sched.placers.first_fit import FirstFitPlacer
+from dlsched.sched.placers.spread import SpreadPlacer
+from dlsched.sched.srtf import SrtfPolicy
+
+
+def _topo_aware(postpone: bool) -> Callable[[], object]:
+    def build():
+        from dlsched.sched.placers.topo_aware import TopoAwarePlacement
+
+        return TopoAwarePlacement(postpone=postpone)
+    return build
+
+
+def _topology_speed(cluster: ClusterSpec):
+    from dlsched.models.topology import TopologySpeed
+
+    return TopologySpeed(cluster)
+
+
+def _time_sliced(cluster: ClusterSpec):
+    from dlsched.models.speed import TimeSlicedSpeed
+
+    return TimeSlicedSpeed()
+
+
+def _oom(**options):
+    from dlsched.models.failure import OutOfMemory
+
+    return OutOfMemory(**options)
+
+
+POLICIES: dict[str, type] = {
+    "fifo": FifoPolicy,
+    "sjf": SjfPolicy,
+    "srtf": SrtfPolicy,
+    "qssf": QssfPolicy,
+}
+
+PLACERS: dict[str, Callable[[], object]] = {
+    "consolidate": ConsolidatePlacer,
+    "first-fit": FirstFitPlacer,
+    "best-fit": BestFitPlacer,
+    "spread": SpreadPlacer,
+    "topo-aware": _topo_aware(False),
+    "topo-aware-p": _topo_aware(True),
+}
+
+SPEED_MODELS: dict[str, Callable[[ClusterSpec], object] | None] = {
+    "none": None,
+    "time-sliced": _time_sliced,
+    "topology": _topology_speed,
+}
+
+FAILURE_MODELS: dict[str, Callable[..., object] | None] = {
+    "none": None,
+    "oom": _oom,
+}
+
+
+def _choices(table: dict) -> str:
+    return ", ".join(table)
+
+
+def make_placer(spec: str, share: bool = False) -> PlacementPipeline:
+    """A placement pipeline from ``name`` or weighted scorers ``name:weight,name:weight``."""
+    scorers = []
+    for part in spec.split(","):
+        name, _, weight = part.strip().partition(":")
+        if name not in PLACERS:
+            raise ValueError(f"unknown placement {name!r}; choose from {_choices(PLACERS)}")
+        try:
+            w = float(weight) if weight else 1.0
+        except ValueError:
+            raise ValueError(f"placement {part!r}: the weight after ':' must be a number") from None
+        if not w > 0:
+            raise ValueError(f"placement {part!r}: the weight must be > 0")
+        scorers.append((PLACERS[name](), w))
+    return PlacementPipeline(scorers, share=share)
+
+
+def make_policy(name: str, placement: str = "consolidate", **options):
+    """Build a policy by name with a placement by name (plus policy-specific options)."""
+    try:
+        cls = POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; choose from {_choices(POLICIES)}") from None
+    share = bool(options.pop("share", False))
+    return cls(make_placer(placement, share=share), **options)
+
+
+def make_speed_model(name: str, cluster: ClusterSpec):
+    """The ground-truth speed model ``name`` for ``cluster`` (None for ``none``)."""
+    try:
+        factory = SPEED_MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown speed model {name!r}; choose from {_choices(SPEED_MODELS)}") from None
+    return factory(cluster) if factory is not None else None
+
+
+def make_failure_model(name: str, **options):
+    try:
+        factory = FAILURE_MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown failure model {name!r}; choose from {_choices(FAILURE_MODELS)}") from None
+    return factory(**options) if factory is not None else None

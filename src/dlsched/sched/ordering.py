@@ -1,0 +1,79 @@
+"""OrderingPolicy: FIFO, SJF, QSSF... are one policy with different queue keys.
+
+A pass walks the VC's queue in key order and asks the placement pipeline for each job. Without
+backfill (the default, as in the Helios reference) it stops at the first job that does not fit,
+so a big job at the head is never overtaken; with ``backfill=True`` later jobs may start in the
+gaps. A placement that a plug-in postpones (TOPO-AWARE-P) is yielded as a
+:class:`~dlsched.kernel.decisions.Postpone`, so the backend counts and logs it.
+
+The policy protocol every backend relies on: ``name``, ``oracle`` (may read ground truth),
+``preemptive``, ``placer``, ``new_queue()``, ``schedule(view, vc)`` yielding decisions,
+optional ``prepare(view)``, and the hooks ``job_submitted(job, now)``, ``job_finished(job, now)``,
+``job_failed(job, now, reason)`` (``None`` when a policy has no use for them).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from dlsched.core.job import Job
+from dlsched.kernel.decisions import Decision, Postpone, Start, Status
+from dlsched.kernel.queues import KeyedQueue
+from dlsched.kernel.state import VcState
+from dlsched.kernel.view import SchedulingView
+
+_FITS, _POSTPONE = Status.FITS, Status.POSTPONE
+
+
+class OrderingPolicy:
+    """Base of the non-preemptive queue-order policies. Subclasses define :meth:`key`."""
+
+    name = "ordering"
+    oracle = False       # True: may read ground truth (the explicit grant)
+    preemptive = False
+    job_submitted = None
+    job_finished = None
+    job_failed = None
+
+    def __init__(self, placer, backfill: bool = False) -> None:
+        self.placer = placer
+        self.placement_name = placer.name
+        self.backfill = backfill
+
+    def key(self, job: Job) -> object:
+        raise NotImplementedError
+
+    def new_queue(self) -> KeyedQueue:
+        return KeyedQueue(self.key)
+
+    def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
+        queue = vc.queue
+        place = self.placer.place
+        order = queue.pass_order(view.now)
+        if order is None:
+            if not self.backfill:  # the hot path: look at the head only
+                while (job := queue.head()) is not None:
+                    fit = place(view, vc, job)
+                    if fit.status is not _FITS:
+                        if fit.status is _POSTPONE:
+                            yield Postpone(job, fit.reason)
+                        return
+                    yield Start(job, fit.placement, fit.shared)
+                return
+            order = list(queue)
+        exclusive = view.state.cap == 1
+        for job in order:
+            if exclusive and job.gpus > vc.free:
+                if not self.backfill:
+                    return
+                if vc.free == 0:
+                    return
+                continue
+            fit = place(view, vc, job)
+            if fit.status is _FITS:
+                yield Start(job, fit.placement, fit.shared)
+                continue
+            if fit.status is _POSTPONE:
+                yield Postpone(job, fit.reason)
+            if not self.backfill:
+                return

@@ -1,0 +1,1 @@
+"""Queue orders: each file is one OrderingPolicy subclass that only says how jobs are keyed."""

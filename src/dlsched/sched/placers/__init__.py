@@ -1,0 +1,1 @@
+"""Placement plug-ins: scorers (and their exact bucket fast paths), filters and permits."""

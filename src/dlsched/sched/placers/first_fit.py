@@ -1,0 +1,31 @@
+"""First fit: the lowest-numbered node that can hold the job; wide jobs fill nodes in order."""
+
+from __future__ import annotations
+
+from dlsched.core.job import Job
+from dlsched.kernel.decisions import NO_ROOM, Fit, Status
+from dlsched.kernel.state import VcState
+from dlsched.kernel.view import SchedulingView
+from dlsched.sched.gpus import greedy_span, lowest, nodes_with_at_least, take_gpus
+
+_FITS = Status.FITS
+
+
+class FirstFitPlacer:
+    name = "first-fit"
+
+    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+        """1 for the VC's first node, falling linearly to 0 for its last."""
+        return 1.0 - view.state.node_local[node] / max(1, len(vc.nodes))
+
+    def fast_place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
+        need = job.gpus
+        if vc.free < need:
+            return NO_ROOM
+        if need <= vc.max_node_gpus:
+            m = nodes_with_at_least(vc, need)
+            if m:
+                node = vc.nodes[lowest(m)]
+                return Fit(_FITS, ((node, take_gpus(view, node, need)),))
+        pl = greedy_span(view, vc, job, most_free_first=False)
+        return Fit(_FITS, pl) if pl else NO_ROOM
