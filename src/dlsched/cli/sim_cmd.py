@@ -36,7 +36,8 @@ IDLE_TIMEOUT = typer.Option(1800.0, help="Energy (vanilla): power off nodes idle
 BUFFER = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes).")
 PREDICT = typer.Option(False, "--predict-resources",
                        help="Predict each job's GPU utilisation and memory from its model graph.")
-GPU = typer.Option("V100", help="GPU type for --predict-resources.")
+GPU = typer.Option("V100", help="GPU type: for --predict-resources, and the cluster's GPU memory with "
+                                 "--max-jobs-per-gpu > 1 or --failure-model oom.")
 SKIP_INVALID = typer.Option(False, help="Skip invalid rows (counted by reason).")
 OVERHEAD = typer.Option(None, help="Seconds a preempted job redoes (default: 7/30/60 s for 1/<=8/>8 GPUs, as Helios).")
 SPEED_MODEL = typer.Option("none", help="Ground-truth speed model: none|time-sliced|topology "
@@ -248,6 +249,10 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
         topology=topology)
     if predict:
         predict_resources(job_list, gpu)
+    if max_jobs_per_gpu > 1 or failure_model != "none":  # memory matters: the cluster's GPUs are --gpu
+        from dlsched.core.cluster import gpu_type
+
+        cluster = cluster.with_gpu_type(gpu_type(gpu))
     spec = RunSpec(names[0] if len(names) == 1 else "", placement, backfill, config,
                    policy_options={n: policy_options(n, priority_file, lam, refit_every, compat, tr.origin)
                                    for n in names},

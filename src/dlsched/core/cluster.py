@@ -21,6 +21,28 @@ class GpuType:
     max_watts: float = 300.0
 
 
+# Data-sheet figures (memory per GPU; board power). A K80 board holds two GPUs of 12 GiB each.
+GPU_TYPES: dict[str, GpuType] = {
+    "K80": GpuType("K80", 12 * 1024, 25.0, 150.0),
+    "P100": GpuType("P100", 16 * 1024, 30.0, 250.0),
+    "V100": GpuType("V100", 32 * 1024, 50.0, 300.0),
+    "V100-16GB": GpuType("V100-16GB", 16 * 1024, 50.0, 300.0),
+    "T4": GpuType("T4", 16 * 1024, 10.0, 70.0),
+    "RTX3090": GpuType("RTX3090", 24 * 1024, 30.0, 350.0),
+    "A100": GpuType("A100", 40 * 1024, 50.0, 400.0),
+    "A100-80GB": GpuType("A100-80GB", 80 * 1024, 50.0, 400.0),
+    "H100": GpuType("H100", 80 * 1024, 70.0, 700.0),
+}
+
+
+def gpu_type(name: str) -> GpuType:
+    """A known GPU type by name (case-insensitive)."""
+    for key, value in GPU_TYPES.items():
+        if key.lower() == name.lower():
+            return value
+    raise ValueError(f"unknown GPU type {name!r}; choose from {', '.join(GPU_TYPES)}")
+
+
 @dataclass(frozen=True, slots=True)
 class NodeSpec:
     """One server. ``node_id`` is unique in the cluster; ``index`` is its position."""
@@ -77,6 +99,12 @@ class ClusterSpec:
     @classmethod
     def homogeneous(cls, nodes: int, gpus_per_node: int = 8, vc: str = "default", **kw) -> "ClusterSpec":
         return cls.from_vc_sizes({vc: nodes}, gpus_per_node, **kw)
+
+    def with_gpu_type(self, gtype: GpuType) -> "ClusterSpec":
+        """The same cluster with every node's GPUs of type ``gtype`` (memory capacity, power)."""
+        nodes = [NodeSpec(n.node_id, n.vc, n.gpus, gtype, n.cpus, n.host_memory_gib, n.topology, n.idle_watts)
+                 for n in self.nodes]
+        return ClusterSpec(nodes, dict(self.vcs))
 
     @property
     def total_gpus(self) -> int:

@@ -82,19 +82,34 @@ class PlacementPipeline:
                     break
         return fit
 
-    def _candidates(self, view: SchedulingView, vc: VcState, need: int, share: bool) -> int:
+    @staticmethod
+    def room(view: SchedulingView, job: Job, node: int) -> int:
+        """GPUs of ``node`` that may take ``job`` with sharing on: free GPUs, plus shared GPUs
+        below the job cap whose memory left by the holders' *predictions* fits the job's
+        predicted memory (a job without a memory prediction never shares)."""
+        state = view.state
+        free = ~state.node_mask[node] & ((1 << state.node_gpus[node]) - 1) if state.node_open[node] else 0
+        mem = job.pred_gpu_mem_mib
+        if mem != mem:
+            return free
+        for g in set_bits(state.node_share[node] if state.node_open[node] else 0):
+            if state.gpu_free_mem(node, g) >= mem:
+                free |= 1 << g
+        return free
+
+    def _candidates(self, view: SchedulingView, vc: VcState, job: Job, share: bool) -> int:
+        need = job.gpus
         cand = nodes_with_at_least(vc, need) if vc.free >= need else 0
         if share:
-            state = view.state
             extra = vc.share_nodes & ~cand
             for local in set_bits(extra):
-                if state.room_mask(vc.nodes[local]).bit_count() >= need:
+                if self.room(view, job, vc.nodes[local]).bit_count() >= need:
                     cand |= 1 << local
         return cand
 
     def _single_node(self, view: SchedulingView, vc: VcState, job: Job, share: bool) -> Fit:
         need = job.gpus
-        cand = self._candidates(view, vc, need, share)
+        cand = self._candidates(view, vc, job, share)
         if not cand:
             return Fit(_UNSCHED, None, "no node has enough GPUs with room")
         rejected: dict[str, int] = {}
@@ -116,8 +131,8 @@ class PlacementPipeline:
         if best_node < 0:
             return Fit(_UNSCHED, None, "; ".join(f"{n} node(s): {why}" for why, n in sorted(rejected.items())))
         state = view.state
-        room = state.room_mask(best_node) if share else (~state.node_mask[best_node]
-                                                         & ((1 << state.node_gpus[best_node]) - 1))
+        room = self.room(view, job, best_node) if share else (~state.node_mask[best_node]
+                                                              & ((1 << state.node_gpus[best_node]) - 1))
         mask = self.picker.gpus(view, vc, job, best_node, room) if self.picker is not None else 0
         if not mask:
             free = room & ~state.node_mask[best_node]

@@ -33,7 +33,6 @@ class OrderingPolicy:
     preemptive = False
     job_submitted = None
     job_finished = None
-    job_failed = None
 
     def __init__(self, placer, backfill: bool = False) -> None:
         self.placer = placer
@@ -42,6 +41,13 @@ class OrderingPolicy:
 
     def key(self, job: Job) -> object:
         raise NotImplementedError
+
+    def job_failed(self, job: Job, now: float, reason: str) -> None:
+        """Failover (Horus §4.2): a job that crashed for lack of memory is resubmitted with its
+        request corrected to the memory its crash report showed."""
+        seen = job.observed_mem_mib
+        if seen == seen and not job.pred_gpu_mem_mib >= seen:
+            job.pred_gpu_mem_mib = seen
 
     def new_queue(self) -> KeyedQueue:
         return KeyedQueue(self.key)

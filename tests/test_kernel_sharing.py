@@ -1,0 +1,164 @@
+"""GPU sharing end to end: a speed model whose co-runner sets change mid-run, OOM failover,
+and ground truth kept from policies."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlsched.core.cluster import ClusterSpec, GpuType
+from dlsched.core.job import Job, OracleAccessError
+from dlsched.models.failure import OutOfMemory
+from dlsched.models.speed import TimeSlicedSpeed
+from dlsched.registry import make_policy
+from dlsched.sim import SimConfig, SimulationError, Simulator
+from dlsched.sim.config import no_overhead
+
+
+def one_gpu(memory_mib: int = 16 * 1024) -> ClusterSpec:
+    return ClusterSpec.from_vc_sizes({"v": 1}, gpus_per_node=1, gpu_type=GpuType("T", memory_mib))
+
+
+def config(**kw) -> SimConfig:
+    return SimConfig(check_invariants=True, preemption_overhead=no_overhead, **kw)
+
+
+def times(result) -> dict:
+    return {j.job_id: (j.start_time, j.end_time) for j in result.jobs}
+
+
+def test_time_slicing_by_hand():
+    """A runs alone 0-20; B joins its GPU at 20: both at half speed. B (50 s of work) ends at
+    120; A has 80 - 50 = 30 s left and runs alone again: it ends at 150."""
+    a, b = Job("a", "v", 1, 0, 100), Job("b", "v", 1, 20, 50)
+    a.pred_gpu_mem_mib = b.pred_gpu_mem_mib = 4000
+    res = Simulator(one_gpu(), make_policy("fifo", share=True), config(max_jobs_per_gpu=2),
+                    speed_model=TimeSlicedSpeed()).run([a, b])
+    assert times(res) == {"a": (0, 150), "b": (20, 120)}
+    assert res.extra["avg_slowdown"] == pytest.approx((150 / 100 + 100 / 50) / 2)
+
+
+def test_three_jobs_on_one_gpu_respeed_on_every_change():
+    """Cap 3: A alone 0-10 (10 done), A+B 10-20 (5 each), A+B+C from 20 at 1/3 each.
+    B has 45 left, C 30, A 85: C ends first at 20 + 90 = 110 (A 55 left, B 15 left);
+    then halves: B ends at 110 + 30 = 140 (A 40 left); A ends at 180."""
+    jobs = [Job("a", "v", 1, 0, 100), Job("b", "v", 1, 10, 50), Job("c", "v", 1, 20, 30)]
+    for j in jobs:
+        j.pred_gpu_mem_mib = 1000
+    res = Simulator(one_gpu(), make_policy("fifo", share=True), config(max_jobs_per_gpu=3),
+                    speed_model=TimeSlicedSpeed()).run(jobs)
+    assert times(res) == {"a": (0, 180), "b": (10, 140), "c": (20, 110)}
+
+
+def test_no_sharing_without_a_memory_prediction_or_above_the_cap():
+    a, b = Job("a", "v", 1, 0, 100), Job("b", "v", 1, 20, 50)
+    a.pred_gpu_mem_mib = 4000  # b has no prediction: it never joins a busy GPU
+    res = Simulator(one_gpu(), make_policy("fifo", share=True), config(max_jobs_per_gpu=2)).run([a, b])
+    assert times(res) == {"a": (0, 100), "b": (100, 150)}
+    a, b = Job("a", "v", 1, 0, 100), Job("b", "v", 1, 20, 50)
+    a.pred_gpu_mem_mib = b.pred_gpu_mem_mib = 4000
+    res = Simulator(one_gpu(), make_policy("fifo", share=True), config()).run([a, b])  # cap 1
+    assert times(res) == {"a": (0, 100), "b": (100, 150)}
+
+
+def test_oom_failure_and_resubmission_with_a_corrected_request():
+    """Predictions say A and B fit one 16 GiB GPU (10,000 + 4,000 MiB); truly B needs 9,000:
+    it crashes 10 s after joining (t=30), is resubmitted with its observed memory, no longer
+    fits beside A, and runs alone when A ends at 100."""
+    a = Job("a", "v", 1, 0, 100, gpu_mem_mib=10_000)
+    b = Job("b", "v", 1, 20, 50, gpu_mem_mib=9_000)
+    a.pred_gpu_mem_mib, b.pred_gpu_mem_mib = 10_000, 4_000
+    failed = []
+    policy = make_policy("fifo", share=True)
+    inner = policy.job_failed
+    policy.job_failed = lambda job, now, reason: (failed.append((job.job_id, now, reason)), inner(job, now, reason))
+    res = Simulator(one_gpu(), policy, config(max_jobs_per_gpu=2), failure_model=OutOfMemory(delay=10)).run([a, b])
+    assert times(res) == {"a": (0, 100), "b": (20, 150)}
+    assert [(j, t) for j, t, _ in failed] == [("b", 30)] and "out of memory" in failed[0][2]
+    assert b.failures == 1 and b.pred_gpu_mem_mib == 9_000 and b.queue_delay == 70
+    assert res.extra["failures"] == 1 and res.extra["jobs_failed_at_least_once"] == 1
+
+
+def test_a_job_that_never_fits_its_gpu_stops_with_a_clear_error():
+    big = Job("big", "v", 1, 0, 10, gpu_mem_mib=20_000)
+    with pytest.raises(SimulationError, match="failed 3 times"):
+        Simulator(one_gpu(), make_policy("fifo"), config(max_failures=2),
+                  failure_model=OutOfMemory(delay=1)).run([big])
+
+
+class _Peeker:
+    """A policy that is not an oracle but reads the true duration off the job."""
+
+    name = "peeker"
+    oracle = False
+    preemptive = False
+
+    def __init__(self, attr: str) -> None:
+        from dlsched.registry import make_placer
+
+        self.placer = make_placer("consolidate")
+        self.attr = attr
+
+    def new_queue(self):
+        from dlsched.kernel.queues import ArrivalQueue
+
+        return ArrivalQueue()
+
+    def schedule(self, view, vc):
+        from dlsched.kernel.decisions import Start
+
+        job = vc.queue.head()
+        getattr(job, self.attr)  # reaching for truth
+        yield Start(job, self.placer.place(view, vc, job).placement)
+
+
+@pytest.mark.parametrize("attr", ["duration", "remaining", "gpu_util", "gpu_mem_mib", "status"])
+def test_a_non_oracle_policy_reading_truth_fails_loudly(attr):
+    with pytest.raises(OracleAccessError, match="not an oracle"):
+        Simulator(one_gpu(), _Peeker(attr)).run([Job("a", "v", 1, 0, 5)])
+    job = Job("a", "v", 1, 0, 5)
+    peeker = _Peeker(attr)
+    peeker.oracle = True  # the explicit grant
+    Simulator(one_gpu(), peeker).run([job])
+    assert job.duration == 5  # outside a run, and for finished jobs, truth is readable
+
+
+def test_policies_see_no_future_jobs():
+    seen = []
+
+    class Recording:
+        name, oracle, preemptive = "rec", False, False
+        job_finished = job_failed = None
+
+        def __init__(self):
+            from dlsched.registry import make_placer
+
+            self.placer = make_placer("consolidate")
+
+        def new_queue(self):
+            from dlsched.kernel.queues import ArrivalQueue
+
+            return ArrivalQueue()
+
+        def prepare(self, view, *rest):
+            assert not rest  # the backend hands over the view only, never the job list
+            seen.append(len(view.state.jobs))
+
+        def job_submitted(self, job, now):
+            seen.append((job.job_id, now, len(view_jobs())))
+
+        def schedule(self, view, vc):
+            from dlsched.kernel.decisions import Start
+
+            while (job := vc.queue.head()) is not None:
+                fit = self.placer.place(view, vc, job)
+                if not fit.fits:
+                    return
+                yield Start(job, fit.placement)
+
+    sim = Simulator(one_gpu(), Recording())
+
+    def view_jobs():
+        return sim.state.jobs
+
+    sim.run([Job("a", "v", 1, 0, 5), Job("b", "v", 1, 3, 5)])
+    assert seen == [0, ("a", 0, 0), ("b", 3, 1)]
