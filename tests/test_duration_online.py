@@ -9,8 +9,9 @@ import pytest
 from test_duration_toy import toy_trace
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration import CombinedDurationEstimator, OnlineDurationEstimator, replay
-from dlsched.predictors.duration_combined import merge
+from dlsched.predictors.duration.accuracy import replay
+from dlsched.predictors.duration.combined import CombinedDurationEstimator, merge
+from dlsched.predictors.duration.online import OnlineDurationEstimator
 
 SMALL = {"n_estimators": 10, "min_train_jobs": 50}
 

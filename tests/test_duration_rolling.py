@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration_names import NameClusterer, closest_name, name_bucket
-from dlsched.predictors.duration_rolling import (
+from dlsched.predictors.duration.names import NameClusterer, closest_name, name_bucket
+from dlsched.predictors.duration.rolling import (
     ANON_STREAM,
     FALLBACK,
     NAME_MATCH,

@@ -235,7 +235,7 @@ def policy_options(name: str, priority_file: Path | None, lam: float, refit_ever
         return {}
     opts: dict = {"helios_quirks": compat == "helios"}
     if priority_file is not None:
-        from dlsched.predictors.duration_priority import load_priority_file
+        from dlsched.predictors.duration.priority import load_priority_file
 
         opts["priorities"] = load_priority_file(priority_file)
     else:

@@ -4,7 +4,7 @@ Priority = GPUs x expected duration, from either
 * a priority file (``job id -> expected duration``, e.g. the Helios reference's
   ``input_qssf_priority_Philly_lgb.csv.gz``; multiplied by the job's GPUs as the reference
   does), or
-* the online estimator (:class:`~dlsched.predictors.duration_online.OnlineDurationEstimator`),
+* the online estimator (:class:`~dlsched.predictors.duration.online.OnlineDurationEstimator`),
   which learns only from jobs that finished before the current simulated time.
 Non-preemptive, no backfill by default; placement is any placer (consolidate by default).
 
@@ -68,7 +68,7 @@ class QssfPolicy:
         self.backfill = backfill
         self.priorities = priorities
         if priorities is None and estimator is None:
-            from dlsched.predictors.duration_online import OnlineDurationEstimator
+            from dlsched.predictors.duration.online import OnlineDurationEstimator
 
             estimator = OnlineDurationEstimator(refit_every=refit_every, lam=lam, origin=origin)
         self.estimator = None if priorities is not None else estimator

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlsched.predictors.duration_features import CATEGORICAL, FEATURES
+from dlsched.predictors.duration.features import CATEGORICAL, FEATURES
 
 
 class GBDTDurationModel:

@@ -13,9 +13,9 @@ from datetime import datetime
 import numpy as np
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration_features import FeatureEncoder
-from dlsched.predictors.duration_gbdt import GBDTDurationModel
-from dlsched.predictors.duration_rolling import RollingEstimator
+from dlsched.predictors.duration.features import FeatureEncoder
+from dlsched.predictors.duration.gbdt import GBDTDurationModel
+from dlsched.predictors.duration.rolling import RollingEstimator
 
 DEFAULT_LAMBDA = 0.1
 BLENDS: tuple[str, ...] = ("linear", "log")

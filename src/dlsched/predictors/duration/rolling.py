@@ -23,7 +23,7 @@ durations far better than the GPU-demand mean; see docs/duration.md).
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration_names import closest_name, informative_name, is_anonymous, name_bucket
+from dlsched.predictors.duration.names import closest_name, informative_name, is_anonymous, name_bucket
 
 NEW_USER = "new_user"
 ANON_STREAM = "anon_vc_gpus"

@@ -24,10 +24,10 @@ from datetime import datetime
 import numpy as np
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration_combined import DEFAULT_LAMBDA, check_blend, check_lambda, merge
-from dlsched.predictors.duration_features import FEATURES, FeatureEncoder
-from dlsched.predictors.duration_gbdt import GBDTDurationModel
-from dlsched.predictors.duration_rolling import RollingEstimator
+from dlsched.predictors.duration.combined import DEFAULT_LAMBDA, check_blend, check_lambda, merge
+from dlsched.predictors.duration.features import FEATURES, FeatureEncoder
+from dlsched.predictors.duration.gbdt import GBDTDurationModel
+from dlsched.predictors.duration.rolling import RollingEstimator
 
 _EPS = 1e-6
 

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration_names import NameClusterer, informative_name, is_anonymous, name_bucket
+from dlsched.predictors.duration.names import NameClusterer, informative_name, is_anonymous, name_bucket
 
 FEATURES: tuple[str, ...] = ("user", "vc", "name", "gpus", "cpus", "month", "weekday", "hour", "minute")
 CATEGORICAL: tuple[int, ...] = (0, 1, 2)
