@@ -15,7 +15,8 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from dlsched.predictors.duration import OnlineDurationEstimator, replay
+from dlsched.predictors.duration.accuracy import replay
+from dlsched.predictors.duration.online import OnlineDurationEstimator
 from dlsched.traces import load_trace
 
 REPO = Path(__file__).resolve().parents[1]

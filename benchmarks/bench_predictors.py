@@ -12,11 +12,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
-from dlsched.predictors.bundle import Predictor
-from dlsched.predictors.default import load_default
-from dlsched.predictors.features import vectorize
-from dlsched.predictors.memory import LinearMemoryEstimator
-from dlsched.predictors.train import ALL_UTIL_FEATURES, features_for, util_factories
+from dlsched.predictors.resources.bundle import Predictor
+from dlsched.predictors.resources.default import load_default
+from dlsched.predictors.resources.features import vectorize
+from dlsched.predictors.resources.memory import LinearMemoryEstimator
+from dlsched.predictors.resources.train import ALL_UTIL_FEATURES, features_for, util_factories
 
 BUDGET_S = 1e-3
 

@@ -10,7 +10,7 @@ import typer
 from test_duration_toy import ORIGIN, toy_trace
 from typer.testing import CliRunner
 
-from dlsched.predictors.duration import duration_accuracy
+from dlsched.predictors.duration.accuracy import duration_accuracy
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 import numpy as np
 import pytest
 from test_duration_toy import toy_trace
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration import CombinedDurationEstimator, OnlineDurationEstimator, replay
-from dlsched.predictors.duration_combined import merge
+from dlsched.predictors.duration.accuracy import replay
+from dlsched.predictors.duration.combined import CombinedDurationEstimator, merge
+from dlsched.predictors.duration.gbdt import GBDTParams
+from dlsched.predictors.duration.online import OnlineDurationEstimator
 
 SMALL = {"n_estimators": 10, "min_train_jobs": 50}
 
@@ -137,3 +140,15 @@ def test_batch_combined_estimator_is_sklearn_style_and_deterministic() -> None:
     np.testing.assert_allclose(a.priority(test), pa * np.array([j.gpus for j in test]))
     true = np.array([j.duration for j in test])
     assert np.corrcoef(np.log1p(pa), np.log1p(true))[0, 1] > 0.7
+
+
+def test_batch_and_online_estimators_train_the_same_gbdt() -> None:
+    """One hyper-parameter set: same defaults, and the same values reach P_M from either estimator."""
+    defaults = GBDTParams()
+    assert GBDTParams.of(CombinedDurationEstimator()) == GBDTParams.of(OnlineDurationEstimator()) == defaults
+    custom = GBDTParams(n_estimators=7, learning_rate=0.2, num_leaves=5, min_child_samples=3, random_state=4)
+    jobs = toy_trace(300, days=2, seed=1).jobs
+    batch = CombinedDurationEstimator(**asdict(custom)).fit(jobs)
+    online = OnlineDurationEstimator(**asdict(custom), min_train_jobs=50)
+    online.prime(jobs)
+    assert GBDTParams.of(batch.gbdt_) == GBDTParams.of(online.model_) == custom

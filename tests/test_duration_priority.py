@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dlsched.predictors.duration import PriorityFileError, load_priority_file
+from dlsched.predictors.duration.priority import PriorityFileError, load_priority_file
 
 
 def write(path: Path, text: str) -> Path:

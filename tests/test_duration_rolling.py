@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration_names import NameClusterer, closest_name, name_bucket
-from dlsched.predictors.duration_rolling import (
+from dlsched.predictors.duration.names import NameClusterer, closest_name, job_bucket, name_bucket
+from dlsched.predictors.duration.rolling import (
     ANON_STREAM,
     FALLBACK,
     NAME_MATCH,
@@ -114,6 +114,12 @@ def test_bucket_history_is_bounded_lru() -> None:
 ])
 def test_name_bucket(raw: str, bucket: str) -> None:
     assert name_bucket(raw) == bucket
+
+
+def test_job_bucket_is_the_bucket_of_an_informative_name() -> None:
+    assert job_bucket(job("u", "resnet50_run12", 1, job_id="j1")) == "resnet#"
+    assert job_bucket(job("u", "sia_000007", 1, job_id="sia_000007")) == ""   # the id is not a name
+    assert job_bucket(job("u", "", 1)) == ""
 
 
 def test_closest_name_and_clusterer() -> None:

@@ -16,7 +16,7 @@ REF = "traces/philly/reference_run"
 
 @pytest.fixture(scope="module")
 def philly(philly_reference, shared):
-    from dlsched.predictors.duration_priority import load_priority_file
+    from dlsched.predictors.duration.priority import load_priority_file
 
     trace, vc_nodes = philly_reference
     return trace, vc_nodes, load_priority_file(shared / REF / "input_qssf_priority_Philly_lgb.csv.gz")

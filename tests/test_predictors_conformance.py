@@ -8,13 +8,13 @@ import inspect
 import numpy as np
 import pytest
 
-from dlsched.predictors.memory import (
+from dlsched.predictors.resources.memory import (
     FakeTensorBaseline,
     FakeTensorMemoryEstimator,
     HorusEq2Estimator,
     LinearMemoryEstimator,
 )
-from dlsched.predictors.regressors import (
+from dlsched.predictors.resources.regressors import (
     DummyRegressor,
     ForestRegressor,
     LGBMRegressor,

@@ -14,8 +14,8 @@ pytest.importorskip("onnx")
 
 @pytest.mark.slow
 def test_lucid_leave_one_model_out(shared: Path) -> None:
-    from dlsched.predictors.data import load_util_profiles
-    from dlsched.predictors.train import feature_rows, util_report
+    from dlsched.predictors.resources.profiles import load_util_profiles
+    from dlsched.predictors.resources.train import feature_rows, util_report
 
     df = load_util_profiles(shared / "profiles/lucid/single_data.csv")
     rep = util_report(df, feature_rows(df), n_estimators=40)
@@ -30,8 +30,8 @@ def test_lucid_leave_one_model_out(shared: Path) -> None:
 def test_hook_with_zoo_and_default() -> None:
     """Cheap zoo models (export < 1 s) through the real resolver and the shipped default."""
     from dlsched.core.job import Job
-    from dlsched.predictors.default import load_default
-    from dlsched.predictors.hook import fill_job_predictions, graph_resolver
+    from dlsched.predictors.resources.default import load_default
+    from dlsched.predictors.resources.hook import fill_job_predictions, graph_resolver
 
     pred = load_default()
     if pred is None:

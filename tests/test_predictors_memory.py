@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlsched.predictors import data, metrics
-from dlsched.predictors.folds import stable_fold, timm_family
-from dlsched.predictors.memory import HorusEq2Estimator, LinearMemoryEstimator, horus_eq2_mib
+from dlsched.predictors.ml import metrics
+from dlsched.predictors.ml.folds import stable_fold, timm_family
+from dlsched.predictors.resources import profiles
+from dlsched.predictors.resources.memory import HorusEq2Estimator, LinearMemoryEstimator, horus_eq2_mib
 
 
 def test_horus_eq2_hand_computed() -> None:
@@ -39,7 +40,7 @@ def test_family_folds_are_stable() -> None:
 
 
 def test_horus_formula_column_reproduced(shared: Path) -> None:
-    d = data.load_horus_mlp(shared / "profiles/itu_gpumem/horus_memory_formula_vs_measured_mlp.csv")
+    d = profiles.load_horus_mlp(shared / "profiles/itu_gpumem/horus_memory_formula_vs_measured_mlp.csv")
     n, L = d["neurons"].to_numpy(), d["layers"].to_numpy()
     ours = [horus_eq2_mib(785 * a + (b - 1) * (a * a + a) + 10 * a + 10, a * b + 10, 32) for a, b in zip(n, L)]
     np.testing.assert_allclose(ours, d["horus_mib"] * 1.024, rtol=1e-9)
@@ -47,7 +48,7 @@ def test_horus_formula_column_reproduced(shared: Path) -> None:
 
 
 def test_timm_group_kfold_beats_baselines(shared: Path) -> None:
-    from dlsched.predictors.memory_eval import timm_table
+    from dlsched.predictors.resources.memory_eval import timm_table
 
     res = timm_table(shared / "profiles/itu_gpumem/timm_faketensor_vs_measured_memory.csv", n_estimators=300)
     assert res["info"]["rows"] > 4000 and res["info"]["families"] > 100
@@ -59,7 +60,7 @@ def test_timm_group_kfold_beats_baselines(shared: Path) -> None:
 
 
 def test_mlp_prior_and_fit(shared: Path) -> None:
-    from dlsched.predictors.memory_eval import mlp_table
+    from dlsched.predictors.resources.memory_eval import mlp_table
 
     est = mlp_table(shared / "profiles/itu_gpumem/gpumemnet_mlp_data_step2.csv.gz")["estimators"]
     assert est["linear_q0.9"]["under10"] < 1 and est["linear_q0.9"]["mape"] < 5

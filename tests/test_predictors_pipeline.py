@@ -12,12 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from dlsched.core.job import Job
-from dlsched.predictors import metrics
-from dlsched.predictors.bundle import Predictor
-from dlsched.predictors.calibration import GpuCalibration
-from dlsched.predictors.hook import fill_job_predictions
-from dlsched.predictors.persist import PredictorFormatError
-from dlsched.predictors.train import ALL_UTIL_FEATURES, train
+from dlsched.predictors.ml import metrics
+from dlsched.predictors.resources.bundle import Predictor
+from dlsched.predictors.resources.calibration import GpuCalibration
+from dlsched.predictors.resources.hook import fill_job_predictions
+from dlsched.predictors.resources.persist import PredictorFormatError
+from dlsched.predictors.resources.train import ALL_UTIL_FEATURES, train
 
 # 8 toy "architectures": utilisation grows with FLOPs and batch, memory with params and activations.
 ARCH = {f"net{i}": (10.0 ** (7 + i / 2), 2e6 * (i + 1), 1e6 * (8 - i)) for i in range(8)}
@@ -86,8 +86,8 @@ def test_train_save_load_roundtrip(profiles: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("regressor", ["random_forest", "xgboost", "linear", "roofline"])
 def test_each_regressor_roundtrips(profiles: Path, tmp_path: Path, regressor: str) -> None:
-    from dlsched.predictors.data import load_util_profiles
-    from dlsched.predictors.train import feature_rows, fit_predictor
+    from dlsched.predictors.resources.profiles import load_util_profiles
+    from dlsched.predictors.resources.train import feature_rows, fit_predictor
 
     df = load_util_profiles(profiles)
     pred, _ = fit_predictor(df, feature_rows(df, fake_resolver), regressor, n_estimators=20)
@@ -163,7 +163,7 @@ def test_fill_job_predictions(profiles: Path, tmp_path: Path) -> None:
 
 
 def test_default_predictor_contract() -> None:
-    from dlsched.predictors.default import load_default
+    from dlsched.predictors.resources.default import load_default
 
     p = load_default()
     if p is None:
@@ -175,8 +175,8 @@ def test_default_predictor_contract() -> None:
     mem = p.predict_mem_mib(feats, "V100")
     assert mem[1] <= mem[0] <= mem[2] and 1500 < mem[0] < 3000
     assert "no data" in p.manifest["training_data"]["license"]
-    from dlsched.predictors.gpu_specs import datasheet_model
-    from dlsched.predictors.memory import LinearMemoryEstimator
+    from dlsched.predictors.resources.gpu_specs import datasheet_model
+    from dlsched.predictors.resources.memory import LinearMemoryEstimator
 
     assert p.util_model.constants() == datasheet_model("V100").constants()  # the shipped file matches the code
 

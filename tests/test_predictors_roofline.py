@@ -9,7 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlsched.predictors.roofline import CONSTANTS, ROOFLINE_FEATURES, RooflineRegressor, step_times, utilisation
+from dlsched.predictors.resources.roofline import (
+    CONSTANTS,
+    ROOFLINE_FEATURES,
+    RooflineRegressor,
+    step_times,
+    utilisation,
+)
 
 V100 = {"flops_per_s": 11e12, "amp_tensor_speedup": 3.0, "bytes_per_s": 630e9, "amp_traffic_factor": 0.5,
         "kernel_floor_s": 5e-6, "launch_s": 20e-6, "step_s": 5e-3, "overlap_q": 4.0}
@@ -121,8 +127,8 @@ def test_lucid_leave_one_model_out_roofline(shared: Path) -> None:
     """The roofline model beats every other regressor on unseen architectures; PointNet (data-
     loader bound) stays unpredictable from its graph and alone puts the fold mean above 0.15."""
     pytest.importorskip("onnx")
-    from dlsched.predictors.data import load_util_profiles
-    from dlsched.predictors.train import feature_rows, util_report
+    from dlsched.predictors.resources.profiles import load_util_profiles
+    from dlsched.predictors.resources.train import feature_rows, util_report
 
     df = load_util_profiles(shared / "profiles/lucid/single_data.csv")
     rep = util_report(df, feature_rows(df), n_estimators=40)
@@ -142,7 +148,7 @@ def test_lucid_leave_one_model_out_roofline(shared: Path) -> None:
 
 
 def test_gpu_specs_names_and_constants() -> None:
-    from dlsched.predictors import gpu_specs
+    from dlsched.predictors.resources import gpu_specs
 
     assert gpu_specs.canonical("Tesla V100-SXM2-32GB") == "V100"
     assert gpu_specs.canonical("a100-40gb") == "A100" and gpu_specs.canonical("GeForce RTX 3090") == "RTX3090"
@@ -157,8 +163,8 @@ def test_gpu_specs_names_and_constants() -> None:
 def test_default_predictor_is_a_datasheet_roofline(tmp_path: Path) -> None:
     """The shipped default fits no data; a faster GPU lowers the predicted utilisation of a
     mid-sized model, an unknown GPU falls back to V100, and the choice survives save/load."""
-    from dlsched.predictors.bundle import Predictor
-    from dlsched.predictors.default import load_default
+    from dlsched.predictors.resources.bundle import Predictor
+    from dlsched.predictors.resources.default import load_default
 
     pred = load_default()
     assert pred is not None and pred.per_gpu == "datasheet"
@@ -175,7 +181,7 @@ def test_default_predictor_is_a_datasheet_roofline(tmp_path: Path) -> None:
 
 def test_calibration_of_the_default_uses_the_gpus_own_data_sheet() -> None:
     """Calibrating the data-sheet default for A100 corrects the A100 roofline, not the V100 one."""
-    from dlsched.predictors.default import load_default
+    from dlsched.predictors.resources.default import load_default
 
     pred = load_default()
     rows = [dict(zip(ROOFLINE_FEATURES, _row(n, f, f / 20, pbytes=1e7))) for n, f in
@@ -195,7 +201,7 @@ def test_unknown_gpu_is_explained_not_hidden(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from dlsched.cli.main import app
-    from dlsched.predictors.default import load_default
+    from dlsched.predictors.resources.default import load_default
 
     pred = load_default()
     assert pred.gpu_note("A100") is None

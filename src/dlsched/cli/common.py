@@ -93,8 +93,8 @@ def progress_bar(label: str, enabled: bool = True):
 def predict_resources(jobs, gpu: str) -> None:
     """Fill each job's predicted GPU utilisation and memory from its model reference (graph
     features + the default predictor), and say how many jobs got predictions."""
-    from dlsched.predictors.default import load_default
-    from dlsched.predictors.hook import fill_job_predictions, graph_resolver
+    from dlsched.predictors.resources.default import load_default
+    from dlsched.predictors.resources.hook import fill_job_predictions, graph_resolver
 
     with_ref = [j for j in jobs if j.onnx_ref or j.model_name]
     pred = load_default()

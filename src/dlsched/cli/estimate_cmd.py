@@ -68,7 +68,7 @@ def estimate(
 ) -> None:
     """Score the QSSF duration estimates (P_R, P_M, blend, baselines) online in time order:
     each job is estimated at submission from jobs that ended before it."""
-    from dlsched.predictors.duration import duration_accuracy  # lazy: keeps `dlsched --help` fast
+    from dlsched.predictors.duration.accuracy import duration_accuracy  # lazy: keeps `dlsched --help` fast
 
     try:
         data = _load(trace, trace_format, start, end, jobs, seed)

@@ -1,7 +1,7 @@
 """``dlsched predict MODEL.onnx``: graph features plus predicted GPU utilisation and memory.
 
 Graph analysis comes from :mod:`dlsched.graph`; the regressors from
-``dlsched.predictors.default.load_default()``.  Without a trained predictor the command still
+``dlsched.predictors.resources.default.load_default()``.  Without a trained predictor the command still
 prints the graph figures, estimates memory with Horus Eq. 2 and says that utilisation needs
 ``dlsched predictor train``."""
 
@@ -20,7 +20,7 @@ TRAIN_HINT = "utilisation needs a trained predictor: run `dlsched predictor trai
 def _load_predictor() -> tuple[Any | None, str | None]:
     """The default predictor, or (None, reason) when it cannot be had."""
     try:
-        from dlsched.predictors.default import load_default
+        from dlsched.predictors.resources.default import load_default
     except Exception as exc:  # noqa: BLE001 - ImportError or a broken predictors package
         return None, f"dlsched.predictors unavailable ({type(exc).__name__}: {exc})"
     try:

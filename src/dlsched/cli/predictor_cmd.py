@@ -11,9 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from dlsched.predictors.data import ProfileError
-from dlsched.predictors.graph_source import FeatureError
-from dlsched.predictors.persist import PredictorFormatError
+from dlsched.predictors.resources.graph_source import FeatureError
+from dlsched.predictors.resources.persist import PredictorFormatError
+from dlsched.predictors.resources.profiles import ProfileError
 
 sub = typer.Typer(help="Train and evaluate the GPU utilisation / memory predictors.", no_args_is_help=True)
 USER_ERRORS = (ProfileError, FeatureError, PredictorFormatError, ValueError, KeyError)
@@ -44,7 +44,7 @@ def train(
     license_note: Annotated[str, typer.Option("--license", help="license of the training data (into the manifest)")] = "",
 ) -> None:
     """Fit a predictor on PROFILES.csv, report leave-one-model-out error, save it under --out."""
-    from dlsched.predictors.train import train as run_train
+    from dlsched.predictors.resources.train import train as run_train
 
     try:
         path, report = run_train(profiles, out, regressor, n_estimators, seed, license_note=license_note)
@@ -118,7 +118,7 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
 ) -> None:
     """The EVALUATION.md tables: utilisation (leave-one-model/family-out, random split) and memory."""
-    from dlsched.predictors.report import full_report
+    from dlsched.predictors.resources.report import full_report
 
     shared = shared or _default_shared()
     try:

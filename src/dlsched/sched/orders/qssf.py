@@ -4,7 +4,7 @@ Priority = GPUs x expected duration, from either
 * a priority file (``job id -> expected duration``, e.g. the Helios reference's
   ``input_qssf_priority_Philly_lgb.csv.gz``; multiplied by the job's GPUs as the reference
   does), or
-* the online estimator (:class:`~dlsched.predictors.duration_online.OnlineDurationEstimator`),
+* the online estimator (:class:`~dlsched.predictors.duration.online.OnlineDurationEstimator`),
   which learns only from jobs that finished before the current simulated time.
 Non-preemptive, no backfill by default; placement is any placer (consolidate by default). QSSF
 is only an ordering key: the pass itself is :class:`~dlsched.sched.ordering.OrderingPolicy`'s.
@@ -86,7 +86,7 @@ class QssfPolicy(OrderingPolicy):
         """Constructor options from the simulate/compare flags."""
         opts: dict = {"helios_quirks": compat == "helios"}
         if priority_file is not None:
-            from dlsched.predictors.duration_priority import load_priority_file
+            from dlsched.predictors.duration.priority import load_priority_file
 
             opts["priorities"] = load_priority_file(priority_file)
         else:
@@ -104,7 +104,7 @@ class QssfPolicy(OrderingPolicy):
         super().__init__(placer, backfill)
         self.priorities = priorities
         if priorities is None and estimator is None:
-            from dlsched.predictors.duration_online import OnlineDurationEstimator
+            from dlsched.predictors.duration.online import OnlineDurationEstimator
 
             estimator = OnlineDurationEstimator(refit_every=refit_every, lam=lam, origin=origin)
         self.estimator = None if priorities is not None else estimator

@@ -1,12 +1,12 @@
 """Rebuild the shipped default predictor (``data/default``) from no training data at all.
 
-    python -m dlsched.predictors.build_default [--out DIR]
+    python -m dlsched.predictors.resources.build_default [--out DIR]
 
 Lucid (non-commercial) and GPUMemNet (no license) must not go into it, and no permissively
 licensed set measures utilisation per architecture. So both halves are a-priori models:
-- utilisation: the roofline model (:mod:`~dlsched.predictors.roofline`) with constants from GPU
-  data sheets and a-priori host figures (:mod:`~dlsched.predictors.gpu_specs`); the GPU named at
-  prediction time picks its data sheet (V100 otherwise). Its band is a fixed +-0.7 in log1p
+- utilisation: the roofline model (:mod:`~dlsched.predictors.resources.roofline`) with constants
+  from GPU data sheets and a-priori host figures (:mod:`~dlsched.predictors.resources.gpu_specs`);
+  the GPU named at prediction time picks its data sheet (V100 otherwise). Its band is a fixed +-0.7 in log1p
   units (x0.5 to x2), about the model's measured error on Lucid (docs/predictors.md).
 - memory: :meth:`LinearMemoryEstimator.prior`, first-principles coefficients.
 Train your own predictor (``dlsched predictor train``) on profiles of your cluster for sharper
@@ -18,16 +18,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dlsched.predictors.bundle import Predictor
-from dlsched.predictors.default import DEFAULT_DIR
-from dlsched.predictors.gpu_specs import DEFAULT_GPU, datasheet_model
-from dlsched.predictors.memory import LinearMemoryEstimator
-from dlsched.predictors.roofline import ROOFLINE_FEATURES
+from dlsched.predictors.resources.bundle import Predictor
+from dlsched.predictors.resources.default import DEFAULT_DIR
+from dlsched.predictors.resources.gpu_specs import DEFAULT_GPU, datasheet_model
+from dlsched.predictors.resources.memory import LinearMemoryEstimator
+from dlsched.predictors.resources.roofline import ROOFLINE_FEATURES
 
 #: a-priori utilisation band in log1p units (no out-of-fold residuals exist for a model fitted to nothing)
 UTIL_BAND = (-0.7, 0.7)
-ATTRIBUTION = ("Utilisation: roofline model with NVIDIA data-sheet peaks (dlsched.predictors.gpu_specs) and "
-               "a-priori host constants, fitted to no data. Memory: first-principles coefficients (no data).")
+ATTRIBUTION = ("Utilisation: roofline model with NVIDIA data-sheet peaks "
+               "(dlsched.predictors.resources.gpu_specs) and a-priori host constants, fitted to no data. "
+               "Memory: first-principles coefficients (no data).")
 
 
 def build(out: Path = DEFAULT_DIR) -> Path:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlsched.predictors.roofline import RooflineRegressor
+from dlsched.predictors.resources.roofline import RooflineRegressor
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dlsched.predictors import data, evaluate
-from dlsched.predictors.bundle import Predictor
-from dlsched.predictors.calibration import GpuCalibration
-from dlsched.predictors.features import UTIL_FEATURES, mem_inputs, vectorize
-from dlsched.predictors.folds import lucid_family
-from dlsched.predictors.gpu_specs import DEFAULT_GPU, datasheet_model
-from dlsched.predictors.graph_source import Resolver, graph_features
-from dlsched.predictors.memory import LinearMemoryEstimator
-from dlsched.predictors.persist import sha256_files
-from dlsched.predictors.regressors import (
+from dlsched.predictors.ml.folds import lucid_family
+from dlsched.predictors.resources import evaluate
+from dlsched.predictors.resources.bundle import Predictor
+from dlsched.predictors.resources.calibration import GpuCalibration
+from dlsched.predictors.resources.features import UTIL_FEATURES, mem_inputs, vectorize
+from dlsched.predictors.resources.gpu_specs import DEFAULT_GPU, datasheet_model
+from dlsched.predictors.resources.graph_source import Resolver, graph_features
+from dlsched.predictors.resources.memory import LinearMemoryEstimator
+from dlsched.predictors.resources.persist import sha256_files
+from dlsched.predictors.resources.profiles import load_util_profiles
+from dlsched.predictors.resources.regressors import (
     DummyRegressor,
     ForestRegressor,
     LGBMRegressor,
@@ -25,7 +26,7 @@ from dlsched.predictors.regressors import (
     Regressor,
     XGBRegressor,
 )
-from dlsched.predictors.roofline import ROOFLINE_FEATURES, RooflineRegressor
+from dlsched.predictors.resources.roofline import ROOFLINE_FEATURES, RooflineRegressor
 
 RANDOM_SPLIT_FOLDS = 5
 
@@ -148,7 +149,7 @@ def train(profiles_path: str | Path, out_dir: str | Path, regressor: str = "auto
           n_estimators: int = 300, seed: int = 0, resolver: Resolver = graph_features,
           license_note: str = "") -> tuple[Path, dict[str, Any]]:
     """``dlsched predictor train``: read, featurise, evaluate (LOMO), fit, save with manifest."""
-    profiles = data.load_util_profiles(profiles_path)
+    profiles = load_util_profiles(profiles_path)
     rows = feature_rows(profiles, resolver)
     report = util_report(profiles, rows, n_estimators, seed)
     if regressor == "auto":

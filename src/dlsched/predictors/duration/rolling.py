@@ -23,7 +23,7 @@ durations far better than the GPU-demand mean; see docs/duration.md).
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration_names import closest_name, informative_name, is_anonymous, name_bucket
+from dlsched.predictors.duration.names import closest_name, is_anonymous, job_bucket
 
 NEW_USER = "new_user"
 ANON_STREAM = "anon_vc_gpus"
@@ -109,22 +109,10 @@ class RollingEstimator:
         self._by_gpus: dict[int, _Mean] = {}
         self._users: dict[str, _UserHistory] = {}
         self._anon: dict[tuple[str, int], _Decayed] = {}
-        self._bucket_cache: dict[str, str] = {}
 
     @property
     def n_observed(self) -> int:
         return self._total.n
-
-    def _bucket(self, job: Job) -> str:
-        name = informative_name(job.name, job.job_id)
-        if not name:
-            return ""
-        b = self._bucket_cache.get(name)
-        if b is None:
-            if len(self._bucket_cache) > 200_000:
-                self._bucket_cache.clear()
-            b = self._bucket_cache[name] = name_bucket(name)
-        return b
 
     def observe(self, job: Job) -> None:
         """Add a finished job's true duration to every statistic it belongs to."""
@@ -140,7 +128,7 @@ class RollingEstimator:
             u = self._users[job.user] = _UserHistory()
         u.total.add(d)
         u.by_gpus.setdefault(job.gpus, _Mean()).add(d)
-        b = self._bucket(job)
+        b = job_bucket(job)
         if not b:
             return
         stat = u.buckets.pop(b, None)
@@ -172,7 +160,7 @@ class RollingEstimator:
         if u is None:
             v = self._global_gpu_mean(job.gpus)
             return (v, NEW_USER) if v is not None else (self.default_duration, FALLBACK)
-        b = self._bucket(job)
+        b = job_bucket(job)
         if b:
             stat = u.buckets.get(b)
             if stat is None and u.buckets:

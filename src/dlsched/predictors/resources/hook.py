@@ -26,7 +26,7 @@ def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: Mod
 
     ``predictor`` is anything with ``predict_util(features, gpu)`` and
     ``predict_mem_mib(features, gpu)`` returning (mean, lo, hi) or None - e.g. a
-    :class:`~dlsched.predictors.bundle.Predictor` or ``load_default()``. Jobs the resolver
+    :class:`~dlsched.predictors.resources.bundle.Predictor` or ``load_default()``. Jobs the resolver
     cannot handle (it raises or returns None) keep NaN, so a policy can fall back. Each
     reference is resolved once.
     """
@@ -63,6 +63,6 @@ def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: Mod
 
 def graph_resolver(ref: str) -> Any:
     """Default resolver: ``.onnx`` paths are analysed, other refs are built from the zoo."""
-    from dlsched.predictors.graph_source import analysis_for_ref
+    from dlsched.predictors.resources.graph_source import analysis_for_ref
 
     return analysis_for_ref(ref)

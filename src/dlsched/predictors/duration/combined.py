@@ -13,9 +13,9 @@ from datetime import datetime
 import numpy as np
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration_features import FeatureEncoder
-from dlsched.predictors.duration_gbdt import GBDTDurationModel
-from dlsched.predictors.duration_rolling import RollingEstimator
+from dlsched.predictors.duration.features import FeatureEncoder
+from dlsched.predictors.duration.gbdt import GBDTParams
+from dlsched.predictors.duration.rolling import RollingEstimator
 
 DEFAULT_LAMBDA = 0.1
 BLENDS: tuple[str, ...] = ("linear", "log")
@@ -52,9 +52,11 @@ class CombinedDurationEstimator:
     """
 
     def __init__(self, lam: float = DEFAULT_LAMBDA, decay: float = 0.5, min_similarity: float = 0.8,
-                 n_estimators: int = 100, learning_rate: float = 0.1, num_leaves: int = 31,
-                 min_child_samples: int = 20, blend: str = "linear", anonymous: str = "vc_gpus",
-                 n_jobs: int = 1, random_state: int = 0) -> None:
+                 n_estimators: int = GBDTParams.n_estimators, learning_rate: float = GBDTParams.learning_rate,
+                 num_leaves: int = GBDTParams.num_leaves,
+                 min_child_samples: int = GBDTParams.min_child_samples, blend: str = "linear",
+                 anonymous: str = "vc_gpus", n_jobs: int = GBDTParams.n_jobs,
+                 random_state: int = GBDTParams.random_state) -> None:
         self.lam = lam
         self.blend = blend
         self.anonymous = anonymous
@@ -67,11 +69,6 @@ class CombinedDurationEstimator:
         self.n_jobs = n_jobs
         self.random_state = random_state
 
-    def _gbdt(self) -> GBDTDurationModel:
-        return GBDTDurationModel(n_estimators=self.n_estimators, learning_rate=self.learning_rate,
-                                 num_leaves=self.num_leaves, min_child_samples=self.min_child_samples,
-                                 n_jobs=self.n_jobs, random_state=self.random_state)
-
     def fit(self, jobs: Sequence[Job], origin: datetime | None = None) -> CombinedDurationEstimator:
         check_lambda(self.lam)
         check_blend(self.blend)
@@ -81,7 +78,8 @@ class CombinedDurationEstimator:
             raise ValueError("fit needs at least one finished job")
         self.encoder_ = FeatureEncoder(origin, self.min_similarity)
         X = self.encoder_.encode(jobs, learn=True)
-        self.gbdt_ = self._gbdt().fit(X, np.array([j.duration for j in jobs], dtype=np.float64))
+        durations = np.array([j.duration for j in jobs], dtype=np.float64)
+        self.gbdt_ = GBDTParams.of(self).model().fit(X, durations)
         self.rolling_ = RollingEstimator(self.decay, self.min_similarity, anonymous=self.anonymous)
         for job in sorted(jobs, key=lambda j: j.submit_time + j.duration):
             self.rolling_.observe(job)

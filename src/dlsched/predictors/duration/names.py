@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
+
+from dlsched.core.job import Job
 
 # Users that carry no identity (Philly has no user column; loaders fill these in).
 ANONYMOUS_USERS: frozenset[str] = frozenset({"", "unknown", "none", "nan", "null", "-"})
@@ -50,6 +53,21 @@ def informative_name(name: str, job_id: str) -> str:
     """The name if it says something about the job, else ``""``: a name equal to the job id
     (Philly's ``sia_%06d``) identifies one job only and must not be matched against others."""
     return "" if not name or name == job_id else name
+
+
+#: distinct names :func:`job_bucket` remembers (least recently used go first); only caps memory
+BUCKET_CACHE_SIZE = 200_000
+_cached_bucket = lru_cache(maxsize=BUCKET_CACHE_SIZE)(name_bucket)
+
+
+def job_bucket(job: Job) -> str:
+    """Name bucket of ``job`` (``""`` when its name says nothing), memoised for the process.
+
+    Traces repeat the same names over and over. P_R (:mod:`.rolling`) and P_M's features
+    (:mod:`.features`) both bucket every job they see and share this one cache, so each distinct
+    name is bucketed once. ``name_bucket`` is a pure function: sharing cannot change a result.
+    """
+    return _cached_bucket(informative_name(job.name, job.job_id))
 
 
 def is_anonymous(user: str) -> bool:

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dlsched.predictors.base import Regressor, _as_2d
+from dlsched.predictors.ml.base import Regressor, _as_2d
 
 #: the graph features the model reads, in column order (log1p-transformed like all features)
 ROOFLINE_FEATURES: tuple[str, ...] = ("n_kernels", "flops_tensor", "flops", "bytes_accessed", "param_bytes", "amp")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlsched.predictors.folds import timm_family
+from dlsched.predictors.ml.folds import timm_family
 
 #: a 40 GB A100 caps what the TIMM table can show; rows at or above this are censored
 TIMM_CAP_MIB = 40000.0

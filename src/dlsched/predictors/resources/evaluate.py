@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from dlsched.predictors import metrics
-from dlsched.predictors.regressors import Regressor
+from dlsched.predictors.ml import metrics
+from dlsched.predictors.resources.regressors import Regressor
 
 Factory = Callable[[], Regressor]
 

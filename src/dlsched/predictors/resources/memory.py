@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dlsched.predictors.regressors import LGBMRegressor, Regressor, _as_2d
+from dlsched.predictors.resources.regressors import LGBMRegressor, Regressor, _as_2d
 
 MIB = 2.0**20
 GRAPH_COLUMNS = ("param_mib", "act_mib_per_sample", "batch")

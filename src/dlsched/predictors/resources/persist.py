@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dlsched.predictors.memory import MEMORY_REGISTRY
-from dlsched.predictors.regressors import REGISTRY, Regressor
+from dlsched.predictors.resources.memory import MEMORY_REGISTRY
+from dlsched.predictors.resources.regressors import REGISTRY, Regressor
 
 FORMAT = "dlsched-predictor/1"
 UNSAFE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".joblib")

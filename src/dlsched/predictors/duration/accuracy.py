@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration_combined import BLENDS, merge
-from dlsched.predictors.duration_features import FEATURES
-from dlsched.predictors.duration_online import OnlineDurationEstimator
+from dlsched.predictors.duration.combined import BLENDS, merge
+from dlsched.predictors.duration.features import FEATURES
+from dlsched.predictors.duration.online import OnlineDurationEstimator
 
 METHODS: tuple[str, ...] = ("global_mean", "gpu_mean", "rolling", "gbdt", "combined")
 

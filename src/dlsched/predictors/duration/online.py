@@ -24,10 +24,10 @@ from datetime import datetime
 import numpy as np
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration_combined import DEFAULT_LAMBDA, check_blend, check_lambda, merge
-from dlsched.predictors.duration_features import FEATURES, FeatureEncoder
-from dlsched.predictors.duration_gbdt import GBDTDurationModel
-from dlsched.predictors.duration_rolling import RollingEstimator
+from dlsched.predictors.duration.combined import DEFAULT_LAMBDA, check_blend, check_lambda, merge
+from dlsched.predictors.duration.features import FEATURES, FeatureEncoder
+from dlsched.predictors.duration.gbdt import GBDTDurationModel, GBDTParams
+from dlsched.predictors.duration.rolling import RollingEstimator
 
 _EPS = 1e-6
 
@@ -40,11 +40,12 @@ class OnlineDurationEstimator:
     """
 
     def __init__(self, refit_every: float = 86400.0, lam: float = DEFAULT_LAMBDA, decay: float = 0.5,
-                 min_similarity: float = 0.8, n_estimators: int = 100, learning_rate: float = 0.1,
-                 num_leaves: int = 31, min_child_samples: int = 20, min_train_jobs: int = 200,
+                 min_similarity: float = 0.8, n_estimators: int = GBDTParams.n_estimators,
+                 learning_rate: float = GBDTParams.learning_rate, num_leaves: int = GBDTParams.num_leaves,
+                 min_child_samples: int = GBDTParams.min_child_samples, min_train_jobs: int = 200,
                  max_train_jobs: int | None = None, blend: str = "linear",
-                 anonymous: str = "vc_gpus", n_jobs: int = 1, random_state: int = 0,
-                 origin: datetime | None = None) -> None:
+                 anonymous: str = "vc_gpus", n_jobs: int = GBDTParams.n_jobs,
+                 random_state: int = GBDTParams.random_state, origin: datetime | None = None) -> None:
         if refit_every <= 0:
             raise ValueError(f"refit_every must be > 0 seconds, got {refit_every}")
         self.refit_every = float(refit_every)
@@ -127,10 +128,7 @@ class OnlineDurationEstimator:
     def _refit(self) -> None:
         t0 = time.perf_counter()
         lo = 0 if self.max_train_jobs is None else max(0, self._n - self.max_train_jobs)
-        model = GBDTDurationModel(n_estimators=self.n_estimators, learning_rate=self.learning_rate,
-                                  num_leaves=self.num_leaves, min_child_samples=self.min_child_samples,
-                                  n_jobs=self.n_jobs, random_state=self.random_state)
-        self.model_ = model.fit(self._X[lo:self._n], self._y[lo:self._n])
+        self.model_ = GBDTParams.of(self).model().fit(self._X[lo:self._n], self._y[lo:self._n])
         self._fitted_n = self._n
         self._version += 1
         self._cache.clear()

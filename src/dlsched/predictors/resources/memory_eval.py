@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from dlsched.predictors import data, metrics
-from dlsched.predictors.evaluate import evaluate_memory, mem_scores
-from dlsched.predictors.folds import stable_fold
-from dlsched.predictors.memory import (
+from dlsched.predictors.ml import metrics
+from dlsched.predictors.ml.folds import stable_fold
+from dlsched.predictors.resources import profiles
+from dlsched.predictors.resources.evaluate import evaluate_memory, mem_scores
+from dlsched.predictors.resources.memory import (
     FakeTensorBaseline,
     FakeTensorMemoryEstimator,
     HorusEq2Estimator,
@@ -23,7 +24,7 @@ K_FOLDS = 5
 
 def timm_table(path: Path, n_estimators: int = 300) -> dict[str, Any]:
     """TIMM: censored (>= 40 GB) and failed runs excluded; folds by family prefix."""
-    df = data.load_timm_memory(path)
+    df = profiles.load_timm_memory(path)
     keep = ~df["censored"] & ~df["failed"]
     d = df[keep].reset_index(drop=True)
     X = d[["fake_last_mib", "fake_fwd_mib", "fake_bwd_mib", "batch"]].to_numpy(float)
@@ -55,7 +56,7 @@ class _Shift(FakeTensorBaseline):
 
 def mlp_table(path: Path) -> dict[str, Any]:
     """GPUMemNet MLPs: the graph-feature estimators; train on depth <= 5, test on deeper."""
-    d = data.load_mlp_memory(path)
+    d = profiles.load_mlp_memory(path)
     X = d[["param_mib", "act_mib_per_sample", "batch"]].to_numpy(float)
     y = d["mem_mib"].to_numpy(float)
     folds = (d["depth"] > 5).astype(int).to_numpy()
@@ -76,7 +77,7 @@ def horus_mlp_table(path: Path, mlp_path: Path | None = None) -> dict[str, Any]:
     beside our estimators; the fitted one is trained on the *other* MLP set (transfer test).
     FC nets on MNIST: P = 785n + (L-1)(n^2+n) + 10n + 10, A = nL + 10 per sample, batch 32
     (these reproduce GPUMemNet's formula column exactly)."""
-    d = data.load_horus_mlp(path)
+    d = profiles.load_horus_mlp(path)
     y = d["mem_mib"].to_numpy(float)
     n, L = d["neurons"].to_numpy(float), d["layers"].to_numpy(float)
     params = 785 * n + (L - 1) * (n * n + n) + 10 * n + 10
@@ -85,7 +86,7 @@ def horus_mlp_table(path: Path, mlp_path: Path | None = None) -> dict[str, Any]:
     preds["horus_eq2+1000MiB"] = preds["horus_eq2"] + 1000
     preds["prior (no fit)"] = LinearMemoryEstimator.prior().predict(X)
     if mlp_path is not None:
-        m = data.load_mlp_memory(mlp_path)
+        m = profiles.load_mlp_memory(mlp_path)
         fit = LinearMemoryEstimator(quantile=0.9).fit(
             m[["param_mib", "act_mib_per_sample", "batch"]].to_numpy(float), m["mem_mib"].to_numpy(float))
         preds["linear_q0.9 (fit on GPUMemNet MLPs)"] = fit.predict(X)

@@ -7,15 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from dlsched.predictors import data
-from dlsched.predictors.data import ProfileError
-from dlsched.predictors.evaluate import cross_val_predict, mem_scores
-from dlsched.predictors.features import mem_inputs
-from dlsched.predictors.graph_source import FeatureError
-from dlsched.predictors.memory import HorusEq2Estimator, LinearMemoryEstimator
-from dlsched.predictors.memory_eval import memory_report
-from dlsched.predictors.mlp_util import mlp_util_table
-from dlsched.predictors.train import feature_rows, util_report
+from dlsched.predictors.resources.evaluate import cross_val_predict, mem_scores
+from dlsched.predictors.resources.features import mem_inputs
+from dlsched.predictors.resources.graph_source import FeatureError
+from dlsched.predictors.resources.memory import HorusEq2Estimator, LinearMemoryEstimator
+from dlsched.predictors.resources.memory_eval import memory_report
+from dlsched.predictors.resources.profiles import ProfileError, load_util_profiles
+from dlsched.predictors.resources.train import feature_rows, util_report
+from dlsched.predictors.resources.util_mlp_eval import mlp_util_table
 
 
 def lucid_memory(profiles: Any, rows: list[dict[str, float]]) -> dict[str, Any]:
@@ -44,7 +43,7 @@ def full_report(shared: Path, profiles_path: Path | None = None, n_estimators: i
         aux = mlp_util_table(mlp, n_estimators, seed)
         report["utilization_aux"] = {"mlp_depth_split": aux["estimators"], "mlp_depth_split_info": aux["info"]}
     path = profiles_path or shared / "profiles" / "lucid" / "single_data.csv"
-    profiles = data.load_util_profiles(path)
+    profiles = load_util_profiles(path)
     try:
         rows = feature_rows(profiles)
     except FeatureError as exc:

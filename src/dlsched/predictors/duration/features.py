@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration_names import NameClusterer, informative_name, is_anonymous, name_bucket
+from dlsched.predictors.duration.names import NameClusterer, is_anonymous, job_bucket
 
 FEATURES: tuple[str, ...] = ("user", "vc", "name", "gpus", "cpus", "month", "weekday", "hour", "minute")
 CATEGORICAL: tuple[int, ...] = (0, 1, 2)
@@ -33,7 +33,6 @@ class FeatureEncoder:
         self._users: dict[str, int] = {}
         self._vcs: dict[str, int] = {}
         self._names = NameClusterer(min_similarity)
-        self._buckets: dict[str, str] = {}
 
     def _code(self, vocab: dict[str, int], key: str, learn: bool) -> int:
         code = vocab.get(key)
@@ -42,15 +41,6 @@ class FeatureEncoder:
                 return -1
             code = vocab[key] = len(vocab)
         return code
-
-    def _bucket(self, job: Job) -> str:
-        name = informative_name(job.name, job.job_id)
-        b = self._buckets.get(name)
-        if b is None:
-            if len(self._buckets) > 200_000:
-                self._buckets.clear()
-            b = self._buckets[name] = name_bucket(name)
-        return b
 
     def time_features(self, submit_time: float) -> tuple[float, float, float, float]:
         """(month, weekday, hour, minute) of a submit time given in seconds from the origin."""
@@ -65,7 +55,7 @@ class FeatureEncoder:
         """One feature row; ``learn`` adds unseen categories to the vocabularies."""
         user = -1 if is_anonymous(job.user) else self._code(self._users, job.user, learn)
         vc = self._code(self._vcs, str(job.vc), learn)
-        b = self._bucket(job)
+        b = job_bucket(job)
         name = self._names.add(b) if learn else self._names.lookup(b)
         return [float(user), float(vc), float(name), float(job.gpus), float(job.cpus),
                 *self.time_features(job.submit_time)]

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from dlsched.predictors import persist
-from dlsched.predictors.calibration import GpuCalibration
-from dlsched.predictors.features import mem_inputs, vectorize
-from dlsched.predictors.regressors import Regressor
+from dlsched.predictors.resources import persist
+from dlsched.predictors.resources.calibration import GpuCalibration
+from dlsched.predictors.resources.features import mem_inputs, vectorize
+from dlsched.predictors.resources.regressors import Regressor
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Predictor:
     biased high (OOM-averse) and ``mem_band`` holds 10th/90th percentiles of true/predicted.
     Either model may be None (then that prediction is None). With ``per_gpu="datasheet"``
     (a roofline model built from data sheets, like the shipped default) a GPU type found in
-    :mod:`~dlsched.predictors.gpu_specs` gets the roofline of that GPU's data sheet instead.
+    :mod:`~dlsched.predictors.resources.gpu_specs` gets the roofline of that GPU's data sheet instead.
     """
 
     util_model: Regressor | None
@@ -41,7 +41,7 @@ class Predictor:
 
     def _util_model_for(self, gpu: str) -> Regressor | None:
         if self.per_gpu == "datasheet":
-            from dlsched.predictors import gpu_specs
+            from dlsched.predictors.resources import gpu_specs
 
             if gpu_specs.canonical(gpu) is not None:
                 return gpu_specs.datasheet_model(gpu)
@@ -50,7 +50,7 @@ class Predictor:
     def gpu_note(self, gpu: str) -> str | None:
         """Why ``gpu`` gets the base model although this predictor picks data sheets per GPU
         (None when it needs no explanation), so callers can tell the user instead of guessing."""
-        from dlsched.predictors import gpu_specs
+        from dlsched.predictors.resources import gpu_specs
 
         if self.per_gpu != "datasheet" or gpu_specs.canonical(gpu) is not None:
             return None

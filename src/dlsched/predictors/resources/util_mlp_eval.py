@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dlsched.predictors import data, metrics
-from dlsched.predictors.features import vectorize
-from dlsched.predictors.train import ALL_UTIL_FEATURES, features_for, util_factories
+from dlsched.predictors.ml import metrics
+from dlsched.predictors.resources import profiles
+from dlsched.predictors.resources.features import vectorize
+from dlsched.predictors.resources.train import ALL_UTIL_FEATURES, features_for, util_factories
 
 
 def mlp_feature_rows(d: pd.DataFrame) -> list[dict[str, float]]:
@@ -38,8 +39,8 @@ def mlp_feature_rows(d: pd.DataFrame) -> list[dict[str, float]]:
 
 def mlp_util_table(path: Path, n_estimators: int = 300, seed: int = 0) -> dict[str, Any]:
     """Per regressor: RMSLE, MAE, Spearman on the deep MLPs after training on shallow ones."""
-    d = data.load_mlp_memory(path)
-    raw = data.read_csv(path)
+    d = profiles.load_mlp_memory(path)
+    raw = profiles.read_csv(path)
     d["bn"] = pd.to_numeric(raw["Batch Normalization Layers"], errors="coerce").fillna(0)
     d["dropout"] = pd.to_numeric(raw["Dropout Layers"], errors="coerce").fillna(0)
     rows = mlp_feature_rows(d)

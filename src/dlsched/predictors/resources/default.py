@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from dlsched.predictors.bundle import Predictor
+from dlsched.predictors.resources.bundle import Predictor
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "data" / "default"
 

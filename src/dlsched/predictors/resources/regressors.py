@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from dlsched.predictors.base import Regressor, _as_2d
-from dlsched.predictors.roofline import RooflineRegressor
+from dlsched.predictors.ml.base import Regressor, _as_2d
+from dlsched.predictors.resources.roofline import RooflineRegressor
 
 
 class DummyRegressor(Regressor):

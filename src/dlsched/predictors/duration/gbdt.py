@@ -7,9 +7,37 @@ imported lazily so that importing dlsched stays light.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, fields
+
 import numpy as np
 
-from dlsched.predictors.duration_features import CATEGORICAL, FEATURES
+from dlsched.predictors.duration.features import CATEGORICAL, FEATURES
+
+
+@dataclass(frozen=True)
+class GBDTParams:
+    """The LightGBM hyper-parameters of P_M, with their defaults, written down once.
+
+    The batch and the online estimator both expose them under these names: their ``__init__``
+    defaults read this class, and both build their model through :meth:`model`, so the two
+    cannot train different P_M models by drifting apart.
+    """
+
+    n_estimators: int = 100
+    learning_rate: float = 0.1
+    num_leaves: int = 31
+    min_child_samples: int = 20
+    n_jobs: int = 1
+    random_state: int = 0
+
+    @classmethod
+    def of(cls, estimator: object) -> GBDTParams:
+        """The set as held by an estimator that keeps each value in an attribute of the same name."""
+        return cls(**{f.name: getattr(estimator, f.name) for f in fields(cls)})
+
+    def model(self) -> GBDTDurationModel:
+        """A new, unfitted P_M with these hyper-parameters."""
+        return GBDTDurationModel(**asdict(self))
 
 
 class GBDTDurationModel:
@@ -20,9 +48,10 @@ class GBDTDurationModel:
     (no thread start-up per refit) and bit-for-bit reproducible.
     """
 
-    def __init__(self, n_estimators: int = 100, learning_rate: float = 0.1, num_leaves: int = 31,
-                 min_child_samples: int = 20, max_bin: int = 63, n_jobs: int = 1,
-                 random_state: int = 0) -> None:
+    def __init__(self, n_estimators: int = GBDTParams.n_estimators,
+                 learning_rate: float = GBDTParams.learning_rate, num_leaves: int = GBDTParams.num_leaves,
+                 min_child_samples: int = GBDTParams.min_child_samples, max_bin: int = 63,
+                 n_jobs: int = GBDTParams.n_jobs, random_state: int = GBDTParams.random_state) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.num_leaves = num_leaves
