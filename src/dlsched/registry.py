@@ -47,6 +47,25 @@ def _oom(**options):
     return OutOfMemory(**options)
 
 
+def _vanilla(nodes: int, options: dict, origin):
+    from dlsched.energy.vanilla import VanillaDRSController
+    from dlsched.sim.power import PowerManager
+
+    boot = float(options.get("boot_delay", 300.0))
+    return PowerManager(VanillaDRSController(nodes, float(options.get("idle_timeout", 1800.0)), boot))
+
+
+def _ces(nodes: int, options: dict, origin):
+    from dlsched.energy.controller import CESController, CESParams
+    from dlsched.energy.online_forecast import OnlineDemandForecast
+    from dlsched.sim.power import PowerManager
+
+    forecast = OnlineDemandForecast(origin=origin)
+    params = CESParams(boot_delay=float(options.get("boot_delay", 300.0)),
+                       buffer=int(options.get("buffer", max(1, round(0.05 * nodes)))))
+    return PowerManager(CESController(nodes, forecast, params), forecast)
+
+
 POLICIES: dict[str, type] = {
     "fifo": FifoPolicy,
     "sjf": SjfPolicy,
@@ -72,6 +91,12 @@ SPEED_MODELS: dict[str, Callable[[ClusterSpec], object] | None] = {
 FAILURE_MODELS: dict[str, Callable[..., object] | None] = {
     "none": None,
     "oom": _oom,
+}
+
+
+ENERGY_CONTROLLERS: dict[str, Callable[[int, dict, object], object]] = {
+    "ces": _ces,
+    "vanilla": _vanilla,
 }
 
 
@@ -121,3 +146,12 @@ def make_failure_model(name: str, **options):
     except KeyError:
         raise ValueError(f"unknown failure model {name!r}; choose from {_choices(FAILURE_MODELS)}") from None
     return factory(**options) if factory is not None else None
+
+
+def make_energy_controller(name: str, nodes: int, options: dict | None = None, origin=None):
+    """The power manager driving energy controller ``name`` over ``nodes`` nodes."""
+    try:
+        build = ENERGY_CONTROLLERS[name]
+    except KeyError:
+        raise ValueError(f"unknown energy policy {name!r}; choose from {_choices(ENERGY_CONTROLLERS)}") from None
+    return build(nodes, options or {}, origin)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
-from dlsched.registry import make_failure_model, make_policy, make_speed_model
+from dlsched.registry import make_energy_controller, make_failure_model, make_policy, make_speed_model
 from dlsched.sim.config import SimConfig
 from dlsched.sim.engine import Simulator
 from dlsched.sim.results import write_run
@@ -99,33 +99,9 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
     return write_run(result, out_dir, meta)
 
 
-def _vanilla(spec: RunSpec, nodes: int, boot: float):
-    from dlsched.energy.vanilla import VanillaDRSController
-    from dlsched.sim.power import PowerManager
-
-    return PowerManager(VanillaDRSController(nodes, float(spec.energy_options.get("idle_timeout", 1800.0)), boot))
-
-
-def _ces(spec: RunSpec, nodes: int, boot: float):
-    from dlsched.energy.controller import CESController, CESParams
-    from dlsched.energy.online_forecast import OnlineDemandForecast
-    from dlsched.sim.power import PowerManager
-
-    forecast = OnlineDemandForecast(origin=spec.origin)
-    params = CESParams(boot_delay=boot, buffer=int(spec.energy_options.get("buffer", max(1, round(0.05 * nodes)))))
-    return PowerManager(CESController(nodes, forecast, params), forecast)
-
-
-ENERGY_CONTROLLERS: dict[str, Callable[[RunSpec, int, float], object]] = {"ces": _ces, "vanilla": _vanilla}
-
-
 def make_power_manager(spec: RunSpec, cluster: ClusterSpec):
-    """The energy-saving controller named by ``spec.energy``, wrapped for the engine."""
-    try:
-        build = ENERGY_CONTROLLERS[spec.energy]
-    except KeyError:
-        raise ValueError(f"unknown energy policy {spec.energy!r}; choose from {', '.join(ENERGY_CONTROLLERS)}") from None
-    return build(spec, len(cluster.nodes), float(spec.energy_options.get("boot_delay", 300.0)))
+    """The energy-saving controller named by ``spec.energy`` (see the registry), wrapped for the engine."""
+    return make_energy_controller(spec.energy, len(cluster.nodes), spec.energy_options, spec.origin)
 
 
 _FORK_STATE: dict = {}

@@ -18,7 +18,7 @@ class JobQueue(Protocol):
     def push(self, job: Job) -> None: ...
     def remove(self, job: Job) -> None: ...
     def head(self) -> Job | None: ...
-    def pass_order(self, now: float) -> list[Job] | None: ...
+    pass_order: Callable[[float], list[Job]] | None  # a queue that reorders itself at each pass
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[Job]: ...
 
@@ -56,9 +56,9 @@ class KeyedQueue:
             heapq.heappop(heap)
         return None
 
-    def pass_order(self, now: float) -> None:
-        """None: a pass walks the queue by ``head()`` (or iterates it, with backfill)."""
-        return None
+    # A queue that reorders itself at each pass defines ``pass_order(now) -> list``; None here
+    # means a pass walks the queue by ``head()`` (or iterates it, with backfill).
+    pass_order = None
 
     def rekey(self, job: Job) -> None:
         """Re-insert ``job`` after its key changed (e.g. a new priority estimate)."""
@@ -93,8 +93,7 @@ class ArrivalQueue:
     def head(self) -> Job | None:
         return next(iter(self._jobs), None)
 
-    def pass_order(self, now: float) -> None:
-        return None
+    pass_order = None
 
     def __len__(self) -> int:
         return len(self._jobs)

@@ -26,7 +26,8 @@ from dlsched.core.cluster import ClusterSpec, NodeSpec
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.decisions import Postpone, Preempt, Start
 
-_PENDING, _RUNNING, _ASSUMED, _FINISHED = JobState.PENDING, JobState.RUNNING, JobState.ASSUMED, JobState.FINISHED
+_CREATED, _PENDING, _RUNNING = JobState.CREATED, JobState.PENDING, JobState.RUNNING
+_ASSUMED, _FINISHED = JobState.ASSUMED, JobState.FINISHED
 _NOTHING: tuple = ()
 
 
@@ -185,7 +186,7 @@ class ClusterState:
 
     # -- job transitions ------------------------------------------------------------------
     def submit(self, job: Job, now: float) -> VcState:
-        if job.state is not JobState.CREATED:
+        if job.state is not _CREATED:
             raise StateError(f"job {job.job_id} submitted twice")
         if job.job_id in self.jobs:
             raise StateError(f"job id {job.job_id!r} is already known (job ids must be unique)")

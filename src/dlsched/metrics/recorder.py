@@ -18,7 +18,7 @@ from dlsched.kernel.state import ClusterState, VcState
 class MetricsRecorder:
     __slots__ = ("state", "interval", "t0", "t_last", "busy_area", "vc_area", "vc_last", "next_row",
                  "rows_t", "rows_busy", "rows_running", "rows_queued", "rows_powered", "t_end",
-                 "powered_area", "started_run", "running", "queued", "stops")
+                 "powered_area", "started_run", "running", "queued")
 
     def __init__(self, state: ClusterState, interval: float = 60.0) -> None:
         self.state = state
@@ -39,7 +39,6 @@ class MetricsRecorder:
         self.started_run = False
         self.running = 0
         self.queued = 0
-        self.stops = {"finish": 0, "preempt": 0, "fail": 0, "forget": 0}
 
     def begin(self, t0: float) -> None:
         """Start integrating at ``t0`` (the first event time)."""
@@ -62,13 +61,25 @@ class MetricsRecorder:
 
     # -- observer protocol (called before the state changes) -----------------------------
     def submitted(self, job: Job, vc: VcState, now: float) -> None:
-        if now != self.t_last or now >= self.next_row:
-            self.advance(now)
+        if now != self.t_last:  # advance(now), inlined: observers run on every transition
+            dt = now - self.t_last
+            state = self.state
+            self.busy_area += state.busy_gpus * dt
+            self.powered_area += state.powered_gpus * dt
+            self.t_last = now
+        if now >= self.next_row:
+            self.add_row(now)
         self.queued += 1
 
     def started(self, job: Job, vc: VcState, now: float) -> None:
-        if now != self.t_last or now >= self.next_row:
-            self.advance(now)
+        if now != self.t_last:  # advance(now), inlined: observers run on every transition
+            dt = now - self.t_last
+            state = self.state
+            self.busy_area += state.busy_gpus * dt
+            self.powered_area += state.powered_gpus * dt
+            self.t_last = now
+        if now >= self.next_row:
+            self.add_row(now)
         vid = vc.vid
         self.vc_area[vid] += vc.busy * (now - self.vc_last[vid])
         self.vc_last[vid] = now
@@ -76,13 +87,18 @@ class MetricsRecorder:
         self.queued -= 1
 
     def stopped(self, job: Job, vc: VcState, now: float, why: str) -> None:
-        if now != self.t_last or now >= self.next_row:
-            self.advance(now)
+        if now != self.t_last:  # advance(now), inlined: observers run on every transition
+            dt = now - self.t_last
+            state = self.state
+            self.busy_area += state.busy_gpus * dt
+            self.powered_area += state.powered_gpus * dt
+            self.t_last = now
+        if now >= self.next_row:
+            self.add_row(now)
         vid = vc.vid
         self.vc_area[vid] += vc.busy * (now - self.vc_last[vid])
         self.vc_last[vid] = now
         self.running -= 1
-        self.stops[why] += 1
         if why != "finish":
             self.queued += 1
 

@@ -55,7 +55,8 @@ class OrderingPolicy:
     def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
         queue = vc.queue
         place = self.placer.place
-        order = queue.pass_order(view.now)
+        reorder = queue.pass_order
+        order = reorder(view.now) if reorder is not None else None
         if order is None:
             if not self.backfill:  # the hot path: look at the head only
                 while (job := queue.head()) is not None:
