@@ -140,6 +140,7 @@ def register(app: typer.Typer) -> None:
                 summary = run_one(job_list, cluster, spec, out_dir, progress=bar)
             wall = time.perf_counter() - t0
         _print_summaries({policy: summary})
+        _print_ground_truth(summary)
         if "energy" in summary:
             e = summary["energy"]
             out.print(f"energy ({energy}): {e['avg_powered_off_nodes']:.1f} nodes off on average, "
@@ -285,6 +286,19 @@ def demo_policies() -> list[str]:
 
     preferred = ["fifo", "sjf", "srtf", "qssf"]
     return [p for p in preferred if p in POLICIES]
+
+
+def _print_ground_truth(summary: dict) -> None:
+    """What the speed and failure models did, and what plug-ins postponed."""
+    if "avg_slowdown" in summary:
+        out.print(f"speed model {summary['speed_model']}: slowdown {summary['avg_slowdown']:.3f} on average "
+                  f"(p95 {summary['p95_slowdown']:.3f}, max {summary['max_slowdown']:.3f}); "
+                  f"{summary['jobs_slowed_over_5pct']:,} jobs slowed by more than 5 %")
+    if "failure_model" in summary:
+        out.print(f"failure model {summary['failure_model']}: {summary['failures']:,} failures, "
+                  f"{summary['jobs_failed_at_least_once']:,} jobs failed at least once and were resubmitted")
+    if summary.get("postponements"):
+        out.print(f"{summary['postponements']:,} placements postponed by a plug-in (e.g. TOPO-AWARE-P's utility floor)")
 
 
 def _print_summaries(summaries: dict[str, dict]) -> None:

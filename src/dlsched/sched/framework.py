@@ -62,6 +62,8 @@ class PlacementPipeline:
         self.picker = next((s for s, _ in self.scorers if hasattr(s, "gpus")), None)
         self.permits = [p for p in plugins if hasattr(p, "permit")]
         self.observers = [p for p in plugins if hasattr(p, "started") or hasattr(p, "stopped")]
+        # a job that fits one node never spans nodes when a scorer says so (Helios consolidate)
+        self.single_node_only = any(getattr(s, "single_node_only", False) for s, _ in self.scorers)
         only = self.scorers[0][0]
         if len(self.scorers) == 1 and not self.filters and not share and hasattr(only, "fast_place"):
             self.place = only.fast_place  # exact bucket algorithm, no per-node scan
@@ -73,6 +75,10 @@ class PlacementPipeline:
         share = self.share and state.cap > 1
         if need <= vc.max_node_gpus:
             fit = self._single_node(view, vc, job, share)
+            if fit.status is not _FITS and not self.single_node_only and vc.free >= need:
+                spanned = self._gang(view, vc, job)
+                if spanned.status is _FITS:  # else keep the per-node reasons
+                    fit = spanned
         else:
             fit = self._gang(view, vc, job)
         if fit.status is _FITS:
@@ -141,7 +147,8 @@ class PlacementPipeline:
         return Fit(_FITS, ((best_node, mask),), "", best_score, bool(mask & state.node_mask[best_node]))
 
     def _gang(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
-        """A job wider than any node: the best-scored nodes, wholly free capacity first."""
+        """A job no single node can take: nodes with the most free GPUs first (fewest nodes), then
+        the best-scored, then the lowest index; each gives its free GPUs until the job is placed."""
         need = job.gpus
         if vc.free < need:
             return Fit(_UNSCHED, None, f"{need} GPUs needed, {vc.free} free in VC {vc.name}")

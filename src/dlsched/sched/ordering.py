@@ -60,12 +60,12 @@ class OrderingPolicy:
         if order is None:
             if not self.backfill:  # the hot path: look at the head only
                 while (job := queue.head()) is not None:
-                    fit = place(view, vc, job)
-                    if fit.status is not _FITS:
-                        if fit.status is _POSTPONE:
-                            yield Postpone(job, fit.reason)
+                    status, placement, reason, _, shared = place(view, vc, job)
+                    if status is not _FITS:
+                        if status is _POSTPONE:
+                            yield Postpone(job, reason)
                         return
-                    yield Start(job, fit.placement, fit.shared)
+                    yield Start(job, placement, shared)
                 return
             order = list(queue)
         exclusive = view.state.cap == 1

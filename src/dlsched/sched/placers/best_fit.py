@@ -4,12 +4,10 @@ nodes (wholly free ones first, the remainder best-fit)."""
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.kernel.decisions import NO_ROOM, Fit, Status
+from dlsched.kernel.decisions import NO_ROOM, Fit, fits
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.gpus import greedy_span, lowest, take_gpus
-
-_FITS = Status.FITS
 
 
 def tightness(view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
@@ -33,9 +31,9 @@ class BestFitPlacer:
             for k in range(need, top + 1):
                 if buckets[k]:
                     node = nodes[lowest(buckets[k])]
-                    return Fit(_FITS, ((node, take_gpus(view, node, need)),))
+                    return fits(((node, take_gpus(view, node, need)),))
             pl = greedy_span(view, vc, job, most_free_first=True)
-            return Fit(_FITS, pl) if pl else NO_ROOM
+            return fits(pl) if pl else NO_ROOM
         # wide job: the largest free blocks first while they fit, then best fit for the rest
         out: list[tuple[int, int]] = []
         got = used = 0
@@ -49,13 +47,13 @@ class BestFitPlacer:
                 used |= 1 << local
                 got += k
             if got == need:
-                return Fit(_FITS, tuple(out))
+                return fits(tuple(out))
         rest = need - got
         for k in range(rest, top + 1):
             m = buckets[k] & ~used
             if m:
                 node = nodes[lowest(m)]
                 out.append((node, take_gpus(view, node, rest)))
-                return Fit(_FITS, tuple(out))
+                return fits(tuple(out))
         pl = greedy_span(view, vc, job, most_free_first=True)
-        return Fit(_FITS, pl) if pl else NO_ROOM
+        return fits(pl) if pl else NO_ROOM

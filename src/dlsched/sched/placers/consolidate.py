@@ -12,17 +12,16 @@ As a scorer (combined with others) it ranks nodes like best fit.
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.kernel.decisions import NO_ROOM, Fit, Status
+from dlsched.kernel.decisions import NO_ROOM, Fit, fits
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.gpus import greedy_span, lowest, take_gpus
 from dlsched.sched.placers.best_fit import tightness
 
-_FITS = Status.FITS
-
 
 class ConsolidatePlacer:
     name = "consolidate"
+    single_node_only = True  # a job that fits one node waits rather than span nodes
 
     def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
         return tightness(view, vc, job, node)
@@ -36,13 +35,13 @@ class ConsolidatePlacer:
         nodes = vc.nodes
         if not per_node:
             pl = greedy_span(view, vc, job, most_free_first=True)
-            return Fit(_FITS, pl) if pl else NO_ROOM
+            return fits(pl) if pl else NO_ROOM
         if need <= per_node:
             for k in range(need, per_node + 1):
                 m = buckets[k]
                 if m:
                     node = nodes[lowest(m)]
-                    return Fit(_FITS, ((node, take_gpus(view, node, need)),))
+                    return fits(((node, take_gpus(view, node, need)),))
             return NO_ROOM
         whole, rest = divmod(need, per_node)
         full = buckets[per_node]
@@ -65,4 +64,4 @@ class ConsolidatePlacer:
                 else:
                     return NO_ROOM
             out.append((node, take_gpus(view, node, rest)))
-        return Fit(_FITS, tuple(out))
+        return fits(tuple(out))

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.kernel.decisions import NO_ROOM, Fit, Status
+from dlsched.kernel.decisions import NO_ROOM, Fit, fits
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.gpus import greedy_span, lowest, nodes_with_at_least, take_gpus
-
-_FITS = Status.FITS
 
 
 class FirstFitPlacer:
@@ -26,6 +24,6 @@ class FirstFitPlacer:
             m = nodes_with_at_least(vc, need)
             if m:
                 node = vc.nodes[lowest(m)]
-                return Fit(_FITS, ((node, take_gpus(view, node, need)),))
+                return fits(((node, take_gpus(view, node, need)),))
         pl = greedy_span(view, vc, job, most_free_first=False)
-        return Fit(_FITS, pl) if pl else NO_ROOM
+        return fits(pl) if pl else NO_ROOM

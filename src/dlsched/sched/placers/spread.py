@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.kernel.decisions import NO_ROOM, Fit, Status
+from dlsched.kernel.decisions import NO_ROOM, Fit, fits
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.gpus import greedy_span, lowest, take_gpus
-
-_FITS = Status.FITS
 
 
 class SpreadPlacer:
@@ -26,6 +24,6 @@ class SpreadPlacer:
         for k in range(vc.max_node_gpus, need - 1, -1):
             if k > 0 and vc.buckets[k]:
                 node = vc.nodes[lowest(vc.buckets[k])]
-                return Fit(_FITS, ((node, take_gpus(view, node, need)),))
+                return fits(((node, take_gpus(view, node, need)),))
         pl = greedy_span(view, vc, job, most_free_first=True)
-        return Fit(_FITS, pl) if pl else NO_ROOM
+        return fits(pl) if pl else NO_ROOM
