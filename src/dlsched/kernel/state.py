@@ -361,9 +361,11 @@ class ClusterState:
         (for a start: the job itself first, then co-runners whose speed changed)."""
         kind = type(decision)
         if kind is Start:
-            job = decision.job
-            self.start(job, decision.placement, now, decision.shared)
+            job, placement, shared = decision
+            self.start(job, placement, now, shared)
             model = self.speed_model
+            if model is None and self.failure_model is None:
+                return (job,)
             if self.failure_model is not None:
                 self.failures_due.extend(self.failure_model.on_start(job, self, now))
             if model is None:

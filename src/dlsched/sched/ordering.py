@@ -57,9 +57,12 @@ class OrderingPolicy:
         place = self.placer.place
         reorder = queue.pass_order
         order = reorder(view.now) if reorder is not None else None
+        exclusive = view.state.cap == 1
         if order is None:
             if not self.backfill:  # the hot path: look at the head only
                 while (job := queue.head()) is not None:
+                    if exclusive and job.gpus > vc.free:
+                        return  # cannot fit: no need to ask the placement pipeline
                     status, placement, reason, _, shared = place(view, vc, job)
                     if status is not _FITS:
                         if status is _POSTPONE:
@@ -68,7 +71,6 @@ class OrderingPolicy:
                     yield Start(job, placement, shared)
                 return
             order = list(queue)
-        exclusive = view.state.cap == 1
         for job in order:
             if exclusive and job.gpus > vc.free:
                 if not self.backfill:
