@@ -17,15 +17,17 @@ from dlsched.sched.orders.sjf import SjfPolicy
 from dlsched.sched.placers.best_fit import BestFitPlacer
 from dlsched.sched.placers.consolidate import ConsolidatePlacer
 from dlsched.sched.placers.first_fit import FirstFitPlacer
+from dlsched.sched.placers.first_fit_node import FirstFitNodePlacer
+from dlsched.sched.placers.socket_best_fit import SocketBestFitPlacer
 from dlsched.sched.placers.spread import SpreadPlacer
 from dlsched.sched.srtf import SrtfPolicy
 
 
 def _topo_aware(postpone: bool) -> Callable[[], object]:
     def build():
-        from dlsched.sched.placers.topo_aware import TopoAwarePlacement
+        from dlsched.sched.placers.topo_aware import TopoAwarePlacement, TopoAwarePostponing
 
-        return TopoAwarePlacement(postpone=postpone)
+        return TopoAwarePostponing() if postpone else TopoAwarePlacement()
     return build
 
 
@@ -59,6 +61,8 @@ PLACERS: dict[str, Callable[[], object]] = {
     "first-fit": FirstFitPlacer,
     "best-fit": BestFitPlacer,
     "spread": SpreadPlacer,
+    "first-fit-node": FirstFitNodePlacer,
+    "socket-best-fit": SocketBestFitPlacer,
     "topo-aware": _topo_aware(False),
     "topo-aware-p": _topo_aware(True),
 }
