@@ -110,6 +110,20 @@ def make_policy(name: str, placement: str = "consolidate", **options):
     return cls(make_placer(placement, share=share), **options)
 
 
+def default_speed_model(placer, cluster: ClusterSpec) -> str:
+    """The speed model a run gets when none is named: the one a placement plug-in asks for (its
+    ``default_speed_model``: the topology placers ask for ``topology``, whose effects they
+    optimise), else ``topology`` when the nodes describe their topology (``--topology``), else
+    ``none``. Naming a model (``--speed-model none`` included) always wins."""
+    for plugin, _ in getattr(placer, "scorers", ()):
+        name = getattr(plugin, "default_speed_model", None)
+        if name:
+            return name
+    if any(node.topology is not None for node in cluster.nodes):
+        return "topology"
+    return "none"
+
+
 def make_speed_model(name: str, cluster: ClusterSpec):
     """The ground-truth speed model ``name`` for ``cluster`` (None for ``none``)."""
     try:
