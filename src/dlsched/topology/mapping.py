@@ -12,6 +12,7 @@ node's signature, so identical nodes (all idle ones, say) are mapped once.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from heapq import heapify, heappop, heappush
 
 from dlsched.topology.bounds import free_sockets, min_pair_sum, sockets_needed
 from dlsched.topology.drb import drb_map
@@ -52,22 +53,61 @@ class TopologyMapper:
         hit = self.index.node_scratch[node].get(p.type_key)
         return hit if hit is not None else self._map(node, p, p.type_key)
 
+    def best(self, p: JobProfile, candidates: Sequence[tuple[int, int, int]]) -> tuple[int, Mapped]:
+        """The node of highest utility (rounded to 1e-9) for ``p`` among ``candidates``, given as
+        (free GPUs, index, node): on equal utility the smallest (free GPUs, index) wins.
+
+        Best-first search: every candidate enters a heap keyed by :meth:`node_bound`; the top
+        one is refined to :meth:`job_bound`, then to its exact utility (the DRB mapping), and
+        pushed back. The first node to come out exact ranks above every bound left, so it wins:
+        the answer of mapping every node, but most are ranked without running DRB."""
+        index = self.index
+        index.flush()
+        scratch = index.node_scratch
+        key, bound_key = p.type_key, ("bound", p.type_key)
+        heap = []
+        for f, i, node in candidates:
+            cached = scratch[node]
+            hit = cached.get(key)
+            if hit is not None:
+                heap.append((-round(hit[0], 9), f, i, node, 2))
+            else:
+                ub = cached.get(None)
+                heap.append((-round(ub if ub is not None else self._node_bound(node), 9), f, i, node, 0))
+        heapify(heap)
+        while True:
+            _, f, i, node, stage = heappop(heap)
+            cached = scratch[node]
+            if stage == 2:
+                return node, cached[key]
+            if stage == 0:
+                ub = cached.get(bound_key)
+                if ub is None:
+                    ub = self._bound_for(node, p, bound_key)
+                heappush(heap, (-round(ub, 9), f, i, node, 1))
+            else:
+                hit = cached.get(key)
+                if hit is None:
+                    hit = self._map(node, p, key)
+                heappush(heap, (-round(hit[0], 9), f, i, node, 2))
+
     def node_bound(self, node: int) -> float:
         """A utility no job can exceed on ``node``, from its co-runners alone (cheap, the same for
         every job): C and F at most 1, and Eq. 4 as if the new job disturbed nobody (a
         co-runner's ratio only drops when one more job joins)."""
+        self.index.flush()
+        ub = self.index.node_scratch[node].get(None)
+        return ub if ub is not None else self._node_bound(node)
+
+    def _node_bound(self, node: int) -> float:
         index = self.index
-        index.flush()
-        scratch = index.node_scratch[node]
-        ub = scratch.get(None)
+        classes = index.signature(node)[2]
+        ub = self._bounds.get(classes)
         if ub is None:
-            classes = index.signature(node)[2]
-            ub = self._bounds.get(classes)
-            if ub is None:
-                calm = interference_score(_ANY_JOB, frozenset(), index.co_runners((node,)))
-                a_cc, a_b, a_d = self.alpha
-                ub = self._bounds[classes] = a_cc * 1.0 + a_b * calm + a_d * 1.0
-            scratch[None] = ub
+            calm = interference_score(_ANY_JOB, frozenset(), index.co_runners((node,)))
+            a_cc, a_b, a_d = self.alpha
+            ub = self._bounds[classes] = a_cc * 1.0 + a_b * calm + a_d * 1.0
+        index.node_scratch[node][None] = ub
         return ub
 
     def job_bound(self, node: int, p: JobProfile) -> float:
@@ -75,20 +115,22 @@ class TopologyMapper:
         without mapping: C and F at most their bounds on the free GPUs (:mod:`bounds`), and Eq. 4
         at most its value on the least disturbed single socket with free GPUs (a placement loads
         at least one such socket, and loading more buses only adds overlaps)."""
-        index = self.index
-        index.flush()
-        scratch = index.node_scratch[node]
-        hit = scratch.get(p.type_key)
+        self.index.flush()
+        cached = self.index.node_scratch[node]
+        hit = cached.get(p.type_key)
         if hit is not None:   # mapped already: the exact utility is the best bound
             return hit[0]
         key = ("bound", p.type_key)
-        ub = scratch.get(key)
+        ub = cached.get(key)
+        return ub if ub is not None else self._bound_for(node, p, key)
+
+    def _bound_for(self, node: int, p: JobProfile, key: tuple) -> float:
+        index = self.index
+        sig = index.signature(node)
+        ub = self._bounds.get((sig, key))
         if ub is None:
-            sig = index.signature(node)
-            ub = self._bounds.get((sig, key))
-            if ub is None:
-                ub = self._bounds[(sig, key)] = self._job_bound(node, p, sig)
-            scratch[key] = ub
+            ub = self._bounds[(sig, key)] = self._job_bound(node, p, sig)
+        index.node_scratch[node][key] = ub
         return ub
 
     def _job_bound(self, node: int, p: JobProfile, sig: tuple) -> float:

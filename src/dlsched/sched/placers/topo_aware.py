@@ -19,8 +19,6 @@ runs with these placers is ``topology`` (``default_speed_model``).
 
 from __future__ import annotations
 
-from heapq import heapify, heappop, heappush
-
 from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import NO_ROOM, Fit, Status
@@ -45,7 +43,7 @@ class TopoAwarePlacement:
     default_speed_model = "topology"
 
     def __init__(self, alpha: tuple[float, float, float] = ALPHA) -> None:
-        self.index = TopologyIndex()
+        self.index = TopologyIndex(self._known_profile)
         self.mapper = TopologyMapper(self.index, alpha)
         self._profiles: dict[Job, tuple[JobProfile, tuple]] = {}
         self._skip: dict[int, tuple[float, int, dict]] = {}
@@ -75,6 +73,11 @@ class TopoAwarePlacement:
         if self.index.state is not state:
             self.attach(state)
             state.add_observer(self)
+
+    def _known_profile(self, job: Job) -> JobProfile:
+        """The index's profile of a started job: the one this plug-in made placing it, if any."""
+        entry = self._profiles.get(job)
+        return entry[0] if entry is not None else job_profile(job)
 
     def profile(self, job: Job, vc: VcState) -> JobProfile:
         return self._entry(job, vc)[0]
@@ -127,31 +130,16 @@ class TopoAwarePlacement:
 
     # -- internals -------------------------------------------------------------------------------
     def _single(self, state: ClusterState, vc: VcState, p: JobProfile) -> Fit:
-        """Best node by (utility rounded to 1e-9, fewest free GPUs, lowest index).
-
-        Best-first search: every candidate enters a heap keyed by a cheap utility bound (its
-        co-runners alone); the top node is refined to the job's tighter bound, then to its exact
-        utility (the DRB mapping), and pushed back. The first node to come out exact ranks above
-        every bound left, so it wins; most nodes are ranked without running DRB."""
+        """Best node by (utility rounded to 1e-9, fewest free GPUs, lowest index): the mapper's
+        best-first search over the nodes with room (most of them ranked by bounds alone)."""
         need = p.gpus
         buckets, nodes = vc.buckets, vc.nodes
-        mapper = self.mapper
-        node_bound = mapper.node_bound
-        heap = [(-round(node_bound(nodes[local]), 9), k, local, 0)
-                for k in range(need, vc.max_node_gpus + 1) if buckets[k] for local in set_bits(buckets[k])]
-        if not heap:
+        candidates = [(k, local, nodes[local]) for k in range(need, vc.max_node_gpus + 1) if buckets[k]
+                      for local in set_bits(buckets[k])]
+        if not candidates:
             return Fit(_UNSCHED, None, "no node has enough free GPUs")
-        heapify(heap)
-        while True:
-            _, f, local, stage = heappop(heap)
-            node = nodes[local]
-            if stage == 2:
-                u, mask, _ = mapper.on_node(node, p)
-                return Fit(_FITS, ((node, mask),), "", u)
-            if stage == 0:
-                heappush(heap, (-round(mapper.job_bound(node, p), 9), f, local, 1))
-            else:
-                heappush(heap, (-round(mapper.on_node(node, p)[0], 9), f, local, 2))
+        node, (u, mask, _) = self.mapper.best(p, candidates)
+        return Fit(_FITS, ((node, mask),), "", u)
 
     def _spread(self, vc: VcState, p: JobProfile) -> Fit:
         """A job wider than any node: most free GPUs first, lowest index on ties."""
