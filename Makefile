@@ -28,6 +28,7 @@ test: .installed-dev
 bench: .installed-dev
 	$(BIN)/python benchmarks/bench_simulator.py
 	$(BIN)/python benchmarks/bench_energy.py
+	$(BIN)/python benchmarks/bench_topology.py
 
 clean:
 	rm -rf $(VENV) .installed-core .installed-dev runs

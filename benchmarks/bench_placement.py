@@ -2,6 +2,8 @@
 
 Usage: python benchmarks/bench_placement.py [--machines 1000] [--decisions 500] [--preset dgx1]
 Targets: p50 <= 10 ms, p99 <= 50 ms (the paper reports ~3 s per decision, Sec. 5.5.3).
+The decision is the topo-aware plug-in of the main placement pipeline on a kernel state it
+observes. Whole simulations, topo-aware(-p) against consolidate: benchmarks/bench_topology.py.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def test_every_placer_respects_capacity(name):
     placer = make_placer(name)
     assert placed(placer, view, vc, Job("j", "v", 4, 0, 1)) is None
     p = placed(placer, view, vc, Job("j", "v", 3, 0, 1))
-    if name in ("consolidate", "topo-aware", "topo-aware-p"):
+    if name in ("consolidate", "topo-aware", "topo-aware-p", "first-fit-node", "socket-best-fit"):
         assert p is None  # a job that fits one node is never split across nodes
         return
     assert p is not None and sum(m.bit_count() for _, m in p) == 3
@@ -108,9 +108,16 @@ def test_topology_aware_placers_plug_into_the_engine():
     p = placed(placer, view, vc, Job("two", "v", 2, 0, 1, model_name="alexnet", batch_size=1))
     a, b = [g for g in range(8) if p[0][1] >> g & 1]
     assert dgx1().link(a, b) is Link.NVLINK
-    jobs = [Job(f"j{i}", "v", [1, 2, 4, 8][i % 4], float(i), 30.0 + i % 7, model_name="alexnet",
+    jobs = [Job(f"j{i}", "v", [1, 2, 4, 8, 12][i % 5], float(i), 30.0 + i % 7, model_name="alexnet",
                 batch_size=[1, 16, 64][i % 3]) for i in range(60)]
+    from dlsched.models.topology import TopologySpeed
+
+    cluster = ClusterSpec.from_vc_sizes({"v": 2}, topology="dgx1")
     for name in ("topo-aware", "topo-aware-p"):
-        Simulator(ClusterSpec.from_vc_sizes({"v": 2}, topology="dgx1"), make_policy("fifo", name),
-                  SimConfig(check_invariants=True)).run(jobs)
-        assert all(j.end_time >= j.start_time + j.duration for j in jobs)
+        for backfill in (False, True):
+            policy = make_policy("fifo", name, backfill=backfill)
+            sim = Simulator(cluster, policy, SimConfig(check_invariants=True), speed_model=TopologySpeed(cluster))
+            result = sim.run(jobs)
+            assert policy.placer.scorers[0][0].index.state is sim.state   # the engine attached its index
+            assert all(j.end_time >= j.start_time + j.duration - 1e-9 for j in jobs)
+            assert result.extra["avg_slowdown"] >= 1.0

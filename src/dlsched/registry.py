@@ -17,15 +17,17 @@ from dlsched.sched.orders.sjf import SjfPolicy
 from dlsched.sched.placers.best_fit import BestFitPlacer
 from dlsched.sched.placers.consolidate import ConsolidatePlacer
 from dlsched.sched.placers.first_fit import FirstFitPlacer
+from dlsched.sched.placers.first_fit_node import FirstFitNodePlacer
+from dlsched.sched.placers.socket_best_fit import SocketBestFitPlacer
 from dlsched.sched.placers.spread import SpreadPlacer
 from dlsched.sched.srtf import SrtfPolicy
 
 
 def _topo_aware(postpone: bool) -> Callable[[], object]:
     def build():
-        from dlsched.sched.placers.topo_aware import TopoAwarePlacement
+        from dlsched.sched.placers.topo_aware import TopoAwarePlacement, TopoAwarePostponing
 
-        return TopoAwarePlacement(postpone=postpone)
+        return TopoAwarePostponing() if postpone else TopoAwarePlacement()
     return build
 
 
@@ -78,6 +80,8 @@ PLACERS: dict[str, Callable[[], object]] = {
     "first-fit": FirstFitPlacer,
     "best-fit": BestFitPlacer,
     "spread": SpreadPlacer,
+    "first-fit-node": FirstFitNodePlacer,
+    "socket-best-fit": SocketBestFitPlacer,
     "topo-aware": _topo_aware(False),
     "topo-aware-p": _topo_aware(True),
 }
@@ -129,6 +133,20 @@ def make_policy(name: str, placement: str = "consolidate", **options):
         raise ValueError(f"unknown policy {name!r}; choose from {_choices(POLICIES)}") from None
     share = bool(options.pop("share", False))
     return cls(make_placer(placement, share=share), **options)
+
+
+def default_speed_model(placer, cluster: ClusterSpec) -> str:
+    """The speed model a run gets when none is named: the one a placement plug-in asks for (its
+    ``default_speed_model``: the topology placers ask for ``topology``, whose effects they
+    optimise), else ``topology`` when the nodes describe their topology (``--topology``), else
+    ``none``. Naming a model (``--speed-model none`` included) always wins."""
+    for plugin, _ in getattr(placer, "scorers", ()):
+        name = getattr(plugin, "default_speed_model", None)
+        if name:
+            return name
+    if any(node.topology is not None for node in cluster.nodes):
+        return "topology"
+    return "none"
 
 
 def make_speed_model(name: str, cluster: ClusterSpec):

@@ -17,7 +17,8 @@ import pandas as pd
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
-from dlsched.registry import make_energy_controller, make_failure_model, make_policy, make_speed_model
+from dlsched.registry import (default_speed_model, make_energy_controller, make_failure_model, make_policy,
+                              make_speed_model)
 from dlsched.sim.config import SimConfig
 from dlsched.sim.engine import Simulator
 from dlsched.sim.results import write_run
@@ -39,7 +40,8 @@ class RunSpec:
     energy: str | None = None            # None or a name in ENERGY_CONTROLLERS ("ces", "vanilla")
     energy_options: dict = field(default_factory=dict)
     origin: object = None                # the trace's wall-clock origin (for calendar features)
-    speed_model: str = "none"            # ground truth: a name in dlsched.registry.SPEED_MODELS
+    speed_model: str | None = None       # ground truth: a name in dlsched.registry.SPEED_MODELS; None: the
+                                         # placement's / cluster's default (registry.default_speed_model)
     failure_model: str = "none"          # ground truth: a name in dlsched.registry.FAILURE_MODELS
     failure_options: dict = field(default_factory=dict)
 
@@ -84,8 +86,9 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
     if validate is not None:
         validate(jobs)
     power = make_power_manager(spec, cluster) if spec.energy else None
+    speed = spec.speed_model if spec.speed_model is not None else default_speed_model(policy.placer, cluster)
     sim = Simulator(cluster, policy, spec.config, power_manager=power,
-                    speed_model=make_speed_model(spec.speed_model, cluster),
+                    speed_model=make_speed_model(speed, cluster),
                     failure_model=make_failure_model(spec.failure_model, **spec.failure_options))
     result = sim.run(jobs, progress=progress)
     if power is not None:

@@ -40,8 +40,9 @@ GPU = typer.Option("V100", help="GPU type: for --predict-resources, and the clus
                                  "--max-jobs-per-gpu > 1 or --failure-model oom.")
 SKIP_INVALID = typer.Option(False, help="Skip invalid rows (counted by reason).")
 OVERHEAD = typer.Option(None, help="Seconds a preempted job redoes (default: 7/30/60 s for 1/<=8/>8 GPUs, as Helios).")
-SPEED_MODEL = typer.Option("none", help="Ground-truth speed model: none|time-sliced|topology "
-                                         "(topology: placement and bus interference, with --topology).")
+SPEED_MODEL = typer.Option(None, help="Ground-truth speed model: none|time-sliced|topology (topology: "
+                                       "placement and bus interference). Default: topology with a topology "
+                                       "placement (topo-aware, topo-aware-p) or --topology, else none.")
 FAILURE_MODEL = typer.Option("none", help="Ground-truth failure model: none|oom (out of memory when a GPU's "
                                           "jobs truly need more than it has; the job is resubmitted).")
 MAX_JOBS_PER_GPU = typer.Option(1, help="Jobs one GPU may hold (1 = exclusive; >1 lets placers share GPUs).")
@@ -119,7 +120,7 @@ def register(app: typer.Typer) -> None:
         preemption_overhead: Optional[float] = OVERHEAD,
         jobs: int = JOBS,
         seed: int = SEED,
-        speed_model: str = SPEED_MODEL,
+        speed_model: Optional[str] = SPEED_MODEL,
         failure_model: str = FAILURE_MODEL,
         max_jobs_per_gpu: int = MAX_JOBS_PER_GPU,
         out_dir: Path = typer.Option(Path("runs/simulate"), "--out", help="Run directory."),
@@ -177,7 +178,7 @@ def register(app: typer.Typer) -> None:
         preemption_overhead: Optional[float] = OVERHEAD,
         jobs: int = JOBS,
         seed: int = SEED,
-        speed_model: str = SPEED_MODEL,
+        speed_model: Optional[str] = SPEED_MODEL,
         failure_model: str = FAILURE_MODEL,
         max_jobs_per_gpu: int = MAX_JOBS_PER_GPU,
         out_dir: Path = typer.Option(Path("runs/compare"), "--out"),
@@ -232,14 +233,14 @@ def register(app: typer.Typer) -> None:
 def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs,
              skip_invalid, jobs, seed, topology, predict, gpu, placement, backfill, compat, check_invariants,
              overhead, priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-             speed_model="none", failure_model="none", max_jobs_per_gpu=1):
+             speed_model=None, failure_model="none", max_jobs_per_gpu=1):
     """Load the input, size the cluster, optionally predict resources, and describe the run(s).
 
     Returns (jobs, cluster, RunSpec) with ``policy_options`` keyed by policy name."""
     from dlsched.registry import FAILURE_MODELS, SPEED_MODELS, make_placer
     from dlsched.runner import RunSpec
 
-    if speed_model not in SPEED_MODELS:
+    if speed_model is not None and speed_model not in SPEED_MODELS:
         raise ValueError(f"unknown --speed-model {speed_model!r}; choose from {', '.join(SPEED_MODELS)}")
     if failure_model not in FAILURE_MODELS:
         raise ValueError(f"unknown --failure-model {failure_model!r}; choose from {', '.join(FAILURE_MODELS)}")

@@ -53,8 +53,9 @@ def register(app: typer.Typer) -> None:
 
     @experiment.command("topo-prototype")
     def topo_prototype(out_dir: OutOpt) -> None:
-        """Table 1's six jobs on one IBM Minsky under FCFS, BF, TOPO-AWARE and TOPO-AWARE-P (Fig. 8)."""
-        from dlsched.topology.runner import prototype
+        """Table 1's six jobs on one IBM Minsky under FCFS, BF, TOPO-AWARE and TOPO-AWARE-P (Fig. 8),
+        on the main engine with the topology speed model."""
+        from dlsched.topology.evaluation import prototype
 
         with clear_errors():
             _print_summary(prototype(out_dir), out_dir)
@@ -63,7 +64,7 @@ def register(app: typer.Typer) -> None:
     def topo_scenario1(out_dir: OutOpt, seed: SeedOpt = 0, jobs: Annotated[int, typer.Option()] = 100,
                        machines: Annotated[int, typer.Option()] = 5) -> None:
         """Sec. 5.5.1: 100 jobs on 5 Minsky machines (Fig. 10)."""
-        from dlsched.topology.runner import scenario
+        from dlsched.topology.evaluation import scenario
 
         with clear_errors():
             _print_summary(scenario("topo-scenario1", jobs, machines, out_dir, seed), out_dir)
@@ -74,7 +75,7 @@ def register(app: typer.Typer) -> None:
                        machines: Annotated[int, typer.Option(help="number of machines (1,000 in the paper)")] = 1_000,
                        ) -> None:
         """Sec. 5.5.2: 10,000 jobs on 1,000 Minsky machines (Fig. 11); --jobs/--machines shrink it."""
-        from dlsched.topology.runner import scenario
+        from dlsched.topology.evaluation import scenario
 
         with clear_errors():
             _print_summary(scenario("topo-scenario2", jobs, machines, out_dir, seed), out_dir)

@@ -17,7 +17,7 @@ import gc
 import heapq
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -55,13 +55,15 @@ class Simulator:
     """Runs one policy over one job list on one cluster, with optional ground-truth models."""
 
     def __init__(self, cluster: ClusterSpec, policy, config: SimConfig | None = None,
-                 speed_model=None, power_manager=None, failure_model=None) -> None:
+                 speed_model=None, power_manager=None, failure_model=None,
+                 observers: Sequence[object] = ()) -> None:
         self.cluster = cluster
         self.policy = policy
         self.config = config or SimConfig()
         self.speed_model = speed_model
         self.failure_model = failure_model
         self.power_manager = power_manager
+        self.observers = tuple(observers)  # the caller's own kernel observers (e.g. an experiment's audit)
 
     def run(self, jobs: list[Job], progress: Callable[[int, int], None] | None = None) -> SimResult:
         """Simulate ``jobs`` (their runtime fields are reset first) and return the outcome."""
@@ -83,7 +85,8 @@ class Simulator:
                              preemption_overhead=cfg.preemption_overhead)
         rec = MetricsRecorder(state, cfg.timeline_interval)
         state.add_observer(rec)
-        for plugin in getattr(getattr(policy, "placer", None), "observers", ()):  # plug-ins with an index
+        plugins = getattr(getattr(policy, "placer", None), "observers", ())  # plug-ins with an index
+        for plugin in (*plugins, *self.observers):
             attach = getattr(plugin, "attach", None)
             if attach is not None:
                 attach(state)

@@ -1,8 +1,10 @@
 """Latency of one TOPO-AWARE placement decision on a large cluster (Sec. 5.5.3 reports ~3 s).
 
-The cluster is first filled to ``occupancy`` with random jobs placed by the placer itself;
-then each timed decision is followed by the placement it chose and the release of a random
-running job, so machine signatures keep changing and caches are exercised realistically.
+The decision is the placement plug-in of the main pipeline on a kernel
+:class:`~dlsched.kernel.state.ClusterState` it observes (its incremental index follows every
+start and finish). The cluster is first filled to ``occupancy`` with random jobs placed by the
+plug-in itself; then each timed decision is followed by the start it chose and the finish of a
+random running job, so node signatures keep changing and caches are exercised realistically.
 """
 
 from __future__ import annotations
@@ -11,54 +13,71 @@ import time
 
 import numpy as np
 
-from dlsched.topology.graph import machine_graph
-from dlsched.topology.jobgraph import BatchClass, JobProfile
-from dlsched.topology.placer import TopoAwarePlacer
+from dlsched.core.cluster import ClusterSpec
+from dlsched.core.job import Job
+from dlsched.kernel.decisions import Status
+from dlsched.kernel.queues import ArrivalQueue
+from dlsched.kernel.state import ClusterState
+from dlsched.kernel.view import SchedulingView
+from dlsched.registry import make_placer
+from dlsched.topology.graph import PRESET_GPUS
+from dlsched.topology.jobgraph import BatchClass
 from dlsched.topology.scenarios import CLASS_BATCHES, GPU_CHOICES, GPU_PROBS, MODELS_BY_INDEX
-from dlsched.topology.state import ClusterState
 
 
-def _random_job(rng: np.random.Generator, i: int) -> JobProfile:
+def _random_job(rng: np.random.Generator, i: int, now: float) -> Job:
     bc = BatchClass(int(rng.binomial(3, 0.5)))
-    return JobProfile(f"b{i}", MODELS_BY_INDEX[int(rng.binomial(2, 0.5))], CLASS_BATCHES[bc][int(rng.integers(0, 2))],
-                      int(rng.choice(GPU_CHOICES, p=GPU_PROBS)), 100.0, 0.5)
+    gpus = int(rng.choice(GPU_CHOICES, p=GPU_PROBS))
+    return Job(f"b{i}", "all", gpus, now, 100.0, model_name=MODELS_BY_INDEX[int(rng.binomial(2, 0.5))],
+               batch_size=CLASS_BATCHES[bc][int(rng.integers(0, 2))], min_utility=0.5)
 
 
 def bench_placement(machines: int = 1000, decisions: int = 500, preset: str = "dgx1",
                     occupancy: float = 0.7, postpone: bool = False, seed: int = 0) -> dict:
+    if preset not in PRESET_GPUS:
+        raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESET_GPUS)}")
+    if machines < 1 or decisions < 1 or not 0.0 <= occupancy < 1.0:
+        raise ValueError("--machines and --decisions must be >= 1 and --occupancy in [0, 1)")
     rng = np.random.default_rng(seed)
-    mg = machine_graph(preset)
-    state = ClusterState([mg] * machines)
-    placer = TopoAwarePlacer(postpone=postpone)
-    total = machines * mg.gpus
-    running: list[str] = []
+    cluster = ClusterSpec.from_vc_sizes({"all": machines}, PRESET_GPUS[preset], topology=preset)
+    state = ClusterState(cluster, new_queue=ArrivalQueue)
+    placer = make_placer("topo-aware-p" if postpone else "topo-aware")
+    for plugin in placer.observers:
+        plugin.attach(state)
+        state.add_observer(plugin)
+    view = SchedulingView(state, oracle=False)
+    vc = state.vcs[0]
+    running: list[Job] = []
+    now = 0.0
     i = 0
-    t0 = time.perf_counter()
-    free_total = total
-    while free_total > (1 - occupancy) * total:
-        p = _random_job(rng, i)
+
+    def decide() -> tuple[Job, object, float]:
+        nonlocal i, now
+        now += 1.0
+        view.now = now
+        job = _random_job(rng, i, now)
         i += 1
-        d = placer.decide(state, p)
-        if d.placement is not None:
-            state.allocate(p, d.placement)
-            running.append(p.job_id)
-            free_total -= p.gpus
+        state.submit(job, now)
+        t = time.perf_counter()
+        fit = placer.place(view, vc, job)
+        took = time.perf_counter() - t
+        if fit.status is Status.FITS:
+            state.start(job, fit.placement, now)
+            running.append(job)
+        return job, fit, took   # a job that does not fit just stays queued: nothing schedules it
+
+    t0 = time.perf_counter()
+    while state.busy_gpus < occupancy * state.total_gpus and i < 100 * machines:
+        decide()
     fill_s = time.perf_counter() - t0
     lat = []
     for _ in range(decisions):
-        p = _random_job(rng, i)
-        i += 1
-        t = time.perf_counter()
-        d = placer.decide(state, p)
-        lat.append((time.perf_counter() - t) * 1000.0)
-        if d.placement is not None:
-            state.allocate(p, d.placement)
-            running.append(p.job_id)
+        lat.append(decide()[2] * 1000.0)
         if running:
-            state.release(running.pop(int(rng.integers(0, len(running)))))
+            state.finish(running.pop(int(rng.integers(0, len(running)))), now)
     arr = np.array(lat)
     return {
-        "machines": machines, "preset": preset, "gpus": total, "decisions": decisions,
+        "machines": machines, "preset": preset, "gpus": state.total_gpus, "decisions": decisions,
         "occupancy": occupancy, "policy": placer.name,
         "p50_ms": round(float(np.percentile(arr, 50)), 3),
         "p99_ms": round(float(np.percentile(arr, 99)), 3),

@@ -15,7 +15,7 @@ machine of a preset shares one tree.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dlsched.topology.effects import bits
@@ -102,16 +102,27 @@ class _Mapper:
     """One DRB run: the job, the machine and the co-runners it may disturb."""
 
     def __init__(self, p: JobProfile, m: int, mg: MachineGraph, co_runners: Sequence,
-                 alpha: tuple[float, float, float]) -> None:
+                 alpha: tuple[float, float, float], inter: Callable[[frozenset], float] | None = None) -> None:
         self.p, self.m, self.mg, self.co, self.alpha = p, m, mg, co_runners, alpha
+        self.inter = inter or (lambda fp: interference_score(p, fp, co_runners))
         self.region: list[int] = [0] * p.gpus      # 0 = not yet assigned at any level
+        self._nearest = max(1, mg.nearest)
+        self._least_sockets = min_sockets(mg, p.gpus)
+        self._terms: dict[int, tuple[float, float]] = {}   # GPUs used -> (Eq. 4, 1/omega), cached for the run
 
-    def _footprint(self, masks: list[int]) -> frozenset:
-        socks = {self.mg.socket_of[g] for mask in masks for g in bits(mask)}
-        keys = {("s", self.m, s) for s in socks}
-        if len(socks) > 1:
-            keys.add(("smp", self.m))
-        return frozenset(keys)
+    def _footprint_terms(self, used: int) -> tuple[float, float]:
+        """Interference and fragmentation terms of a task set on the GPUs ``used``."""
+        hit = self._terms.get(used)
+        if hit is None:
+            socks = {self.mg.socket_of[g] for g in bits(used)}
+            keys = {("s", self.m, s) for s in socks}
+            if len(socks) > 1:
+                keys.add(("smp", self.m))
+            fp = frozenset(keys)
+            inter = self.inter(fp) if self.co else 1.0
+            frag = min(1.0, self._least_sockets / max(1, len(socks)))
+            hit = self._terms[used] = (inter, frag)
+        return hit
 
     def task_utility(self, task: int, part: int, other: int = 0, spill: int = 0) -> float:
         """Alg. 3's U(task, P): comm to already-placed tasks, interference, fragmentation.
@@ -124,17 +135,17 @@ class _Mapper:
         if spill and other:
             others += [other] * spill
         a_cc, a_b, a_d = self.alpha
+        used = part
         if others:
-            t = sum(region_distance(self.mg, part, r) for r in others)
-            ref = len(others) * max(1, self.mg.nearest)
+            mg = self.mg
+            t = sum(region_distance(mg, part, r) for r in others)
+            ref = len(others) * self._nearest
             comm = min(1.0, ref / t) if t > 0 else 1.0
+            for r in others:
+                used |= r
         else:
             comm = 1.0
-        masks = others + [part]
-        fp = self._footprint(masks)
-        inter = interference_score(self.p, fp, self.co) if self.co else 1.0
-        spanned = sum(1 for k in fp if k[0] == "s")
-        frag = min(1.0, min_sockets(self.mg, self.p.gpus) / max(1, spanned))
+        inter, frag = self._footprint_terms(used)
         return a_cc * comm + a_b * inter + a_d * frag
 
     def run(self, tasks: list[int], node: PNode) -> None:
@@ -169,12 +180,24 @@ class _Mapper:
 
 
 def drb_map(p: JobProfile, m: int, mg: MachineGraph, free_mask: int, co_runners: Sequence = (),
-            k: int | None = None, alpha: tuple[float, float, float] = ALPHA) -> int | None:
-    """GPU bitmask chosen by DRB for ``k`` (default all) of the job's tasks on machine ``m``."""
+            k: int | None = None, alpha: tuple[float, float, float] = ALPHA,
+            inter: Callable[[frozenset], float] | None = None) -> int | None:
+    """GPU bitmask chosen by DRB for ``k`` (default all) of the job's tasks on machine ``m``.
+
+    ``inter(footprint)`` may stand in for Eq. 4 (:func:`interference_score` of ``p`` with
+    ``co_runners``), e.g. a caller's cache of it."""
     k = p.gpus if k is None else k
     if free_mask.bit_count() < k or k <= 0:
         return None
-    mapper = _Mapper(p, m, mg, co_runners, alpha)
+    if free_mask.bit_count() == k:   # one task per free GPU: the mapping can only be all of them
+        return free_mask
+    mapper = _Mapper(p, m, mg, co_runners, alpha, inter)
+    if k == 1:   # Alg. 3 with one task: it goes down to the half of higher utility (the first on ties)
+        node = bisection_tree(mg, free_mask)
+        while node.children is not None:
+            p0, p1 = node.children
+            node = p0 if mapper.task_utility(0, p0.mask, p1.mask) >= mapper.task_utility(0, p1.mask, p0.mask) else p1
+        return node.mask
     mapper.region = [0] * k
     mapper.run(list(range(k)), bisection_tree(mg, free_mask))
     out = 0

@@ -1,7 +1,8 @@
 """Fiduccia-Mattheyses bi-partitioning (Fiduccia & Mattheyses, DAC 1982), written from the paper.
 
 The DRB mapping (Alg. 2 of Amaral et al.) bisects the physical graph with FM, as Scotch does.
-Classic ingredients: per-side gain buckets indexed by integer gain with a max-gain pointer,
+Classic ingredients: per-side gain buckets indexed by integer gain, taken highest gain first
+(only non-empty buckets are kept: the graphs are small but their gains span hundreds of values),
 single-vertex moves, every vertex locked after it moves once per pass, a balance constraint
 on vertex weights, and a roll-back to the best prefix of moves at the end of each pass.
 
@@ -23,34 +24,36 @@ class Bisection:
 
 
 class _Buckets:
-    """Gain buckets of one side: ``bucket[g + offset]`` is an insertion-ordered set (a dict)."""
+    """Gain buckets of one side: ``bucket[g]`` is an insertion-ordered set (a dict) of the
+    vertices of gain ``g``; only non-empty buckets are kept, so finding the highest gain costs
+    a sort of the few distinct gains instead of a walk over every possible one."""
 
-    __slots__ = ("bucket", "gain_of", "offset", "top")
+    __slots__ = ("bucket", "gain_of")
 
     def __init__(self, max_gain: int) -> None:
-        self.offset = max_gain
-        self.bucket: list[dict[int, None]] = [{} for _ in range(2 * max_gain + 1)]
-        self.top = -1
+        self.bucket: dict[int, dict[int, None]] = {}
         self.gain_of: dict[int, int] = {}
 
     def add(self, v: int, gain: int) -> None:
-        k = gain + self.offset
-        self.bucket[k][v] = None
+        b = self.bucket.get(gain)
+        if b is None:
+            b = self.bucket[gain] = {}
+        b[v] = None
         self.gain_of[v] = gain
-        self.top = max(self.top, k)
 
     def remove(self, v: int) -> None:
-        k = self.gain_of.pop(v) + self.offset
-        del self.bucket[k][v]
-        while self.top >= 0 and not self.bucket[self.top]:
-            self.top -= 1
+        gain = self.gain_of.pop(v)
+        b = self.bucket[gain]
+        del b[v]
+        if not b:
+            del self.bucket[gain]
 
     def best(self, feasible) -> tuple[int, int] | None:
         """Highest-gain vertex passing ``feasible`` (first inserted wins ties)."""
-        for k in range(self.top, -1, -1):
-            for v in self.bucket[k]:
+        for gain in sorted(self.bucket, reverse=True):
+            for v in self.bucket[gain]:
                 if feasible(v):
-                    return k - self.offset, v
+                    return gain, v
         return None
 
 

@@ -105,7 +105,8 @@ class MachineGraph:
     ``dist[a][b]`` is the shortest-path length between local GPUs a and b; ``socket_of``
     maps GPU -> socket; ``up`` is each GPU's distance to the machine vertex (used for
     cross-machine paths); ``nvlink_peak`` says whether the fastest GPU link is NVLink/NVSwitch
-    (the pack/spread table of Sec. 3.2 differs for NVLink and PCIe machines).
+    (the pack/spread table of Sec. 3.2 differs for NVLink and PCIe machines). ``sockets``,
+    ``socket_size``, ``diameter`` and ``nearest`` are derived from them.
     """
 
     name: str
@@ -117,29 +118,24 @@ class MachineGraph:
     up: tuple[int, ...]
     nvlink_peak: bool
 
+    sockets: int = field(init=False)
+    socket_size: int = field(init=False)   # largest number of GPUs on one socket (minimum socket span)
+    diameter: int = field(init=False)      # longest GPU-GPU shortest path inside the machine (cross-socket)
+    nearest: int = field(init=False)       # shortest GPU-GPU distance (1 for NVLink, 2 for a shared switch)
+
+    def __post_init__(self) -> None:
+        # derived once: the placement search reads them in its inner loops
+        n = len(self.gpu_vertex)
+        sockets = max(self.socket_of) + 1 if self.socket_of else 0
+        object.__setattr__(self, "sockets", sockets)
+        object.__setattr__(self, "socket_size", max(self.socket_of.count(s) for s in range(sockets)) if n else 0)
+        object.__setattr__(self, "diameter", max((max(row) for row in self.dist), default=0))
+        object.__setattr__(self, "nearest", min((self.dist[a][b] for a in range(n) for b in range(n) if a != b),
+                                                default=0))
+
     @property
     def gpus(self) -> int:
         return len(self.gpu_vertex)
-
-    @property
-    def sockets(self) -> int:
-        return max(self.socket_of) + 1 if self.socket_of else 0
-
-    @property
-    def socket_size(self) -> int:
-        """Largest number of GPUs on one socket (used for the minimum socket span)."""
-        return max(self.socket_of.count(s) for s in range(self.sockets)) if self.gpus else 0
-
-    @property
-    def diameter(self) -> int:
-        """Longest GPU-GPU shortest path inside the machine (the cross-socket distance)."""
-        return max((max(row) for row in self.dist), default=0)
-
-    @property
-    def nearest(self) -> int:
-        """Shortest GPU-GPU distance inside the machine (1 for NVLink, 2 for a shared switch)."""
-        vals = [self.dist[a][b] for a in range(self.gpus) for b in range(self.gpus) if a != b]
-        return min(vals, default=0)
 
 
 def _groups(n: int, related) -> list[list[int]]:

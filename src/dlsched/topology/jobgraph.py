@@ -10,7 +10,7 @@ co-scheduled times come from :mod:`dlsched.topology.effects`) plus the minimum u
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 
@@ -58,26 +58,23 @@ class JobProfile:
     arrival: float = 0.0
     slo_slowdown: float = 1.2
     single_node: bool = True
+    # derived at construction (read in the placement search's inner loops):
+    batch_class: BatchClass = field(init=False, repr=False, compare=False)
+    type_key: tuple[str, int, int] = field(init=False, repr=False, compare=False)
+    """Everything the utility depends on besides the cluster: jobs with the same key get the
+    same placement on the same machine state (the placement caches rely on it)."""
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; choose from {MODELS}")
         if self.gpus < 1:
             raise ValueError("a job needs at least one GPU")
-
-    @property
-    def batch_class(self) -> BatchClass:
-        return batch_class(self.batch_size)
+        self.batch_class = batch_class(self.batch_size)
+        self.type_key = (self.model, int(self.batch_class), self.gpus)
 
     @property
     def comm_weight(self) -> int:
         return COMM_WEIGHT[self.batch_class]
-
-    @property
-    def type_key(self) -> tuple[str, int, int]:
-        """Everything the utility depends on besides the cluster: jobs with the same key get the
-        same placement on the same machine state (the placement cache relies on it)."""
-        return (self.model, int(self.batch_class), self.gpus)
 
 
 @dataclass(frozen=True, slots=True)

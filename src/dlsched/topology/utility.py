@@ -22,7 +22,7 @@ most fragmented domains to increase cluster utilization" (Sec. 4.3).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dlsched.topology.effects import (
@@ -30,6 +30,7 @@ from dlsched.topology.effects import (
     footprint,
     gpu_list,
     interference_factor,
+    pair_distance_sum,
 )
 from dlsched.topology.graph import W_NETWORK, MachineGraph
 from dlsched.topology.jobgraph import JobProfile
@@ -82,11 +83,7 @@ def min_sockets(mg: MachineGraph, k: int) -> int:
 
 def comm_cost(p: JobProfile, gpus: list[tuple[int, int]], graphs: Sequence[MachineGraph]) -> float:
     """Eq. 3 with the job graph's (uniform, Sec. 5.1) edge weight normalised to [0, 1]."""
-    from dlsched.topology.effects import distance
-
-    w = p.comm_weight / 4.0
-    n = len(gpus)
-    return w * sum(distance(graphs, gpus[i], gpus[j]) for i in range(n) for j in range(i + 1, n))
+    return p.comm_weight / 4.0 * pair_distance_sum(gpus, graphs)
 
 
 def interference_score(p: JobProfile, fp: frozenset, co_runners: Sequence) -> float:
@@ -106,8 +103,10 @@ def interference_score(p: JobProfile, fp: frozenset, co_runners: Sequence) -> fl
 
 
 def utility(p: JobProfile, placement: Placement, graphs: Sequence[MachineGraph], co_runners: Sequence,
-            alpha: tuple[float, float, float] = ALPHA) -> UtilityParts:
-    """U of placing ``p`` on ``placement`` next to ``co_runners`` (Eq. 2-5)."""
+            alpha: tuple[float, float, float] = ALPHA, inter: Callable[[frozenset], float] | None = None
+            ) -> UtilityParts:
+    """U of placing ``p`` on ``placement`` next to ``co_runners`` (Eq. 2-5); ``inter(footprint)``
+    may stand in for Eq. 4 (e.g. a caller's cache of :func:`interference_score`)."""
     gl = gpu_list(placement)
     mg = graphs[gl[0][0]]
     if p.gpus > 1:
@@ -118,8 +117,8 @@ def utility(p: JobProfile, placement: Placement, graphs: Sequence[MachineGraph],
         t = t_best = 0.0
         comm = 1.0
     fp = footprint(placement, graphs)
-    inter = interference_score(p, fp, co_runners)
+    i_term = inter(fp) if inter is not None else interference_score(p, fp, co_runners)
     spanned = sum(1 for key in fp if key[0] == "s")
     frag = min_sockets(mg, len(gl)) / max(1, spanned)
     a_cc, a_b, a_d = alpha
-    return UtilityParts(comm, inter, frag, a_cc * comm + a_b * inter + a_d * frag, t, t_best)
+    return UtilityParts(comm, i_term, frag, a_cc * comm + a_b * i_term + a_d * frag, t, t_best)
