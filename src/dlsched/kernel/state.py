@@ -40,7 +40,7 @@ class VcState:
     ``local``; bucket bits are local indices, so small VCs keep small bitmasks."""
 
     __slots__ = ("name", "vid", "nodes", "total_gpus", "free", "buckets", "queue", "running",
-                 "max_node_gpus", "gpus_per_node", "busy", "pending", "share_nodes")
+                 "max_node_gpus", "gpus_per_node", "busy", "pending", "share_nodes", "area", "t_last")
 
     def __init__(self, name: str, vid: int) -> None:
         self.name = name
@@ -56,6 +56,8 @@ class VcState:
         self.busy = 0              # GPUs held by at least one job
         self.pending = 0           # jobs in the queue
         self.share_nodes = 0       # local bits: open nodes with a GPU that has room for one more job
+        self.area = 0.0            # integral of busy GPUs over time (GPU-seconds) up to t_last
+        self.t_last = 0.0
 
 
 class ClusterState:
@@ -102,6 +104,12 @@ class ClusterState:
         self.failures_due: list[tuple[float, Job, str]] = []  # filled by the failure model, drained by the backend
         self._enq = 0
         self._run = 0
+        # time-weighted levels: exact only if updated at every change, which only the state sees
+        self.t_last = 0.0
+        self.busy_area = 0.0       # integral of busy GPUs (GPU-seconds)
+        self.powered_area = 0.0    # integral of powered GPUs
+        self.next_tick = float("inf")
+        self._clock: list[Callable[[float], float]] = []
         self._observers: list[object] = []
         self._on_submit: tuple = ()
         self._on_start: tuple = ()
@@ -126,7 +134,44 @@ class ClusterState:
         self._on_stop = tuple(o.stopped for o in self._observers if hasattr(o, "stopped"))
         self._on_node = tuple(o.node_changed for o in self._observers if hasattr(o, "node_changed"))
 
+    def add_clock(self, callback: Callable[[float], float]) -> None:
+        """``callback(now) -> next time`` runs before the first transition at or after the time
+        it asked for (e.g. a timeline sampler), seeing the state as it was up to ``now``."""
+        self._clock.append(callback)
+        self.next_tick = -float("inf")
+
+    def begin(self, t0: float) -> None:
+        """Start the time-weighted integrals at ``t0``."""
+        self.t_last = t0
+        self.busy_area = self.powered_area = 0.0
+        for vc in self.vcs:
+            vc.area, vc.t_last = 0.0, t0
+
+    def advance(self, now: float) -> None:
+        """Integrate the levels up to ``now`` (nothing changed since ``t_last``) and run the clock
+        callbacks that are due. Every transition does this first."""
+        dt = now - self.t_last
+        if dt:
+            self.busy_area += self.busy_gpus * dt
+            self.powered_area += self.powered_gpus * dt
+            self.t_last = now
+        if now >= self.next_tick:
+            self.next_tick = min(cb(now) for cb in self._clock)
+
+    def close_levels(self, end: float) -> None:
+        """Integrate every level (cluster and per VC) up to ``end``."""
+        if end > self.t_last:
+            self.busy_area += self.busy_gpus * (end - self.t_last)
+            self.powered_area += self.powered_gpus * (end - self.t_last)
+            self.t_last = end
+        for vc in self.vcs:
+            if end > vc.t_last:
+                vc.area += vc.busy * (end - vc.t_last)
+                vc.t_last = end
+
     def _node_event(self, node: int, now: float) -> None:
+        if now != self.t_last or now >= self.next_tick:
+            self.advance(now)
         for cb in self._on_node:
             cb(node, now)
 
@@ -184,6 +229,16 @@ class ClusterState:
                     seen[other] = None
         return list(seen)
 
+    def _stopping(self, job: Job, vc: VcState, now: float, why: str) -> None:
+        """Before a job releases its GPUs: integrate levels, tell the observers."""
+        if now != self.t_last or now >= self.next_tick:
+            self.advance(now)
+        vc.area += vc.busy * (now - vc.t_last)
+        vc.t_last = now
+        if self._on_stop:
+            for cb in self._on_stop:
+                cb(job, vc, now, why)
+
     # -- job transitions ------------------------------------------------------------------
     def submit(self, job: Job, now: float) -> VcState:
         if job.state is not _CREATED:
@@ -193,8 +248,11 @@ class ClusterState:
         vc = job.vc_state
         if vc is None or vc is not self.vcs[vc.vid]:  # not bound to this state yet
             vc = job.vc_state = self.vc_of(job)
-        for cb in self._on_submit:
-            cb(job, vc, now)
+        if now != self.t_last or now >= self.next_tick:
+            self.advance(now)
+        if self._on_submit:
+            for cb in self._on_submit:
+                cb(job, vc, now)
         self.jobs[job.job_id] = job
         job.state = _PENDING
         job.wait_since = now
@@ -209,8 +267,13 @@ class ClusterState:
         if job.state is not _PENDING:
             raise StateError(f"job {job.job_id} started while {job.state.name}")
         vc = job.vc_state
-        for cb in self._on_start:
-            cb(job, vc, now)
+        if now != self.t_last or now >= self.next_tick:
+            self.advance(now)
+        vc.area += vc.busy * (now - vc.t_last)
+        vc.t_last = now
+        if self._on_start:
+            for cb in self._on_start:
+                cb(job, vc, now)
         if len(placement) == 1 and not shared:
             # common case, inlined: one node, exclusive GPUs
             node, mask = placement[0]
@@ -262,8 +325,7 @@ class ClusterState:
         if job.state is not _ASSUMED:
             raise StateError(f"job {job.job_id} forgotten while {job.state.name} (only assumed starts)")
         vc = job.vc_state
-        for cb in self._on_stop:
-            cb(job, vc, now, "forget")
+        self._stopping(job, vc, now, "forget")
         self._release(job, vc)
         del vc.running[job]
         job.queue_delay -= job.run_since - job.wait_since  # the wait goes on
@@ -281,8 +343,13 @@ class ClusterState:
         if job.state is not _RUNNING:
             raise StateError(f"job {job.job_id} finished while {job.state.name} (every job ends exactly once)")
         vc = job.vc_state
-        for cb in self._on_stop:
-            cb(job, vc, now, "finish")
+        if now != self.t_last or now >= self.next_tick:  # _stopping(), inlined: the hottest path
+            self.advance(now)
+        vc.area += vc.busy * (now - vc.t_last)
+        vc.t_last = now
+        if self._on_stop:
+            for cb in self._on_stop:
+                cb(job, vc, now, "finish")
         model = self.speed_model
         affected = self.co_runners(job, model.scope) if model is not None else _NOTHING
         placement = job.placement
@@ -318,8 +385,7 @@ class ClusterState:
         self._settle(job, now)
         if self.preemption_overhead is not None:
             job._remaining += self.preemption_overhead(job)
-        for cb in self._on_stop:
-            cb(job, vc, now, "preempt")
+        self._stopping(job, vc, now, "preempt")
         affected = self._stop(job, vc, now)
         job.preemptions += 1
         return affected
@@ -330,8 +396,7 @@ class ClusterState:
         if job.state is not _RUNNING and job.state is not _ASSUMED:
             raise StateError(f"job {job.job_id} failed while {job.state.name}")
         vc = job.vc_state
-        for cb in self._on_stop:
-            cb(job, vc, now, "fail")
+        self._stopping(job, vc, now, "fail")
         affected = self._stop(job, vc, now)
         job._remaining = job._start_remaining
         job.failures += 1

@@ -83,8 +83,7 @@ class Simulator:
         state = ClusterState(self.cluster, new_queue=policy.new_queue, max_jobs_per_gpu=cfg.max_jobs_per_gpu,
                              speed_model=self.speed_model, failure_model=self.failure_model,
                              preemption_overhead=cfg.preemption_overhead)
-        rec = MetricsRecorder(state, cfg.timeline_interval)
-        state.add_observer(rec)
+        rec = MetricsRecorder(state, cfg.timeline_interval)  # registers itself as the state's clock observer
         plugins = getattr(getattr(policy, "placer", None), "observers", ())  # plug-ins with an index
         for plugin in (*plugins, *self.observers):
             attach = getattr(plugin, "attach", None)
@@ -241,14 +240,15 @@ class Simulator:
                 view._wakeups.clear()
             if power is not None:
                 running = rec.running
-                if running == 0 and rec.queued == 0 and cursor >= n_jobs:
+                queued = rec.queued
+                if running == 0 and queued == 0 and cursor >= n_jobs:
                     break  # only the power manager's timers are left
                 if running:
                     last_progress = now
                 elif cursor < n_jobs and jobs[cursor].submit_time <= now:
                     last_progress = now
                 elif now - last_progress > STALL_LIMIT:
-                    raise SimulationError(f"{rec.queued} jobs have waited {STALL_LIMIT / 86400:.0f} days with "
+                    raise SimulationError(f"{queued} jobs have waited {STALL_LIMIT / 86400:.0f} days with "
                                           "nothing running: the power manager never woke nodes for them")
 
         if state.finished != n_jobs:
