@@ -88,6 +88,7 @@ class ClusterState:
         self.node_cordoned: list[bool] = []
         self.node_removed: list[bool] = []
         self.node_open: list[bool] = []      # powered, not cordoned, not removed
+        self.node_slot: list[int] = []       # the node's VC id while open, else -1 (one check in the hot path)
         self.node_mem: list[float] = []      # memory of each GPU of the node (MiB)
         self.node_share: list[int] = []      # sharing only: GPUs with 1 <= holders < cap
         self.gpu_count: list[list[int]] = []  # sharing only: holders per GPU
@@ -110,6 +111,8 @@ class ClusterState:
         self.powered_area = 0.0    # integral of powered GPUs
         self.next_tick = float("inf")
         self._clock: list[Callable[[float], float]] = []
+        self.n_pending = 0         # jobs queued, all VCs
+        self.n_running = 0         # jobs holding GPUs (running or assumed), all VCs
         self._observers: list[object] = []
         self._on_submit: tuple = ()
         self._on_start: tuple = ()
@@ -156,7 +159,8 @@ class ClusterState:
             self.powered_area += self.powered_gpus * dt
             self.t_last = now
         if now >= self.next_tick:
-            self.next_tick = min(cb(now) for cb in self._clock)
+            clock = self._clock
+            self.next_tick = clock[0](now) if len(clock) == 1 else min(cb(now) for cb in clock)
 
     def close_levels(self, end: float) -> None:
         """Integrate every level (cluster and per VC) up to ``end``."""
@@ -260,6 +264,7 @@ class ClusterState:
         job.enq_seq = self._enq
         vc.queue.push(job)
         vc.pending += 1
+        self.n_pending += 1
         return vc
 
     def start(self, job: Job, placement, now: float, shared: bool = False, confirm: bool = True) -> VcState:
@@ -277,8 +282,8 @@ class ClusterState:
         if len(placement) == 1 and not shared:
             # common case, inlined: one node, exclusive GPUs
             node, mask = placement[0]
-            if (self.node_vc[node] != vc.vid or not self.node_open[node]
-                    or self.node_mask[node] & mask or mask >> self.node_gpus[node] or not mask):
+            if (self.node_slot[node] != vc.vid or self.node_mask[node] & mask
+                    or mask >> self.node_gpus[node] or not mask):
                 self._allocate(job, vc, placement, shared)  # raises with the precise reason
             n = mask.bit_count()
             old = self.node_free[node]
@@ -302,6 +307,8 @@ class ClusterState:
         vc.queue.remove(job)
         vc.pending -= 1
         vc.running[job] = None
+        self.n_pending -= 1
+        self.n_running += 1
         job.state = _RUNNING if confirm else _ASSUMED
         job.placement = placement
         if job.start_time < 0:
@@ -336,6 +343,8 @@ class ClusterState:
         job.state = _PENDING
         vc.queue.push(job)
         vc.pending += 1
+        self.n_pending += 1
+        self.n_running -= 1
         return vc
 
     def finish(self, job: Job, now: float) -> Sequence[Job]:
@@ -371,6 +380,7 @@ class ClusterState:
         else:
             self._release(job, vc)
         del vc.running[job]
+        self.n_running -= 1
         job.state = _FINISHED
         job.end_time = now
         job._remaining = 0.0
@@ -418,6 +428,8 @@ class ClusterState:
         job.enq_seq = self._enq
         vc.queue.push(job)
         vc.pending += 1
+        self.n_pending += 1
+        self.n_running -= 1
         return self._respeed(affected, now) if affected else _NOTHING
 
     # -- one decision -------------------------------------------------------------------
@@ -498,6 +510,7 @@ class ClusterState:
         self.node_cordoned.append(False)
         self.node_removed.append(False)
         self.node_open.append(True)
+        self.node_slot.append(vc.vid)
         self.node_mem.append(float(spec.gpu_type.memory_mib))
         self.node_share.append(0)
         self.gpu_count.append([0] * spec.gpus)
@@ -584,6 +597,7 @@ class ClusterState:
         vc.free -= self.node_free[node]
         self.node_free[node] = 0
         self.node_open[node] = False
+        self.node_slot[node] = -1
 
     def _reopen(self, node: int) -> None:
         if self.node_open[node] or not self.node_powered[node] or self.node_cordoned[node] or self.node_removed[node]:
@@ -592,6 +606,7 @@ class ClusterState:
         free = self.node_gpus[node] - self.node_mask[node].bit_count()
         self.node_free[node] = free
         self.node_open[node] = True
+        self.node_slot[node] = vc.vid
         vc.buckets[free] |= 1 << self.node_local[node]
         vc.free += free
         if self.node_share[node]:
@@ -719,6 +734,9 @@ class ClusterState:
             if self.cap > 1 and self.gpu_count[node][g] != n:
                 raise StateError(f"GPU {g} of node {self.node_ids[node]}: {n} holders, books say "
                                  f"{self.gpu_count[node][g]}")
+        if sum(vc.pending for vc in self.vcs) != self.n_pending or \
+                sum(len(vc.running) for vc in self.vcs) != self.n_running:
+            raise StateError("job counters out of sync with the VCs")
         busy = 0
         for node in range(len(self.node_gpus)):
             if holders[node] != self.node_holders[node]:
@@ -729,7 +747,7 @@ class ClusterState:
             if mask != self.node_mask[node]:
                 raise StateError(f"node {self.node_ids[node]}: GPU mask out of sync")
             is_open = self.node_powered[node] and not self.node_cordoned[node] and not self.node_removed[node]
-            if is_open != self.node_open[node]:
+            if is_open != self.node_open[node] or self.node_slot[node] != (self.node_vc[node] if is_open else -1):
                 raise StateError(f"node {self.node_ids[node]}: open flag out of sync")
             expect = (self.node_gpus[node] - mask.bit_count()) if is_open else 0
             if self.node_free[node] != expect:

@@ -40,19 +40,19 @@ class MetricsRecorder:
     # -- counts read from the state ----------------------------------------------------
     @property
     def running(self) -> int:
-        return sum(len(vc.running) for vc in self.state.vcs)
+        return self.state.n_running
 
     @property
     def queued(self) -> int:
-        return sum(vc.pending for vc in self.state.vcs)
+        return self.state.n_pending
 
     def sample(self, now: float) -> float:
         """Clock callback: one timeline row at ``now`` (state as it was just before ``now``)."""
         state = self.state
         self.rows_t.append(now)
         self.rows_busy.append(state.busy_gpus)
-        self.rows_running.append(self.running)
-        self.rows_queued.append(self.queued)
+        self.rows_running.append(state.n_running)
+        self.rows_queued.append(state.n_pending)
         self.rows_powered.append(state.powered_count)
         return now + self.interval
 
