@@ -157,8 +157,8 @@ def _read_arrow(raw: _Raw, wanted: list[str], numeric: set[str], datetimes: set[
     import pyarrow as pa  # lazy: only loaders need it
     import pyarrow.csv as pcsv
 
-    types = {c: pa.float64() if c in numeric else pa.timestamp("ns") if c in datetimes else pa.string()
-             for c in wanted}
+    text = pa.dictionary(pa.int32(), pa.string())  # repeated names (VC, user, state) become one str each
+    types = {c: pa.float64() if c in numeric else pa.timestamp("ns") if c in datetimes else text for c in wanted}
     try:
         arrow = pcsv.read_csv(
             pa.py_buffer(data),
@@ -184,7 +184,7 @@ def _read_arrow(raw: _Raw, wanted: list[str], numeric: set[str], datetimes: set[
             values = _fixed_width(col, np.int64, np.iinfo(np.int64).min).view("datetime64[ns]")
             empty_last &= bool(n) and bool(np.isnat(values[-1]))
         else:
-            values = np.array(col.to_pylist(), dtype=object) if n else np.zeros(0, dtype=object)
+            values = _text(col)
             empty_last &= bool(n) and values[-1] == ""
         cols[name] = values
     if empty_last:  # trailing all-empty rows: the all-text reader trims them
@@ -193,19 +193,32 @@ def _read_arrow(raw: _Raw, wanted: list[str], numeric: set[str], datetimes: set[
     return Table(raw.path, cols, lines, raw.comment, raw.header)
 
 
+def _text(col) -> np.ndarray:
+    """A dictionary-encoded string column as an object array of ``str`` (one object per distinct
+    value and chunk, shared by its rows)."""
+    parts = [np.array(chunk.dictionary.to_pylist(), dtype=object)[_values(chunk.indices, np.int32, 0)]
+             for chunk in col.chunks]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=object)
+
+
 def _fixed_width(col, dtype: type, missing) -> np.ndarray:
-    """A float64 or timestamp[ns] column as one numpy array, ``missing`` where null. Read from
-    the Arrow buffers: ``to_numpy`` would import pandas for any chunk with a null."""
-    parts = []
-    for chunk in col.chunks:
-        validity, data = chunk.buffers()[:2]
-        start, n = chunk.offset, len(chunk)
-        values = np.frombuffer(data, dtype=dtype, count=start + n)[start:].copy()
-        if chunk.null_count:
-            bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
-            values[~bits[start:start + n].astype(bool)] = missing
-        parts.append(values)
+    """A float64 or timestamp[ns] column as one numpy array, ``missing`` where null."""
+    parts = [_values(chunk, dtype, missing) for chunk in col.chunks]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+def _values(chunk, dtype: type, missing) -> np.ndarray:
+    """A fixed-width Arrow array as numpy, ``missing`` where null. Read from the buffers:
+    ``to_numpy`` imports pandas for arrays with nulls (and for some without)."""
+    validity, data = chunk.buffers()[:2]
+    start, n = chunk.offset, len(chunk)
+    if n == 0:
+        return np.zeros(0, dtype=dtype)
+    values = np.frombuffer(data, dtype=dtype, count=start + n)[start:].copy()
+    if chunk.null_count:
+        bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
+        values[~bits[start:start + n].astype(bool)] = missing
+    return values
 
 
 def _read_pandas(raw: _Raw, columns: set[str] | None, numeric: set[str]) -> Table:

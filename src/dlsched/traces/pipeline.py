@@ -145,7 +145,8 @@ def apply_filters(cols: Columns, opts: LoadOptions, report: LoadReport, path: st
     if not opts.include_cpu_jobs:
         drop(cols.gpus <= 0, "CPU-only job (0 GPUs)")
     if opts.vcs is not None:
-        drop(~np.isin(cols.vc, np.array(sorted(opts.vcs), dtype=object)), "VC not in config")
+        wanted = opts.vcs  # set lookups: np.isin sorts object arrays, ~10x slower
+        drop(~np.fromiter(map(wanted.__contains__, cols.vc.tolist()), bool, len(cols.vc)), "VC not in config")
     for bound, what, before in ((opts.start, "start", True), (opts.end, "end", False)):
         if bound is None:
             continue
