@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -79,7 +80,7 @@ def _as_text(values: Sequence) -> list[str]:
             return list(values)
         arr = np.asarray(values) if not kinds & {str, type(None)} else None
         if arr is None or arr.dtype.kind not in "iufb":  # mixed objects, as pandas keeps them
-            return ["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in values]
+            return ["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in values]
         values = arr
     if values.dtype.kind == "f":
         text = list(map(repr, values.astype(np.float64).tolist()))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import gzip
 from datetime import datetime
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np

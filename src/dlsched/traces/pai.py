@@ -25,7 +25,6 @@ or waiting (no ``end_time``) are left out and counted; task rows of unknown jobs
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np

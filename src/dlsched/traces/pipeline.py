@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from numbers import Real
 
 import numpy as np
@@ -87,7 +87,7 @@ def to_timestamp(value: TimeArg, path: str, what: str) -> np.datetime64:
             dt = None  # e.g. 2017-02-30: let pandas word the refusal
         if dt is not None:
             if dt.tzinfo is not None:
-                dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+                dt = dt.astimezone(UTC).replace(tzinfo=None)
             return np.datetime64(dt, "ns")
     import pandas as pd
 
