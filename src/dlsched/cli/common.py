@@ -10,7 +10,6 @@ from typing import Iterator
 import typer
 from rich.console import Console
 from rich.text import Text
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 console = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -80,6 +79,8 @@ def progress_bar(label: str, enabled: bool = True):
     if not enabled or not sys.stderr.isatty():
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
         task = bar.add_task(label, total=None)

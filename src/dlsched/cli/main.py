@@ -1,33 +1,107 @@
-"""Entry point of the ``dlsched`` command. Each command group lives in its own module that
-exposes ``register(app)``; adding a command = one module + one line in COMMAND_MODULES."""
+"""Entry point of the ``dlsched`` command.
+
+Each command group lives in its own module that exposes ``register(app)``. The modules are
+imported lazily: ``dlsched simulate`` imports only ``sim_cmd`` (not the predictors, the report or
+the energy code), which keeps start-up short; ``dlsched --help`` imports them all to list every
+command with its help. Adding a command = one module + one line per command name in COMMANDS
+(``tests/test_cli_main.py`` checks that the table and the modules agree).
+"""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator, MutableMapping
 
 import typer
+from typer.core import TyperGroup
+
+# Command name -> the module(s) of dlsched.cli that register it, in the order `dlsched --help`
+# lists them (plain commands first, then groups, as Typer orders them). A group that several
+# modules extend (e.g. ``experiment``) names all of them.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "policies": ("sim_cmd",),
+    "simulate": ("sim_cmd",),
+    "compare": ("sim_cmd",),
+    "demo": ("sim_cmd",),
+    "estimate": ("estimate_cmd",),
+    "forecast": ("energy_cmd",),
+    "predict": ("predict_cmd",),
+    "report": ("report_cmd",),
+    "trace": ("trace_cmd",),
+    "predictor": ("predictor_cmd",),
+    "energy": ("energy_cmd",),
+    "experiment": ("topology_cmd",),
+    "bench": ("topology_cmd",),
+    "topo": ("topology_cmd",),
+}
+
+# Every command module, in the order they were registered when all were imported eagerly.
+COMMAND_MODULES: list[str] = ["trace_cmd", "sim_cmd", "predictor_cmd", "estimate_cmd", "energy_cmd",
+                              "topology_cmd", "predict_cmd", "report_cmd"]
+
+
+class _LazyCommands(MutableMapping):
+    """The group's name -> click command mapping; a name's module is imported on first lookup.
+
+    Iterating yields every known name without importing anything (used for "did you mean"
+    suggestions); reading a value (``get``, ``items``) imports the module(s) behind it.
+    """
+
+    def __init__(self, eager: MutableMapping) -> None:
+        self._built: dict = dict(eager)
+        self._registry = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+        self._registered: set[str] = set()
+
+    def _load(self, name: str) -> None:
+        modules = [m for m in COMMANDS[name] if m not in self._registered]
+        for module in modules:
+            importlib.import_module(f"dlsched.cli.{module}").register(self._registry)
+            self._registered.add(module)
+        if modules:  # one shared sub-app so that modules extending the same group meet in it
+            self._built.update(typer.main.get_group(self._registry).commands)
+
+    def __getitem__(self, name: str):
+        if name in COMMANDS and not set(COMMANDS[name]) <= self._registered:
+            self._load(name)
+        return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COMMANDS
+        yield from (n for n in self._built if n not in COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS) + sum(1 for n in self._built if n not in COMMANDS)
+
+    def __setitem__(self, name: str, command) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+
+class LazyGroup(TyperGroup):
+    """A Typer group whose commands come from :data:`COMMANDS`, imported when first used."""
+
+    def __init__(self, **attrs) -> None:
+        super().__init__(**attrs)
+        self.commands = _LazyCommands(self.commands)
+
 
 app = typer.Typer(
     name="dlsched",
+    cls=LazyGroup,
     help="Prediction-based, interference- and topology-aware GPU cluster scheduler and simulator.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-COMMAND_MODULES: list[str] = [
-    "trace_cmd",
-    "sim_cmd",
-    "predictor_cmd",
-    "estimate_cmd",
-    "energy_cmd",
-    "topology_cmd",
-    "predict_cmd",
-    "report_cmd",
-]
 
-for _module in COMMAND_MODULES:
-    importlib.import_module(f"dlsched.cli.{_module}").register(app)
+@app.callback()
+def _main() -> None:
+    # Typer builds a group only for an app with a callback or registered commands; the
+    # commands are lazy, hence this empty callback.
+    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

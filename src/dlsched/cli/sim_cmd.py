@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 
 from dlsched.cli.common import clear_errors, console, load_jobs_and_cluster, out, predict_resources, progress_bar
+from dlsched.cli.timing import Phases
 
 TRACE_FORMATS = "auto|helios|helios-log|philly-pollux|pai|dlsched"
 
@@ -76,6 +77,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def policies() -> None:
         """List the scheduling policies and placements (combine any of each)."""
+        from rich.table import Table
+
         from dlsched.registry import FAILURE_MODELS, PLACERS, POLICIES, SPEED_MODELS
 
         table = Table(title="policies (--policy)")
@@ -124,10 +127,16 @@ def register(app: typer.Typer) -> None:
         failure_model: str = FAILURE_MODEL,
         max_jobs_per_gpu: int = MAX_JOBS_PER_GPU,
         out_dir: Path = typer.Option(Path("runs/simulate"), "--out", help="Run directory."),
+        timings: bool = typer.Option(False, "--timings",
+                                     help="Print where the wall time went (start-up, load, simulate, write) "
+                                          "and add it to summary.json as 'timings'."),
     ) -> None:
         """Simulate one policy; writes DIR/jobs.csv, DIR/summary.json and DIR/timeline.csv."""
         from dlsched.runner import run_one
+        from dlsched.sim.results import timed_writes
 
+        phases = Phases()
+        phases.lap("start_up")  # interpreter, command line, simulator modules
         with clear_errors():
             _check_priority_file(priority_file, [policy])
             job_list, cluster, spec = _prepare(
@@ -136,10 +145,13 @@ def register(app: typer.Typer) -> None:
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
                 speed_model, failure_model, max_jobs_per_gpu)
             spec.policy_options = spec.policy_options[policy]
+            phases.lap("load")
             t0 = time.perf_counter()
-            with progress_bar(f"{policy}/{placement}") as bar:
+            with timed_writes() as writes, progress_bar(f"{policy}/{placement}") as bar:
                 summary = run_one(job_list, cluster, spec, out_dir, progress=bar)
             wall = time.perf_counter() - t0
+            phases.lap("simulate", minus=sum(writes))
+            phases.add("write", sum(writes))
         _print_summaries({policy: summary})
         _print_ground_truth(summary)
         if "energy" in summary:
@@ -148,6 +160,10 @@ def register(app: typer.Typer) -> None:
                       f"{e['wakeups']} wake-ups ({e['daily_wakeups']:.2f}/day, {e['nodes_per_wakeup']:.1f} nodes each), "
                       f"{e['jobs_waiting_for_power']} jobs waited for a node to boot")
         console.print(f"{len(job_list)} jobs simulated in {wall:.2f} s; results in [bold]{out_dir}[/]")
+        if timings:
+            phases.lap("write")  # the summary printed above is part of handing the results over
+            _add_timings(out_dir / "summary.json", phases.as_dict())
+            console.print(f"timings: {phases.line()}", highlight=False, soft_wrap=True)
 
     @app.command()
     def compare(
@@ -264,6 +280,13 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
     return job_list, cluster, spec
 
 
+def _add_timings(path: Path, seconds: dict[str, float]) -> None:
+    """Add ``timings`` (seconds per phase) to a written summary.json, keeping the rest as it was."""
+    summary = json.loads(path.read_text())
+    summary["timings"] = seconds
+    path.write_text(json.dumps(summary, indent=2, default=float))
+
+
 def _energy_options(boot_delay: float, idle_timeout: float, buffer: int | None) -> dict:
     opts = {"boot_delay": boot_delay, "idle_timeout": idle_timeout}
     if buffer is not None:
@@ -303,6 +326,8 @@ def _print_ground_truth(summary: dict) -> None:
 
 
 def _print_summaries(summaries: dict[str, dict]) -> None:
+    from rich.table import Table
+
     table = Table(title="summary (seconds)")
     cols = ["jobs", "avg_jct", "median_jct", "p99_jct", "avg_queue_delay", "queued_jobs", "makespan",
             "gpu_utilization", "preemptions"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 import numpy as np
 
 from dlsched.core.job import Job
@@ -13,19 +15,20 @@ GROUPS = {"short": (0.0, 15 * 60.0), "middle": (15 * 60.0, 6 * 3600.0), "long": 
 def job_arrays(jobs: list[Job]) -> dict[str, np.ndarray]:
     """Columns of the per-job record, as numpy arrays (one pass over the jobs)."""
     n = len(jobs)
-    submit = np.fromiter((j.submit_time for j in jobs), float, n)
-    start = np.fromiter((j.start_time for j in jobs), float, n)
-    end = np.fromiter((j.end_time for j in jobs), float, n)
-    queue = np.fromiter((j.queue_delay for j in jobs), float, n)
+
+    def column(name: str, dtype: type) -> np.ndarray:  # attrgetter mapped in C: 2-3x a generator
+        return np.fromiter(map(attrgetter(name), jobs), dtype, n)
+
+    submit, end = column("submit_time", float), column("end_time", float)
     return {
         "submit_time": submit,
-        "start_time": start,
+        "start_time": column("start_time", float),
         "end_time": end,
-        "queue_delay": queue,
+        "queue_delay": column("queue_delay", float),
         "jct": end - submit,
-        "duration": np.fromiter((j.duration for j in jobs), float, n),
-        "gpus": np.fromiter((j.gpus for j in jobs), np.int64, n),
-        "preemptions": np.fromiter((j.preemptions for j in jobs), np.int64, n),
+        "duration": column("duration", float),
+        "gpus": column("gpus", np.int64),
+        "preemptions": column("preemptions", np.int64),
     }
 
 
@@ -61,10 +64,12 @@ def summarize(jobs: list[Job], recorder=None, cols: dict[str, np.ndarray] | None
         out["gpu_utilization"] = recorder.gpu_utilization()
     dur = cols["duration"]
     out["groups"] = {name: _stats(cols, (dur >= lo) & (dur < hi)) for name, (lo, hi) in GROUPS.items()}
-    vcs = np.array([j.vc for j in jobs], dtype=object)
+    vc_list = list(map(attrgetter("vc"), jobs))
+    codes = {vc: i for i, vc in enumerate(dict.fromkeys(vc_list))}  # in order of first appearance
+    vc_code = np.fromiter(map(codes.__getitem__, vc_list), np.int64, len(vc_list))  # int masks: fast
     per_vc = {}
-    for vc in dict.fromkeys(vcs.tolist()):
-        stats = _stats(cols, vcs == vc)
+    for vc, code in codes.items():
+        stats = _stats(cols, vc_code == code)
         if recorder is not None:
             state = recorder.state
             stats["gpu_utilization"] = recorder.vc_utilization(state.vcs[state.vc_index[vc]])

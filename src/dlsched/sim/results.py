@@ -1,48 +1,131 @@
-"""Writing a finished simulation to a run directory: jobs.csv, summary.json, timeline.csv."""
+"""Writing a finished simulation to a run directory: jobs.csv, summary.json, timeline.csv.
+
+The CSV files are written column by column with numpy's float formatting and the standard
+``csv`` writer: the same bytes as ``pandas.DataFrame.to_csv`` produced before (numbers via
+``ndarray.astype(str)``, NaN as an empty field, minimal quoting), about ten times faster, and
+without importing pandas (which alone took longer than the simulation).
+"""
 
 from __future__ import annotations
 
+import csv
 import json
+import math
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from operator import attrgetter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from dlsched.metrics.summary import job_arrays, summarize
-from dlsched.sim.engine import SimResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dlsched.sim.engine import SimResult
 
 JOB_COLUMNS = ("job_id", "user", "name", "vc", "gpus", "submit_time", "duration", "start_time", "end_time",
                "queue_delay", "jct", "preemptions")
+_TEXT_COLUMNS = ("job_id", "user", "name", "vc")
+
+# Seconds spent in write_run, collected while a `timed_writes()` block is open (for --timings).
+_WRITE_SECONDS: ContextVar[list[float] | None] = ContextVar("dlsched_write_seconds", default=None)
+
+
+@contextmanager
+def timed_writes() -> Iterator[list[float]]:
+    """Collect the wall seconds of every :func:`write_run` call made inside the block, so a
+    caller that only sees ``run_one`` can still split simulating from writing."""
+    seconds: list[float] = []
+    token = _WRITE_SECONDS.set(seconds)
+    try:
+        yield seconds
+    finally:
+        _WRITE_SECONDS.reset(token)
+
+
+def job_columns(result: SimResult, cols: dict[str, np.ndarray] | None = None) -> dict[str, Sequence]:
+    """The columns of ``jobs.csv`` in file order: the job's text fields as lists, numbers as arrays;
+    ``pred_gpu_util``/``pred_gpu_mem_mib`` are added when predictions were filled."""
+    jobs = result.jobs
+    cols = cols if cols is not None else job_arrays(jobs)
+    out: dict[str, Sequence] = {}
+    for name in JOB_COLUMNS:
+        out[name] = list(map(attrgetter(name), jobs)) if name in _TEXT_COLUMNS else cols[name]
+    util = np.fromiter(map(attrgetter("pred_gpu_util"), jobs), float, len(jobs))
+    if len(jobs) and not np.isnan(util).all():  # predictions were filled: keep them with the outcomes
+        out["pred_gpu_util"] = util
+        out["pred_gpu_mem_mib"] = np.fromiter(map(attrgetter("pred_gpu_mem_mib"), jobs), float, len(jobs))
+    return out
 
 
 def jobs_frame(result: SimResult, cols: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
-    jobs = result.jobs
-    cols = cols if cols is not None else job_arrays(jobs)
-    frame = pd.DataFrame({
-        "job_id": [j.job_id for j in jobs],
-        "user": [j.user for j in jobs],
-        "name": [j.name for j in jobs],
-        "vc": [j.vc for j in jobs],
-        **{k: cols[k] for k in ("gpus", "submit_time", "duration", "start_time", "end_time", "queue_delay",
-                                "jct", "preemptions")},
-    })
-    frame = frame[list(JOB_COLUMNS)]
-    util = np.fromiter((j.pred_gpu_util for j in jobs), float, len(jobs))
-    if len(jobs) and not np.isnan(util).all():  # predictions were filled: keep them with the outcomes
-        frame["pred_gpu_util"] = util
-        frame["pred_gpu_mem_mib"] = np.fromiter((j.pred_gpu_mem_mib for j in jobs), float, len(jobs))
-    return frame
+    """``jobs.csv`` as a DataFrame (for library users; the writer does not need pandas)."""
+    import pandas as pd
+
+    return pd.DataFrame(job_columns(result, cols))
+
+
+def _as_text(values: Sequence) -> list[str]:
+    """One column as CSV fields, formatted as pandas' ``to_csv`` formats it: floats as their
+    shortest round-trip repr (what ``ndarray.astype(str)`` gives, 3x faster), NaN and None as
+    empty fields, integers and anything else through ``str``."""
+    if not isinstance(values, np.ndarray):
+        kinds = set(map(type, values))
+        if kinds <= {str}:
+            return list(values)
+        arr = np.asarray(values) if not kinds & {str, type(None)} else None
+        if arr is None or arr.dtype.kind not in "iufb":  # mixed objects, as pandas keeps them
+            return ["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v) for v in values]
+        values = arr
+    if values.dtype.kind == "f":
+        text = list(map(repr, values.astype(np.float64).tolist()))
+        for i in np.flatnonzero(np.isnan(values)).tolist():
+            text[i] = ""
+        return text
+    if values.dtype.kind in "iub":
+        return list(map(str, values.tolist()))
+    return _as_text(values.tolist())
+
+
+_SPECIAL = (",", '"', "\n", "\r")  # a field with one of these must be quoted
+
+
+def write_csv(path: str | Path, columns: dict[str, Sequence]) -> None:
+    """Write equal-length columns as a CSV file with a header (``\\n`` line ends, minimal quoting)."""
+    header = list(columns)
+    fields = [_as_text(v) for v in columns.values()]
+    texts = [header] + [f for f, v in zip(fields, columns.values())
+                        if not (isinstance(v, np.ndarray) and v.dtype.kind in "iufb")]
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        if any(c in joined for joined in map("\x00".join, texts) for c in _SPECIAL):
+            writer = csv.writer(fh, lineterminator="\n")  # quoting needed: the csv module does it
+            writer.writerow(header)
+            writer.writerows(zip(*fields))
+            return
+        fh.write(",".join(header) + "\n")
+        if fields and fields[0]:
+            fh.write("\n".join(map(",".join, zip(*fields))))
+            fh.write("\n")
 
 
 def write_run(result: SimResult, out_dir: str | Path, meta: dict | None = None) -> dict:
     """Write the three files of a run directory and return the summary."""
+    t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cols = job_arrays(result.jobs)
     summary = {"policy": result.policy, "placement": result.placement, **(meta or {}),
                **summarize(result.jobs, result.metrics, cols)}
     summary.update(result.extra)
-    jobs_frame(result, cols).to_csv(out / "jobs.csv", index=False)
-    pd.DataFrame(result.metrics.timeline()).to_csv(out / "timeline.csv", index=False)
+    write_csv(out / "jobs.csv", job_columns(result, cols))
+    write_csv(out / "timeline.csv", result.metrics.timeline())
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+    seconds = _WRITE_SECONDS.get()
+    if seconds is not None:
+        seconds.append(time.perf_counter() - t0)
     return summary

@@ -13,14 +13,17 @@ from __future__ import annotations
 import gzip
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-from dlsched.traces._table import Checks, Table, check_number, check_text, read_table
+from dlsched.traces._table import Checks, Table, check_number, check_text, duplicated, read_table
 from dlsched.traces.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, LoadReport, Trace, TraceError
 from dlsched.traces.pipeline import Columns, LoadOptions, finish, to_timestamp
 from dlsched.traces.registry import TraceFormat, register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ORIGIN_KEY = b"dlsched.origin"
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -43,11 +46,11 @@ def _read_parquet(path: Path) -> Table:
     meta = table.schema.metadata or {}
     origin = meta.get(ORIGIN_KEY, b"").decode()
     frame = table.to_pandas()
-    return Table(str(path), frame, np.arange(len(frame), dtype=np.int64) + 1,
-                 f"origin={origin}" if origin else "")
+    return Table.from_frame(str(path), frame, np.arange(len(frame), dtype=np.int64) + 1,
+                            f"origin={origin}" if origin else "")
 
 
-def _origin(table: Table) -> pd.Timestamp | None:
+def _origin(table: Table) -> np.datetime64 | None:
     """The origin from the ``origin=...`` comment, if any."""
     if not table.comment:
         return None
@@ -64,13 +67,13 @@ def load(path: Path, opts: LoadOptions) -> Trace:
     report = LoadReport(source=str(path), rows_read=len(table))
     checks = Checks(table)
     job_id = check_text(checks, "job_id")
-    checks.fail(pd.Series(job_id).duplicated().to_numpy() & (job_id != ""), "job_id", "duplicate job id")
+    checks.fail(duplicated(job_id) & (job_id != ""), "job_id", "duplicate job id")
     vc = check_text(checks, "vc")
     gpus = check_number(checks, "gpus", integer=True, minimum=0)
     submit = check_number(checks, "submit_time")
     duration = check_number(checks, "duration", minimum=0)
     extra: dict[str, np.ndarray] = {}
-    columns = set(table.frame.columns)
+    columns = set(table.names)
     for name in _TEXT:
         if name in columns:
             extra[name] = table.text(name)
@@ -88,6 +91,8 @@ def load(path: Path, opts: LoadOptions) -> Trace:
 
 def to_frame(trace: Trace) -> pd.DataFrame:
     """The trace as a DataFrame in canonical column order (one attribute sweep per column)."""
+    import pandas as pd
+
     jobs = trace.jobs
     data = {col: [getattr(j, col) for j in jobs] for col in CANONICAL_COLUMNS}
     frame = pd.DataFrame(data, columns=list(CANONICAL_COLUMNS))
@@ -125,7 +130,11 @@ def write_canonical(trace: Trace, path: str | Path) -> Path:
 
 
 def _iso(origin: datetime | None) -> str:
-    return "" if origin is None else pd.Timestamp(origin).isoformat()
+    if origin is None:
+        return ""
+    import pandas as pd
+
+    return pd.Timestamp(origin).isoformat()
 
 
 def _sniff(header: list[str], path: Path) -> bool:

@@ -12,9 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from dlsched.traces._table import Checks, check_datetime, check_number, check_text, read_table
+from dlsched.traces._table import Checks, check_datetime, check_number, check_text, duplicated, read_table
 from dlsched.traces.model import LoadReport, Trace
 from dlsched.traces.pipeline import Columns, LoadOptions, finish
 from dlsched.traces.registry import TraceFormat, register
@@ -28,19 +27,20 @@ _OPTIONAL = {"user": ("user", "text"), "jobname": ("name", "text"), "cpu_num": (
 def load_helios_style(path: Path, opts: LoadOptions, id_column: str, fmt: str) -> Trace:
     """Read a Helios-layout CSV whose job id is ``id_column`` (``job_id`` or ``jobname``)."""
     wanted = {id_column, "vc", "gpu_num", "submit_time", "duration", *_OPTIONAL}
-    table = read_table(path, columns=wanted, numeric={"gpu_num", "duration", "cpu_num", "batchsize", "gpu_util"})
+    table = read_table(path, columns=wanted, numeric={"gpu_num", "duration", "cpu_num", "batchsize", "gpu_util"},
+                       datetimes={"submit_time"})
     table.require(id_column, "vc", "gpu_num", "submit_time", "duration")
     report = LoadReport(source=str(path), rows_read=len(table))
     checks = Checks(table)
     job_id = check_text(checks, id_column)
-    checks.fail(pd.Series(job_id).duplicated().to_numpy() & (job_id != ""), id_column, "duplicate job id")
+    checks.fail(duplicated(job_id) & (job_id != ""), id_column, "duplicate job id")
     vc = check_text(checks, "vc")
     gpus = check_number(checks, "gpu_num", integer=True, minimum=0)
     submit = check_datetime(checks, "submit_time")
     duration = check_number(checks, "duration", integer=True, minimum=0)
     extra = {}
     for column, (attr, kind) in _OPTIONAL.items():
-        if column not in table.frame.columns:
+        if column not in table:
             continue
         if kind == "text":
             extra[attr] = table.text(column)

@@ -8,9 +8,10 @@ out on purpose (time window, VC filter, CPU-only jobs) are counted in ``report.f
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 
 from dlsched.core.job import Job
 
@@ -78,9 +79,9 @@ class Trace:
     name: str = ""
 
     def __post_init__(self) -> None:
-        self.jobs.sort(key=lambda j: j.submit_time)
-        for i, job in enumerate(self.jobs):
-            job.index = i
+        self.jobs.sort(key=attrgetter("submit_time"))
+        # the slot descriptor's __set__ mapped in C: a Python loop costs ~30 ms per 100k jobs
+        deque(map(Job.index.__set__, self.jobs, range(len(self.jobs))), maxlen=0)
 
     def __len__(self) -> int:
         return len(self.jobs)

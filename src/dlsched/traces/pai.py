@@ -25,14 +25,17 @@ or waiting (no ``end_time``) are left out and counted; task rows of unknown jobs
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-from dlsched.traces._table import Checks, Table, check_number, check_text, read_table
+from dlsched.traces._table import Checks, Table, check_number, check_text, duplicated, read_table
 from dlsched.traces.model import LoadReport, Trace, TraceError
 from dlsched.traces.pipeline import Columns, LoadOptions, finish
 from dlsched.traces.registry import TraceFormat, register
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 JOB_COLUMNS = ["job_name", "inst_id", "user", "status", "start_time", "end_time"]
 TASK_COLUMNS = ["job_name", "task_name", "inst_num", "status", "start_time", "end_time", "plan_cpu",
@@ -66,6 +69,8 @@ def _read(path: Path, names: list[str], numeric: set[str]) -> Table:
 
 def _tasks(path: Path, opts: LoadOptions, report: LoadReport) -> tuple[pd.DataFrame, set[str]]:
     """Validated task rows and the job names that had an invalid task (skipped with it)."""
+    import pandas as pd  # lazy: importing the format registry must stay cheap
+
     table = _read(path, TASK_COLUMNS, {"inst_num", "start_time", "end_time", "plan_cpu", "plan_mem",
                                        "plan_gpu"})
     checks = Checks(table)
@@ -92,7 +97,7 @@ def load(path: Path, opts: LoadOptions) -> Trace:
     report = LoadReport(source=str(job_path), rows_read=len(table))
     checks = Checks(table)
     name = check_text(checks, "job_name")
-    checks.fail(pd.Series(name).duplicated().to_numpy() & (name != ""), "job_name", "duplicate job name")
+    checks.fail(duplicated(name) & (name != ""), "job_name", "duplicate job name")
     check_text(checks, "user")
     submit = check_number(checks, "start_time", minimum=0)
     end = check_number(checks, "end_time", minimum=0, required=False)
@@ -127,7 +132,7 @@ def load(path: Path, opts: LoadOptions) -> Trace:
     vc_column = str(opts.format_options.get("vc_column", "user"))
     if vc_column == "gpu_type":
         vc = agg["gpu_type"].fillna("").to_numpy(dtype=object)
-    elif vc_column in table.frame.columns:
+    elif vc_column in table:
         vc = table.text(vc_column)[keep]
     else:
         raise TraceError(str(job_path), f"vc_column {vc_column!r} is neither a job-table column "

@@ -21,7 +21,7 @@ from dlsched.traces.registry import TraceFormat, register
 
 def load(path: Path, opts: LoadOptions) -> Trace:
     table = read_table(path, columns={"timestamp", "duration", "num_gpus", "gpu_time", "cluster"},
-                       numeric={"duration", "num_gpus", "gpu_time"})
+                       numeric={"duration", "num_gpus", "gpu_time"}, datetimes={"timestamp"})
     table.require("timestamp", "duration", "num_gpus", "cluster")
     report = LoadReport(source=str(path), rows_read=len(table))
     checks = Checks(table)
@@ -29,7 +29,7 @@ def load(path: Path, opts: LoadOptions) -> Trace:
     duration = check_number(checks, "duration", minimum=0)
     gpus = check_number(checks, "num_gpus", integer=True, minimum=0)
     vc = check_text(checks, "cluster")
-    if "gpu_time" in table.frame.columns:
+    if "gpu_time" in table:
         gpu_time = check_number(checks, "gpu_time", minimum=0)
         expected = duration * gpus
         off = np.abs(gpu_time - expected) > np.maximum(1.0, 1e-6 * np.abs(expected))

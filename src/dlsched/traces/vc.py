@@ -10,23 +10,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from dlsched.traces._table import read_table
+from dlsched.traces._table import parse_float, read_table
 from dlsched.traces.model import TraceError
 
 
 def load_vc_config(path: str | Path) -> dict[str, int]:
     """Read a VC-size file, validating positive integer sizes and unique VC names."""
     table = read_table(path)
-    columns = list(table.frame.columns)
+    columns = table.names
     if len(columns) < 2:
         raise TraceError(str(path), f"want two columns (vc, node count), header has: {', '.join(columns)}",
                          line=1)
     vc_col, num_col = columns[0], columns[1]
     sizes: dict[str, int] = {}
     vcs, nums = table.text(vc_col), table.text(num_col)
-    values = pd.to_numeric(pd.Series(nums, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    values = parse_float(nums)
     for vc, raw, num, line in zip(vcs, nums, values, table.lines):
         vc = vc.strip()
         if not vc:
