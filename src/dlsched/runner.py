@@ -11,9 +11,8 @@ import multiprocessing as mp
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import pandas as pd
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
@@ -22,6 +21,9 @@ from dlsched.registry import (default_speed_model, make_energy_controller, make_
 from dlsched.sim.config import SimConfig
 from dlsched.sim.engine import Simulator
 from dlsched.sim.results import write_run
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SUMMARY_KEYS = ("jobs", "avg_jct", "median_jct", "p95_jct", "p99_jct", "avg_queue_delay", "median_queue_delay",
                 "p95_queue_delay", "p99_queue_delay", "queued_jobs", "makespan", "gpu_utilization", "preemptions")
@@ -121,7 +123,7 @@ def _child(args: tuple[str, Path]) -> dict:
 
 def compare_policies(jobs: list[Job], cluster: ClusterSpec, policies: list[str], out_dir: str | Path,
                      base: RunSpec | None = None, processes: int | None = None,
-                     on_done: Callable[[str, dict], None] | None = None) -> pd.DataFrame:
+                     on_done: Callable[[str, dict], None] | None = None) -> "pd.DataFrame":
     """Run each policy (in parallel processes), write ``DIR/<policy>/`` and ``DIR/summary.csv``.
 
     ``base.policy_options`` maps a policy name to its options here.
@@ -156,7 +158,7 @@ def compare_policies(jobs: list[Job], cluster: ClusterSpec, policies: list[str],
     return table
 
 
-def comparison_table(policies: list[str], summaries: dict[str, dict]) -> pd.DataFrame:
+def comparison_table(policies: list[str], summaries: dict[str, dict]) -> "pd.DataFrame":
     """One row per policy with the scalar summary keys and ratios to the first policy."""
     rows = []
     first = summaries[policies[0]]
@@ -166,6 +168,8 @@ def comparison_table(policies: list[str], summaries: dict[str, dict]) -> pd.Data
         for key in ("avg_jct", "avg_queue_delay", "queued_jobs"):
             row[f"ratio_{key}"] = (s[key] / first[key]) if first.get(key) else float("nan")
         rows.append(row)
+    import pandas as pd  # here, not at module level: `dlsched simulate` never needs pandas
+
     return pd.DataFrame(rows)
 
 

@@ -205,6 +205,9 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+TRUTH_FIELDS = frozenset({"gpu_util", "gpu_mem_mib", "status"})
+
+
 def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job]:
     """One pass of the real ``Job`` constructor, then optional fields that carry information."""
     jobs = list(map(Job, cols.job_id[order].tolist(), cols.vc[order].tolist(),
@@ -224,5 +227,6 @@ def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job
         elif not (values != default).any():
             continue
         # the slot descriptor's __set__ mapped in C: ~2x faster than a Python setattr loop
-        deque(map(getattr(Job, attr).__set__, jobs, values.tolist()), maxlen=0)
+        slot = f"_{attr}" if attr in TRUTH_FIELDS else attr  # truth lives in a slot behind a guarded property
+        deque(map(getattr(Job, slot).__set__, jobs, values.tolist()), maxlen=0)
     return jobs
