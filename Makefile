@@ -29,6 +29,8 @@ bench: .installed-dev
 	$(BIN)/python benchmarks/bench_simulator.py
 	$(BIN)/python benchmarks/bench_energy.py
 	$(BIN)/python benchmarks/bench_topology.py
+	$(BIN)/python benchmarks/bench_kernel.py
+	$(BIN)/python benchmarks/bench_whole_command.py
 
 clean:
 	rm -rf $(VENV) .installed-core .installed-dev runs

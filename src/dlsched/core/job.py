@@ -69,7 +69,7 @@ class Job:
         # ground truth (guarded public names below)
         "_duration", "_remaining", "_start_remaining", "_gpu_util", "_gpu_mem_mib", "_status",
         # runtime state (owned by the kernel)
-        "state", "start_time", "end_time", "run_since", "preemptions", "attempts", "failures",
+        "state", "start_time", "end_time", "run_since", "preemptions", "failures",
         "queue_delay", "wait_since", "placement", "speed", "epoch", "enq_seq", "run_seq", "vc_state",
         "last_failure", "observed_mem_mib",
     )
@@ -131,8 +131,7 @@ class Job:
         self._start_remaining = self._remaining  # remaining time at the last start (a failure returns to it)
         self.run_since = -1.0
         self.preemptions = 0
-        self.attempts = 0        # starts that did not end in a finish (failures)
-        self.failures = 0
+        self.failures = 0        # starts that ended in a failure (each one an attempt)
         self.queue_delay = 0.0
         self.wait_since = -1.0
         self.placement = None

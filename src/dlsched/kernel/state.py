@@ -247,17 +247,16 @@ class ClusterState:
     def submit(self, job: Job, now: float) -> VcState:
         if job.state is not _CREATED:
             raise StateError(f"job {job.job_id} submitted twice")
-        if job.job_id in self.jobs:
-            raise StateError(f"job id {job.job_id!r} is already known (job ids must be unique)")
         vc = job.vc_state
         if vc is None or vc is not self.vcs[vc.vid]:  # not bound to this state yet
             vc = job.vc_state = self.vc_of(job)
+        if self.jobs.setdefault(job.job_id, job) is not job:  # one dict operation: check and index
+            raise StateError(f"job id {job.job_id!r} is already known (job ids must be unique)")
         if now != self.t_last or now >= self.next_tick:
             self.advance(now)
         if self._on_submit:
             for cb in self._on_submit:
                 cb(job, vc, now)
-        self.jobs[job.job_id] = job
         job.state = _PENDING
         job.wait_since = now
         self._enq += 1
@@ -360,10 +359,10 @@ class ClusterState:
             for cb in self._on_stop:
                 cb(job, vc, now, "finish")
         model = self.speed_model
-        affected = self.co_runners(job, model.scope) if model is not None else _NOTHING
+        affected = self.co_runners(job, model.scope) if model is not None else None
         placement = job.placement
-        if len(placement) == 1 and self.cap == 1 and self.node_open[placement[0][0]]:
-            node, mask = placement[0]
+        node, mask = placement[0]
+        if len(placement) == 1 and self.node_slot[node] >= 0 and self.cap == 1:
             n = mask.bit_count()
             old = self.node_free[node]
             local = 1 << self.node_local[node]
@@ -385,7 +384,7 @@ class ClusterState:
         job.end_time = now
         job._remaining = 0.0
         self.finished += 1
-        return self._respeed(affected, now) if affected else _NOTHING
+        return self._respeed(affected, now) if affected else _NOTHING  # None or [] -> nothing moved
 
     def preempt(self, job: Job, now: float) -> Sequence[Job]:
         """Checkpoint and stop ``job``; it pays the preemption overhead and queues again."""
@@ -410,7 +409,6 @@ class ClusterState:
         affected = self._stop(job, vc, now)
         job._remaining = job._start_remaining
         job.failures += 1
-        job.attempts += 1
         job.last_failure = reason
         self.failed += 1
         return affected
