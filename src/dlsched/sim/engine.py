@@ -93,8 +93,10 @@ class Simulator:
         return state, rec
 
     def _check_jobs(self, state: ClusterState, jobs: list[Job]) -> None:
+        created = JobState.CREATED
         for job in jobs:
-            job.reset()
+            if job.state is not created:  # it ran before: clear its runtime state (fresh jobs have none)
+                job.reset()
             vc_id = state.vc_index.get(job.vc)
             if vc_id is None:
                 raise SimulationError(f"job {job.job_id}: VC {job.vc!r} is not in the cluster "

@@ -11,4 +11,4 @@ class SjfPolicy(OrderingPolicy):
     oracle = True  # the grant: reads the true duration
 
     def key(self, job: Job) -> float:
-        return job.duration
+        return job._duration  # the slot, not the guarded property: granted, and read once per queue entry
