@@ -11,8 +11,14 @@ from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
 from dlsched.kernel import ClusterState, Fit, SchedulingView, Status
 from dlsched.kernel.queues import ArrivalQueue
-from dlsched.registry import (FAILURE_MODELS, PLACERS, SPEED_MODELS, make_failure_model, make_placer,
-                              make_speed_model)
+from dlsched.registry import (
+    FAILURE_MODELS,
+    PLACERS,
+    SPEED_MODELS,
+    make_failure_model,
+    make_placer,
+    make_speed_model,
+)
 from dlsched.sched.framework import PlacementPipeline
 from dlsched.sched.placers.best_fit import BestFitPlacer
 from dlsched.sched.placers.first_fit import FirstFitPlacer

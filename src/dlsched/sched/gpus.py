@@ -41,6 +41,17 @@ def take_gpus(view: SchedulingView, node: int, count: int) -> int:
     return take_lowest(free, count)
 
 
+def tightest_node(vc: VcState, count: int) -> int:
+    """Global index of the open node with the fewest free GPUs that still has ``count`` (lowest
+    index on ties), or -1: best fit in a few bucket look-ups."""
+    buckets = vc.buckets
+    for k in range(count, vc.max_node_gpus + 1):
+        m = buckets[k]
+        if m:
+            return vc.nodes[(m & -m).bit_length() - 1]
+    return -1
+
+
 def nodes_with_at_least(vc: VcState, count: int) -> int:
     """Bitmask (VC-local) of open nodes with >= ``count`` free GPUs."""
     mask = 0

@@ -140,7 +140,7 @@ class PowerManager:
     def _pick_off_nodes(self, state: ClusterState, count: int, prefer_vc) -> list[int]:
         off = [n for n, on in enumerate(state.node_powered) if not on and n not in self.booting]
         if prefer_vc is not None:
-            off.sort(key=lambda n: (not (state.node_vc[n] == prefer_vc.vid), n))
+            off.sort(key=lambda n: (state.node_vc[n] != prefer_vc.vid, n))
         return off[:count]
 
     def summary(self, recorder, energy_model=None) -> dict:

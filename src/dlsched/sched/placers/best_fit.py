@@ -7,7 +7,7 @@ from dlsched.core.job import Job
 from dlsched.kernel.decisions import NO_ROOM, Fit, fits
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
-from dlsched.sched.gpus import greedy_span, lowest, take_gpus
+from dlsched.sched.gpus import greedy_span, lowest, take_gpus, tightest_node
 
 
 def tightness(view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
@@ -28,10 +28,9 @@ class BestFitPlacer:
             return NO_ROOM
         buckets, top, nodes = vc.buckets, vc.max_node_gpus, vc.nodes
         if need <= top:
-            for k in range(need, top + 1):
-                if buckets[k]:
-                    node = nodes[lowest(buckets[k])]
-                    return fits(((node, take_gpus(view, node, need)),))
+            node = tightest_node(vc, need)
+            if node >= 0:
+                return fits(((node, take_gpus(view, node, need)),))
             pl = greedy_span(view, vc, job, most_free_first=True)
             return fits(pl) if pl else NO_ROOM
         # wide job: the largest free blocks first while they fit, then best fit for the rest

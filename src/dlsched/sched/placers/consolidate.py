@@ -15,7 +15,7 @@ from dlsched.core.job import Job
 from dlsched.kernel.decisions import NO_ROOM, Fit, fits
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
-from dlsched.sched.gpus import greedy_span, lowest, take_gpus
+from dlsched.sched.gpus import greedy_span, lowest, take_gpus, tightest_node
 from dlsched.sched.placers.best_fit import tightness
 
 
@@ -37,12 +37,8 @@ class ConsolidatePlacer:
             pl = greedy_span(view, vc, job, most_free_first=True)
             return fits(pl) if pl else NO_ROOM
         if need <= per_node:
-            for k in range(need, per_node + 1):
-                m = buckets[k]
-                if m:
-                    node = nodes[lowest(m)]
-                    return fits(((node, take_gpus(view, node, need)),))
-            return NO_ROOM
+            node = tightest_node(vc, need)
+            return fits(((node, take_gpus(view, node, need)),)) if node >= 0 else NO_ROOM
         whole, rest = divmod(need, per_node)
         full = buckets[per_node]
         if full.bit_count() < whole:

@@ -18,7 +18,7 @@ from dlsched.core.job import Job
 from dlsched.kernel.decisions import NO_ROOM, Fit, Status
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
-from dlsched.sched.gpus import lowest
+from dlsched.sched.gpus import tightest_node
 from dlsched.sched.placers.best_fit import tightness
 from dlsched.topology.machines import node_topology
 
@@ -56,11 +56,8 @@ class SocketBestFitPlacer:
             return NO_ROOM
         buckets, top, nodes = vc.buckets, vc.max_node_gpus, vc.nodes
         if need <= top:
-            for k in range(need, top + 1):
-                if buckets[k]:
-                    node = nodes[lowest(buckets[k])]
-                    return Fit(_FITS, ((node, self._take(view, node, need)),))
-            return NO_ROOM
+            node = tightest_node(vc, need)
+            return Fit(_FITS, ((node, self._take(view, node, need)),)) if node >= 0 else NO_ROOM
         out: list[tuple[int, int]] = []
         left = need
         for k in range(top, 0, -1):
