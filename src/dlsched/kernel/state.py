@@ -252,7 +252,7 @@ class ClusterState:
             vc = job.vc_state = self.vc_of(job)
         if self.jobs.setdefault(job.job_id, job) is not job:  # one dict operation: check and index
             raise StateError(f"job id {job.job_id!r} is already known (job ids must be unique)")
-        if now != self.t_last or now >= self.next_tick:
+        if now >= self.next_tick:  # a submit changes no level: only a due clock callback matters
             self.advance(now)
         if self._on_submit:
             for cb in self._on_submit:
@@ -271,7 +271,12 @@ class ClusterState:
         if job.state is not _PENDING:
             raise StateError(f"job {job.job_id} started while {job.state.name}")
         vc = job.vc_state
-        if now != self.t_last or now >= self.next_tick:
+        if now != self.t_last:  # advance(now), inlined: the hottest path
+            dt = now - self.t_last
+            self.busy_area += self.busy_gpus * dt
+            self.powered_area += self.powered_gpus * dt
+            self.t_last = now
+        if now >= self.next_tick:
             self.advance(now)
         vc.area += vc.busy * (now - vc.t_last)
         vc.t_last = now
@@ -351,7 +356,12 @@ class ClusterState:
         if job.state is not _RUNNING:
             raise StateError(f"job {job.job_id} finished while {job.state.name} (every job ends exactly once)")
         vc = job.vc_state
-        if now != self.t_last or now >= self.next_tick:  # _stopping(), inlined: the hottest path
+        if now != self.t_last:  # advance(now), inlined: the hottest path
+            dt = now - self.t_last
+            self.busy_area += self.busy_gpus * dt
+            self.powered_area += self.powered_gpus * dt
+            self.t_last = now
+        if now >= self.next_tick:
             self.advance(now)
         vc.area += vc.busy * (now - vc.t_last)
         vc.t_last = now
