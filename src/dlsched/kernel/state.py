@@ -4,8 +4,10 @@ Transitions: ``submit``, ``start`` (= assume; ``confirm`` makes it final, ``forg
 ``finish``, ``fail`` (back to the queue, attempt counted), ``preempt``, node ``add_node`` /
 ``remove_node`` / ``cordon`` / ``uncordon``, ``power_off`` / ``power_on``. :meth:`ClusterState.apply`
 carries out one policy decision and returns the jobs whose finish time changed; the event
-engine and the live service both call it. Observers (metrics, plug-in indexes) are told about
-every transition *before* occupancy changes, so they can integrate levels up to that instant.
+engine and the live service both call it. The state integrates busy and powered GPUs over time
+(cluster-wide and per VC) at every transition, so the levels are exact; observers (plug-in
+indexes) are told about every transition *before* occupancy changes, and clock callbacks (the
+metrics recorder's timeline) run before the first transition at or after the time they asked for.
 
 Occupancy is GPU-level. Per node: a bitmask of GPUs holding at least one job (``node_mask``),
 the count of GPUs open to new jobs (``node_free``: 0 while the node is off, cordoned or
