@@ -22,7 +22,7 @@ MODELS = ("alexnet", "caffenet", "googlenet", "resnet50")
 def _random_placement(rng: random.Random, state: ClusterState, gpus: int):
     """A random exclusive placement of ``gpus`` GPUs on open nodes (None when there is no room)."""
     free = {n: [g for g in range(state.node_gpus[n]) if not state.node_mask[n] >> g & 1]
-            for n in range(len(state.node_ids)) if state.node_open[n]}
+            for n in range(len(state.node_ids)) if state.is_open(n)}
     if sum(len(v) for v in free.values()) < gpus:
         return None
     out, left = [], gpus

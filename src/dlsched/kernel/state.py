@@ -89,8 +89,8 @@ class ClusterState:
         self.node_powered: list[bool] = []
         self.node_cordoned: list[bool] = []
         self.node_removed: list[bool] = []
-        self.node_open: list[bool] = []      # powered, not cordoned, not removed
-        self.node_slot: list[int] = []       # the node's VC id while open, else -1 (one check in the hot path)
+        self.node_slot: list[int] = []       # the node's VC id while open (powered, not cordoned, not
+                                             # removed: new jobs may go there), else -1
         self.node_mem: list[float] = []      # memory of each GPU of the node (MiB)
         self.node_share: list[int] = []      # sharing only: GPUs with 1 <= holders < cap
         self.gpu_count: list[list[int]] = []  # sharing only: holders per GPU
@@ -188,6 +188,10 @@ class ClusterState:
         except KeyError:
             raise StateError(f"job {job.job_id}: unknown VC {job.vc!r}") from None
 
+    def is_open(self, node: int) -> bool:
+        """New jobs may go to ``node``: powered, not cordoned, not removed."""
+        return self.node_slot[node] >= 0
+
     def gpu_holders(self, node: int, gpu: int) -> list[Job]:
         """Jobs holding GPU ``gpu`` of ``node``."""
         bit = 1 << gpu
@@ -216,13 +220,13 @@ class ClusterState:
 
     def gpu_has_room(self, node: int, gpu: int) -> bool:
         """The GPU may take one more job (free, or shared below the cap)."""
-        if not self.node_open[node]:
+        if self.node_slot[node] < 0:
             return False
         return bool(((~self.node_mask[node]) | self.node_share[node]) >> gpu & 1)
 
     def room_mask(self, node: int) -> int:
         """GPUs of an open node that may take one more job: free ones plus shareable ones."""
-        if not self.node_open[node]:
+        if self.node_slot[node] < 0:
             return 0
         return (~self.node_mask[node] & ((1 << self.node_gpus[node]) - 1)) | self.node_share[node]
 
@@ -519,7 +523,6 @@ class ClusterState:
         self.node_powered.append(True)
         self.node_cordoned.append(False)
         self.node_removed.append(False)
-        self.node_open.append(True)
         self.node_slot.append(vc.vid)
         self.node_mem.append(float(spec.gpu_type.memory_mib))
         self.node_share.append(0)
@@ -599,23 +602,21 @@ class ClusterState:
 
     def _close(self, node: int, vc: VcState) -> None:
         """Take an open node out of placement (off, cordoned or removed)."""
-        if not self.node_open[node]:
+        if self.node_slot[node] < 0:
             return
         local = 1 << self.node_local[node]
         vc.buckets[self.node_free[node]] &= ~local
         vc.share_nodes &= ~local
         vc.free -= self.node_free[node]
         self.node_free[node] = 0
-        self.node_open[node] = False
         self.node_slot[node] = -1
 
     def _reopen(self, node: int) -> None:
-        if self.node_open[node] or not self.node_powered[node] or self.node_cordoned[node] or self.node_removed[node]:
+        if self.node_slot[node] >= 0 or not self.node_powered[node] or self.node_cordoned[node] or self.node_removed[node]:
             return
         vc = self.vcs[self.node_vc[node]]
         free = self.node_gpus[node] - self.node_mask[node].bit_count()
         self.node_free[node] = free
-        self.node_open[node] = True
         self.node_slot[node] = vc.vid
         vc.buckets[free] |= 1 << self.node_local[node]
         vc.free += free
@@ -635,7 +636,7 @@ class ClusterState:
                 share |= 1 << g
         self.node_share[node] = share
         local = 1 << self.node_local[node]
-        if share and self.node_open[node]:
+        if share and self.node_slot[node] >= 0:
             vc.share_nodes |= local
         else:
             vc.share_nodes &= ~local
@@ -708,7 +709,7 @@ class ClusterState:
             if gone:
                 n = gone.bit_count()
                 node_mask[node] &= ~gone
-                if self.node_open[node]:
+                if self.node_slot[node] >= 0:
                     old = node_free[node]
                     local = 1 << self.node_local[node]
                     buckets[old] &= ~local
@@ -757,7 +758,7 @@ class ClusterState:
             if mask != self.node_mask[node]:
                 raise StateError(f"node {self.node_ids[node]}: GPU mask out of sync")
             is_open = self.node_powered[node] and not self.node_cordoned[node] and not self.node_removed[node]
-            if is_open != self.node_open[node] or self.node_slot[node] != (self.node_vc[node] if is_open else -1):
+            if self.node_slot[node] != (self.node_vc[node] if is_open else -1):
                 raise StateError(f"node {self.node_ids[node]}: open flag out of sync")
             expect = (self.node_gpus[node] - mask.bit_count()) if is_open else 0
             if self.node_free[node] != expect:
@@ -781,8 +782,8 @@ class ClusterState:
             for k, bucket in enumerate(vc.buckets):
                 for local in set_bits(bucket):
                     node = vc.nodes[local]
-                    if not self.node_open[node] or self.node_free[node] != k:
+                    if self.node_slot[node] < 0 or self.node_free[node] != k:
                         raise StateError(f"VC {vc.name}: bucket {k} lists node {self.node_ids[node]} wrongly")
             for node in vc.nodes:
-                if self.node_open[node] and not vc.buckets[self.node_free[node]] >> self.node_local[node] & 1:
+                if self.node_slot[node] >= 0 and not vc.buckets[self.node_free[node]] >> self.node_local[node] & 1:
                     raise StateError(f"VC {vc.name}: open node {self.node_ids[node]} missing from its bucket")

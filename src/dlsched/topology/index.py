@@ -108,7 +108,7 @@ class TopologyIndex:
 
     def free_mask(self, node: int) -> int:
         state = self.state
-        if not state.node_open[node]:
+        if not state.is_open(node):
             return 0
         return ~state.node_mask[node] & ((1 << state.node_gpus[node]) - 1)
 
