@@ -5,6 +5,8 @@ Node indices in VC buckets are VC-local (``vc.nodes[local]`` is the global index
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Placement
 from dlsched.kernel.state import VcState
@@ -61,11 +63,13 @@ def nodes_with_at_least(vc: VcState, count: int) -> int:
     return mask
 
 
-def greedy_span(view: SchedulingView, vc: VcState, job: Job, most_free_first: bool) -> Placement | None:
+def greedy_span(view: SchedulingView, vc: VcState, job: Job, most_free_first: bool,
+                take: Callable[[SchedulingView, int, int], int] = take_gpus) -> Placement | None:
     """Spread a job over several nodes, taking whole free capacity node by node.
 
     Nodes are visited by free-GPU count (most first if ``most_free_first``, else in VC order);
-    each contributes min(its free GPUs, what is still needed).
+    each contributes min(its free GPUs, what is still needed), chosen by ``take(view, node,
+    count)`` (the lowest-numbered free GPUs unless a placer picks otherwise).
     """
     need = job.gpus
     if vc.free < need:
@@ -80,7 +84,7 @@ def greedy_span(view: SchedulingView, vc: VcState, job: Job, most_free_first: bo
                 m ^= 1 << local
                 node = nodes[local]
                 use = min(k, need)
-                out.append((node, take_gpus(view, node, use)))
+                out.append((node, take(view, node, use)))
                 need -= use
             if not need:
                 break
@@ -90,7 +94,7 @@ def greedy_span(view: SchedulingView, vc: VcState, job: Job, most_free_first: bo
             f = free[node]
             if f:
                 use = min(f, need)
-                out.append((node, take_gpus(view, node, use)))
+                out.append((node, take(view, node, use)))
                 need -= use
                 if not need:
                     break

@@ -11,6 +11,7 @@ from dlsched.sched.gpus import greedy_span, lowest, nodes_with_at_least, take_gp
 
 class FirstFitPlacer:
     name = "first-fit"
+    single_node_only = False  # a job that fits one node may span nodes when no single node has room
 
     def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
         """1 for the VC's first node, falling linearly to 0 for its last."""
@@ -25,5 +26,7 @@ class FirstFitPlacer:
             if m:
                 node = vc.nodes[lowest(m)]
                 return fits(((node, take_gpus(view, node, need)),))
+            if self.single_node_only:
+                return NO_ROOM
         pl = greedy_span(view, vc, job, most_free_first=False)
         return fits(pl) if pl else NO_ROOM

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
-from dlsched.kernel.decisions import NO_ROOM, Fit, Status
+from dlsched.kernel.decisions import NO_ROOM, Fit, fits
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
-from dlsched.sched.gpus import tightest_node
+from dlsched.sched.gpus import greedy_span, tightest_node
 from dlsched.sched.placers.best_fit import tightness
 from dlsched.topology.machines import node_topology
-
-_FITS = Status.FITS
 
 
 def socket_pick(sockets: tuple[int, ...], free: int, count: int) -> int:
@@ -40,6 +38,7 @@ def socket_pick(sockets: tuple[int, ...], free: int, count: int) -> int:
 
 class SocketBestFitPlacer:
     name = "socket-best-fit"
+    single_node_only = True  # a job that fits one node is never split across nodes
 
     def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
         return tightness(view, vc, job, node)
@@ -54,21 +53,11 @@ class SocketBestFitPlacer:
         need = job.gpus
         if vc.free < need:
             return NO_ROOM
-        buckets, top, nodes = vc.buckets, vc.max_node_gpus, vc.nodes
-        if need <= top:
+        if need <= vc.max_node_gpus:
             node = tightest_node(vc, need)
-            return Fit(_FITS, ((node, self._take(view, node, need)),)) if node >= 0 else NO_ROOM
-        out: list[tuple[int, int]] = []
-        left = need
-        for k in range(top, 0, -1):
-            for local in set_bits(buckets[k]):
-                node = nodes[local]
-                use = min(k, left)
-                out.append((node, self._take(view, node, use)))
-                left -= use
-                if not left:
-                    return Fit(_FITS, tuple(out))
-        return NO_ROOM
+            return fits(((node, self._take(view, node, need)),)) if node >= 0 else NO_ROOM
+        pl = greedy_span(view, vc, job, most_free_first=True, take=self._take)
+        return fits(pl) if pl else NO_ROOM
 
     def _take(self, view: SchedulingView, node: int, count: int) -> int:
         full = (1 << view.node_gpus[node]) - 1
