@@ -218,12 +218,6 @@ class ClusterState:
             total += mem if mem == mem else 0.0
         return total
 
-    def gpu_has_room(self, node: int, gpu: int) -> bool:
-        """The GPU may take one more job (free, or shared below the cap)."""
-        if self.node_slot[node] < 0:
-            return False
-        return bool(((~self.node_mask[node]) | self.node_share[node]) >> gpu & 1)
-
     def room_mask(self, node: int) -> int:
         """GPUs of an open node that may take one more job: free ones plus shareable ones."""
         if self.node_slot[node] < 0:

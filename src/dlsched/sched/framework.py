@@ -94,10 +94,15 @@ class PlacementPipeline:
         below the job cap whose memory left by the holders' *predictions* fits the job's
         predicted memory (a job without a memory prediction never shares)."""
         state = view.state
-        free = ~state.node_mask[node] & ((1 << state.node_gpus[node]) - 1) if state.is_open(node) else 0
+        room = state.room_mask(node)               # free GPUs plus shared ones below the cap
+        shared = room & state.node_mask[node]
         mem = job.pred_gpu_mem_mib
         if mem != mem:
-            return free
+            return room & ~shared
+        for g in set_bits(shared):
+            if state.gpu_free_mem(node, g) < mem:
+                room &= ~(1 << g)
+        return room
         for g in set_bits(state.node_share[node] if state.is_open(node) else 0):
             if state.gpu_free_mem(node, g) >= mem:
                 free |= 1 << g
