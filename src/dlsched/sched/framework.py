@@ -103,10 +103,6 @@ class PlacementPipeline:
             if state.gpu_free_mem(node, g) < mem:
                 room &= ~(1 << g)
         return room
-        for g in set_bits(state.node_share[node] if state.is_open(node) else 0):
-            if state.gpu_free_mem(node, g) >= mem:
-                free |= 1 << g
-        return free
 
     def _candidates(self, view: SchedulingView, vc: VcState, job: Job, share: bool) -> int:
         need = job.gpus
