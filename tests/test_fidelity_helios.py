@@ -14,12 +14,12 @@ import random
 
 import pandas as pd
 import pytest
+from support.tick_model import run_vc
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
 from dlsched.registry import make_policy
 from dlsched.sim import SimConfig, Simulator
-from support.tick_model import run_vc
 
 REF = "traces/philly/reference_run"
 

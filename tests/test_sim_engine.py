@@ -6,11 +6,11 @@ import pytest
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job, JobState
+from dlsched.kernel.view import OracleAccessError
 from dlsched.metrics.summary import summarize
 from dlsched.registry import POLICIES, make_policy
 from dlsched.sim import SimConfig, SimulationError, Simulator
 from dlsched.sim.config import helios_checkpoint_overhead, no_overhead
-from dlsched.kernel.view import OracleAccessError
 
 
 def run(jobs, policy="fifo", nodes=1, placement="consolidate", **cfg):

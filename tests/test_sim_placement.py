@@ -6,10 +6,10 @@ import pytest
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
-from dlsched.registry import PLACERS, make_placer
 from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
+from dlsched.registry import PLACERS, make_placer
 
 
 def occupied(free_per_node: list[int], per_node: int = 8):

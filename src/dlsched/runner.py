@@ -13,11 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
-from dlsched.registry import (default_speed_model, make_energy_controller, make_failure_model, make_policy,
-                              make_speed_model)
+from dlsched.registry import (
+    default_speed_model,
+    make_energy_controller,
+    make_failure_model,
+    make_policy,
+    make_speed_model,
+)
 from dlsched.sim.config import SimConfig
 from dlsched.sim.engine import Simulator
 from dlsched.sim.results import write_run

@@ -10,7 +10,14 @@ from typing import Optional
 
 import typer
 
-from dlsched.cli.common import clear_errors, console, load_jobs_and_cluster, out, predict_resources, progress_bar
+from dlsched.cli.common import (
+    clear_errors,
+    console,
+    load_jobs_and_cluster,
+    out,
+    predict_resources,
+    progress_bar,
+)
 from dlsched.cli.timing import Phases
 
 TRACE_FORMATS = "auto|helios|helios-log|philly-pollux|pai|dlsched"
