@@ -1,0 +1,74 @@
+"""The contract every interference model follows, and the two trivial baselines.
+
+A model answers one question: *how much slower does job ``a`` run when it shares a GPU with
+``others``?* — a slowdown factor ``s >= 1`` (``s = 1 / normalised speed``). Policies ask it with
+**predicted** profiles (what they may see); the simulator's ground-truth speed model answers the
+same question from **measured** pair tables. Keeping one profile type for both lets a lookup
+table of measurements double as an oracle policy's model and as the engine's truth.
+
+Models are scikit-learn style estimators: hyper-parameters in ``__init__``, ``fit(pairs)`` learns
+attributes ending in ``_``, ``slowdown`` is pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+
+@dataclass(frozen=True)
+class JobProfile:
+    """What is known of one job running alone: its model type and resource use.
+
+    ``model`` is the architecture name as the profile sets spell it (``"ResNet-50"``), or ``""``
+    when unknown. ``gpu_util`` is in percent (0-100), ``gpu_mem_mib`` the peak memory.
+    ``mem_util`` (memory-bandwidth utilisation, percent) is NaN when not measured.
+    """
+
+    model: str
+    gpu_util: float
+    gpu_mem_mib: float
+    batch_size: int = 0
+    amp: bool = False
+    mem_util: float = float("nan")
+
+
+@dataclass(frozen=True)
+class PairObservation:
+    """One measured co-location: both jobs' profiles, the GPU type and each job's slowdown."""
+
+    a: JobProfile
+    b: JobProfile
+    gpu_type: str
+    slowdown_a: float
+    slowdown_b: float
+
+
+@runtime_checkable
+class InterferenceModel(Protocol):
+    """Predicts the slowdown of a job from its co-runners on one GPU."""
+
+    name: str
+
+    def fit(self, pairs: Sequence[PairObservation]) -> "InterferenceModel":
+        """Learn from measured pairs; returns ``self``."""
+        ...
+
+    def slowdown(self, a: JobProfile, others: Sequence[JobProfile], gpu_type: str = "") -> float:
+        """Slowdown factor (>= 1) of ``a`` while ``others`` share its GPU (1.0 when alone)."""
+        ...
+
+
+class ConstantSlowdown:
+    """Baseline: every co-located job runs ``factor`` times slower (1 = no interference,
+    2 = plain time slicing of two jobs). Alone, a job runs at full speed."""
+
+    def __init__(self, factor: float = 1.0) -> None:
+        self.factor = factor
+        self.name = f"constant-{factor:g}"
+
+    def fit(self, pairs: Sequence[PairObservation]) -> "ConstantSlowdown":
+        return self
+
+    def slowdown(self, a: JobProfile, others: Sequence[JobProfile], gpu_type: str = "") -> float:
+        return self.factor if others else 1.0
