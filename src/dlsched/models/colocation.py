@@ -15,6 +15,8 @@ curve with its own measured utilisation (100 % when it has none).
 
 from __future__ import annotations
 
+import math
+
 from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState
 from dlsched.models.colocation_table import ColocationTable, builtin_table
@@ -51,8 +53,7 @@ class ColocationSpeed:
                 others = [o for o, m in here.items() if m & bit and o is not job]
                 if others:
                     s = self.slowdown(job, others, gpu)
-                    if s > worst:
-                        worst = s
+                    worst = max(worst, s)
         return 1.0 / worst
 
     def slowdown(self, job: Job, others: list[Job], gpu: str) -> float:
@@ -94,9 +95,9 @@ class ColocationSpeed:
         """The job's table type (or None) and the profile the curve uses (its own truth)."""
         util, mem = job._gpu_util, job._gpu_mem_mib
         i = self.table.find(job.model_name, job.batch_size, util, gpu) if job.model_name else None
-        if util != util:
+        if math.isnan(util):
             util = self.table.util(i, gpu) if i is not None else 100.0
-        if util != util:
+        if math.isnan(util):
             util = 100.0
         return i, JobProfile(job.model_name, float(util), float(mem), int(job.batch_size or 0))
 

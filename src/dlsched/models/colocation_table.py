@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from dlsched.predictors.interference.base import JobProfile, PairObservation
 
@@ -100,7 +101,7 @@ class ColocationTable:
         found = self._by_model.get((model, int(batch_size or 0)))
         if not found:
             return None
-        if len(found) == 1 or gpu_util != gpu_util:
+        if len(found) == 1 or math.isnan(gpu_util):
             return found[0]
         return min(found, key=lambda i: abs(self.util(i, gpu) - gpu_util))
 
@@ -117,7 +118,7 @@ class ColocationTable:
 
     # -- construction ----------------------------------------------------------------------
     @classmethod
-    def from_json(cls, path: str | Path) -> "ColocationTable":
+    def from_json(cls, path: str | Path) -> ColocationTable:
         """Read the built-in format (``gavel_derived.json``); errors name the file."""
         p = Path(path)
         try:
@@ -138,7 +139,7 @@ class ColocationTable:
         return cls(str(data.get("name", p.stem)), types, pairs, str(data.get("default_gpu", "")))
 
     @classmethod
-    def from_profile_sets(cls, sets: Sequence["LoadedProfiles"], name: str = "") -> "ColocationTable":
+    def from_profile_sets(cls, sets: Sequence[LoadedProfiles], name: str = "") -> ColocationTable:
         """Merge loaded profile sets (:func:`dlsched.profiles.load_lucid`, ``load_gavel``).
 
         A type is (zoo model, batch size, AMP): Lucid's ``ResNet18`` and Gavel's ``ResNet-18`` at

@@ -10,7 +10,8 @@ This is the engine's fallback (truth side); the interference models a policy use
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,11 +30,11 @@ class UtilSumCurve:
     def __init__(self, min_pairs: int = 10) -> None:
         self.min_pairs = min_pairs
 
-    def fit(self, pairs: Sequence[PairObservation]) -> "UtilSumCurve":
+    def fit(self, pairs: Sequence[PairObservation]) -> UtilSumCurve:
         groups: dict[str, list[tuple[float, float]]] = {}
         for p in pairs:
             u = p.a.gpu_util + p.b.gpu_util
-            if u != u:
+            if math.isnan(u):
                 continue
             for s in (p.slowdown_a, p.slowdown_b):
                 if np.isfinite(s):
