@@ -93,10 +93,14 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
         validate(jobs)
     power = make_power_manager(spec, cluster) if spec.energy else None
     speed = spec.speed_model if spec.speed_model is not None else default_speed_model(policy.placer, cluster)
-    sim = Simulator(cluster, policy, spec.config, power_manager=power,
-                    speed_model=make_speed_model(speed, cluster),
-                    failure_model=make_failure_model(spec.failure_model, **spec.failure_options))
+    speed_model = make_speed_model(speed, cluster)
+    observers = sharing_observers(spec, speed_model is not None)
+    sim = Simulator(cluster, policy, spec.config, power_manager=power, speed_model=speed_model,
+                    failure_model=make_failure_model(spec.failure_model, **spec.failure_options),
+                    observers=observers)
     result = sim.run(jobs, progress=progress)
+    for obs in observers:
+        result.extra.update(obs.summary(result.metrics))
     if power is not None:
         from dlsched.energy.accounting import EnergyModel
 
@@ -106,6 +110,16 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
     if spec.config.max_jobs_per_gpu > 1:
         meta["max_jobs_per_gpu"] = spec.config.max_jobs_per_gpu
     return write_run(result, out_dir, meta)
+
+
+def sharing_observers(spec: RunSpec, has_speed_model: bool) -> tuple:
+    """Observers a run with GPU sharing or a speed model gets (none otherwise: no cost): the
+    delivered utilisation. Each has ``summary(metrics) -> dict`` merged into summary.json."""
+    if not has_speed_model and spec.config.max_jobs_per_gpu <= 1:
+        return ()
+    from dlsched.metrics.delivered import DeliveredUtilisation
+
+    return (DeliveredUtilisation(),)
 
 
 def make_power_manager(spec: RunSpec, cluster: ClusterSpec):
