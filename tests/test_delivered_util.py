@@ -13,7 +13,7 @@ from dlsched.metrics.delivered import DeliveredUtilisation
 from dlsched.models.colocation import ColocationSpeed
 from dlsched.models.colocation_table import ColocationTable, JobType
 from dlsched.registry import make_policy
-from dlsched.runner import RunSpec, run_one, sharing_observers
+from dlsched.runner import RunSpec, run_one, run_observers
 from dlsched.sim import SimConfig, Simulator
 from dlsched.sim.config import no_overhead
 
@@ -73,9 +73,9 @@ def test_a_job_spanning_two_nodes_and_a_job_without_a_measurement():
 
 
 def test_observer_only_with_a_speed_model_or_sharing_and_keys_in_summary(tmp_path):
-    assert sharing_observers(RunSpec(), has_speed_model=False) == ()
-    assert len(sharing_observers(RunSpec(config=SimConfig(max_jobs_per_gpu=2)), False)) == 1
-    assert len(sharing_observers(RunSpec(), has_speed_model=True)) == 1
+    assert run_observers(RunSpec(), has_speed_model=False) == ()
+    assert len(run_observers(RunSpec(config=SimConfig(max_jobs_per_gpu=2)), False)) == 1
+    assert len(run_observers(RunSpec(), has_speed_model=True)) == 1
     jobs = [job("A", "net_a", 0, 100, 60), job("B", "net_b", 20, 40, 40)]
     spec = RunSpec("fifo", config=SimConfig(max_jobs_per_gpu=2, preemption_overhead=no_overhead),
                    speed_model="time-sliced")
