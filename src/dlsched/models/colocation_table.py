@@ -200,3 +200,19 @@ def _zoo_name(model: str) -> str:
 def builtin_table() -> ColocationTable:
     """The profile set shipped with the package (derived from Gavel; see NOTICE.md)."""
     return ColocationTable.from_json(BUILTIN_PATH)
+
+
+def load_table(source: str | Path | None = None) -> ColocationTable:
+    """``None`` or ``"builtin"``: the shipped table; a ``.json`` file: that table; a folder: the
+    Lucid and Gavel profile sets in it (``shared/profiles``), merged. Errors name the path."""
+    if source is None or str(source) == "builtin":
+        return builtin_table()
+    path = Path(source)
+    if path.suffix == ".json":
+        return ColocationTable.from_json(path)
+    if not path.is_dir():
+        raise ValueError(f"{path}: not a profiles folder or a .json table (or 'builtin')")
+    from dlsched.profiles import load_gavel, load_lucid
+
+    return ColocationTable.from_profile_sets([load_lucid(path), load_gavel(path)])
+
