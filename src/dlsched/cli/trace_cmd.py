@@ -46,6 +46,7 @@ _PATH = typer.Argument(..., help="Trace file or directory (PAI).")
 _OUT = typer.Argument(..., help="Canonical output: .csv, .csv.gz or .parquet.")
 _JSON = typer.Option(False, "--json", help="Print the statistics as JSON.")
 _PLOT = typer.Option(None, help="Write PNG figures into this directory.")
+_SHARED = typer.Option(None, help="--workload philly-profiled: the shared data folder (default ../shared).")
 
 
 @trace_app.command()
@@ -104,7 +105,7 @@ def generate(
     gpu: str | None = typer.Option(None, help="--workload: GPU type (default: the paper's testbed GPU)."),
     profiles: str = typer.Option("builtin", help="--workload: job types from 'builtin' (Gavel-derived), a "
                                                  "profiles folder (Lucid + Gavel) or a .json table."),
-    shared: Path | None = typer.Option(None, help="--workload philly-profiled: the shared data folder."),
+    shared: Path | None = _SHARED,
     limit: int | None = typer.Option(None, "--limit", help="--workload philly-profiled: keep the first N jobs."),
 ) -> None:
     """Write the built-in synthetic workload (calibrated to Helios), or a GPU-sharing workload
