@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
+from dlsched.predictors.interference.combine import combine_pairwise
+
 
 @dataclass(frozen=True)
 class JobProfile:
@@ -81,8 +83,9 @@ class InterferenceModel(Protocol):
 
 
 class ConstantSlowdown:
-    """Baseline: every co-located job runs ``factor`` times slower (1 = no interference,
-    2 = plain time slicing of two jobs). Alone, a job runs at full speed."""
+    """Baseline: every co-located pair slows each job ``factor`` times (1 = no interference,
+    2 = plain time slicing of two jobs). Alone, a job runs at full speed; three or more jobs
+    combine by :func:`combine_pairwise` (``factor`` 2 with two co-runners gives 3)."""
 
     def __init__(self, factor: float = 1.0) -> None:
         self.factor = factor
@@ -92,4 +95,4 @@ class ConstantSlowdown:
         return self
 
     def slowdown(self, a: JobProfile, others: Sequence[JobProfile], gpu_type: str = "") -> float:
-        return self.factor if others else 1.0
+        return combine_pairwise([self.factor] * len(others))
