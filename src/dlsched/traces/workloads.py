@@ -195,7 +195,14 @@ def attach_predictions(jobs: list[Job], gpu: str, seed: int = 0, noise: float = 
     from dlsched.predictors.resources.default import load_default
     from dlsched.predictors.resources.hook import fill_job_predictions, graph_resolver
 
-    fill_job_predictions(jobs, load_default(), graph_resolver, gpu=gpu)
+    groups: dict[tuple[str, int], list[Job]] = {}  # one prediction per (model, batch): 68k jobs, ~30 types
+    for job in jobs:
+        groups.setdefault((job.onnx_ref or job.model_name, job.batch_size), []).append(job)
+    heads = [g[0] for g in groups.values()]
+    fill_job_predictions(heads, load_default(), graph_resolver, gpu=gpu)
+    for head, *rest in groups.values():
+        for job in rest:
+            job.pred_gpu_util, job.pred_gpu_mem_mib = head.pred_gpu_util, head.pred_gpu_mem_mib
     predicted = sum(1 for j in jobs if not (math.isnan(j.pred_gpu_util) or math.isnan(j.pred_gpu_mem_mib)))
     rng = np.random.default_rng(seed)
     noisy = 0
