@@ -53,7 +53,9 @@ class ColocationSpeed:
             if len(here) == 1:
                 continue
             gpu = self._gpu_key(state.node_specs[node].gpu_type.name)
-            for bit in _bits(mask):
+            while mask:
+                bit = mask & -mask
+                mask ^= bit
                 others = [o for o, m in here.items() if m & bit and o is not job]
                 if others:
                     s = self.slowdown(job, others, gpu)
@@ -107,10 +109,3 @@ class ColocationSpeed:
         if math.isnan(util):
             util = 100.0
         return i, JobProfile(job.model_name, float(util), float(mem), int(job.batch_size or 0))
-
-
-def _bits(mask: int):
-    while mask:
-        low = mask & -mask
-        yield low
-        mask ^= low

@@ -14,7 +14,7 @@ drawn. Predictions are not part of a workload: ``simulate --predict-resources`` 
   RTX 2080 (8 GB).
 * ``coscheml-15`` / ``-30`` / ``-60`` (Co-scheML §IV): 12 application types, each submitted
   twice (24 jobs) in a random launch sequence, one every 15 / 30 / 60 s. Each type has one
-  duration, log-uniform 120-900 s (the paper's makespans of ~1,700-2,100 s on 3 GPUs). Cluster: 3
+  duration, log-uniform 60-600 s (the paper's makespans, 1,705-2,156 s on 3 GPUs). Cluster: 3
   nodes x 1 Titan Xp (12 GB).
 * ``philly-profiled``: the real Philly arrivals of the Helios reference window (68,503 jobs,
   2017-10-01 .. 2017-11-30, ``shared/traces/philly/reference_run``) with their GPUs, durations
@@ -40,7 +40,7 @@ HORUS_MIN, HORUS_MAX = 180.0, 7200.0
 HORUS_MIX = {"horus-wlarge": (0.5, 0.6), "horus-wsmall": (0.4, 0.4)}  # (share long, share heavy)
 HORUS_JOBS, HORUS_ARRIVAL_MEAN = 100, 60.0
 COSCHEML_TYPES, COSCHEML_COPIES = 12, 2
-COSCHEML_DURATION = (120.0, 900.0)
+COSCHEML_DURATION = (60.0, 600.0)
 PHILLY_TRACE = "traces/philly/reference_run/input_cluster_log_helios_format.csv.gz"
 PHILLY_VCS = "traces/philly/philly_vc_config.csv"
 PHILLY_WINDOW = ("2017-10-01 00:00:00", "2017-11-30 23:59:00")
