@@ -117,6 +117,11 @@ def predict(
         if dataset not in loaders:
             raise ValueError(f"--dataset: unknown value {dataset!r}; choose lucid or gavel")
         ps = loaders[dataset](profiles)
+        if dataset == "gavel":  # Gavel measured no utilisation: predict it from the graph, as evaluate does
+            from dlsched.predictors.interference.evaluation.utilisation import with_predicted_utilisation
+
+            ps, note = with_predicted_utilisation(ps)
+            console.print(f"note: {note}", soft_wrap=True, highlight=False, markup=False)
         me = find_job(ps, job, gpu)
         others = [find_job(ps, spec, gpu) for spec in partners or []]
         fitted = make_model(model).fit(ps.pairs)
