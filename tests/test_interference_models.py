@@ -55,7 +55,7 @@ def test_horus_curve_pooled_fallback_and_unknown_utilisation():
     model = HorusCurve(min_samples=30).fit(few + many)
     assert "p100" not in model.coefs_ and "k80" in model.coefs_
     pooled = model.curve(120.0, "p100")[0]
-    assert pooled == pytest.approx(model.pooled_ @ [1.0, 120.0, 400.0])
+    assert pooled == pytest.approx(np.dot(model.pooled_, [1.0, 120.0, 400.0]))
     assert model.curve(120.0, "a100")[0] == pooled  # an unseen GPU type gets the pooled curve
     s = np.array([p.slowdown_a for p in few + many])
     assert model.slowdown(job(math.nan), [job(50)], "k80") == pytest.approx(s.mean())
