@@ -18,6 +18,7 @@ from dlsched.predictors.interference.combine import combine_pairwise
 from dlsched.predictors.interference.horus_curve import HorusCurve
 from dlsched.predictors.interference.lookup import PairLookup
 from dlsched.predictors.interference.pair_forest import PairForest
+from dlsched.predictors.interference.pairwise import PairwiseModel
 from dlsched.predictors.interference.registry import MODELS, make_model
 
 
@@ -125,3 +126,16 @@ def test_registry_models_follow_the_contract(name):
 def test_unknown_model_name_lists_the_known_ones():
     with pytest.raises(KeyError, match="horus-curve"):
         make_model("nope")
+
+
+@pytest.mark.parametrize("name", ["horus-curve", "lookup", "pair-forest"])
+def test_scalar_and_batched_answers_agree(name):
+    pairs = curve_pairs("g", (0.95, 0.003, 0.0001), range(10, 100, 15))
+    model = make_model(name).fit(pairs)
+    jobs = [job(15, "a15"), job(55, "b55"), job(33, "new"), job(math.nan, "unknown")]
+    for a in jobs:
+        for b in jobs:
+            batched = PairwiseModel.slowdown(model, a, [b], "g")  # the base class's batched path
+            assert model.slowdown(a, [b], "g") == pytest.approx(batched)
+            assert model.slowdown(a, [b], "g") == pytest.approx(batched)  # again: cached answers agree
+        assert model.slowdown(a, jobs, "g") == pytest.approx(PairwiseModel.slowdown(model, a, jobs, "g"))
