@@ -139,3 +139,18 @@ def test_scalar_and_batched_answers_agree(name):
             assert model.slowdown(a, [b], "g") == pytest.approx(batched)
             assert model.slowdown(a, [b], "g") == pytest.approx(batched)  # again: cached answers agree
         assert model.slowdown(a, jobs, "g") == pytest.approx(PairwiseModel.slowdown(model, a, jobs, "g"))
+
+
+@pytest.mark.parametrize("cls", [HorusCurve, PairForest, PairLookup])
+def test_scikit_learn_conventions(cls):
+    """Hyper-parameters kept as given in ``__init__``; ``fit`` adds only attributes ending in ``_``."""
+    import inspect
+
+    model = cls()
+    params = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    before = dict(vars(model))
+    assert set(before) == set(params)
+    model.fit(curve_pairs("g", (1.0, 0.004, 0.0), range(10, 100, 15)))
+    added = set(vars(model)) - set(before)
+    assert added and all(name.endswith("_") for name in added)
+    assert all(vars(model)[p] is before[p] for p in params)
