@@ -43,6 +43,8 @@ class PairForest(PairwiseModel):
             raise ValueError("PairForest.fit: no feasible pairs to learn from")
         X = pair_matrix(a, b)
         self.columns_ = np.flatnonzero(np.isfinite(X).any(axis=0))
+        if len(self.columns_) == 0:
+            raise ValueError("PairForest.fit: every job metric is unknown (NaN); nothing to learn from")
         self.features_ = [PAIR_FEATURES[i] for i in self.columns_]
         self.forest_ = RandomForestRegressor(n_estimators=self.n_estimators, min_samples_leaf=self.min_samples_leaf,
                                              max_features=self.max_features, random_state=self.seed, n_jobs=1)
