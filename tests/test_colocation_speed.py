@@ -144,3 +144,16 @@ def test_table_from_the_shared_profile_sets(shared):
     assert r18 is not None and table.types[r18].gpu_util[""] > 0  # Lucid's utilisation, zoo name
     assert table.pair_slowdown(r18, r18, "v100") is not None    # Gavel's pair on V100
     assert all(s >= 1.0 for t in table.pairs.values() for s in t.values())
+
+
+def test_a_multi_gpu_job_runs_at_the_pace_of_its_most_slowed_gpu():
+    """X holds both GPUs of a node from 0 (100 s of work); B joins one of them at 10 for 40 s of
+    work: X runs at 1/1.25 (the shared GPU sets its pace), B at 1/2: B ends at 10 + 80 = 90, X
+    did 10 + 64 by then and ends alone at 116."""
+    x = Job("X", "v", 2, 0, 100, model_name="net_a", batch_size=32, gpu_util=60.0, gpu_mem_mib=1000)
+    x.pred_gpu_mem_mib = 1000
+    b = job("B", "net_b", 10, 40, 40)
+    cluster = ClusterSpec.from_vc_sizes({"v": 1}, gpus_per_node=2, gpu_type=GpuType("T", 16 * 1024))
+    res = Simulator(cluster, make_policy("fifo", share=True), config(max_jobs_per_gpu=2),
+                    speed_model=ColocationSpeed(small_table(), FixedCurve())).run([x, b])
+    assert times(res) == {"X": (0, pytest.approx(116)), "B": (10, pytest.approx(90))}
