@@ -79,6 +79,17 @@ def test_unmeasured_pairs_use_the_curve_and_three_jobs_add_their_excess_slowdown
     assert model.resolve(no_util, "T")[1].gpu_util == 100.0  # unknown utilisation counts as saturating
 
 
+def test_a_pair_measured_on_another_gpu_type_beats_the_curve():
+    types = small_table().types
+    table = ColocationTable("two-gpus", types, {"T": {(0, 1): 1.25, (1, 0): 2.0}, "U": {(0, 2): 1.5, (2, 0): 1.1}},
+                            default_gpu="T")
+    model = ColocationSpeed(table, FixedCurve())
+    a, b, c = job("A", "net_a", 0, 1, 60), job("B", "net_b", 0, 1, 40), job("C", "net_c", 0, 1, 50)
+    assert model.pair(a, c, "T") == 1.5 and model.pair(c, a, "T") == 1.1   # only measured on U
+    assert model.pair(a, b, "U") == 1.25                                     # only on T (the default)
+    assert model.pair(b, c, "U") == pytest.approx(1 + 0.01 * (90 - 50))      # never measured: the curve
+
+
 def test_three_jobs_on_one_gpu_by_hand():
     """Cap 3, all from t=0: A (net_a, 60 %), B (net_b, 40 %), C (net_c, 50 %), 100 s of work each.
     s(A) = 1 + 0.25 + 0.6 = 1.85, s(B) = 1 + 1.0 + (1 + 0.01 x 40) - 1 = 2.4,
