@@ -4,6 +4,7 @@ keeps its attribution."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,7 @@ def test_the_shipped_table_is_reproducible_from_gavel(shared, tmp_path):
     out = tmp_path / "t.json"
     subprocess.run([sys.executable, str(REPO / "scripts/build_builtin_profiles.py"),
                     "--gavel", str(shared / "profiles/gavel"), "--out", str(out)], check=True,
-                   capture_output=True, env={"PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1",
-                                             "HOME": str(Path.home())})
+                   capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"})
     assert json.loads(out.read_text()) == json.loads(BUILTIN_PATH.read_text())
 
 
