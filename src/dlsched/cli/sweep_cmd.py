@@ -47,6 +47,8 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[int, typer.Option("--workers", help="Local processes running cells.")] = 1,
         scheduler: Annotated[str | None, typer.Option(
             "--scheduler", help="Run on a dask.distributed cluster at tcp://HOST:PORT instead.")] = None,
+        connect_timeout: Annotated[float, typer.Option(
+            "--connect-timeout", help="Seconds to wait for the Dask scheduler and its first worker.")] = 30.0,
         baseline: Annotated[str | None, typer.Option(
             "--baseline", help="Ratios to this configuration, e.g. policy=fifo (overrides the spec's).")] = None,
         progress_every: Annotated[float, typer.Option(
@@ -64,7 +66,7 @@ def register(app: typer.Typer) -> None:
             if scheduler:
                 from dlsched.sweep.engine_dask import DaskEngine
 
-                engine = DaskEngine(scheduler)
+                engine = DaskEngine(scheduler, connect_timeout)
             else:
                 from dlsched.sweep.engine_local import LocalEngine
 
