@@ -110,6 +110,24 @@ def test_killed_sweep_resumes_without_running_a_finished_cell_twice(tmp_path):
     assert (table["status"] == "done").all() and len(table) == 6
 
 
+def test_ctrl_c_stops_cleanly_and_keeps_what_finished(tmp_path):
+    path = _spec(tmp_path, "base: {jobs: 2500, nodes: 24}\ngrid:\n  seed: [0, 1, 2, 3, 4]\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "dlsched.cli.main", "sweep", str(path), "--out", str(out)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(out.glob("cells/*/done.json")):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted: finished cells are kept" in err and "Traceback" not in err
+    table = pd.read_parquet(out / "results.parquet")
+    assert (table["status"] == "done").sum() == len(list(out.glob("cells/*/done.json"))) >= 1
+
+
 def test_cli_prints_progress_stats_and_writes_stats_parquet(tmp_path):
     path = _spec(tmp_path, """
         base: {jobs: 300, nodes: 32}

@@ -75,7 +75,15 @@ def register(app: typer.Typer) -> None:
             def emit(line: str) -> None:
                 console.print(Text(line), soft_wrap=True, highlight=False)
 
-            result = run_sweep(spec, out_dir, engine, emit, progress_every)
+            try:
+                result = run_sweep(spec, out_dir, engine, emit, progress_every)
+            except KeyboardInterrupt:
+                result = None
+            if result is None:
+                console.print(Text(f"interrupted: finished cells are kept in {out_dir}; run the same command "
+                                   "again to resume"), soft_wrap=True)
+            if result is None:
+                raise SystemExit(130)  # not typer.Exit: clear_errors would take it for an error
             params = list(dict.fromkeys(k for c in spec.cells for k in c.params))
             stats, missing = seed_stats(result.table, params, spec.replicate, spec.baseline)
         if len(stats):

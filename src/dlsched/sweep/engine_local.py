@@ -9,6 +9,7 @@ are made from the main thread only (no helper threads exist at that moment).
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import socket
 import sys
 from collections import deque
@@ -19,6 +20,7 @@ from dlsched.sweep.workloads import WorkloadCache
 
 
 def _child(cell_id: str, params: dict, workload, out_dir, conn) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle (it terminates us)
     try:
         outcome = run_cell(cell_id, params, workload, out_dir)
         conn.send(outcome)
@@ -51,6 +53,15 @@ class LocalEngine:
         ctx = mp.get_context("fork")
         pending = deque(cells)
         running: dict = {}
+        try:
+            self._loop(ctx, pending, running, workloads, store, sink)
+        finally:  # interrupted (Ctrl-C) or failed: stop the cells' processes we started, by handle
+            for _, process in running.values():
+                if process.is_alive():
+                    process.terminate()
+                process.join()
+
+    def _loop(self, ctx, pending: deque, running: dict, workloads: WorkloadCache, store, sink) -> None:
         while pending or running:
             while pending and len(running) < self.workers:
                 cell = pending.popleft()

@@ -69,7 +69,11 @@ def run_sweep(spec: Spec, out_dir: str | Path, engine, emit: Callable[[str], Non
         emit(f"sweep: {spec.duplicates} cells listed more than once run once")
     emit(f"sweep: {len(spec.cells)} cells, {skipped} finished earlier, {len(todo)} to run on {engine.name}")
     cache = WorkloadCache()
-    if todo:
-        engine.run(todo, cache, store, _Sink(store, progress, spec.swept))
+    try:
+        if todo:
+            engine.run(todo, cache, store, _Sink(store, progress, spec.swept))
+    except BaseException:
+        store.write_results(spec)  # what finished so far, also when interrupted
+        raise
     table = store.write_results(spec)
     return SweepOutcome(len(spec.cells), skipped, progress.done, progress.failed, cache.loads, table)
