@@ -84,7 +84,7 @@ class DaskEngine:
                                                     socket.gethostname()))
                         continue
                     payloads[key] = client.scatter(data, broadcast=True, hash=False)
-                    workloads.release_unneeded([])  # shipped: the coordinator no longer needs it
+                    workloads.drop(key)  # shipped: the coordinator no longer needs it
                     self.scattered += 1
                 future = client.submit(remote_cell, cell.id, cell.params, payloads[key], pure=False,
                                        key=f"dlsched-cell-{cell.id}-{token}")

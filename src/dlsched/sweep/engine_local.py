@@ -80,7 +80,6 @@ class LocalEngine:
                 process.start()
                 sender.close()
                 running[receiver] = (cell, process)
-                workloads.release_unneeded([c for c in pending])
             for receiver in wait(list(running), timeout=1.0):
                 cell, process = running.pop(receiver)
                 try:

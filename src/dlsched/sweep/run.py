@@ -68,7 +68,7 @@ def run_sweep(spec: Spec, out_dir: str | Path, engine, emit: Callable[[str], Non
     if spec.duplicates:
         emit(f"sweep: {spec.duplicates} cells listed more than once run once")
     emit(f"sweep: {len(spec.cells)} cells, {skipped} finished earlier, {len(todo)} to run on {engine.name}")
-    cache = WorkloadCache()
+    cache = WorkloadCache(todo)
     try:
         if todo:
             engine.run(todo, cache, store, _Sink(store, progress, spec.swept))

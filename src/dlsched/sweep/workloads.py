@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from dlsched.sweep.cell import Workload, load_workload, workload_key
 
 
 class WorkloadCache:
-    """Loads each distinct workload once; ``release_unneeded`` drops those no pending cell uses."""
+    """Loads each distinct workload once and forgets it when its last cell has taken it.
 
-    def __init__(self) -> None:
+    ``cells`` are the cells that will ask (each once); a workload that fails to load raises the
+    same error for each of its cells without being loaded again."""
+
+    def __init__(self, cells=()) -> None:
+        self._left = Counter(workload_key(c.params) for c in cells)
         self._loaded: dict[str, Workload] = {}
         self._errors: dict[str, Exception] = {}
         self.loads = 0
 
     def get(self, cell) -> Workload:
         key = workload_key(cell.params)
-        if key in self._errors:  # a workload that failed to load is not loaded again for each cell
+        self._left[key] -= 1
+        if key in self._errors:
             raise self._errors[key]
         if key not in self._loaded:
             try:
@@ -24,9 +31,11 @@ class WorkloadCache:
                 self._errors[key] = exc
                 raise
             self.loads += 1
-        return self._loaded[key]
-
-    def release_unneeded(self, pending) -> None:
-        needed = {workload_key(c.params) for c in pending}
-        for key in [k for k in self._loaded if k not in needed]:
+        workload = self._loaded[key]
+        if self._left[key] <= 0:
             del self._loaded[key]
+        return workload
+
+    def drop(self, key: str) -> None:
+        """Forget a workload now (the Dask engine has shipped it and needs it no more)."""
+        self._loaded.pop(key, None)
