@@ -102,3 +102,11 @@ def test_baseline_option_is_validated():
         parse_baseline("polic=fifo")
     with pytest.raises(ValueError, match="nodes: expected an integer"):
         parse_baseline("nodes=big")
+
+
+def test_a_baseline_on_an_option_no_cell_sets_is_refused_before_running(tmp_path):
+    path = _spec(tmp_path, "grid: {policy: [fifo, sjf]}\n")
+    res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "out"), "--baseline", "nodes=8"])
+    assert res.exit_code == 2
+    assert "baseline: nodes is not an option the cells set (they set: policy)" in res.output
+    assert not (tmp_path / "out").exists()

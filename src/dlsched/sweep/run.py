@@ -27,6 +27,11 @@ class SweepOutcome:
 
 def validate(spec: Spec) -> None:
     """Check every cell before running any; SpecError names the spec line of the offending key."""
+    keys = {k for c in spec.cells for k in c.params if k != spec.replicate}
+    unknown = [k for k in spec.baseline if k not in keys]
+    if unknown:
+        raise SpecError(f"{spec.path}: baseline: {', '.join(unknown)} is not an option the cells set "
+                        f"(they set: {', '.join(sorted(keys)) or 'none'})")
     for cell in spec.cells:
         try:
             check_cell(cell.params)
