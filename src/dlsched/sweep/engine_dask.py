@@ -35,8 +35,19 @@ def remote_cell(cell_id: str, params: dict, payload: bytes) -> tuple[Outcome, di
             return Outcome(cell_id, None, f"unpickling the workload on the worker: {exc}", 0.0, 0.0,
                            socket.gethostname()), {}
         outcome = run_cell(cell_id, params, workload, Path(tmp))
+        outcome.host = f"{outcome.host}/{_worker_name()}"
         files = {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir()) if p.is_file()}
     return outcome, files
+
+
+def _worker_name() -> str:
+    """The Dask worker running this cell (for the event log), or '?' outside a worker."""
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().name)
+    except (ImportError, ValueError):
+        return "?"
 
 
 class DaskEngine:
