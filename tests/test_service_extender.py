@@ -1,0 +1,198 @@
+"""The extender on the bodies a real kube-scheduler v1.20 sent (../shared/k8s/captured), driven
+through the HTTP app with a fake API-server bridge: nominations, reasons, bind, forget."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient
+
+from dlsched.registry import make_policy
+from dlsched.service.app import build_app
+from dlsched.service.core import SchedulerCore
+from dlsched.service.pods import NodeFacts, pod_facts
+from dlsched.service.runtime import LiveService
+from dlsched.service.store import Store
+
+
+class FakeBridge:
+    """Records binds; fails the ones whose pod name is listed."""
+
+    def __init__(self, fail: set[str] = frozenset()) -> None:
+        self.fail = set(fail)
+        self.binds: list[tuple] = []
+
+    def bind(self, namespace, name, uid, node, gpus):
+        self.binds.append((namespace, name, uid, node, tuple(gpus)))
+        return "conflict: pod already bound" if name in self.fail else ""
+
+
+@pytest.fixture
+def captured(shared):
+    root = shared / "k8s/captured"
+    if not root.is_dir():
+        pytest.skip("../shared/k8s/captured is absent")
+
+    def load(name: str):
+        return json.loads((root / name).read_text())
+    return load
+
+
+def make_service(policy="fifo", nodes=(("gpu-node-a", 8), ("gpu-node-b", 8)), fail=()):
+    core = SchedulerCore(make_policy(policy, "consolidate"), Store("sqlite://"), clock=iter(range(1000, 10**6)).__next__)
+    for name, gpus in nodes:
+        core.node_seen(NodeFacts(name, gpus, "default", "", False))
+    bridge = FakeBridge(set(fail))
+    service = LiveService(core, bridge, token="secret")
+    return service, TestClient(build_app(service)), bridge
+
+
+def test_filter_nodes_mode_passes_only_the_nominated_node(captured):
+    service, client, _ = make_service()
+    body = captured("filter-1.json")
+    resp = client.post("/scheduler/filter", json=body)
+    assert resp.status_code == 200
+    out = resp.json()
+    assert set(out) == {"Nodes", "NodeNames", "FailedNodes", "Error"}
+    assert out["NodeNames"] is None and out["Error"] == ""
+    passed = [n["metadata"]["name"] for n in out["Nodes"]["items"]]
+    assert len(passed) == 1
+    # the node objects come back whole, as the scheduler sent them
+    sent = {n["metadata"]["name"]: n for n in body["Nodes"]["items"]}
+    assert out["Nodes"]["items"][0] == sent[passed[0]]
+    other = ({"gpu-node-a", "gpu-node-b"} - set(passed)).pop()
+    assert "nominated" in out["FailedNodes"][other] and passed[0] in out["FailedNodes"][other]
+    # prioritize on the same pod: the nominated node gets the top score
+    prio = client.post("/scheduler/prioritize", json=captured("prioritize-1.json")).json()
+    assert {p["Host"]: p["Score"] for p in prio} == {passed[0]: 10, other: 0}
+    # the GPUs are held by the nomination (assume), durably
+    rows = service.core.store.assignment_rows()
+    assert [(r["node"], r["gpu"], r["state"]) for r in rows] == [(passed[0], g, "assumed") for g in range(4)]
+
+
+def test_bind_confirms_and_annotates_the_nominated_gpus(captured):
+    service, client, bridge = make_service(nodes=(("gpu-node-a", 8),))
+    client.post("/scheduler/filter", json=captured("filter-1.json"))
+    out = client.post("/scheduler/bind", json=captured("bind-1.json")).json()
+    assert out == {"Error": ""}
+    assert bridge.binds == [("default", "train-4gpu", "a1ca57d9-0aa0-4e21-aac5-cfb0f0a5e36f", "gpu-node-a",
+                             (0, 1, 2, 3))]
+    job = service.core.jobs["a1ca57d9-0aa0-4e21-aac5-cfb0f0a5e36f"]
+    assert job.state.name == "RUNNING"
+    kinds = [d["kind"] for d in service.core.store.decision_log()]
+    assert kinds == ["submit", "assume", "bind"]
+    service.core.state.check_invariants()
+
+
+def test_failed_bind_is_forgotten_and_the_gpus_return(captured):
+    service, client, _ = make_service(nodes=(("gpu-node-a", 8),), fail={"train-4gpu"})
+    client.post("/scheduler/filter", json=captured("filter-1.json"))
+    out = client.post("/scheduler/bind", json=captured("bind-1.json")).json()
+    assert out["Error"].startswith("conflict")
+    st = service.core.state
+    assert (st.node_free[0], st.n_pending, st.n_running) == (8, 1, 0)   # GPUs back, pod queued again
+    assert service.core.store.assignment_rows() == []
+    assert [d["kind"] for d in service.core.store.decision_log()] == ["submit", "assume", "forget"]
+    st.check_invariants()
+    # the scheduler retries the pod: nominated again, same GPUs
+    out = client.post("/scheduler/filter", json=captured("filter-1.json")).json()
+    assert [n["metadata"]["name"] for n in out["Nodes"]["items"]] == ["gpu-node-a"]
+    assert len(service.core.store.assignment_rows()) == 4
+
+
+def test_bind_for_a_node_that_was_not_nominated_is_refused(captured):
+    service, client, bridge = make_service(nodes=(("gpu-node-a", 8),))
+    client.post("/scheduler/filter", json=captured("filter-1.json"))
+    args = dict(captured("bind-1.json"), Node="gpu-node-z")
+    out = client.post("/scheduler/bind", json=args).json()
+    assert "nominated for gpu-node-a, not gpu-node-z" in out["Error"]
+    assert bridge.binds == []
+
+
+def test_cache_mode_node_names(captured):
+    service, client, bridge = make_service(nodes=(("gpu-node-a", 8), ("gpu-node-d", 8)))
+    out = client.post("/scheduler/filter", json=captured("cache-mode/filter-1.json")).json()
+    assert out["Nodes"] is None and out["NodeNames"] == ["gpu-node-a"] and out["FailedNodes"] == {}
+    assert client.post("/scheduler/bind", json=captured("cache-mode/bind-1.json")).json() == {"Error": ""}
+    # the 1-GPU pod goes where consolidate puts it: the node already holding 2 GPUs
+    out = client.post("/scheduler/filter", json=captured("cache-mode/filter-2.json")).json()
+    assert out["NodeNames"] == ["gpu-node-a"]
+    assert "nominated gpu-node-a" in out["FailedNodes"]["gpu-node-d"]
+    assert client.post("/scheduler/bind", json=captured("cache-mode/bind-2.json")).json() == {"Error": ""}
+    assert bridge.binds[1][4] == (2,)   # GPUs 0,1 held by the first pod
+
+
+def test_queued_pod_is_rejected_on_every_node_with_the_reason(captured):
+    _, client, _ = make_service(nodes=(("gpu-node-b", 8),))
+    client.post("/scheduler/filter", json=captured("filter-1.json"))   # 4 GPUs nominated on b
+    out = client.post("/scheduler/filter", json=captured("filter-2.json")).json()   # 8 GPUs: must wait
+    assert out["Nodes"]["items"] == []
+    assert "queued by dlsched (fifo)" in out["FailedNodes"]["gpu-node-b"]
+    assert "4 GPUs free" in out["FailedNodes"]["gpu-node-b"]
+
+
+def test_deleted_pod_frees_its_gpus_and_the_next_pod_is_nominated(captured):
+    service, client, _ = make_service(nodes=(("gpu-node-b", 8),))
+    client.post("/scheduler/filter", json=captured("filter-1.json"))
+    client.post("/scheduler/filter", json=captured("filter-2.json"))
+    service.core.pod_gone("a1ca57d9-0aa0-4e21-aac5-cfb0f0a5e36f")
+    out = client.post("/scheduler/filter", json=captured("filter-2.json")).json()
+    assert [n["metadata"]["name"] for n in out["Nodes"]["items"]] == ["gpu-node-b"]
+    rows = service.core.store.assignment_rows()
+    assert len(rows) == 8 and {r["pod"] for r in rows} == {"default/train-8gpu"}
+
+
+def test_qssf_and_fifo_nominate_in_different_orders(captured):
+    """Same three pods, 8 free GPUs: FIFO starts the 8-GPU pod that came first, QSSF the small ones."""
+    pods = []
+    for i, gpus in enumerate((8, 2, 1)):
+        body = copy.deepcopy(captured("cache-mode/filter-1.json"))
+        meta = body["Pod"]["metadata"]
+        meta["uid"], meta["name"] = f"uid-{i}", f"p{i}"
+        meta["creationTimestamp"] = f"2026-11-22T14:50:4{i}Z"
+        for key in ("requests", "limits"):
+            body["Pod"]["spec"]["containers"][0]["resources"][key]["nvidia.com/gpu"] = str(gpus)
+        pods.append(pod_facts(body["Pod"]))
+    started = {}
+    for policy in ("fifo", "qssf"):
+        service, _, _ = make_service(policy, nodes=(("gpu-node-a", 8),))
+        for pod in pods:
+            service.core.pod_seen(pod)
+        service.core.run_pass()
+        started[policy] = sorted(uid for uid, j in service.core.jobs.items() if j.state.name == "ASSUMED")
+    assert started["fifo"] == ["uid-0"]
+    assert started["qssf"] == ["uid-1", "uid-2"]
+
+
+@pytest.mark.parametrize("body, status", [
+    (b"not json", 400),
+    (b"[]", 400),
+    (b'{"Pod": 3, "NodeNames": ["a"]}', 400),
+    (b'{"Pod": {"metadata": {"uid": "u", "name": "n"}}}', 400),
+    ((b'{"Pod": {"metadata": {"uid": "u", "name": "n"}, "spec": {"containers": [{"resources": '
+      b'{"limits": {"nvidia.com/gpu": "lots"}}}]}}, "NodeNames": ["a"]}'), 400),
+])
+def test_malformed_extender_bodies_get_400(body, status):
+    _, client, _ = make_service()
+    resp = client.post("/scheduler/filter", content=body, headers={"content-type": "application/json"})
+    assert resp.status_code == status, resp.text
+    assert "detail" in resp.json()
+
+
+def test_oversized_body_gets_413():
+    _, client, _ = make_service()
+    resp = client.post("/api/v1/jobs", content=b"x" * 70000, headers={"authorization": "Bearer secret"})
+    assert resp.status_code == 413
+
+
+def test_mutating_operator_calls_need_the_token():
+    _, client, _ = make_service()
+    body = {"name": "j1", "gpus": 2}
+    assert client.post("/api/v1/jobs", json=body).status_code == 403
+    assert client.post("/api/v1/jobs", json=body, headers={"authorization": "Bearer wrong"}).status_code == 403
+    assert client.post("/api/v1/predictions", json={"model": "resnet50"}).status_code == 403
+    assert client.get("/api/v1/state").status_code == 200
