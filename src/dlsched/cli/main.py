@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "forecast": ("energy_cmd",),
     "predict": ("predict_cmd",),
     "report": ("report_cmd",),
+    "serve": ("serve_cmd",),
     "trace": ("trace_cmd",),
     "predictor": ("predictor_cmd",),
     "energy": ("energy_cmd",),
@@ -37,7 +38,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 
 # Every command module, in the order they were registered when all were imported eagerly.
 COMMAND_MODULES: list[str] = ["trace_cmd", "sim_cmd", "predictor_cmd", "estimate_cmd", "energy_cmd",
-                              "topology_cmd", "predict_cmd", "report_cmd"]
+                              "topology_cmd", "predict_cmd", "report_cmd", "serve_cmd"]
 
 
 class _LazyCommands(MutableMapping):

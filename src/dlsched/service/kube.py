@@ -32,6 +32,11 @@ def make_api(kubeconfig: str | None = None, api_server: str | None = None, token
             cfg.api_key = {"authorization": token}
             cfg.api_key_prefix = {"authorization": "Bearer"}
         cfg.verify_ssl = not insecure
+        if insecure:  # chosen explicitly on the command line: warn once at start-up, not per request
+            import urllib3
+
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+            log.warning("not verifying the API server's certificate (--insecure-skip-tls-verify)")
         if ca_file:
             cfg.ssl_ca_cert = ca_file
         return client.CoreV1Api(client.ApiClient(cfg))
