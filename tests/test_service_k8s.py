@@ -142,6 +142,16 @@ def _first_assume_order(by_pod: dict[str, list[dict]]) -> list[str]:
     return sorted(firsts, key=firsts.get)
 
 
+def _settled(svc: ServiceProcess, timeout: float = 20.0) -> dict:
+    """The service's state once the watch has delivered the last deletions."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = svc.get("/api/v1/state")
+        if (state["running"], state["pending"]) == (0, 0) or time.monotonic() > deadline:
+            return state
+        time.sleep(0.2)
+
+
 def _run_policy(cluster, policy: str, tag: str, sizes: list[int]) -> tuple[Workload, dict]:
     cp, port, tmp = cluster
     svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{tmp}/{tag}.db", policy, tmp / f"{tag}.log")
@@ -150,8 +160,8 @@ def _run_policy(cluster, policy: str, tag: str, sizes: list[int]) -> tuple[Workl
         work = Workload(cp, tag, sizes)
         work.create()
         work.run(timeout=240)
+        state = _settled(svc)
         decisions = svc.decisions()
-        state = svc.get("/api/v1/state")
     finally:
         svc.stop()
     assert not work.overlaps, work.overlaps[:5]
@@ -188,6 +198,7 @@ def test_kill9_while_pods_stream_in_then_restart(cluster):
         if not state["killed"] and len(w.bound) >= 8:
             svc.kill9()
             state["killed"] = True
+            state["created_at_kill"] = w.created
             time.sleep(2.0)         # the scheduler meets a dead extender meanwhile
             svc.start()
             state["restarted"] = True
@@ -198,12 +209,12 @@ def test_kill9_while_pods_stream_in_then_restart(cluster):
     try:
         work.run(timeout=240, during=crash_once)
         creator.join()
+        rows = _settled(svc)
         decisions = svc.decisions()
-        rows = svc.get("/api/v1/state")
     finally:
         creator.join()
         svc.stop()
-    assert state["restarted"]
+    assert state["restarted"] and state["created_at_kill"] < len(sizes)   # killed while pods streamed in
     assert not work.overlaps, work.overlaps[:5]
     assert len(work.bound) == len(sizes)                      # nothing lost
     _check_bound_as_decided(work, decisions)                  # each bound once, where dlsched said

@@ -70,7 +70,7 @@ async def _body(request: Request, limit: int) -> object:
         raise HTTPException(400, f"body is not JSON: {exc}") from None
 
 
-def build_app(service: LiveService) -> FastAPI:
+def build_app(service: LiveService) -> "BodyLimit":
     app = FastAPI(title="dlsched scheduler extender", version="1",
                   description="kube-scheduler extender (filter, prioritize, bind) and operator API of dlsched.")
     core = service.core
@@ -161,12 +161,26 @@ def build_app(service: LiveService) -> FastAPI:
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
 
-    @app.middleware("http")
-    async def limit_operator_bodies(request: Request, call_next):
-        if request.url.path.startswith("/api/") or request.url.path == "/scheduler/bind":
-            declared = request.headers.get("content-length")
-            if declared is not None and (not declared.isdigit() or int(declared) > OPERATOR_MAX_BYTES):
-                return JSONResponse({"detail": f"body larger than {OPERATOR_MAX_BYTES} bytes"}, status_code=413)
-        return await call_next(request)
+    return BodyLimit(app)
 
-    return app
+
+class BodyLimit:
+    """Refuse oversized bodies before anything reads them (plain ASGI: no per-request task)."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["method"] in ("POST", "PUT", "PATCH"):
+            path = scope["path"]
+            limit = EXTENDER_MAX_BYTES if path in ("/scheduler/filter", "/scheduler/prioritize") else OPERATOR_MAX_BYTES
+            length = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+            if length is None:
+                await JSONResponse({"detail": "a Content-Length header is required"}, status_code=411)(
+                    scope, receive, send)
+                return
+            if not length.isdigit() or int(length) > limit:
+                await JSONResponse({"detail": f"body larger than {limit} bytes"}, status_code=413)(
+                    scope, receive, send)
+                return
+        await self.app(scope, receive, send)
