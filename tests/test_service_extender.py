@@ -196,3 +196,62 @@ def test_mutating_operator_calls_need_the_token():
     assert client.post("/api/v1/jobs", json=body, headers={"authorization": "Bearer wrong"}).status_code == 403
     assert client.post("/api/v1/predictions", json={"model": "resnet50"}).status_code == 403
     assert client.get("/api/v1/state").status_code == 200
+
+
+def _facts(uid: str, gpus: int, node: str = "", phase: str = "Pending") -> "PodFacts":
+    from dlsched.service.pods import PodFacts
+
+    return PodFacts(uid, "default", f"pod-{uid}", gpus, node, phase, created=100.0 + len(uid))
+
+
+def test_cordoned_new_and_deleted_nodes_follow_the_api_server():
+    service, _, _ = make_service(nodes=(("a", 8),))
+    core = service.core
+    core.node_seen(NodeFacts("a", 8, "default", "", True))          # cordoned: nothing goes there
+    core.pod_seen(_facts("p1", 2))
+    core.run_pass()
+    assert core.jobs["p1"].state.name == "PENDING"
+    assert core.filter(_facts("p1", 2), ["a"])[0] == []
+    core.node_seen(NodeFacts("b", 4, "default", "", False))         # a new node: the pod goes there
+    passed, _ = core.filter(_facts("p1", 2), ["a", "b"])
+    assert passed == ["b"]
+    core.begin_bind("p1", "b")
+    core.end_bind("p1", "b", "")
+    core.node_gone("b")                                             # deleted while p1 runs on it
+    assert core.state.node_cordoned[core.state.node_index["b"]]
+    core.pod_seen(_facts("p1", 2, node="b", phase="Succeeded"))     # p1 ends: the node goes for good
+    assert "b" not in core.state.node_index
+    assert [d["kind"] for d in core.store.decision_log()][-1] == "finish"
+    core.state.check_invariants()
+
+
+def test_a_pod_bound_by_someone_else_is_adopted_with_its_annotation():
+    from dlsched.service.pods import PodFacts
+
+    service, _, _ = make_service(nodes=(("a", 8),))
+    core = service.core
+    core.pod_seen(PodFacts("x", "default", "pod-x", 3, "a", "Running", annotations={"dlsched.io/gpus": "5,6,7"}))
+    core.pod_seen(PodFacts("y", "default", "pod-y", 2, "a", "Running"))        # no annotation: lowest free GPUs
+    holders = {j.job_id: m for j, m in core.state.node_holders[0].items()}
+    assert holders == {"x": 0b11100000, "y": 0b00000011}
+    core.pod_seen(_facts("z", 4))
+    assert core.filter(_facts("z", 4), ["a"])[0] == []                        # 3 GPUs left: z waits
+    assert "3 GPUs free" in core.why_waiting("z")
+    core.pod_gone("x")
+    assert core.filter(_facts("z", 4), ["a"])[0] == ["a"]
+    assert [g for g, _ in core.slots["z"]] == [2, 3, 4, 5]
+    core.state.check_invariants()
+
+
+def test_predictions_need_the_token_and_name_the_problem():
+    _, client, _ = make_service()
+    auth = {"authorization": "Bearer secret"}
+    resp = client.post("/api/v1/predictions", json={"model": "resnet50", "batch_size": 32}, headers=auth)
+    if resp.status_code == 404 and "no resource predictor" in resp.text:
+        pytest.skip("no default resource predictor in this installation")
+    assert resp.status_code == 200, resp.text
+    out = resp.json()
+    assert 0 < out["gpu_util"] <= 100 and out["gpu_mem_mib"] > 0
+    assert client.post("/api/v1/predictions", json={"model": "no-such-model"}, headers=auth).status_code == 404
+    bad = client.post("/api/v1/predictions", json={"model": "../etc/passwd.onnx"}, headers=auth)
+    assert bad.status_code == 422 and "model must be" in bad.text

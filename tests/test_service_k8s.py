@@ -219,3 +219,41 @@ def test_kill9_while_pods_stream_in_then_restart(cluster):
     assert len(work.bound) == len(sizes)                      # nothing lost
     _check_bound_as_decided(work, decisions)                  # each bound once, where dlsched said
     assert rows["running"] == 0 and rows["pending"] == 0
+
+
+def test_operator_api_submits_a_job_that_kube_scheduler_binds_through_dlsched(cluster):
+    import json
+    import urllib.error
+    import urllib.request
+
+    cp, port, tmp = cluster
+    svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{tmp}/operator.db", "fifo",
+                         tmp / "operator.log").start()
+    try:
+        def post(body: dict, token: str | None) -> tuple[int, dict]:
+            req = urllib.request.Request(svc.url + "/api/v1/jobs", data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+            if token:
+                req.add_header("Authorization", f"Bearer {token}")
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    return resp.status, json.loads(resp.read())
+            except urllib.error.HTTPError as exc:
+                return exc.code, json.loads(exc.read())
+
+        assert post({"name": "op-job", "gpus": 3}, None)[0] == 403
+        status, created = post({"name": "op-job", "gpus": 3, "vc": "default"}, svc.token)
+        assert status == 201, created
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            _, pod = cp.request("GET", "/api/v1/namespaces/default/pods/op-job")
+            if pod["spec"].get("nodeName"):
+                break
+            time.sleep(0.2)
+        assert pod["spec"].get("nodeName"), "the submitted job was never bound"
+        assert pod["metadata"]["uid"] == created["uid"]
+        assert len(pod["metadata"]["annotations"]["dlsched.io/gpus"].split(",")) == 3
+        assert post({"name": "op-job", "gpus": 3}, svc.token)[0] == 422     # the name is taken
+        cp.request("DELETE", "/api/v1/namespaces/default/pods/op-job?gracePeriodSeconds=0")
+    finally:
+        svc.stop()
