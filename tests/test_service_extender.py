@@ -255,3 +255,38 @@ def test_predictions_need_the_token_and_name_the_problem():
     assert client.post("/api/v1/predictions", json={"model": "no-such-model"}, headers=auth).status_code == 404
     bad = client.post("/api/v1/predictions", json={"model": "../etc/passwd.onnx"}, headers=auth)
     assert bad.status_code == 422 and "model must be" in bad.text
+
+
+def test_gpu_sharing_uses_slots_and_predicted_memory():
+    """Up to 2 jobs per GPU where their predicted memory fits (V100: 32,768 MiB): the second job
+    gets slot 1 of a GPU, the annotation names the shared GPU, a job that fits nowhere waits."""
+    from dlsched.service.pods import PodFacts
+
+    mem = {"small": 8000.0, "big": 30000.0}
+
+    def predict(job):
+        job.pred_gpu_mem_mib = mem[job.model_name]
+
+    core = SchedulerCore(make_policy("fifo", "consolidate", share=True), Store("sqlite://"), max_jobs_per_gpu=2,
+                         clock=iter(range(1000, 10**6)).__next__, predict=predict)
+    core.node_seen(NodeFacts("n", 2, "default", "", False))
+    bridge = FakeBridge()
+    service = LiveService(core, bridge)
+
+    def pod(uid: str, gpus: int, model: str) -> PodFacts:
+        return PodFacts(uid, "default", uid, gpus, created=float(len(core.jobs)),
+                        annotations={"dlsched.io/model": model})
+
+    for p in (pod("p1", 2, "small"), pod("p2", 1, "small"), pod("p3", 1, "big")):
+        core.pod_seen(p)
+    core.run_pass()
+    assert service.bind("default", "p1", "p1", "n") == ""
+    assert service.bind("default", "p2", "p2", "n") == ""
+    assert [b[4] for b in bridge.binds] == [(0, 1), (0,)]
+    rows = [(r["gpu"], r["slot"], r["pod"]) for r in core.store.assignment_rows()]
+    assert rows == [(0, 0, "default/p1"), (0, 1, "default/p2"), (1, 0, "default/p1")]
+    assert core.filter(pod("p3", 1, "big"), ["n"])[0] == []          # 30,000 MiB fits on no GPU
+    core.pod_gone("p1")
+    assert core.filter(pod("p3", 1, "big"), ["n"])[0] == ["n"]
+    assert core.slots["p3"] == [(1, 0)]                             # the GPU p2 does not use
+    core.state.check_invariants()

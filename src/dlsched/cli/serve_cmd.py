@@ -34,12 +34,15 @@ def register(app: typer.Typer) -> None:
         default_vc: str = typer.Option("default", help="VC of pods and nodes with no mapping"),
         max_jobs_per_gpu: int = typer.Option(1, min=1, max=16, help="jobs that may share one GPU"),
         model_dir: Optional[Path] = typer.Option(None, help="directory of .onnx files the prediction API may read"),
+        predict_resources: bool = typer.Option(False, help="predict each pod's GPU utilisation and memory from "
+                                               "its dlsched.io/model annotation (needed to share GPUs)"),
+        gpu: str = typer.Option("V100", help="GPU type of the nodes without a dlsched.io/gpu-type label"),
     ) -> None:
         """Run the kube-scheduler extender (filter, prioritize, bind) and the operator API."""
         with clear_errors():
             service, app = build_service(policy, placement, backfill, kubeconfig, api_server, api_token,
                                          insecure_skip_tls_verify, db, token, scheduler_name, vc_map, default_vc,
-                                         max_jobs_per_gpu, model_dir)
+                                         max_jobs_per_gpu, model_dir, predict_resources, gpu)
         import uvicorn
 
         console.print(f"dlsched serve: policy {policy}, placement {placement}, store {_safe_url(db)}, "
@@ -61,7 +64,8 @@ def _safe_url(url: str) -> str:
 
 def build_service(policy: str, placement: str, backfill: bool, kubeconfig: Path | None, api_server: str | None,
                   api_token: str | None, insecure: bool, db: str, token: str | None, scheduler_name: str,
-                  vc_map: str, default_vc: str, max_jobs_per_gpu: int, model_dir: Path | None):
+                  vc_map: str, default_vc: str, max_jobs_per_gpu: int, model_dir: Path | None,
+                  predict_resources: bool = False, gpu: str = "V100"):
     """Everything ``serve`` starts, checked in order; bad input raises ValueError naming the option."""
     try:
         import fastapi  # noqa: F401
@@ -74,7 +78,8 @@ def build_service(policy: str, placement: str, backfill: bool, kubeconfig: Path 
     from dlsched.service.core import SchedulerCore
     from dlsched.service.kube import KubeBridge, make_api
     from dlsched.service.pods import VcMapping
-    from dlsched.service.runtime import LiveService
+    from dlsched.core.cluster import gpu_type
+    from dlsched.service.runtime import LiveService, resource_predictor
     from dlsched.service.store import Store
 
     pol = make_policy(policy, placement, backfill=backfill, share=max_jobs_per_gpu > 1)
@@ -89,7 +94,12 @@ def build_service(policy: str, placement: str, backfill: bool, kubeconfig: Path 
         store = Store(db)
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many kinds; all mean a bad --db
         raise ValueError(f"--db {_safe_url(db)}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
-    core = SchedulerCore(pol, store, mapping, max_jobs_per_gpu)
+    try:
+        gtype = gpu_type(gpu)
+    except ValueError as exc:
+        raise ValueError(f"--gpu: {exc}") from None
+    predict = resource_predictor(gtype.name, model_dir) if predict_resources else None
+    core = SchedulerCore(pol, store, mapping, max_jobs_per_gpu, default_gpu=gtype, predict=predict)
     if not token:
         token = secrets.token_urlsafe(24)
         console.print(f"operator API token (give --token or DLSCHED_TOKEN to choose one): {token}",

@@ -50,7 +50,8 @@ class SchedulerCore:
     """Pods -> jobs, passes -> nominations, binds -> confirmed starts; one lock around it all."""
 
     def __init__(self, policy, store: Store, vc_mapping: VcMapping | None = None, max_jobs_per_gpu: int = 1,
-                 clock: Callable[[], float] = time.time, default_gpu: GpuType | None = None) -> None:
+                 clock: Callable[[], float] = time.time, default_gpu: GpuType | None = None,
+                 predict: Callable[[Job], None] | None = None) -> None:
         if getattr(policy, "oracle", False):
             raise ValueError(f"policy {policy.name} is an oracle (it reads true durations): it cannot run live")
         if getattr(policy, "preemptive", False):
@@ -60,6 +61,7 @@ class SchedulerCore:
         self.vcs = vc_mapping or VcMapping()
         self.clock = clock
         self.default_gpu = default_gpu or GpuType()
+        self.predict = predict   # fills a new job's predicted GPU utilisation / memory from its model
         self.state = ClusterState(ClusterSpec([], {}), new_queue=policy.new_queue, max_jobs_per_gpu=max_jobs_per_gpu)
         for plugin in getattr(getattr(policy, "placer", None), "observers", ()):
             if hasattr(plugin, "attach"):
@@ -173,6 +175,10 @@ class SchedulerCore:
                   user=str(ann.get(USER_ANNOTATION) or pod.namespace), name=pod.name,
                   model_name="" if model.endswith(".onnx") else model,
                   onnx_ref=model if model.endswith(".onnx") else "", batch_size=max(batch, 0))
+        if self.predict is not None and model:
+            self.predict(job)
+            if job.pred_gpu_mem_mib != job.pred_gpu_mem_mib:
+                self.counters["model annotations without a prediction"] += 1
         return job
 
     def _vc_problem(self, vc: str, gpus: int) -> str | None:

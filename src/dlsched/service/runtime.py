@@ -10,12 +10,42 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from dlsched.service.core import BindError, SchedulerCore
 from dlsched.service.pods import BATCH_ANNOTATION, GPU_RESOURCE, MODEL_ANNOTATION, VC_LABEL
 
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def resource_predictor(gpu: str, model_dir: Path | None = None) -> Callable:
+    """``predict(job)``: the shipped resource predictor fills a job's predicted GPU utilisation and
+    memory from its model annotation (what GPU-sharing placements need). Graph analyses are
+    cached per model; a model outside the zoo is read only as an .onnx file in ``model_dir``."""
+    from dlsched.predictors.resources.default import load_default
+    from dlsched.predictors.resources.hook import fill_job_predictions, graph_resolver
+
+    predictor = load_default()
+    if predictor is None:
+        raise RuntimeError("--predict-resources: no resource predictor is installed "
+                           "(train one with `dlsched predictor train`)")
+
+    @lru_cache(maxsize=256)
+    def resolve(ref: str):
+        if ref.endswith(".onnx"):
+            name = Path(ref).name
+            if model_dir is None or not REF_RE.match(name) or not (model_dir / name).is_file():
+                return None
+            ref = str(model_dir / name)
+        elif not REF_RE.match(ref):
+            return None
+        return graph_resolver(ref)
+
+    def predict(job) -> None:
+        fill_job_predictions([job], predictor, resolve, gpu=gpu)
+    return predict
 
 
 @dataclass
