@@ -83,6 +83,7 @@ def build_service(policy: str, placement: str, backfill: bool, kubeconfig: Path 
     from dlsched.service.store import Store
 
     pol = make_policy(policy, placement, backfill=backfill, share=max_jobs_per_gpu > 1)
+    SchedulerCore.check_policy(pol)
     mapping = VcMapping.parse(vc_map, default_vc)
     if kubeconfig is None and api_server is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
         raise ValueError("give --kubeconfig FILE or --api-server URL (or run inside a cluster)")

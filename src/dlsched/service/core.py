@@ -52,10 +52,7 @@ class SchedulerCore:
     def __init__(self, policy, store: Store, vc_mapping: VcMapping | None = None, max_jobs_per_gpu: int = 1,
                  clock: Callable[[], float] = time.time, default_gpu: GpuType | None = None,
                  predict: Callable[[Job], None] | None = None) -> None:
-        if getattr(policy, "oracle", False):
-            raise ValueError(f"policy {policy.name} is an oracle (it reads true durations): it cannot run live")
-        if getattr(policy, "preemptive", False):
-            raise ValueError(f"policy {policy.name} is preemptive: the live service does not preempt pods")
+        self.check_policy(policy)
         self.policy = policy
         self.store = store
         self.vcs = vc_mapping or VcMapping()
@@ -82,6 +79,14 @@ class SchedulerCore:
         on_prepare = getattr(policy, "prepare", None)
         if on_prepare is not None:
             on_prepare(self.view)
+
+    @staticmethod
+    def check_policy(policy) -> None:
+        """Live scheduling has no ground truth and does not preempt pods."""
+        if getattr(policy, "oracle", False):
+            raise ValueError(f"policy {policy.name} is an oracle (it reads true durations): it cannot run live")
+        if getattr(policy, "preemptive", False):
+            raise ValueError(f"policy {policy.name} is preemptive: the live service does not preempt pods")
 
     # -- time ----------------------------------------------------------------------------
     def now(self) -> float:
