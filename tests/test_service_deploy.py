@@ -9,8 +9,9 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-from dlsched.service.pods import pod_facts  # noqa: E402
 from support.control_plane import scheduler_config  # noqa: E402
+
+from dlsched.service.pods import pod_facts  # noqa: E402
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from dlsched.registry import make_policy
 from dlsched.service.app import build_app
 from dlsched.service.core import SchedulerCore
-from dlsched.service.pods import NodeFacts, pod_facts
+from dlsched.service.pods import NodeFacts, PodFacts, pod_facts
 from dlsched.service.runtime import LiveService
 from dlsched.service.store import Store
 
@@ -198,9 +198,7 @@ def test_mutating_operator_calls_need_the_token():
     assert client.get("/api/v1/state").status_code == 200
 
 
-def _facts(uid: str, gpus: int, node: str = "", phase: str = "Pending") -> "PodFacts":
-    from dlsched.service.pods import PodFacts
-
+def _facts(uid: str, gpus: int, node: str = "", phase: str = "Pending") -> PodFacts:
     return PodFacts(uid, "default", f"pod-{uid}", gpus, node, phase, created=100.0 + len(uid))
 
 
@@ -226,8 +224,6 @@ def test_cordoned_new_and_deleted_nodes_follow_the_api_server():
 
 
 def test_a_pod_bound_by_someone_else_is_adopted_with_its_annotation():
-    from dlsched.service.pods import PodFacts
-
     service, _, _ = make_service(nodes=(("a", 8),))
     core = service.core
     core.pod_seen(PodFacts("x", "default", "pod-x", 3, "a", "Running", annotations={"dlsched.io/gpus": "5,6,7"}))
@@ -260,8 +256,6 @@ def test_predictions_need_the_token_and_name_the_problem():
 def test_gpu_sharing_uses_slots_and_predicted_memory():
     """Up to 2 jobs per GPU where their predicted memory fits (V100: 32,768 MiB): the second job
     gets slot 1 of a GPU, the annotation names the shared GPU, a job that fits nowhere waits."""
-    from dlsched.service.pods import PodFacts
-
     mem = {"small": 8000.0, "big": 30000.0}
 
     def predict(job):

@@ -94,7 +94,7 @@ def test_restart_rebuilds_from_bound_pods_and_never_reuses_their_slots(url):
     core.pod_seen(_pod("p1", 4))
     core.pod_seen(_pod("p2", 2))
     core.run_pass()
-    pod1, gpus1 = core.begin_bind("p1", "n1")
+    _, gpus1 = core.begin_bind("p1", "n1")
     core.end_bind("p1", "n1", "")          # p1 bound on GPUs 0-3; p2 only nominated when the process dies
     assert gpus1 == [0, 1, 2, 3]
     core.store.close()
