@@ -26,7 +26,9 @@ def test_v1_and_v1beta1_register_the_same_extender_as_the_tests():
     assert v1["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert beta["apiVersion"] == "kubescheduler.config.k8s.io/v1beta1"
     assert v1["extenders"] == beta["extenders"]
-    tested = scheduler_config("http://127.0.0.1:1/scheduler", Path("/k"), cache_capable=True)["extenders"][0]
+    config = scheduler_config("http://127.0.0.1:1/scheduler", Path("/k"), cache_capable=True)
+    assert v1["profiles"] == beta["profiles"] == config["profiles"]     # no preemption behind dlsched's back
+    tested = config["extenders"][0]
     shipped = v1["extenders"][0]
     assert set(shipped) == set(tested)
     for key in ("filterVerb", "prioritizeVerb", "bindVerb", "nodeCacheCapable", "ignorable", "managedResources",

@@ -142,6 +142,9 @@ def scheduler_config(extender_url: str, kubeconfig: Path, cache_capable: bool = 
         "leaderElection": {"leaderElect": False},
         "healthzBindAddress": f"127.0.0.1:{free_port()}",
         "metricsBindAddress": f"127.0.0.1:{free_port()}",
+        # dlsched decides which pods run: kube-scheduler must not evict pods to make room behind its back
+        "profiles": [{"schedulerName": "default-scheduler",
+                      "plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}}],
         "extenders": [{
             "urlPrefix": extender_url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
             "bindVerb": "bind", "weight": 1, "enableHTTPS": False, "nodeCacheCapable": cache_capable,

@@ -61,6 +61,7 @@ class KubeBridge:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.bad_objects = 0
+        self.resyncs = 0
 
     # -- start-up ---------------------------------------------------------------------
     def reconcile(self) -> tuple[str, str, set[str]]:
@@ -110,47 +111,66 @@ class KubeBridge:
 
     # -- watching -------------------------------------------------------------------------
     def start(self, node_rv: str, pod_rv: str) -> None:
-        for name, lister, handler, rv in (("nodes", self.api.list_node, self._node_event, node_rv),
-                                          ("pods", self.api.list_pod_for_all_namespaces, self._pod_event, pod_rv)):
-            t = threading.Thread(target=self._watch, args=(lister, handler, rv), name=f"watch-{name}", daemon=True)
+        for kind, rv in (("nodes", node_rv), ("pods", pod_rv)):
+            t = threading.Thread(target=self._watch, args=(kind, rv), name=f"watch-{kind}", daemon=True)
             t.start()
             self._threads.append(t)
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _watch(self, lister: Callable, handler: Callable[[str, dict], None], rv: str) -> None:
-        from kubernetes import watch
-        from kubernetes.client.exceptions import ApiException
+    def _lister(self, kind: str) -> Callable:
+        return self.api.list_node if kind == "nodes" else self.api.list_pod_for_all_namespaces
 
+    def _watch(self, kind: str, rv: str) -> None:
+        """Watch from ``rv``; after any interruption (dropped connection, an expired version: the
+        client's own 410 handling does not work on raw events) list again and diff."""
+        from kubernetes import watch
+
+        handler = self._node_event if kind == "nodes" else self._pod_event
         while not self._stop.is_set():
             w = watch.Watch()
             try:
-                for event in w.stream(lister, resource_version=rv, timeout_seconds=60, deserialize=False,
-                                      allow_watch_bookmarks=False):
+                for event in w.stream(self._lister(kind), resource_version=rv, timeout_seconds=60,
+                                      deserialize=False, allow_watch_bookmarks=False):
                     if self._stop.is_set():
                         w.stop()
                         return
-                    obj = event.get("object") or event.get("raw_object") or {}
+                    obj = event.get("object") or {}
                     if event.get("type") == "ERROR":
-                        raise ApiException(status=(obj or {}).get("code", 500), reason=str(obj))
+                        raise RuntimeError(f"watch error: {obj.get('reason')} {obj.get('message')}")
                     rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
                     handler(event["type"], obj)
                     self.core.run_pass()
-            except ApiException as exc:
-                if exc.status == 410:   # too old: list again, then watch from the new version
-                    rv = self._relist(lister, handler)
-                    continue
-                log.warning("watch failed (%s); retrying", exc.reason)
-                time.sleep(1.0)
-            except Exception as exc:  # noqa: BLE001 - a watch thread must survive a dropped connection
-                log.warning("watch interrupted (%s); retrying", exc)
-                time.sleep(1.0)
+            except Exception as exc:  # noqa: BLE001 - a watch thread must survive anything the server does
+                log.warning("%s watch interrupted (%s); listing again", kind, exc)
+                self.resyncs += 1
+                while not self._stop.is_set():
+                    try:
+                        rv = self._resync(kind)
+                        break
+                    except Exception as exc2:  # noqa: BLE001 - the API server may be down for a while
+                        log.warning("%s list failed (%s); retrying", kind, exc2)
+                        time.sleep(1.0)
 
-    def _relist(self, lister: Callable, handler: Callable[[str, dict], None]) -> str:
-        listing = _json(lister(_preload_content=False))
-        for obj in listing.get("items") or []:
-            handler("MODIFIED", obj)
+    def _resync(self, kind: str) -> str:
+        """List ``kind`` again: every object is re-read, and those gone meanwhile are removed."""
+        listing = _json(self._lister(kind)(_preload_content=False))
+        items = listing.get("items") or []
+        if kind == "nodes":
+            for obj in items:
+                self._node_event("MODIFIED", obj)
+            present = {(o.get("metadata") or {}).get("name") for o in items}
+            st = self.core.state
+            for name in [n for i, n in enumerate(st.node_ids) if not st.node_removed[i] and n not in present]:
+                self.core.node_gone(name)
+        else:
+            for obj in items:
+                self._pod_event("MODIFIED", obj)
+            present = {(o.get("metadata") or {}).get("uid") for o in items}
+            for uid in [u for u in (*self.core.jobs, *self.core.parked) if u not in present]:
+                self.core.pod_gone(uid)
+        self.core.run_pass()
         return (listing.get("metadata") or {}).get("resourceVersion", "")
 
     # -- binding --------------------------------------------------------------------------
