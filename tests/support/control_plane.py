@@ -140,6 +140,10 @@ def scheduler_config(extender_url: str, kubeconfig: Path, cache_capable: bool = 
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig)},
         "leaderElection": {"leaderElect": False},
+        # A pod dlsched keeps queued fails filtering and backs off; short back-offs keep the tests fast
+        # (the default grows to 10 s).
+        "podInitialBackoffSeconds": 1,
+        "podMaxBackoffSeconds": 2,
         "healthzBindAddress": f"127.0.0.1:{free_port()}",
         "metricsBindAddress": f"127.0.0.1:{free_port()}",
         # dlsched decides which pods run: kube-scheduler must not evict pods to make room behind its back
