@@ -93,6 +93,7 @@ def test_failed_bind_is_forgotten_and_the_gpus_return(captured):
     client.post("/scheduler/filter", json=captured("filter-1.json"))
     out = client.post("/scheduler/bind", json=captured("bind-1.json")).json()
     assert out["Error"].startswith("conflict")
+    assert client.get("/api/v1/state").json()["binds"] == {"binds": 0, "bind_failures": 1}
     st = service.core.state
     assert (st.node_free[0], st.n_pending, st.n_running) == (8, 1, 0)   # GPUs back, pod queued again
     assert service.core.store.assignment_rows() == []

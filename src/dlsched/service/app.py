@@ -126,8 +126,8 @@ def build_app(service: LiveService) -> "BodyLimit":
     # -- operator ------------------------------------------------------------------------
     @app.get("/api/v1/state", tags=["operator"])
     def cluster_state() -> dict:
-        """Nodes (GPUs, VC, cordon, which pod holds which GPUs), VCs, counters."""
-        return core.snapshot()
+        """Nodes (GPUs, VC, cordon, which pod holds which GPUs), VCs, counters, bind outcomes."""
+        return {**core.snapshot(), "binds": dict(service.stats)}
 
     @app.get("/api/v1/queue", tags=["operator"])
     def queue() -> list[dict]:
