@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "forecast": ("energy_cmd",),
     "predict": ("predict_cmd",),
     "report": ("report_cmd",),
+    "sweep": ("sweep_cmd",),
+    "reproduce": ("reproduce_cmd",),
     "serve": ("serve_cmd",),
     "trace": ("trace_cmd",),
     "predictor": ("predictor_cmd",),
@@ -34,11 +36,13 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "experiment": ("topology_cmd",),
     "bench": ("topology_cmd",),
     "topo": ("topology_cmd",),
+    "interference": ("interference_cmd",),
 }
 
 # Every command module, in the order they were registered when all were imported eagerly.
 COMMAND_MODULES: list[str] = ["trace_cmd", "sim_cmd", "predictor_cmd", "estimate_cmd", "energy_cmd",
-                              "topology_cmd", "predict_cmd", "report_cmd", "serve_cmd"]
+                              "topology_cmd", "predict_cmd", "report_cmd", "interference_cmd", "sweep_cmd",
+                              "reproduce_cmd", "serve_cmd"]
 
 
 class _LazyCommands(MutableMapping):
