@@ -1,0 +1,123 @@
+"""Which activations autograd keeps for the backward pass, per ONNX op type.
+
+Training memory is not the sum of every intermediate tensor: after the forward pass only the
+tensors some backward formula needs are still alive (PyTorch's ``derivatives.yaml``).  The rules:
+
+* MatMul/Gemm/Conv/Einsum keep their *activation* inputs (weights are parameters, counted apart);
+* Relu/Sigmoid/Tanh/Softmax/Exp/Sqrt/Reciprocal keep their output; Gelu/Erf/Silu/Clip/Log/Pow/
+  HardSwish/LeakyRelu/Elu/Softplus/Mish keep their input;
+* Mul/Div keep the operands the gradient needs (nothing when the other side is a constant);
+* Add/Sub/Concat/Split/Reshape/Transpose/pooling by average/Cast/Pad/Resize keep nothing;
+* Dropout keeps a one-byte mask per element; MaxPool its input and int64 indices;
+* BatchNorm/LayerNorm/GroupNorm/InstanceNorm keep their input (the per-row statistics are small);
+* Gather keeps its indices; any op not listed keeps its activation inputs (the cautious choice).
+
+Views (Reshape, Flatten, (Un)Squeeze, Identity, Transpose) share storage with their input, so a
+tensor saved through several views is counted once.  Under AMP (``torch.autocast``) the tensor
+ops save half-precision copies, while the ops autocast runs in fp32 (softmax, norms, exp/log/pow,
+reductions) keep fp32 tensors: :func:`saved_weights` gives both factors.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from dlsched.graph.prepare import NodeRec, Prepared
+
+KEEP_INPUTS = frozenset(["MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "MatMulInteger",
+                         "Gelu", "Erf", "Clip", "Log", "Pow", "HardSwish", "HardSigmoid", "LeakyRelu",
+                         "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "PRelu", "Abs", "Sin",
+                         "Cos", "Neg", "BatchNormalization", "LayerNormalization", "GroupNormalization",
+                         "InstanceNormalization", "LpNormalization", "ReduceL2", "ReduceMax", "ReduceMin",
+                         "LRN", "Atan", "ThresholdedRelu", "Where"])
+KEEP_OUTPUT = frozenset(["Relu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Exp", "Sqrt", "Reciprocal"])
+KEEP_NOTHING = frozenset([
+    "Add", "Sub", "Concat", "Split", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze",
+    "Identity", "Cast", "CastLike", "Pad", "Resize", "Upsample", "Expand", "Tile", "Slice",
+    "AveragePool", "GlobalAveragePool", "ReduceMean", "ReduceSum", "Shape", "Size", "Constant",
+    "ConstantOfShape", "Range", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
+    "And", "Or", "Floor", "Ceil", "Round", "Sign", "ArgMax", "ArgMin", "NonZero", "ScatterND",
+    "ScatterElements", "DepthToSpace", "SpaceToDepth", "Trilu", "CumSum", "OneHot", "Mod", "Min",
+    "Max", "Sum", "Mean", "SequenceConstruct", "If", "Loop",
+])
+#: ops whose saved tensors stay fp32 under autocast (its fp32 list, plus the norms PyTorch runs
+#: in fp32 for fp16 inputs); all other saved floats are fp16 copies under AMP.
+AMP_FP32 = frozenset(["Softmax", "LogSoftmax", "LayerNormalization", "GroupNormalization",
+                      "InstanceNormalization", "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "ReduceL2",
+                      "LpNormalization", "Softplus", "Erf"])
+VIEWS = frozenset(["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"])
+FLOATS = frozenset([onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+                    onnx.TensorProto.DOUBLE])
+
+
+def _root(name: str, alias: dict[str, str]) -> str:
+    while name in alias:
+        name = alias[name]
+    return name
+
+
+def saved_tensors(prep: Prepared, dtypes: dict[str, int]) -> dict[tuple[str, str], tuple[float, float]]:
+    """``{(tensor, kind): (fp32 factor, AMP factor)}`` for every storage autograd keeps.
+
+    The factor multiplies the size in bytes of ``tensor`` as exported (fp32): kind ``"t"`` is the
+    tensor itself (1.0 in fp32 training; under AMP 0.5 for half-precision copies, 1.0 for
+    fp32-kept ones and non-float tensors); ``"mask"`` a Dropout mask (one byte per element of an
+    fp32 tensor: 0.25); ``"idx"`` MaxPool's int64 indices (8 bytes per fp32 output element: 2.0).
+    Tensors are storage roots (views resolved), so a tensor saved by several ops appears once."""
+    alias: dict[str, str] = {}
+    for n in prep.nodes:
+        if n.op in VIEWS and n.inputs and n.inputs[0] and n.outputs and n.inputs[0] not in prep.static:
+            alias[n.outputs[0]] = n.inputs[0]
+    saved: dict[tuple[str, str], tuple[float, float]] = {}
+
+    def keep(name: str, node: NodeRec) -> None:
+        if not name or name in prep.static:
+            return
+        root = _root(name, alias)
+        if dtypes.get(root, onnx.TensorProto.FLOAT) in FLOATS:
+            amp = 1.0 if node.op in AMP_FP32 else 0.5
+        else:
+            amp = 1.0
+        old = saved.get((root, "t"), (0.0, 0.0))
+        saved[(root, "t")] = (1.0, max(old[1], amp))
+
+    for n in prep.nodes:
+        acts = [i for i in n.inputs if i and i not in prep.static]
+        if n.op in KEEP_NOTHING or n.domain not in ("", "ai.onnx") and not acts:
+            continue
+        if n.op in KEEP_OUTPUT:
+            for o in n.outputs[:1]:
+                keep(o, n)
+        elif n.op in ("Mul", "Div"):
+            if len(acts) == 2:  # d(a*b) needs both; d(a/b) needs b and the output
+                if n.op == "Mul":
+                    for i in acts:
+                        keep(i, n)
+                else:
+                    keep(n.inputs[1], n)
+                    keep(n.outputs[0], n)
+        elif n.op == "Dropout":
+            if len(n.outputs) > 1 and n.outputs[1]:
+                keep(n.outputs[1], n)       # the bool mask output: one byte per element
+            elif acts:
+                saved.setdefault((_root(acts[0], alias), "mask"), (0.25, 0.25))
+        elif n.op in ("MaxPool", "GlobalMaxPool"):
+            for i in acts[:1]:
+                keep(i, n)
+            if len(n.outputs) > 1 and n.outputs[1]:
+                keep(n.outputs[1], n)
+            else:
+                saved.setdefault((n.outputs[0], "idx"), (2.0, 2.0))
+        elif n.op == "Gather":
+            if n.inputs[0] in prep.static:  # embedding lookup: the indices
+                if len(n.inputs) > 1:
+                    keep(n.inputs[1], n)
+            elif len(n.inputs) > 1:
+                keep(n.inputs[1], n)
+        else:  # KEEP_INPUTS and anything unknown: the activation inputs
+            for i in acts:
+                keep(i, n)
+    return saved
+
+
+__all__ = ["AMP_FP32", "KEEP_INPUTS", "KEEP_NOTHING", "KEEP_OUTPUT", "saved_tensors"]
