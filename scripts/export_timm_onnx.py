@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             rec.update(export_one(name, args.out / f"{name}.onnx", args.timeout_s))
         except _Timeout:
             rec.update(status="timeout", seconds=round(time.time() - t0, 1))
-        except Exception as exc:  # record and go on: one odd architecture must not stop the run
+        except Exception as exc:  # noqa: BLE001 - record and go on: one odd architecture must not stop the run
             rec.update(status="error", seconds=round(time.time() - t0, 1), error=str(exc).splitlines()[0][:300])
         with open(manifest, "a") as fh:
             fh.write(json.dumps(rec) + "\n")

@@ -156,6 +156,10 @@ class GraphAnalysis:
         out["flops_tensor"] = sum(cat[c] for c in ops.TENSOR_CATEGORIES)
         for op, key in ops.OP_COUNT_FEATURES.items():
             out[key] = float(self.op_counts.get(op, 0))
+        has_saved = self.saved_coef is not None
+        out["saved_bytes"] = self.saved_bytes(batch, seq) if has_saved else 0.0
+        out["saved_bytes_amp"] = self.saved_bytes(batch, seq, amp=True) if has_saved else 0.0
+        out["max_tensor_bytes"] = self.max_tensor_bytes(batch, seq)
         return {k: out[k] for k in FEATURE_NAMES}
 
     @staticmethod

@@ -10,6 +10,7 @@ tensors some backward formula needs are still alive (PyTorch's ``derivatives.yam
 * Add/Sub/Concat/Split/Reshape/Transpose/pooling by average/Cast/Pad/Resize keep nothing;
 * Dropout keeps a one-byte mask per element; MaxPool its input and int64 indices;
 * BatchNorm/LayerNorm/GroupNorm/InstanceNorm keep their input (the per-row statistics are small);
+* LSTM/GRU/RNN keep their input and cuDNN's per-step reserve (gates and states, see RNN_RESERVE);
 * Gather keeps its indices; any op not listed keeps its activation inputs (the cautious choice).
 
 Views (Reshape, Flatten, (Un)Squeeze, Identity, Transpose) share storage with their input, so a
@@ -45,6 +46,9 @@ KEEP_NOTHING = frozenset([
 AMP_FP32 = frozenset(["Softmax", "LogSoftmax", "LayerNormalization", "GroupNormalization",
                       "InstanceNormalization", "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "ReduceL2",
                       "LpNormalization", "Softplus", "Erf"])
+#: recurrent ops: the reserve cuDNN keeps per time step, in multiples of the output Y
+#: (LSTM: 4 gates + cell state; GRU: 3 gates + hidden; plain RNN: the hidden state)
+RNN_RESERVE = {"LSTM": 5.0, "GRU": 4.0, "RNN": 1.0}
 VIEWS = frozenset(["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"])
 FLOATS = frozenset([onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
                     onnx.TensorProto.DOUBLE])
@@ -62,7 +66,8 @@ def saved_tensors(prep: Prepared, dtypes: dict[str, int]) -> dict[tuple[str, str
     The factor multiplies the size in bytes of ``tensor`` as exported (fp32): kind ``"t"`` is the
     tensor itself (1.0 in fp32 training; under AMP 0.5 for half-precision copies, 1.0 for
     fp32-kept ones and non-float tensors); ``"mask"`` a Dropout mask (one byte per element of an
-    fp32 tensor: 0.25); ``"idx"`` MaxPool's int64 indices (8 bytes per fp32 output element: 2.0).
+    fp32 tensor: 0.25); ``"idx"`` MaxPool's int64 indices (8 bytes per fp32 output element: 2.0);
+    ``"rnn"`` a recurrent op's reserve, a multiple of its output.
     Tensors are storage roots (views resolved), so a tensor saved by several ops appears once."""
     alias: dict[str, str] = {}
     for n in prep.nodes:
@@ -108,6 +113,12 @@ def saved_tensors(prep: Prepared, dtypes: dict[str, int]) -> dict[tuple[str, str
                 keep(n.outputs[1], n)
             else:
                 saved.setdefault((n.outputs[0], "idx"), (2.0, 2.0))
+        elif n.op in RNN_RESERVE:
+            for i in acts[:1]:
+                keep(i, n)
+            if n.outputs and n.outputs[0]:  # cuDNN's reserve: gates and states of every time step
+                f = RNN_RESERVE[n.op]
+                saved.setdefault((n.outputs[0], "rnn"), (f, f / 2))
         elif n.op == "Gather":
             if n.inputs[0] in prep.static:  # embedding lookup: the indices
                 if len(n.inputs) > 1:

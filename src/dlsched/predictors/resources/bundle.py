@@ -15,6 +15,12 @@ from dlsched.predictors.resources import persist
 from dlsched.predictors.resources.calibration import GpuCalibration
 from dlsched.predictors.resources.features import mem_inputs, vectorize
 from dlsched.predictors.resources.regressors import Regressor
+from dlsched.predictors.resources.train_memory import (
+    TRAIN_COLUMNS,
+    JobMeta,
+    TrainingMemoryModel,
+    memory_terms,
+)
 
 
 @dataclass
@@ -66,10 +72,18 @@ class Predictor:
         vals = [self.calibration.apply(float(np.expm1(z + d)), gpu) for d in (0.0, *self.util_band)]
         return vals[0], min(vals), max(vals)
 
-    def predict_mem_mib(self, features: Mapping[str, float], gpu: str = "unknown") -> tuple[float, float, float] | None:
-        """Peak training memory in MiB: (safe estimate to reserve, lo, hi)."""
+    def predict_mem_mib(self, features: Mapping[str, float], gpu: str = "unknown",
+                        meta: JobMeta | None = None) -> tuple[float, float, float] | None:
+        """Peak training memory in MiB: (safe estimate to reserve, lo, hi).
+
+        A training-memory model (:mod:`.train_memory`) uses ``meta`` (optimizer, AMP; default
+        Adam, and AMP from ``features["amp"]``); older graph estimators ignore it."""
         if self.mem_model is None:
             return None
+        if isinstance(self.mem_model, TrainingMemoryModel):
+            meta = meta or JobMeta(amp=bool(features.get("amp", 0)))
+            m, lo, hi = self.mem_model.predict_band(np.asarray([memory_terms(features, meta)]))
+            return float(m[0]), float(lo[0]), float(hi[0])
         m = float(self.mem_model.predict(np.asarray([mem_inputs(features)]))[0])
         lo, hi = m * self.mem_band[0], m * self.mem_band[1]
         return m, min(lo, m), max(hi, m)
@@ -95,9 +109,11 @@ class Predictor:
             **persist.write_model(self.util_model, out, "util"),
             "features": list(self.util_features), "target": "log1p", "band_log1p": list(self.util_band),
             "per_gpu": self.per_gpu}
+        training = isinstance(self.mem_model, TrainingMemoryModel)
         body["memory"] = None if self.mem_model is None else {
             **persist.write_model(self.mem_model, out, "memory"),
-            "inputs": ["param_mib", "act_mib_per_sample", "batch"], "band_ratio": list(self.mem_band)}
+            "inputs": list(TRAIN_COLUMNS) if training else ["param_mib", "act_mib_per_sample", "batch"],
+            "band_ratio": list(self.mem_band)}
         body["calibration"] = self.calibration.to_json()
         return persist.write_manifest(out, body)
 
