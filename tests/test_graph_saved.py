@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from dlsched.graph import analyze
@@ -79,8 +80,32 @@ def test_attention_saved_bytes_by_hand() -> None:
     assert a.saved_bytes(b, seq=s) == expect
     # AMP: x, q, k, v, pd as fp16 copies; p (softmax) and r (LayerNorm) fp32; the mask 1 byte
     assert a.saved_bytes(b, seq=s, amp=True) == 2 * 4 * bsd + 2 * bss + 4 * bss + bss + 4 * bsd
+    # the attention probabilities p, their dropout mask and the dropped pd: absent when fused
+    assert a.saved_bytes(b, seq=s, attn_only=True) == pytest.approx(4 * bss + bss + 4 * bss)
+    assert a.saved_bytes(b, seq=s, amp=True, attn_only=True) == pytest.approx(4 * bss + bss + 2 * bss)
     # far below "every intermediate tensor", which the old memory term summed
     assert a.saved_bytes(b, seq=s) < a.features(b, seq=s)["activation_bytes"]
+
+
+def test_decomposed_gelu_and_silu_keep_only_their_input() -> None:
+    """GELU as the exporter writes it (x/sqrt2 -> Erf -> +1 -> *x -> *0.5) and SiLU (x*sigmoid(x))
+    keep x alone, as PyTorch's fused gelu/silu do; the Gemm after each keeps its own input."""
+    c = lambda name, v: numpy_helper.from_array(np.array(v, dtype=np.float32), name)  # noqa: E731
+    nodes = [
+        helper.make_node("Div", ["x", "sqrt2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["e1"]),
+        helper.make_node("Mul", ["x", "e1"], ["m"]),
+        helper.make_node("Mul", ["m", "half"], ["g"]),
+        helper.make_node("Sigmoid", ["g"], ["sg"]),
+        helper.make_node("Mul", ["g", "sg"], ["y"]),
+        helper.make_node("Gemm", ["y", "w"], ["z"]),
+    ]
+    m = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32])],
+               [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 8])],
+               [c("sqrt2", 1.4142), c("one", 1.0), c("half", 0.5), _init("w", 32, 8)])
+    # x (GELU input), g (SiLU input), y (Gemm input): 3 tensors of 32 floats per sample
+    assert analyze(m).saved_bytes(5) == 5 * 3 * 32 * 4
 
 
 def test_constant_of_shape_weights_are_parameters() -> None:

@@ -25,24 +25,31 @@ MIB = 2.0**20
 
 def test_memory_terms_by_optimizer_and_precision() -> None:
     f = {"param_bytes": 100 * MIB, "saved_bytes": 300 * MIB, "saved_bytes_amp": 160 * MIB,
-         "max_tensor_bytes": 10 * MIB}
+         "max_tensor_bytes": 10 * MIB, "saved_attn_bytes": 90 * MIB, "saved_attn_bytes_amp": 70 * MIB,
+         "saved_conv_bytes": 100 * MIB, "saved_conv_bytes_amp": 50 * MIB}
     # weights + grads (2P) + state: SGD none, momentum one buffer, Adam two moments
-    assert memory_terms(f, JobMeta("sgd")) == (200.0, 300.0, 10.0)
-    assert memory_terms(f, JobMeta("sgd_momentum")) == (300.0, 300.0, 10.0)
-    assert memory_terms(f, JobMeta("adamw")) == (400.0, 300.0, 10.0)
+    # (state, saved not by convs, saved by convs/BN, largest tensor)
+    assert memory_terms(f, JobMeta("sgd")) == (200.0, 200.0, 100.0, 10.0)
+    assert memory_terms(f, JobMeta("sgd_momentum")) == (300.0, 200.0, 100.0, 10.0)
+    assert memory_terms(f, JobMeta("adamw")) == (400.0, 200.0, 100.0, 10.0)
     # AMP: fp32 masters plus the fp16 weight copies (P/2); the AMP activations; half the transient
-    assert memory_terms(f, JobMeta("adam", amp=True)) == (450.0, 160.0, 5.0)
+    assert memory_terms(f, JobMeta("adam", amp=True)) == (450.0, 110.0, 50.0, 5.0)
+    # a fused attention kernel keeps none of the attention probabilities
+    assert memory_terms(f, JobMeta("sgd", fused_attention=True)) == (200.0, 110.0, 100.0, 10.0)
+    assert memory_terms(f, JobMeta("sgd", amp=True, fused_attention=True)) == (250.0, 40.0, 50.0, 5.0)
     with pytest.raises(ValueError, match="unknown optimizer"):
         JobMeta("lion")
 
 
 def test_fit_recovers_constants_and_keeps_under_predictions_rare() -> None:
     rng = np.random.default_rng(0)
-    X = np.c_[rng.uniform(10, 2000, 200), rng.uniform(50, 20000, 200), rng.uniform(1, 500, 200)]
-    y = 1500 + 1.0 * X[:, 0] + 1.2 * X[:, 1] + 2.0 * X[:, 2]
+    X = np.c_[rng.uniform(10, 2000, 200), rng.uniform(50, 20000, 200), rng.uniform(0, 9000, 200),
+              rng.uniform(1, 500, 200)]
+    y = 1500 + 1.0 * X[:, 0] + 1.2 * X[:, 1] + 1.5 * X[:, 2] + 2.0 * X[:, 3]
     m = TrainingMemoryModel().fit(X, y)
     c = m.constants()
     assert c["context_mib"] == pytest.approx(1500, rel=1e-3) and c["act_scale"] == pytest.approx(1.2, rel=1e-3)
+    assert c["conv_scale"] == pytest.approx(1.5, rel=1e-3)
     assert c["safety"] == 1.0 and c["band_lo"] == pytest.approx(1.0, abs=1e-3)
     noisy = y * rng.lognormal(0, 0.1, len(y))
     m = TrainingMemoryModel().fit(X, noisy)
@@ -50,7 +57,7 @@ def test_fit_recovers_constants_and_keeps_under_predictions_rare() -> None:
 
 
 def test_predictor_round_trip_with_job_meta(tmp_path: Path) -> None:
-    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 0.0, band=(0.9, 1.1))
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0, band=(0.9, 1.1))
     Predictor(util_model=None, util_features=(), mem_model=model).save(tmp_path / "p")
     pred = Predictor.load(tmp_path / "p")
     f = analyze(mlp()).features(64)
@@ -89,7 +96,7 @@ def _big_model(path: Path) -> Path:
 
 
 def test_predict_says_when_a_model_does_not_fit(app: typer.Typer, tmp_path: Path) -> None:
-    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 0.0)
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0)
     Predictor(util_model=None, util_features=(), mem_model=model).save(tmp_path / "p")
     res = CliRunner().invoke(app, ["predict", str(_big_model(tmp_path / "big.onnx")), "--batch", "8", "--gpu",
                                    "A100-40GB", "--optimizer", "sgd", "--predictor", str(tmp_path / "p"), "--json"])

@@ -68,15 +68,29 @@ class GraphAnalysis:
     #: bytes autograd keeps for backward (dlsched.graph.saved), fp32 training and under AMP
     saved_coef: np.ndarray | None = None
     saved_amp_coef: np.ndarray | None = None
+    #: the part of the above that is attention probabilities (absent with fused attention kernels)
+    saved_attn_coef: np.ndarray | None = None
+    saved_attn_amp_coef: np.ndarray | None = None
+    #: the part kept by convolutions and batch norms
+    saved_conv_coef: np.ndarray | None = None
+    saved_conv_amp_coef: np.ndarray | None = None
     #: bytes of the largest single activation tensor: the transient a backward step adds on top
     max_tensor_coef: np.ndarray | None = None
     #: parameters stored as ConstantOfShape outputs (already included in ``params``)
     const_params: int = 0
 
     # ------------------------------------------------------------------ training memory
-    def saved_bytes(self, batch: int, seq: int | None = None, amp: bool = False) -> float:
-        """Activation bytes autograd keeps for the backward pass at this batch (and sequence)."""
-        coef = self.saved_amp_coef if amp else self.saved_coef
+    def saved_bytes(self, batch: int, seq: int | None = None, amp: bool = False, attn_only: bool = False,
+                    conv_only: bool = False) -> float:
+        """Activation bytes autograd keeps for the backward pass at this batch (and sequence);
+        ``attn_only``: just the attention probabilities; ``conv_only``: just what convolutions and
+        batch norms keep."""
+        if attn_only:
+            coef = self.saved_attn_amp_coef if amp else self.saved_attn_coef
+        elif conv_only:
+            coef = self.saved_conv_amp_coef if amp else self.saved_conv_coef
+        else:
+            coef = self.saved_amp_coef if amp else self.saved_coef
         if coef is None:
             raise ValueError(f"{self.name}: analysis has no saved-for-backward figures")
         m, _ = self._mono(batch, seq)
@@ -160,6 +174,12 @@ class GraphAnalysis:
         out["saved_bytes"] = self.saved_bytes(batch, seq) if has_saved else 0.0
         out["saved_bytes_amp"] = self.saved_bytes(batch, seq, amp=True) if has_saved else 0.0
         out["max_tensor_bytes"] = self.max_tensor_bytes(batch, seq)
+        has_attn = self.saved_attn_coef is not None
+        out["saved_attn_bytes"] = self.saved_bytes(batch, seq, attn_only=True) if has_attn else 0.0
+        out["saved_attn_bytes_amp"] = self.saved_bytes(batch, seq, amp=True, attn_only=True) if has_attn else 0.0
+        has_conv = self.saved_conv_coef is not None
+        out["saved_conv_bytes"] = self.saved_bytes(batch, seq, conv_only=True) if has_conv else 0.0
+        out["saved_conv_bytes_amp"] = self.saved_bytes(batch, seq, amp=True, conv_only=True) if has_conv else 0.0
         return {k: out[k] for k in FEATURE_NAMES}
 
     @staticmethod
@@ -374,12 +394,17 @@ def analyze(
     params, param_bytes = _params(prep)
     const_params, const_bytes = _const_params(prep, st)
     index = {t: i for i, t in enumerate(tensors)}
-    w32 = np.zeros(len(tensors))
-    wamp = np.zeros(len(tensors))
-    for (t, _kind), (f32, famp) in saved_tensors(prep, st.dtypes).items():
+    w32, wamp, a32, aamp, c32, camp = (np.zeros(len(tensors)) for _ in range(6))
+    for (t, kind), (f32, famp) in saved_tensors(prep, st.dtypes).items():
         if t in index:
             w32[index[t]] += f32
             wamp[index[t]] += famp
+            if kind.startswith("attn"):
+                a32[index[t]] += f32
+                aamp[index[t]] += famp
+            elif kind == "conv":
+                c32[index[t]] += f32
+                camp[index[t]] += famp
     # the largest tensor at the biggest evaluation point (batch-monotone for any sane graph)
     big = int(np.argmax(size_coef @ monomial_vector(monos, max(B_POINTS), max(S_POINTS) if has_s else 0))) \
         if len(tensors) else 0
@@ -416,6 +441,10 @@ def analyze(
         inputs={s.name: s.dims for s in prep.inputs},
         saved_coef=w32 @ size_coef if len(tensors) else np.zeros(len(monos)),
         saved_amp_coef=wamp @ size_coef if len(tensors) else np.zeros(len(monos)),
+        saved_attn_coef=a32 @ size_coef if len(tensors) else np.zeros(len(monos)),
+        saved_attn_amp_coef=aamp @ size_coef if len(tensors) else np.zeros(len(monos)),
+        saved_conv_coef=c32 @ size_coef if len(tensors) else np.zeros(len(monos)),
+        saved_conv_amp_coef=camp @ size_coef if len(tensors) else np.zeros(len(monos)),
         max_tensor_coef=size_coef[big].copy() if len(tensors) else np.zeros(len(monos)),
         const_params=int(const_params),
     )

@@ -24,8 +24,9 @@ from dlsched.predictors.resources.train_memory import (
 )
 
 K_FOLDS = 5
-#: timm's train.py default optimizer (``--opt sgd``, momentum 0.9); GPUMemNet does not record one
-TIMM_META = JobMeta(optimizer="sgd_momentum", amp=False)
+#: timm's train.py default optimizer (``--opt sgd``, momentum 0.9); GPUMemNet does not record one.
+#: timm's attention blocks call ``scaled_dot_product_attention`` (fused) since timm 0.9.
+TIMM_META = JobMeta(optimizer="sgd_momentum", amp=False, fused_attention=True)
 #: Lucid does not record optimizers either; the same assumption keeps the two sets comparable
 LUCID_OPTIMIZER = "sgd_momentum"
 DEFAULT_TIMM_ONNX = Path.home() / ".cache" / "dlsched" / "timm-onnx"
@@ -52,10 +53,10 @@ def timm_rows(csv_path: Path, onnx_dir: Path = DEFAULT_TIMM_ONNX) -> tuple[pd.Da
             continue
         for r in grp.itertuples(index=False):
             f = a.features(int(r.batch))
-            state, saved, tmp = memory_terms(f, TIMM_META)
+            state, saved, conv, tmp = memory_terms(f, TIMM_META)
             out.append({"source": "timm", "model": model, "family": r.family, "batch": int(r.batch), "amp": 0,
                         "mem_mib": float(r.mem_mib), "state_mib": state, "saved_mib": saved,
-                        "max_tensor_mib": tmp, "fake_last_mib": float(r.fake_last_mib),
+                        "saved_conv_mib": conv, "max_tensor_mib": tmp, "fake_last_mib": float(r.fake_last_mib),
                         "param_mib": f["param_bytes"] / MIB,
                         "act_mib_per_sample": f["activation_bytes_per_sample"] / MIB})
     info = {"architectures": int(d["model"].nunique()), "exported": int(d["model"].nunique()) - missing - broken,
@@ -75,10 +76,10 @@ def lucid_rows(csv_path: Path, resolver: Resolver = graph_features) -> tuple[pd.
         except FeatureError:
             skipped.add(r.model)
             continue
-        state, saved, tmp = memory_terms(f, JobMeta(optimizer=LUCID_OPTIMIZER, amp=bool(r.amp)))
+        state, saved, conv, tmp = memory_terms(f, JobMeta(optimizer=LUCID_OPTIMIZER, amp=bool(r.amp)))
         out.append({"source": "lucid", "model": r.model, "family": "lucid:" + lucid_family(r.model),
                     "batch": int(r.batch), "amp": int(r.amp), "mem_mib": float(r.gmem), "state_mib": state,
-                    "saved_mib": saved, "max_tensor_mib": tmp, "fake_last_mib": np.nan,
+                    "saved_mib": saved, "saved_conv_mib": conv, "max_tensor_mib": tmp, "fake_last_mib": np.nan,
                     "param_mib": f["param_bytes"] / MIB, "act_mib_per_sample": f["activation_bytes_per_sample"] / MIB})
     return pd.DataFrame(out), {"rows": len(out), "models_without_graph": len(skipped)}
 
