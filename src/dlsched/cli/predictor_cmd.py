@@ -103,8 +103,31 @@ def _render(report: dict[str, Any]) -> None:
         for name, r in res.items():
             t.add_row(name, _fmt(r["mape"], r.get("mape_std"), 1), _fmt(r["under10"], r.get("under10_std"), 1))
         con.print(t)
+    _render_training_memory(con, report.get("training_memory", {}))
+    for name, tgt in {**report.get("util_targets", {}), **report.get("training_memory", {}).get("targets", {})}.items():
+        if isinstance(tgt, dict) and "met" in tgt:
+            bound = f"<= {tgt['max']}" if "max" in tgt else f">= {tgt['min']}"
+            con.print(f"target {name}: {_fmt(tgt['value'])} (target {bound}) {'met' if tgt['met'] else 'NOT met'}")
     for note in report.get("notes", []):
         con.print(f"[yellow]note:[/] {note}")
+
+
+def _render_training_memory(con: Any, res: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    if "skipped" in res:
+        con.print(f"[yellow]training memory:[/] {res['skipped']}")
+        return
+    if not res:
+        return
+    t = Table(title=f"Peak training memory, 5-fold by family (out of fold) {res.get('info', {})}")
+    for col in ("estimator", "rows", "MAPE %", "under-predicted >10 % (share %)", "band coverage"):
+        t.add_column(col, justify="left" if col == "estimator" else "right")
+    for est in ("training_memory", "faketensor", "faketensor+1GiB", "horus_eq2+1000MiB"):
+        for src, r in res.get(est, {}).items():
+            t.add_row(f"{est} ({src})", str(r["rows"]), _fmt(r["mape"], None, 1), _fmt(r["under10"], None, 1),
+                      _fmt(r.get("band_coverage"), None, 2))
+    con.print(t)
 
 
 @sub.command()
@@ -116,13 +139,15 @@ def evaluate(
         help="utilisation profile CSV (default: <shared>/profiles/lucid/single_data.csv)")] = None,
     n_estimators: Annotated[int, typer.Option(help="trees for the tree models")] = 300,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    timm_onnx: Annotated[Path | None, typer.Option(
+        help="TIMM graphs from scripts/export_timm_onnx.py (default: ~/.cache/dlsched/timm-onnx)")] = None,
 ) -> None:
     """The EVALUATION.md tables: utilisation (leave-one-model/family-out, random split) and memory."""
     from dlsched.predictors.resources.report import full_report
 
     shared = shared or _default_shared()
     try:
-        report = full_report(shared, profiles, n_estimators, seed)
+        report = full_report(shared, profiles, n_estimators, seed, timm_onnx)
     except USER_ERRORS as exc:
         _fail(exc)
     if json_out:

@@ -119,6 +119,9 @@ def evaluate(rows: pd.DataFrame) -> dict[str, Any]:
     for fam, g in rows.assign(pred=pred).groupby("family"):
         per_family[fam] = {"rows": len(g), "mape": metrics.mape(g["mem_mib"].to_numpy(), g["pred"].to_numpy())}
     res["per_family_mape"] = per_family
+    # Lucid: predicted / measured per model (the evidence where a zoo graph misses the job)
+    lucid = rows.assign(pred=pred)[rows["source"] == "lucid"]
+    res["per_model_ratio"] = {m: float(np.median(g["pred"] / g["mem_mib"])) for m, g in lucid.groupby("model")}
     return res
 
 
