@@ -120,3 +120,27 @@ def test_absurd_or_bad_input_is_one_error_line(app: typer.Typer, tmp_path: Path,
     assert res.exit_code == 2
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(needle), res.output
+
+
+def test_simulator_hook_uses_a_saved_predictor_and_job_metadata(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from dlsched.cli.common import predict_resources
+    from dlsched.core.job import Job
+
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0)
+    Predictor(util_model=None, util_features=(), mem_model=model).save(tmp_path / "p")
+    onnx.save(mlp(), tmp_path / "mlp.onnx")
+    big = str(_big_model(tmp_path / "big.onnx"))
+    jobs = [Job("a", "vc", 1, 0.0, 1.0, onnx_ref=str(tmp_path / "mlp.onnx"), batch_size=64, optimizer="sgd"),
+            Job("b", "vc", 1, 0.0, 1.0, onnx_ref=str(tmp_path / "mlp.onnx"), batch_size=64, optimizer="adam"),
+            Job("c", "vc", 1, 0.0, 1.0, onnx_ref=big, batch_size=8, optimizer="sgd")]
+    predict_resources(jobs, "A100-40GB", tmp_path / "p")
+    f = analyze(mlp()).features(64)
+    p = f["param_bytes"] / MIB
+    assert jobs[0].pred_gpu_mem_mib == pytest.approx(1000 + 2 * p + f["saved_bytes"] / MIB)
+    assert jobs[1].pred_gpu_mem_mib - jobs[0].pred_gpu_mem_mib == pytest.approx(2 * p)  # Adam's two moments
+    err = capsys.readouterr().err
+    assert "predicted GPU utilisation and memory for 3 of 3 jobs" in err
+    assert "1 jobs are predicted not to fit one A100-40GB" in err and "needs ~75 GiB" in err
+    with pytest.raises(ValueError, match="--predictor .*: cannot load"):
+        predict_resources(jobs, "A100", tmp_path / "missing")
