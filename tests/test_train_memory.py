@@ -144,3 +144,42 @@ def test_simulator_hook_uses_a_saved_predictor_and_job_metadata(tmp_path: Path,
     assert "1 jobs are predicted not to fit one A100-40GB" in err and "needs ~75 GiB" in err
     with pytest.raises(ValueError, match="--predictor .*: cannot load"):
         predict_resources(jobs, "A100", tmp_path / "missing")
+
+
+def test_calibrate_memory_per_gpu_type(tmp_path: Path) -> None:
+    from dlsched.predictors.resources.train_memory import calibration_factor
+
+    assert calibration_factor([110, 120, 130], [100, 100, 100]) == pytest.approx(1.2)  # the median
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0)
+    pred = Predictor(util_model=None, util_features=(), mem_model=model)
+    a = analyze(mlp())
+    rows = [a.features(b) for b in (8, 16, 32, 64)]
+    raw = np.array([pred.predict_mem_mib(f, "H100")[0] for f in rows])
+    pred.calibrate_memory(rows, 1.3 * raw, "H100")  # this cluster's H100s hold 30 % more
+    assert pred.mem_calibration == {"h100": pytest.approx(1.3)}
+    assert pred.predict_mem_mib(rows[0], "H100")[0] == pytest.approx(1.3 * raw[0])
+    assert pred.predict_mem_mib(rows[0], "V100")[0] == pytest.approx(raw[0])  # other GPU types unchanged
+    pred.save(tmp_path / "p")
+    assert Predictor.load(tmp_path / "p").predict_mem_mib(rows[0], "h100")[0] == pytest.approx(1.3 * raw[0])
+    with pytest.raises(ValueError, match="positive MiB"):
+        pred.calibrate_memory(rows, [0.0, 1, 1, 1], "H100")
+
+
+def test_predictor_calibrate_cli(tmp_path: Path) -> None:
+    from dlsched.cli.main import app as main_app
+
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0)
+    Predictor(util_model=None, util_features=(), mem_model=model).save(tmp_path / "p")
+    onnx.save(mlp(), tmp_path / "mlp.onnx")
+    f = analyze(mlp()).features(64)
+    raw = 1000 + 4 * f["param_bytes"] / MIB + f["saved_bytes"] / MIB  # Adam: weights, grads, 2 moments
+    obs = tmp_path / "obs.csv"
+    obs.write_text(f"model,onnx,batchsize,mem_mib,gpu\n,{tmp_path / 'mlp.onnx'},64,{1.5 * raw},T4\n")
+    res = CliRunner().invoke(main_app, ["predictor", "calibrate", str(obs), "--predictor", str(tmp_path / "p"),
+                                        "--out", str(tmp_path / "cal")])
+    assert res.exit_code == 0, res.output
+    assert "T4: 1 observed jobs; memory x1.500" in res.output
+    assert Predictor.load(tmp_path / "cal").mem_calibration == {"t4": pytest.approx(1.5)}
+    obs.write_text("model,batchsize,mem_mib,optimizer\nx,8,100,lion\n")
+    res = CliRunner().invoke(main_app, ["predictor", "calibrate", str(obs), "--out", str(tmp_path / "c2")])
+    assert res.exit_code == 2 and "column 'optimizer' has 'lion' (row 2)" in res.output

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 
 from dlsched.predictors.resources.graph_source import FeatureError
@@ -154,6 +155,39 @@ def evaluate(
         sys.stdout.write(json.dumps(_finite(report), indent=2) + "\n")
     else:
         _render(report)
+
+
+@sub.command()
+def calibrate(
+    observations: Annotated[Path, typer.Argument(
+        help="CSV of observed jobs: model (or onnx), batchsize, mem_mib; optional gpu, optimizer, amp")],
+    out: Annotated[Path, typer.Option("--out", help="directory to write the calibrated predictor into")],
+    predictor_dir: Annotated[Path | None, typer.Option(
+        "--predictor", help="predictor to start from (default: the shipped one)")] = None,
+    gpu: Annotated[str, typer.Option(help="GPU type of rows without a gpu column")] = "unknown",
+) -> None:
+    """Correct a predictor's memory per GPU type from observed peaks, and save it under --out."""
+    from dlsched.predictors.resources.bundle import Predictor
+    from dlsched.predictors.resources.default import DEFAULT_DIR
+    from dlsched.predictors.resources.graph_source import graph_features
+    from dlsched.predictors.resources.profiles import load_memory_observations
+    from dlsched.predictors.resources.train_memory import JobMeta
+
+    try:
+        pred = Predictor.load(predictor_dir or DEFAULT_DIR)
+        obs = load_memory_observations(observations)
+        obs["gpu"] = obs["gpu"].where(obs["gpu"] != "", gpu)
+        for g, rows in obs.groupby("gpu"):
+            feats = [graph_features(r.model, int(r.batch), r.onnx) for r in rows.itertuples(index=False)]
+            metas = [JobMeta(r.optimizer, bool(r.amp)) for r in rows.itertuples(index=False)]
+            before = [pred.predict_mem_mib(f, str(g), meta=m)[0] for f, m in zip(feats, metas)]
+            pred.calibrate_memory(feats, rows["mem_mib"].to_numpy(float), str(g), metas)
+            typer.echo(f"{g}: {len(rows)} observed jobs; memory x{pred.mem_calibration[str(g).lower()]:.3f} "
+                       f"(median predicted/measured was {np.median(np.array(before) / rows['mem_mib']):.2f})")
+        path = pred.save(out)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    typer.echo(f"saved {path}")
 
 
 def register(app: typer.Typer) -> None:

@@ -20,6 +20,7 @@ from dlsched.predictors.resources.train_memory import (
     TRAIN_COLUMNS,
     JobMeta,
     TrainingMemoryModel,
+    calibration_factor,
     memory_terms,
 )
 
@@ -123,6 +124,33 @@ def evaluate(rows: pd.DataFrame) -> dict[str, Any]:
     lucid = rows.assign(pred=pred)[rows["source"] == "lucid"]
     res["per_model_ratio"] = {m: float(np.median(g["pred"] / g["mem_mib"])) for m, g in lucid.groupby("model")}
     return res
+
+
+def calibration_demo(fit_rows: pd.DataFrame, target: pd.DataFrame, n_observed: int = 20) -> dict[str, Any]:
+    """What ``Predictor.calibrate_memory`` buys on a set the model was not fitted on (another
+    GPU type, other job code): fit on ``fit_rows``, observe the first ``n_observed`` rows of
+    ``target`` (whole models, in a fixed hashed order), score the other models before/after."""
+    import hashlib
+
+    model = fit(fit_rows)
+    order = sorted(target["model"].unique(), key=lambda m: hashlib.sha256(str(m).encode()).hexdigest())
+    seen: list[str] = []
+    for m in order:
+        if (target["model"].isin(seen)).sum() >= n_observed:
+            break
+        seen.append(m)
+    obs, rest = target[target["model"].isin(seen)], target[~target["model"].isin(seen)]
+    if obs.empty or rest.empty:
+        return {"skipped": "too few rows to split"}
+    def rows_of(d: pd.DataFrame) -> np.ndarray:
+        return d[list(TRAIN_COLUMNS)].to_numpy(float)
+
+    before = model.predict(rows_of(rest))
+    k = calibration_factor(obs["mem_mib"].to_numpy(float), model.predict(rows_of(obs)))  # calibrate_memory's rule
+    y = rest["mem_mib"].to_numpy(float)
+    return {"observed_rows": len(obs), "observed_models": seen, "held_out_rows": len(rest),
+            "held_out_models": int(rest["model"].nunique()), "factor": k,
+            "before": _scores(y, before), "after": _scores(y, k * before)}
 
 
 def fit(rows: pd.DataFrame) -> TrainingMemoryModel:

@@ -69,6 +69,7 @@ def training_memory_section(shared: Path, onnx_dir: Path, profiles: Any = None,
         res["fitted_with_lucid"] = {"training_memory": with_lucid["training_memory"],
                                     "constants": gme.fit(both).constants(),
                                     "lucid_per_model": with_lucid["per_model_ratio"]}
+        res["calibration_demo_lucid"] = gme.calibration_demo(timm_only, both[both["source"] == "lucid"])
     tm = res["training_memory"].get("timm", res["training_memory"]["all"])
     res["targets"] = {
         "mape": {"value": tm["mape"], "max": TARGETS["memory_mape_max"], "met": tm["mape"] <= TARGETS["memory_mape_max"]},

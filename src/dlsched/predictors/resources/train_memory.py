@@ -73,6 +73,14 @@ def memory_terms(features: Mapping[str, float], meta: JobMeta = JobMeta()) -> tu
     return state, saved - conv, conv, tmp * (0.5 if meta.amp else 1.0)
 
 
+def calibration_factor(measured: Any, predicted: Any, under_tol: float = 0.10, under_share: float = 0.05) -> float:
+    """One factor on predictions from observed peaks, by the fit's own rule: at most
+    ``under_share`` of the observations under-predicted by more than ``under_tol``, and never
+    below the median of measured / predicted."""
+    ratio = np.asarray(measured, float) / np.asarray(predicted, float)
+    return max(float(np.median(ratio)), float(np.quantile(ratio, 1 - under_share)) / (1 + under_tol))
+
+
 class TrainingMemoryModel(Regressor):
     """The formula above as an estimator over ``TRAIN_COLUMNS`` (MiB); ``fit`` learns the
     constants, :meth:`from_constants` builds one without data."""
@@ -141,5 +149,13 @@ class TrainingMemoryModel(Regressor):
         self.band_ = [float(v) for v in d["band"]]
 
 
-__all__ = ["DEFAULT_OPTIMIZER", "MAX_BATCH", "OPTIMIZER_STATES", "TRAIN_COLUMNS", "JobMeta",
-           "TrainingMemoryModel", "memory_terms"]
+__all__ = [
+    "DEFAULT_OPTIMIZER",
+    "MAX_BATCH",
+    "OPTIMIZER_STATES",
+    "TRAIN_COLUMNS",
+    "JobMeta",
+    "TrainingMemoryModel",
+    "calibration_factor",
+    "memory_terms",
+]
