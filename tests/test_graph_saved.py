@@ -122,3 +122,20 @@ def test_constant_of_shape_weights_are_parameters() -> None:
     assert a.params == 784 * 256
     assert a.param_bytes == 4 * 784 * 256 + 2 * 8  # plus the int64 shape initializer
     assert a.saved_bytes(3) == 4 * 3 * 784  # the weight is not an activation
+
+
+def test_large_models_export_with_external_data() -> None:
+    """Over ``large_model_bytes`` the exporter goes through a file and keeps only the graph, so a
+    model beyond protobuf's 2 GiB limit exports (here forced with a tiny threshold)."""
+    torch = pytest.importorskip("torch")
+    from dlsched.graph.export import export_torch_module
+
+    net = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    small = export_torch_module(net, torch.randn(2, 64))
+    big = export_torch_module(net, torch.randn(2, 64), large_model_bytes=1000)
+    assert len(big) < len(small) / 10  # the weights are external, not inline
+    model = onnx.load_model_from_string(big)
+    assert any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)
+    a, b = analyze(small), analyze(big)
+    assert a.params == b.params == 64 * 512 + 512 + 512 * 10 + 10
+    assert a.saved_bytes(8) == b.saved_bytes(8) == 8 * 4 * (64 + 512)  # x and the Relu output

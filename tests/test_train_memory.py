@@ -183,3 +183,21 @@ def test_predictor_calibrate_cli(tmp_path: Path) -> None:
     obs.write_text("model,batchsize,mem_mib,optimizer\nx,8,100,lion\n")
     res = CliRunner().invoke(main_app, ["predictor", "calibrate", str(obs), "--out", str(tmp_path / "c2")])
     assert res.exit_code == 2 and "column 'optimizer' has 'lion' (row 2)" in res.output
+
+
+def test_zoo_export_is_announced_or_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    from dlsched.cli.common import _announce_zoo_exports
+    from dlsched.core.job import Job
+
+    monkeypatch.setenv("DLSCHED_CACHE", str(tmp_path / "zoo"))
+    jobs = [Job("a", "vc", 1, 0.0, 1.0, model_name="ResNet50"), Job("b", "vc", 1, 0.0, 1.0, model_name="nope")]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: real(n, *a) if n != "torch" else object())
+    _announce_zoo_exports(jobs)
+    assert "exporting 1 zoo models to ONNX on CPU" in capsys.readouterr().err
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "torch" else real(n, *a))
+    _announce_zoo_exports(jobs)
+    assert "1 zoo models are not cached and exporting them needs PyTorch" in capsys.readouterr().err

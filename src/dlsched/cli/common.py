@@ -91,6 +91,33 @@ def progress_bar(label: str, enabled: bool = True):
         yield update
 
 
+def _announce_zoo_exports(jobs) -> None:
+    """Say how many zoo models must be exported to ONNX first (CPU, minutes) and where they go,
+    or that they are skipped because PyTorch is missing."""
+    import importlib.util
+
+    try:
+        from dlsched.graph.zoo import cache_dir, entry_path, zoo_name_for
+    except ImportError:  # onnx missing: the resolver will report the jobs as unresolved
+        return
+    todo = set()
+    for ref in {j.model_name for j in jobs if not j.onnx_ref and j.model_name}:
+        try:
+            name = zoo_name_for(ref)
+        except KeyError:
+            continue
+        if not entry_path(name).is_file():
+            todo.add(name)
+    if not todo:
+        return
+    if importlib.util.find_spec("torch") is None:
+        console.print(Text(f"note: {len(todo)} zoo models are not cached and exporting them needs PyTorch "
+                           f"(pip install 'dlsched[export]'): their jobs keep no prediction"), soft_wrap=True)
+        return
+    console.print(Text(f"exporting {len(todo)} zoo models to ONNX on CPU (random weights, nothing downloaded; "
+                       f"~5-60 s each) into {cache_dir()}: {', '.join(sorted(todo))}"), soft_wrap=True)
+
+
 def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None) -> None:
     """Fill each job's predicted GPU utilisation and memory from its model reference (graph
     features + the predictor in ``predictor_dir``, else the default one), say how many jobs got
@@ -100,6 +127,7 @@ def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None) -> None
     from dlsched.predictors.resources.hook import fill_job_predictions, graph_resolver
 
     with_ref = [j for j in jobs if j.onnx_ref or j.model_name]
+    _announce_zoo_exports(with_ref)
     if predictor_dir is not None:
         from dlsched.predictors.resources.bundle import Predictor
         from dlsched.predictors.resources.persist import PredictorFormatError
