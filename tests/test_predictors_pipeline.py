@@ -169,20 +169,20 @@ def test_default_predictor_contract() -> None:
     if p is None:
         pytest.skip("no default predictor shipped")
     feats = {"batch": 32, "param_bytes": 4 * 11.7e6, "activation_bytes": 32 * 8e6, "n_kernels": 68,
-             "flops": 32 * 1.1e9, "flops_tensor": 32 * 1.08e9, "bytes_accessed": 4.2e8}
+             "flops": 32 * 1.1e9, "flops_tensor": 32 * 1.08e9, "bytes_accessed": 4.2e8,
+             "saved_bytes": 32 * 3e6, "saved_conv_bytes": 32 * 2e6, "max_tensor_bytes": 32 * 4e5}
     mean, lo, hi = p.predict_util(feats, "V100")
     assert 0 <= lo <= mean <= hi <= 100
     mem = p.predict_mem_mib(feats, "V100")
     assert mem[1] <= mem[0] <= mem[2] and 1500 < mem[0] < 3000
     assert "no data" in p.manifest["training_data"]["license"]
+    from dlsched.predictors.resources.build_default import shipped_memory_model
     from dlsched.predictors.resources.gpu_specs import datasheet_model
-    from dlsched.predictors.resources.memory import LinearMemoryEstimator
 
     assert p.util_model.constants() == datasheet_model("V100").constants()  # the shipped file matches the code
-
-    prior = LinearMemoryEstimator.prior()  # the shipped file must match the code's prior
-    np.testing.assert_array_equal(p.mem_model.coef_, prior.coef_)
-    assert p.mem_model.intercept_ == prior.intercept_
+    # the shipped memory model matches the constants file it was built from
+    assert type(p.mem_model) is type(shipped_memory_model()[0])
+    assert p.mem_model.payload() == shipped_memory_model()[0].payload()
 
 
 def test_cli_errors_are_clean(tmp_path: Path) -> None:

@@ -91,14 +91,53 @@ def progress_bar(label: str, enabled: bool = True):
         yield update
 
 
-def predict_resources(jobs, gpu: str) -> None:
+def _announce_zoo_exports(jobs) -> None:
+    """Say how many zoo models must be exported to ONNX first (CPU, minutes) and where they go,
+    or that they are skipped because PyTorch is missing."""
+    import importlib.util
+
+    try:
+        from dlsched.graph.zoo import cache_dir, entry_path, zoo_name_for
+    except ImportError:  # onnx missing: the resolver will report the jobs as unresolved
+        return
+    todo = set()
+    for ref in {j.model_name for j in jobs if not j.onnx_ref and j.model_name}:
+        try:
+            name = zoo_name_for(ref)
+        except KeyError:
+            continue
+        if not entry_path(name).is_file():
+            todo.add(name)
+    if not todo:
+        return
+    if importlib.util.find_spec("torch") is None:
+        console.print(Text(f"note: {len(todo)} zoo models are not cached and exporting them needs PyTorch "
+                           f"(pip install 'dlsched[export]'): their jobs keep no prediction"), soft_wrap=True)
+        return
+    console.print(Text(f"exporting {len(todo)} zoo models to ONNX on CPU (random weights, nothing downloaded; "
+                       f"~5-60 s each) into {cache_dir()}: {', '.join(sorted(todo))}"), soft_wrap=True)
+
+
+def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None) -> None:
     """Fill each job's predicted GPU utilisation and memory from its model reference (graph
-    features + the default predictor), and say how many jobs got predictions."""
+    features + the predictor in ``predictor_dir``, else the default one), say how many jobs got
+    predictions, and how many of them would not fit one GPU of type ``gpu``."""
+    from dlsched.predictors.resources import gpu_memory
     from dlsched.predictors.resources.default import load_default
     from dlsched.predictors.resources.hook import fill_job_predictions, graph_resolver
 
     with_ref = [j for j in jobs if j.onnx_ref or j.model_name]
-    pred = load_default()
+    _announce_zoo_exports(with_ref)
+    if predictor_dir is not None:
+        from dlsched.predictors.resources.bundle import Predictor
+        from dlsched.predictors.resources.persist import PredictorFormatError
+
+        try:
+            pred = Predictor.load(predictor_dir)
+        except (PredictorFormatError, OSError, KeyError) as exc:
+            raise ValueError(f"--predictor {predictor_dir}: cannot load ({exc})") from None
+    else:
+        pred = load_default()
     if pred is not None and (note := pred.gpu_note(gpu)):
         console.print(Text(f"note: {note}"), soft_wrap=True)
     filled = fill_job_predictions(with_ref, pred, graph_resolver, gpu=gpu)
@@ -107,3 +146,10 @@ def predict_resources(jobs, gpu: str) -> None:
                        f"({len(jobs) - len(with_ref)} have no model reference"
                        + (f"; unresolved models: {', '.join(missing[:8])}" if missing else "") + ")"),
                   soft_wrap=True)
+    cap = gpu_memory.usable_mib(gpu)
+    too_big = [j for j in with_ref if cap is not None and j.pred_gpu_mem_mib > cap]
+    if too_big:
+        worst = max(too_big, key=lambda j: j.pred_gpu_mem_mib)
+        console.print(Text(f"note: {len(too_big)} jobs are predicted not to fit one {gpu}; e.g. "
+                           f"{worst.onnx_ref or worst.model_name} (batch {worst.batch_size or 'default'}): "
+                           + gpu_memory.fit_note(worst.pred_gpu_mem_mib, gpu)), soft_wrap=True)

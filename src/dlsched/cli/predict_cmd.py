@@ -7,6 +7,7 @@ prints the graph figures, estimates memory with Horus Eq. 2 and says that utilis
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,8 +18,18 @@ FALLBACK_BAND = 2.0  # Horus Eq. 2 is uncalibrated: report [est/2, est*2]
 TRAIN_HINT = "utilisation needs a trained predictor: run `dlsched predictor train`"
 
 
-def _load_predictor() -> tuple[Any | None, str | None]:
-    """The default predictor, or (None, reason) when it cannot be had."""
+def _load_predictor(path: Path | None = None) -> tuple[Any | None, str | None]:
+    """The predictor saved in ``path`` (a bad one is an ``error:``), else the shipped default,
+    or (None, reason) when it cannot be had."""
+    if path is not None:
+        from dlsched.predictors.resources.bundle import Predictor
+        from dlsched.predictors.resources.persist import PredictorFormatError
+
+        try:
+            return Predictor.load(path), None
+        except (PredictorFormatError, OSError, KeyError, ValueError) as exc:
+            typer.echo(f"error: --predictor {path}: cannot load ({exc})", err=True)
+            raise typer.Exit(2) from None
     try:
         from dlsched.predictors.resources.default import load_default
     except Exception as exc:  # noqa: BLE001 - ImportError or a broken predictors package
@@ -32,10 +43,11 @@ def _load_predictor() -> tuple[Any | None, str | None]:
     return pred, None
 
 
-def _ask(fn: Any, feats: dict[str, float], gpu: str, what: str, notes: list[str]) -> dict[str, Any] | None:
+def _ask(fn: Any, feats: dict[str, float], gpu: str, what: str, notes: list[str],
+         **kw: Any) -> dict[str, Any] | None:
     """Call a predictor method; None (with a note) when it has no answer or fails."""
     try:
-        triple = fn(feats, gpu)
+        triple = fn(feats, gpu, **kw)
     except Exception as exc:  # noqa: BLE001 - e.g. unknown GPU type
         notes.append(f"{what} predictor failed: {type(exc).__name__}: {exc}")
         return None
@@ -58,19 +70,40 @@ def predict(
     batch: int = typer.Option(64, "--batch", "-b", min=1, help="training batch size"),
     seq: int | None = typer.Option(None, "--seq", "-s", min=1, help="sequence length (models with a seq dim)"),
     gpu: str = typer.Option("V100", "--gpu", help="GPU type for the predictors"),
+    optimizer: str = typer.Option("adam", "--optimizer",
+                                  help="sgd, sgd_momentum, adam or adamw (optimizer state in memory)"),
+    amp: bool = typer.Option(False, "--amp", help="mixed-precision training (torch.autocast)"),
+    predictor_dir: Path | None = typer.Option(None, "--predictor",
+                                              help="a predictor saved by `dlsched predictor train` (default: shipped)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict GPU utilisation and peak memory of training MODEL at a batch size."""
     from dlsched.graph import GraphError, analyze, horus_memory_mib
+    from dlsched.predictors.resources import gpu_memory
+    from dlsched.predictors.resources.train_memory import MAX_BATCH, OPTIMIZER_STATES, JobMeta
 
+    if optimizer not in OPTIMIZER_STATES:
+        typer.echo(f"error: --optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZER_STATES)}", err=True)
+        raise typer.Exit(2)
+    if batch > MAX_BATCH:
+        typer.echo(f"error: --batch {batch}: beyond any GPU (at most {MAX_BATCH:,} samples per step are accepted)",
+                   err=True)
+        raise typer.Exit(2)
     try:
         analysis = analyze(model)
         feats = analysis.features(batch, seq)
     except (GraphError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    feats["amp"] = float(amp)
+    big, big_gib = gpu_memory.largest()
+    act_mib = feats["saved_bytes_amp" if amp else "saved_bytes"] / 2**20
+    if batch > 1 and act_mib > big_gib * 1024:
+        typer.echo(f"error: --batch {batch}: the activations alone need ~{act_mib / 1024:,.0f} GiB, more than any "
+                   f"GPU holds (largest known: {big}, {big_gib:.0f} GiB); lower --batch", err=True)
+        raise typer.Exit(2)
 
-    pred, why = _load_predictor()
+    pred, why = _load_predictor(predictor_dir) if predictor_dir is not None else _load_predictor()
     util: dict[str, Any] | None = None
     mem: dict[str, Any] | None = None
     notes: list[str] = []
@@ -79,7 +112,9 @@ def predict(
         explain = getattr(pred, "gpu_note", None)  # optional: only data-sheet predictors have it
         if util is not None and explain is not None and (note := explain(gpu)):
             notes.append(note)
-        mem = _ask(pred.predict_mem_mib, feats, gpu, "memory", notes)
+        takes_meta = "meta" in inspect.signature(pred.predict_mem_mib).parameters
+        mem = _ask(pred.predict_mem_mib, feats, gpu, "memory", notes,
+                   **({"meta": JobMeta(optimizer, amp)} if takes_meta else {}))
     else:
         notes.append(why or "no predictor")
     if util is None:
@@ -87,6 +122,10 @@ def predict(
     if mem is None:
         est = horus_memory_mib(feats)
         mem = {"mean": est, "lo": est / FALLBACK_BAND, "hi": est * FALLBACK_BAND, "source": "horus_eq2"}
+    if (fit := gpu_memory.fit_note(mem["mean"], gpu)) is not None:
+        notes.append(fit)
+    elif gpu_memory.memory_gib(gpu) is None:
+        notes.append(f"GPU {gpu!r} has no known memory size (known: {', '.join(gpu_memory.MEMORY_GIB)})")
 
     out = {
         "model": str(model),
@@ -99,6 +138,9 @@ def predict(
         "params": int(feats["params"]),
         "param_bytes": int(feats["param_bytes"]),
         "peak_activation_bytes": feats["peak_activation_bytes"],
+        "saved_activation_bytes": feats["saved_bytes_amp" if amp else "saved_bytes"],
+        "optimizer": optimizer,
+        "amp": amp,
         "gpu_util": util,
         "gpu_mem_mib": mem,
         "unknown_ops": analysis.unknown_ops,
@@ -115,6 +157,8 @@ def predict(
         f"FLOPs/step     {_human(feats['flops_per_step'], 'FLOP')} (training step = 3 x forward)",
         f"parameters     {feats['params'] / 1e6:.2f} M ({feats['param_bytes'] / 2**20:.1f} MiB)",
         f"peak activ.    {feats['peak_activation_bytes'] / 2**20:.1f} MiB (forward liveness)",
+        (f"kept for bwd   {out['saved_activation_bytes'] / 2**20:.1f} MiB (activations autograd saves"
+         f"{', AMP' if amp else ''}); optimizer {optimizer}"),
     ]
     if util is not None:
         lines.append(f"GPU util       {util['mean']:.1f} % [{util['lo']:.1f} - {util['hi']:.1f}] on {gpu}")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 
 from dlsched.predictors.resources.graph_source import FeatureError
@@ -103,8 +104,31 @@ def _render(report: dict[str, Any]) -> None:
         for name, r in res.items():
             t.add_row(name, _fmt(r["mape"], r.get("mape_std"), 1), _fmt(r["under10"], r.get("under10_std"), 1))
         con.print(t)
+    _render_training_memory(con, report.get("training_memory", {}))
+    for name, tgt in {**report.get("util_targets", {}), **report.get("training_memory", {}).get("targets", {})}.items():
+        if isinstance(tgt, dict) and "met" in tgt:
+            bound = f"<= {tgt['max']}" if "max" in tgt else f">= {tgt['min']}"
+            con.print(f"target {name}: {_fmt(tgt['value'])} (target {bound}) {'met' if tgt['met'] else 'NOT met'}")
     for note in report.get("notes", []):
         con.print(f"[yellow]note:[/] {note}")
+
+
+def _render_training_memory(con: Any, res: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    if "skipped" in res:
+        con.print(f"[yellow]training memory:[/] {res['skipped']}")
+        return
+    if not res:
+        return
+    t = Table(title=f"Peak training memory, 5-fold by family (out of fold) {res.get('info', {})}")
+    for col in ("estimator", "rows", "MAPE %", "under-predicted >10 % (share %)", "band coverage"):
+        t.add_column(col, justify="left" if col == "estimator" else "right")
+    for est in ("training_memory", "faketensor", "faketensor+1GiB", "horus_eq2+1000MiB"):
+        for src, r in res.get(est, {}).items():
+            t.add_row(f"{est} ({src})", str(r["rows"]), _fmt(r["mape"], None, 1), _fmt(r["under10"], None, 1),
+                      _fmt(r.get("band_coverage"), None, 2))
+    con.print(t)
 
 
 @sub.command()
@@ -116,19 +140,54 @@ def evaluate(
         help="utilisation profile CSV (default: <shared>/profiles/lucid/single_data.csv)")] = None,
     n_estimators: Annotated[int, typer.Option(help="trees for the tree models")] = 300,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    timm_onnx: Annotated[Path | None, typer.Option(
+        help="TIMM graphs from scripts/export_timm_onnx.py (default: ~/.cache/dlsched/timm-onnx)")] = None,
 ) -> None:
     """The EVALUATION.md tables: utilisation (leave-one-model/family-out, random split) and memory."""
     from dlsched.predictors.resources.report import full_report
 
     shared = shared or _default_shared()
     try:
-        report = full_report(shared, profiles, n_estimators, seed)
+        report = full_report(shared, profiles, n_estimators, seed, timm_onnx)
     except USER_ERRORS as exc:
         _fail(exc)
     if json_out:
         sys.stdout.write(json.dumps(_finite(report), indent=2) + "\n")
     else:
         _render(report)
+
+
+@sub.command()
+def calibrate(
+    observations: Annotated[Path, typer.Argument(
+        help="CSV of observed jobs: model (or onnx), batchsize, mem_mib; optional gpu, optimizer, amp")],
+    out: Annotated[Path, typer.Option("--out", help="directory to write the calibrated predictor into")],
+    predictor_dir: Annotated[Path | None, typer.Option(
+        "--predictor", help="predictor to start from (default: the shipped one)")] = None,
+    gpu: Annotated[str, typer.Option(help="GPU type of rows without a gpu column")] = "unknown",
+) -> None:
+    """Correct a predictor's memory per GPU type from observed peaks, and save it under --out."""
+    from dlsched.predictors.resources.bundle import Predictor
+    from dlsched.predictors.resources.default import DEFAULT_DIR
+    from dlsched.predictors.resources.graph_source import graph_features
+    from dlsched.predictors.resources.profiles import load_memory_observations
+    from dlsched.predictors.resources.train_memory import JobMeta
+
+    try:
+        pred = Predictor.load(predictor_dir or DEFAULT_DIR)
+        obs = load_memory_observations(observations)
+        obs["gpu"] = obs["gpu"].where(obs["gpu"] != "", gpu)
+        for g, rows in obs.groupby("gpu"):
+            feats = [graph_features(r.model, int(r.batch), r.onnx) for r in rows.itertuples(index=False)]
+            metas = [JobMeta(r.optimizer, bool(r.amp)) for r in rows.itertuples(index=False)]
+            before = [pred.predict_mem_mib(f, str(g), meta=m)[0] for f, m in zip(feats, metas)]
+            pred.calibrate_memory(feats, rows["mem_mib"].to_numpy(float), str(g), metas)
+            typer.echo(f"{g}: {len(rows)} observed jobs; memory x{pred.mem_calibration[str(g).lower()]:.3f} "
+                       f"(median predicted/measured was {np.median(np.array(before) / rows['mem_mib']):.2f})")
+        path = pred.save(out)
+    except USER_ERRORS as exc:
+        _fail(exc)
+    typer.echo(f"saved {path}")
 
 
 def register(app: typer.Typer) -> None:

@@ -44,6 +44,9 @@ IDLE_TIMEOUT = typer.Option(1800.0, help="Energy (vanilla): power off nodes idle
 BUFFER = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes).")
 PREDICT = typer.Option(False, "--predict-resources",
                        help="Predict each job's GPU utilisation and memory from its model graph.")
+PREDICTOR = typer.Option(None, "--predictor",
+                         help="With --predict-resources: a predictor saved by `dlsched predictor train` "
+                              "(default: the shipped one). Implies --predict-resources.")
 GPU = typer.Option(None, help="GPU type: for --predict-resources, and the cluster's GPU memory with "
                                "--max-jobs-per-gpu > 1 or --failure-model oom (default: V100, or the "
                                "--workload's testbed GPU).")
@@ -134,6 +137,7 @@ def register(app: typer.Typer) -> None:
         idle_timeout: float = IDLE_TIMEOUT,
         buffer: Optional[int] = BUFFER,
         predict: bool = PREDICT,
+        predictor_dir: Optional[Path] = PREDICTOR,
         gpu: Optional[str] = GPU,
         skip_invalid: bool = SKIP_INVALID,
         check_invariants: bool = typer.Option(False, help="Verify cluster state after every pass (slow)."),
@@ -163,7 +167,8 @@ def register(app: typer.Typer) -> None:
                 [policy], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, check_invariants, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-                speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles)
+                speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles,
+                predictor_dir)
             spec.policy_options = spec.policy_options[policy]
             phases.lap("load")
             t0 = time.perf_counter()
@@ -208,6 +213,7 @@ def register(app: typer.Typer) -> None:
         idle_timeout: float = IDLE_TIMEOUT,
         buffer: Optional[int] = BUFFER,
         predict: bool = PREDICT,
+        predictor_dir: Optional[Path] = PREDICTOR,
         gpu: Optional[str] = GPU,
         skip_invalid: bool = SKIP_INVALID,
         processes: Optional[int] = typer.Option(None, help="Parallel processes (default: one per core)."),
@@ -232,7 +238,8 @@ def register(app: typer.Typer) -> None:
                 names, trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, False, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-                speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles)
+                speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles,
+                predictor_dir)
             t0 = time.perf_counter()
             compare_policies(job_list, cluster, names, out_dir, base, processes,
                              on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
@@ -273,7 +280,7 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
              skip_invalid, jobs, seed, topology, predict, gpu, placement, backfill, compat, check_invariants,
              overhead, priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
              speed_model=None, failure_model="none", max_jobs_per_gpu=1, observe_after=None, workload=None,
-             profiles="builtin"):
+             profiles="builtin", predictor_dir=None):
     """Load the input, size the cluster, optionally predict resources, and describe the run(s).
 
     Returns (jobs, cluster, RunSpec) with ``policy_options`` keyed by policy name."""
@@ -293,6 +300,9 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
     if workload is not None:
         if trace is not None:
             raise ValueError("give --trace or --workload, not both")
+        if predictor_dir is not None:
+            raise ValueError("--predictor is not used with --workload (its jobs get the shipped predictor's "
+                             "predictions with --predict-resources)")
         from dlsched.cli.workload_input import load_workload
 
         tr, job_list, cluster, name, gpu = load_workload(workload, seed, profiles, gpu, nodes, gpus_per_node,
@@ -302,8 +312,8 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
         tr, job_list, cluster, name = load_jobs_and_cluster(
             trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
             topology=topology)
-        if predict:
-            predict_resources(job_list, gpu)
+        if predict or predictor_dir is not None:
+            predict_resources(job_list, gpu, predictor_dir)
     if max_jobs_per_gpu > 1 or failure_model != "none":  # memory matters: the cluster's GPUs are --gpu
         from dlsched.core.cluster import gpu_type
 

@@ -4,7 +4,9 @@ A job carries three kinds of fields:
 
 * **request and predictions** (any policy may read them): ``job_id``, ``user``, ``name``,
   ``vc``, ``gpus``, ``cpus``, ``submit_time``, ``model_name``, ``batch_size``, ``onnx_ref``,
-  ``min_utility``, ``pred_duration``, ``pred_gpu_util``, ``pred_gpu_mem_mib``, ``priority``;
+  ``min_utility``, ``pred_duration``, ``pred_gpu_util``, ``pred_gpu_mem_mib``, ``priority``, and the
+  training metadata the resource predictors use: ``optimizer`` ("" = the predictor's default,
+  Adam), ``amp`` (mixed precision, default off) and ``seq_len`` (0 = the model's own default).
   ``prior_gpu_util`` / ``prior_gpu_mem_mib`` keep the predictions an observation replaced at
   ``observed_at`` (-1: not yet; :mod:`dlsched.sim.observe`).
 * **ground truth** (the engine and the ground-truth models read it; a policy only through an
@@ -19,9 +21,9 @@ A job carries three kinds of fields:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import IntEnum
-from typing import Iterator
 
 
 class OracleAccessError(PermissionError):
@@ -47,13 +49,13 @@ _FINISHED = JobState.FINISHED
 
 def _truth(slot: str, what: str) -> property:
     """A guarded public name for the ground-truth slot ``slot``."""
-    def get(self: "Job"):
+    def get(self: Job):
         if Job.truth_is_hidden and self.state is not _FINISHED:
             raise OracleAccessError(f"the policy is not an oracle: the {what} of job {self.job_id} is hidden "
                                     "(use its predictions, or declare the policy an oracle)")
         return getattr(self, slot)
 
-    def set_(self: "Job", value) -> None:
+    def set_(self: Job, value) -> None:
         setattr(self, slot, value)
 
     return property(get, set_, doc=f"Ground truth: {what} (guarded while a non-oracle policy runs).")
@@ -67,7 +69,7 @@ class Job:
     __slots__ = (
         "index", "job_id", "user", "name", "vc", "gpus", "cpus", "submit_time",
         "model_name", "batch_size", "onnx_ref", "min_utility",
-        "pred_duration", "pred_gpu_util", "pred_gpu_mem_mib", "priority",
+        "pred_duration", "pred_gpu_util", "pred_gpu_mem_mib", "priority", "optimizer", "amp", "seq_len",
         # ground truth (guarded public names below)
         "_duration", "_remaining", "_start_remaining", "_gpu_util", "_gpu_mem_mib", "_status",
         # runtime state (owned by the kernel)
@@ -97,6 +99,9 @@ class Job:
         gpu_mem_mib: float = float("nan"),
         min_utility: float = float("nan"),
         index: int = -1,
+        optimizer: str = "",
+        amp: bool = False,
+        seq_len: int = 0,
     ) -> None:
         self.index = index
         self.job_id = job_id
@@ -114,6 +119,9 @@ class Job:
         self._gpu_util = gpu_util
         self._gpu_mem_mib = gpu_mem_mib
         self.min_utility = min_utility
+        self.optimizer = optimizer
+        self.amp = amp
+        self.seq_len = seq_len
         self.pred_duration = float("nan")
         self.pred_gpu_util = float("nan")
         self.pred_gpu_mem_mib = float("nan")

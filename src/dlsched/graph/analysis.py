@@ -19,6 +19,7 @@ from dlsched.graph.flops import TRAIN_STEP_FACTOR, node_flops
 from dlsched.graph.loader import ModelSource, default_opset, load_model
 from dlsched.graph.poly import B_POINTS, MONOS_B, MONOS_BS, S_POINTS, Monomial, fit, monomial_vector
 from dlsched.graph.prepare import NodeRec, Prepared, prepare, symbol_roles
+from dlsched.graph.saved import saved_tensors
 from dlsched.graph.shapes import PassState, run_pass
 
 FLOAT_TYPES = frozenset([onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
@@ -64,6 +65,43 @@ class GraphAnalysis:
     node_weight_bytes: np.ndarray       # (n_nodes,) bytes of static inputs (weights) each node reads
     elapsed_s: float = 0.0
     inputs: dict[str, tuple[int | str, ...]] = field(default_factory=dict)
+    #: bytes autograd keeps for backward (dlsched.graph.saved), fp32 training and under AMP
+    saved_coef: np.ndarray | None = None
+    saved_amp_coef: np.ndarray | None = None
+    #: the part of the above that is attention probabilities (absent with fused attention kernels)
+    saved_attn_coef: np.ndarray | None = None
+    saved_attn_amp_coef: np.ndarray | None = None
+    #: the part kept by convolutions and batch norms
+    saved_conv_coef: np.ndarray | None = None
+    saved_conv_amp_coef: np.ndarray | None = None
+    #: bytes of the largest single activation tensor: the transient a backward step adds on top
+    max_tensor_coef: np.ndarray | None = None
+    #: parameters stored as ConstantOfShape outputs (already included in ``params``)
+    const_params: int = 0
+
+    # ------------------------------------------------------------------ training memory
+    def saved_bytes(self, batch: int, seq: int | None = None, amp: bool = False, attn_only: bool = False,
+                    conv_only: bool = False) -> float:
+        """Activation bytes autograd keeps for the backward pass at this batch (and sequence);
+        ``attn_only``: just the attention probabilities; ``conv_only``: just what convolutions and
+        batch norms keep."""
+        if attn_only:
+            coef = self.saved_attn_amp_coef if amp else self.saved_attn_coef
+        elif conv_only:
+            coef = self.saved_conv_amp_coef if amp else self.saved_conv_coef
+        else:
+            coef = self.saved_amp_coef if amp else self.saved_coef
+        if coef is None:
+            raise ValueError(f"{self.name}: analysis has no saved-for-backward figures")
+        m, _ = self._mono(batch, seq)
+        return max(0.0, float(coef @ m))
+
+    def max_tensor_bytes(self, batch: int, seq: int | None = None) -> float:
+        """Size of the largest activation tensor at this batch (and sequence)."""
+        if self.max_tensor_coef is None:
+            return 0.0
+        m, _ = self._mono(batch, seq)
+        return max(0.0, float(self.max_tensor_coef @ m))
 
     # ------------------------------------------------------------------ evaluation
     @property
@@ -132,6 +170,16 @@ class GraphAnalysis:
         out["flops_tensor"] = sum(cat[c] for c in ops.TENSOR_CATEGORIES)
         for op, key in ops.OP_COUNT_FEATURES.items():
             out[key] = float(self.op_counts.get(op, 0))
+        has_saved = self.saved_coef is not None
+        out["saved_bytes"] = self.saved_bytes(batch, seq) if has_saved else 0.0
+        out["saved_bytes_amp"] = self.saved_bytes(batch, seq, amp=True) if has_saved else 0.0
+        out["max_tensor_bytes"] = self.max_tensor_bytes(batch, seq)
+        has_attn = self.saved_attn_coef is not None
+        out["saved_attn_bytes"] = self.saved_bytes(batch, seq, attn_only=True) if has_attn else 0.0
+        out["saved_attn_bytes_amp"] = self.saved_bytes(batch, seq, amp=True, attn_only=True) if has_attn else 0.0
+        has_conv = self.saved_conv_coef is not None
+        out["saved_conv_bytes"] = self.saved_bytes(batch, seq, conv_only=True) if has_conv else 0.0
+        out["saved_conv_bytes_amp"] = self.saved_bytes(batch, seq, amp=True, conv_only=True) if has_conv else 0.0
         return {k: out[k] for k in FEATURE_NAMES}
 
     @staticmethod
@@ -158,6 +206,27 @@ def _layer_counts(prep: Prepared) -> dict[str, int]:
             other += 1
     return {"n_conv_layers": conv, "n_linear_layers": lin, "n_activations": act,
             "n_norm_layers": norm, "n_other_layers": other}
+
+
+def _const_params(prep: Prepared, st: PassState) -> tuple[int, int]:
+    """Float tensors made by ``ConstantOfShape`` from constant shapes and read by a compute op:
+    weights stored that way (the onnx package's "light" test models) are parameters too."""
+    readers: dict[str, set[str]] = {}
+    for n in prep.nodes:
+        for i in n.inputs:
+            readers.setdefault(i, set()).add(n.op)
+    elems = nbytes = 0
+    for n in prep.nodes:
+        if n.op != "ConstantOfShape" or not n.outputs or n.outputs[0] not in prep.static:
+            continue
+        out = n.outputs[0]
+        if st.dtypes.get(out) not in FLOAT_TYPES or not (readers.get(out, set()) - set(ops.HOST_OPS)):
+            continue
+        size = math.prod(st.shapes.get(out, ()))
+        if size > 1:
+            elems += size
+            nbytes += size * itemsize(st.dtypes[out])
+    return elems, nbytes
 
 
 def _params(prep: Prepared) -> tuple[int, int]:
@@ -323,6 +392,22 @@ def analyze(
     np.add.at(delta, t_end + 1, -size_coef)
     live = np.cumsum(delta, axis=0)[:n_nodes]
     params, param_bytes = _params(prep)
+    const_params, const_bytes = _const_params(prep, st)
+    index = {t: i for i, t in enumerate(tensors)}
+    w32, wamp, a32, aamp, c32, camp = (np.zeros(len(tensors)) for _ in range(6))
+    for (t, kind), (f32, famp) in saved_tensors(prep, st.dtypes).items():
+        if t in index:
+            w32[index[t]] += f32
+            wamp[index[t]] += famp
+            if kind.startswith("attn"):
+                a32[index[t]] += f32
+                aamp[index[t]] += famp
+            elif kind == "conv":
+                c32[index[t]] += f32
+                camp[index[t]] += famp
+    # the largest tensor at the biggest evaluation point (batch-monotone for any sane graph)
+    big = int(np.argmax(size_coef @ monomial_vector(monos, max(B_POINTS), max(S_POINTS) if has_s else 0))) \
+        if len(tensors) else 0
     meta = {p.key: p.value for p in proto.metadata_props}
     if default_seq is None and SEQ_META_KEY in meta:
         default_seq = int(meta[SEQ_META_KEY])
@@ -341,8 +426,8 @@ def analyze(
         input_elems_coef=in_elems_coef,
         output_bytes_coef=size_coef[is_output].sum(axis=0),
         live_coef=live,
-        params=int(params),
-        param_bytes=int(param_bytes),
+        params=int(params + const_params),
+        param_bytes=int(param_bytes + const_bytes),
         op_counts=dict(Counter(n.op for n in prep.nodes)),
         unknown_ops=dict(unknown),
         layer_counts=_layer_counts(prep),
@@ -354,4 +439,12 @@ def analyze(
         node_weight_bytes=weight_bytes,
         elapsed_s=time.perf_counter() - t0,
         inputs={s.name: s.dims for s in prep.inputs},
+        saved_coef=w32 @ size_coef if len(tensors) else np.zeros(len(monos)),
+        saved_amp_coef=wamp @ size_coef if len(tensors) else np.zeros(len(monos)),
+        saved_attn_coef=a32 @ size_coef if len(tensors) else np.zeros(len(monos)),
+        saved_attn_amp_coef=aamp @ size_coef if len(tensors) else np.zeros(len(monos)),
+        saved_conv_coef=c32 @ size_coef if len(tensors) else np.zeros(len(monos)),
+        saved_conv_amp_coef=camp @ size_coef if len(tensors) else np.zeros(len(monos)),
+        max_tensor_coef=size_coef[big].copy() if len(tensors) else np.zeros(len(monos)),
+        const_params=int(const_params),
     )

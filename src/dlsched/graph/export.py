@@ -7,8 +7,10 @@ symbolic through ``dynamic_axes``."""
 from __future__ import annotations
 
 import io
+import tempfile
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import onnx
@@ -16,6 +18,9 @@ import onnx
 from dlsched.graph.analysis import SEQ_META_KEY
 
 DEFAULT_OPSET = 17
+#: modules with more parameter bytes than this export through a file with external data: an
+#: in-memory ONNX protobuf cannot exceed 2 GiB (GPT-2 large already does)
+LARGE_MODEL_BYTES = 1 << 30
 
 
 class ExportError(RuntimeError):
@@ -42,8 +47,14 @@ def export_torch_module(
     default_seq: int | None = None,
     opset: int = DEFAULT_OPSET,
     training: bool = True,
+    large_model_bytes: int = LARGE_MODEL_BYTES,
 ) -> bytes:
     """Export ``module`` (in eval mode) to ONNX bytes.
+
+    A module with more than ``large_model_bytes`` of parameters is exported to a temporary file
+    with its weights as external data, and only the graph comes back: its initializers keep
+    their shapes and point to a weights file that is not kept (``dlsched.graph`` reads shapes
+    only), so models beyond protobuf's 2 GiB limit can be analysed.
 
     ``dynamic_batch`` names axis 0 of every input ``batch``; ``seq_axes[i]`` (if not None) names
     that axis of input ``i`` ``seq``.  ``default_seq`` is recorded in the model's metadata so that
@@ -64,23 +75,38 @@ def export_torch_module(
             dyn[name] = axes
     module = module.train(training)
     mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
-    buf = io.BytesIO()
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                module, inputs, buf, dynamo=False, opset_version=opset, input_names=names,
-                dynamic_axes=dyn or None, do_constant_folding=not training, training=mode,
-            )
-    except Exception as exc:
-        raise ExportError(f"torch.onnx.export failed for {type(module).__name__}: {exc}") from exc
-    data = buf.getvalue()
+    large = sum(p.numel() * p.element_size() for p in module.parameters()) > large_model_bytes
+    with tempfile.TemporaryDirectory() as tmp:
+        target: Any = Path(tmp) / "model.onnx" if large else io.BytesIO()
+        try:
+            with warnings.catch_warnings(), torch.no_grad():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(
+                    module, inputs, str(target) if large else target, dynamo=False, opset_version=opset,
+                    input_names=names, dynamic_axes=dyn or None, do_constant_folding=not training, training=mode,
+                )
+        except Exception as exc:
+            raise ExportError(f"torch.onnx.export failed for {type(module).__name__}: {exc}") from exc
+        data = _graph_only(target) if large else target.getvalue()
     if default_seq is not None:
         model = onnx.load_model_from_string(data)
         entry = model.metadata_props.add()
         entry.key, entry.value = SEQ_META_KEY, str(int(default_seq))
         data = model.SerializeToString()
     return data
+
+
+def _graph_only(path: Path) -> bytes:
+    """The graph of an exported file with every initializer over 1 KiB made external (to a file
+    that is not kept), so the bytes stay far below protobuf's 2 GiB limit."""
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    model = onnx.load(str(path), load_external_data=False)
+    convert_model_to_external_data(model, all_tensors_to_one_file=True, location="weights.dropped",
+                                   size_threshold=1024)
+    out = path.with_name("graph.onnx")
+    onnx.save_model(model, str(out))
+    return out.read_bytes()
 
 
 #: Offline configurations we know by name (no hub access): name -> (config class, kwargs).

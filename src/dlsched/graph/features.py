@@ -37,4 +37,15 @@ ROOFLINE_GRAPH_FEATURES: tuple[str, ...] = (
     "bytes_accessed",               # forward memory traffic of those kernels: inputs + weights + outputs
     "flops_tensor",                 # forward FLOPs of conv/matmul/recurrent/attention (tensor-core work)
 )
-FEATURE_NAMES: tuple[str, ...] = BASE_FEATURES + FLOP_FEATURES + OP_FEATURES + ROOFLINE_GRAPH_FEATURES
+#: training-memory inputs (dlsched.graph.saved; appended last)
+TRAINING_MEMORY_FEATURES: tuple[str, ...] = (
+    "saved_bytes",                  # activations autograd keeps for backward, fp32 training (whole batch)
+    "saved_bytes_amp",              # the same under AMP (fp16 copies for tensor ops, fp32 for softmax/norms)
+    "max_tensor_bytes",             # the largest single activation tensor (whole batch)
+    "saved_attn_bytes",             # the part of saved_bytes that is attention probabilities
+    "saved_attn_bytes_amp",         # the same under AMP
+    "saved_conv_bytes",             # the part of saved_bytes kept by Conv/ConvTranspose/BatchNorm
+    "saved_conv_bytes_amp",         # the same under AMP
+)
+FEATURE_NAMES: tuple[str, ...] = (BASE_FEATURES + FLOP_FEATURES + OP_FEATURES + ROOFLINE_GRAPH_FEATURES
+                                  + TRAINING_MEMORY_FEATURES)

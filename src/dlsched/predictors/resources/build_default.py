@@ -8,7 +8,9 @@ licensed set measures utilisation per architecture. So both halves are a-priori 
   from GPU data sheets and a-priori host figures (:mod:`~dlsched.predictors.resources.gpu_specs`);
   the GPU named at prediction time picks its data sheet (V100 otherwise). Its band is a fixed +-0.7 in log1p
   units (x0.5 to x2), about the model's measured error on Lucid (docs/predictors.md).
-- memory: :meth:`LinearMemoryEstimator.prior`, first-principles coefficients.
+- memory: the training-memory model (:mod:`~dlsched.predictors.resources.train_memory`) with the
+  constants in ``data/training_memory.json``, fitted by ``scripts/fit_training_memory.py`` on
+  GPUMemNet's TIMM measurements (cited there); :meth:`LinearMemoryEstimator.prior` if that file is absent.
 Train your own predictor (``dlsched predictor train``) on profiles of your cluster for sharper
 predictions.
 """
@@ -16,13 +18,18 @@ predictions.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from dlsched.predictors.resources.bundle import Predictor
 from dlsched.predictors.resources.default import DEFAULT_DIR
 from dlsched.predictors.resources.gpu_specs import DEFAULT_GPU, datasheet_model
 from dlsched.predictors.resources.memory import LinearMemoryEstimator
+from dlsched.predictors.resources.regressors import Regressor
 from dlsched.predictors.resources.roofline import ROOFLINE_FEATURES
+from dlsched.predictors.resources.train_memory import TrainingMemoryModel
+
+TRAINING_MEMORY_FILE = Path(__file__).resolve().parent / "data" / "training_memory.json"
 
 #: a-priori utilisation band in log1p units (no out-of-fold residuals exist for a model fitted to nothing)
 UTIL_BAND = (-0.7, 0.7)
@@ -31,13 +38,28 @@ ATTRIBUTION = ("Utilisation: roofline model with NVIDIA data-sheet peaks "
                "Memory: first-principles coefficients (no data).")
 
 
+def shipped_memory_model() -> tuple[Regressor, str, tuple[float, float]]:
+    """The training-memory model with the shipped constants, its attribution and band."""
+    if not TRAINING_MEMORY_FILE.is_file():
+        return LinearMemoryEstimator.prior(), "Memory: first-principles coefficients (no data).", (0.75, 1.1)
+    d = json.loads(TRAINING_MEMORY_FILE.read_text(encoding="utf-8"))
+    c = d["constants"]
+    band = (c["band_lo"], c["band_hi"])
+    model = TrainingMemoryModel.from_constants(c["context_mib"], c["state_scale"], c["act_scale"], c["conv_scale"],
+                                               c["tmp_scale"], c["safety"], band)
+    return model, "Memory: training-memory model; constants " + d["attribution"], band
+
+
 def build(out: Path = DEFAULT_DIR) -> Path:
     """Write the a-priori predictor with its manifest."""
+    mem, mem_note, band = shipped_memory_model()
     pred = Predictor(util_model=datasheet_model(DEFAULT_GPU), util_features=ROOFLINE_FEATURES,
-                     mem_model=LinearMemoryEstimator.prior(), util_band=UTIL_BAND, mem_band=(0.75, 1.1),
-                     per_gpu="datasheet")
-    return pred.save(out, training_data={"files": [], "sha256": "", "license": "none needed (no data)"},
-                     attribution=ATTRIBUTION, kind="datasheet-roofline",
+                     mem_model=mem, util_band=UTIL_BAND, mem_band=band, per_gpu="datasheet")
+    attribution = ATTRIBUTION.replace("Memory: first-principles coefficients (no data).", mem_note)
+    lic = ("utilisation: none needed (no data); memory: five figures fitted on GPUMemNet's TIMM table "
+           "(no license; cited in the attribution)") if isinstance(mem, TrainingMemoryModel) else "none needed (no data)"
+    return pred.save(out, training_data={"files": [], "sha256": "", "license": lic},
+                     attribution=attribution, kind="datasheet-roofline",
                      metrics={"note": "fitted to no profiles; its scores on Lucid are in docs/predictors.md"})
 
 

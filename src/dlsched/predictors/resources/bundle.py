@@ -15,6 +15,13 @@ from dlsched.predictors.resources import persist
 from dlsched.predictors.resources.calibration import GpuCalibration
 from dlsched.predictors.resources.features import mem_inputs, vectorize
 from dlsched.predictors.resources.regressors import Regressor
+from dlsched.predictors.resources.train_memory import (
+    TRAIN_COLUMNS,
+    JobMeta,
+    TrainingMemoryModel,
+    calibration_factor,
+    memory_terms,
+)
 
 
 @dataclass
@@ -38,6 +45,8 @@ class Predictor:
     mem_band: tuple[float, float] = (0.8, 1.1)
     manifest: dict[str, Any] = field(default_factory=dict)
     per_gpu: str = ""
+    #: GPU type (lower case) -> factor on memory predictions, from :meth:`calibrate_memory`
+    mem_calibration: dict[str, float] = field(default_factory=dict)
 
     def _util_model_for(self, gpu: str) -> Regressor | None:
         if self.per_gpu == "datasheet":
@@ -66,13 +75,45 @@ class Predictor:
         vals = [self.calibration.apply(float(np.expm1(z + d)), gpu) for d in (0.0, *self.util_band)]
         return vals[0], min(vals), max(vals)
 
-    def predict_mem_mib(self, features: Mapping[str, float], gpu: str = "unknown") -> tuple[float, float, float] | None:
-        """Peak training memory in MiB: (safe estimate to reserve, lo, hi)."""
+    def predict_mem_mib(self, features: Mapping[str, float], gpu: str = "unknown",
+                        meta: JobMeta | None = None) -> tuple[float, float, float] | None:
+        """Peak training memory in MiB: (safe estimate to reserve, lo, hi).
+
+        A training-memory model (:mod:`.train_memory`) uses ``meta`` (optimizer, AMP; default
+        Adam, and AMP from ``features["amp"]``); older graph estimators ignore it."""
         if self.mem_model is None:
             return None
-        m = float(self.mem_model.predict(np.asarray([mem_inputs(features)]))[0])
+        k = self.mem_calibration.get(gpu.lower(), 1.0)
+        if isinstance(self.mem_model, TrainingMemoryModel):
+            meta = meta or JobMeta(amp=bool(features.get("amp", 0)))
+            m, lo, hi = self.mem_model.predict_band(np.asarray([memory_terms(features, meta)]))
+            return k * float(m[0]), k * float(lo[0]), k * float(hi[0])
+        m = k * float(self.mem_model.predict(np.asarray([mem_inputs(features)]))[0])
         lo, hi = m * self.mem_band[0], m * self.mem_band[1]
         return m, min(lo, m), max(hi, m)
+
+    def calibrate_memory(self, rows: list[Mapping[str, float]], measured_mib: Any, gpu: str,
+                         metas: list[JobMeta] | None = None, under_tol: float = 0.10,
+                         under_share: float = 0.05) -> Predictor:
+        """Correct memory predictions on ``gpu`` from observed peaks (e.g. a cluster's monitoring):
+        one factor k with the fit's own rule, at most ``under_share`` of the observed jobs
+        under-predicted by more than ``under_tol`` (and never below the median ratio)."""
+        measured = np.asarray(measured_mib, float)
+        if len(rows) != len(measured) or len(rows) == 0:
+            raise ValueError(f"calibration needs matching, non-empty rows and measurements ({len(rows)} vs "
+                             f"{len(measured)})")
+        if not np.all(np.isfinite(measured)) or np.any(measured <= 0):
+            raise ValueError("measured memory must be positive MiB in every row")
+        self.mem_calibration.pop(gpu.lower(), None)
+        metas = metas or [None] * len(rows)
+        raw = []
+        for f, meta in zip(rows, metas):
+            pred = self.predict_mem_mib(f, gpu, meta=meta)
+            if pred is None:
+                raise ValueError("this predictor has no memory model to calibrate")
+            raw.append(pred[0])
+        self.mem_calibration[gpu.lower()] = calibration_factor(measured, raw, under_tol, under_share)
+        return self
 
     def calibrate(self, rows: list[Mapping[str, float]], measured: np.ndarray, gpu: str) -> Predictor:
         """Fit the correction for ``gpu`` from a few measured profiles of jobs on that GPU type
@@ -95,10 +136,13 @@ class Predictor:
             **persist.write_model(self.util_model, out, "util"),
             "features": list(self.util_features), "target": "log1p", "band_log1p": list(self.util_band),
             "per_gpu": self.per_gpu}
+        training = isinstance(self.mem_model, TrainingMemoryModel)
         body["memory"] = None if self.mem_model is None else {
             **persist.write_model(self.mem_model, out, "memory"),
-            "inputs": ["param_mib", "act_mib_per_sample", "batch"], "band_ratio": list(self.mem_band)}
+            "inputs": list(TRAIN_COLUMNS) if training else ["param_mib", "act_mib_per_sample", "batch"],
+            "band_ratio": list(self.mem_band)}
         body["calibration"] = self.calibration.to_json()
+        body["memory_calibration"] = dict(self.mem_calibration)
         return persist.write_manifest(out, body)
 
     @classmethod
@@ -115,4 +159,5 @@ class Predictor:
             mem_band=tuple(mem["band_ratio"]) if mem else (0.8, 1.1),
             manifest=manifest,
             per_gpu=str(util.get("per_gpu", "")) if util else "",
+            mem_calibration={str(k): float(v) for k, v in (manifest.get("memory_calibration") or {}).items()},
         )

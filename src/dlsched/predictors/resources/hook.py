@@ -11,10 +11,15 @@ from dlsched.core.job import Job
 ModelResolver = Callable[[str], Any]
 
 
-def _features(analysis: Any, batch: int) -> dict[str, float] | None:
+def _features(analysis: Any, batch: int, seq: int | None = None) -> dict[str, float] | None:
     if analysis is None:
         return None
-    feats = dict(analysis) if isinstance(analysis, dict) else dict(analysis.features(batch))
+    if isinstance(analysis, dict):
+        feats = dict(analysis)
+    elif seq and getattr(analysis, "has_seq", False):
+        feats = dict(analysis.features(batch, seq))
+    else:
+        feats = dict(analysis.features(batch))
     feats["batch"] = float(batch)
     return feats
 
@@ -44,14 +49,16 @@ def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: Mod
             except Exception:  # noqa: BLE001 - an unresolvable model must not stop a simulation
                 cache[ref] = None
         batch = int(job.batch_size) if job.batch_size and job.batch_size > 0 else default_batch
+        amp = bool(getattr(job, "amp", False))
         try:
-            feats = _features(cache[ref], batch)
+            feats = _features(cache[ref], batch, int(getattr(job, "seq_len", 0) or 0) or None)
         except Exception:  # noqa: BLE001 - same: a job without features keeps NaN
             feats = None
         if feats is None:
             continue
+        feats["amp"] = float(amp)
         util = predictor.predict_util(feats, gpu)
-        mem = predictor.predict_mem_mib(feats, gpu)
+        mem = _memory(predictor, feats, gpu, getattr(job, "optimizer", "") or "", amp)
         if util is not None:
             job.pred_gpu_util = float(util[0])
         if mem is not None:
@@ -59,6 +66,16 @@ def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: Mod
         if util is not None or mem is not None:
             filled += 1
     return filled
+
+
+def _memory(predictor: Any, feats: dict[str, float], gpu: str, optimizer: str, amp: bool) -> Any:
+    """Memory with the job's optimizer/AMP where the predictor takes them (a Predictor does)."""
+    from dlsched.predictors.resources.bundle import Predictor
+    from dlsched.predictors.resources.train_memory import DEFAULT_OPTIMIZER, JobMeta
+
+    if isinstance(predictor, Predictor):
+        return predictor.predict_mem_mib(feats, gpu, meta=JobMeta(optimizer or DEFAULT_OPTIMIZER, amp))
+    return predictor.predict_mem_mib(feats, gpu)
 
 
 def graph_resolver(ref: str) -> Any:

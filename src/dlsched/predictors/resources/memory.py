@@ -183,6 +183,9 @@ class FakeTensorMemoryEstimator(LGBMRegressor):
         return np.exp(super().predict(self._features(_as_2d(X))))
 
 
+from dlsched.predictors.resources.train_memory import TrainingMemoryModel
+
 MEMORY_REGISTRY: dict[str, type[Regressor]] = {
-    c.kind: c for c in (HorusEq2Estimator, LinearMemoryEstimator, FakeTensorBaseline, FakeTensorMemoryEstimator)
+    c.kind: c for c in (HorusEq2Estimator, LinearMemoryEstimator, FakeTensorBaseline, FakeTensorMemoryEstimator,
+                        TrainingMemoryModel)
 }

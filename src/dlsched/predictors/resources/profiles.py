@@ -129,3 +129,40 @@ def load_horus_mlp(path: str | Path) -> pd.DataFrame:
                         "layers": _numeric(df, path, "layers"),
                         "horus_mib": _numeric(df, path, "Horus MB")})
     return out.dropna().reset_index(drop=True)
+
+
+def load_memory_observations(path: str | Path) -> pd.DataFrame:
+    """Observed peak memory of jobs (e.g. exported from a cluster's monitoring), for calibration.
+
+    Required: ``model`` (zoo name; may be empty where ``onnx`` is given), ``batchsize`` (or
+    ``batch_size``/``batch``), ``mem_mib`` (or ``gmem``). Optional: ``onnx``, ``gpu``,
+    ``optimizer`` (sgd, sgd_momentum, adam, adamw; default adam), ``amp`` (0/1)."""
+    from dlsched.predictors.resources.train_memory import DEFAULT_OPTIMIZER, OPTIMIZER_STATES
+
+    df = read_csv(path)
+    df = df.rename(columns={"batch_size": "batchsize", "batch": "batchsize", "gmem": "mem_mib"})
+    _require(df, path, ["model", "batchsize", "mem_mib"])
+    def text(col: str) -> pd.Series | str:
+        return df[col].astype(object).where(df[col].notna(), "").astype(str) if col in df.columns else ""
+
+    out = pd.DataFrame({"model": text("model"), "batch": _numeric(df, path, "batchsize"),
+                        "mem_mib": _numeric(df, path, "mem_mib")})
+    out["onnx"] = text("onnx")
+    out["gpu"] = text("gpu")
+    out["optimizer"] = (df["optimizer"].fillna(DEFAULT_OPTIMIZER).astype(str).str.lower()
+                        if "optimizer" in df.columns else DEFAULT_OPTIMIZER)
+    out["amp"] = _numeric(df, path, "amp").fillna(0).astype(int) if "amp" in df.columns else 0
+    for col, ok in (("batch", out["batch"] > 0), ("mem_mib", out["mem_mib"] > 0)):
+        bad = ~ok.fillna(False)
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ProfileError(f"{path}: column {'batchsize' if col == 'batch' else col!r} must be a positive "
+                               f"number (row {row + 2})")
+    bad = ~out["optimizer"].isin(list(OPTIMIZER_STATES))
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ProfileError(f"{path}: column 'optimizer' has {out['optimizer'].iloc[row]!r} (row {row + 2}); "
+                           f"expected one of {', '.join(OPTIMIZER_STATES)}")
+    if out.empty:
+        raise ProfileError(f"{path}: no rows")
+    return out

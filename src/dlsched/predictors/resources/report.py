@@ -32,12 +32,106 @@ def lucid_memory(profiles: Any, rows: list[dict[str, float]]) -> dict[str, Any]:
     return out
 
 
+#: issue 11's targets: TIMM memory (5-fold by family) and Lucid utilisation (leave-one-model-out)
+TARGETS = {"memory_mape_max": 15.0, "memory_under10_max": 5.0, "memory_band_coverage_min": 0.80,
+           "util_fitted_rmsle_max": 0.30, "util_default_rmsle_max": 0.45, "util_default_spearman_min": 0.70}
+
+
+def training_memory_section(shared: Path, onnx_dir: Path, profiles: Any = None,
+                            rows: list[dict[str, float]] | None = None) -> dict[str, Any]:
+    """The training-memory model on TIMM (graphs from ``onnx_dir``) plus Lucid's gmem rows,
+    beside Horus Eq. 2 and FakeTensor, with the targets and whether each is met."""
+    import pandas as pd
+
+    from dlsched.predictors.resources import graph_memory_eval as gme
+
+    csv = shared / "profiles" / "itu_gpumem" / "timm_faketensor_vs_measured_memory.csv"
+    parts, info = [], {}
+    if csv.is_file() and onnx_dir.is_dir():
+        timm, info["timm"] = gme.timm_rows(csv, onnx_dir)
+        parts.append(timm)
+    if profiles is not None and rows is not None:
+        lucid = _lucid_training_rows(profiles, rows)
+        if len(lucid):
+            parts.append(lucid)
+            info["lucid"] = {"rows": len(lucid)}
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return {"skipped": f"no TIMM graphs in {onnx_dir} (run scripts/export_timm_onnx.py) and no Lucid rows"}
+    both = pd.concat(parts, ignore_index=True)
+    timm_only = both[both["source"] == "timm"]
+    # the targets are on TIMM, fitted on TIMM (what ships); Lucid is shown fitted together, apart
+    res = gme.evaluate(timm_only if len(timm_only) else both)
+    res["info"] = info
+    res["constants"] = gme.fit(timm_only if len(timm_only) else both).constants()
+    if len(timm_only) and len(timm_only) < len(both):
+        with_lucid = gme.evaluate(both)
+        res["fitted_with_lucid"] = {"training_memory": with_lucid["training_memory"],
+                                    "constants": gme.fit(both).constants(),
+                                    "lucid_per_model": with_lucid["per_model_ratio"]}
+        res["calibration_demo_lucid"] = gme.calibration_demo(timm_only, both[both["source"] == "lucid"])
+    tm = res["training_memory"].get("timm", res["training_memory"]["all"])
+    res["targets"] = {
+        "mape": {"value": tm["mape"], "max": TARGETS["memory_mape_max"], "met": tm["mape"] <= TARGETS["memory_mape_max"]},
+        "under10": {"value": tm["under10"], "max": TARGETS["memory_under10_max"],
+                    "met": tm["under10"] <= TARGETS["memory_under10_max"]},
+        "band_coverage": {"value": tm["band_coverage"], "min": TARGETS["memory_band_coverage_min"],
+                          "met": tm["band_coverage"] >= TARGETS["memory_band_coverage_min"]}}
+    return res
+
+
+def _lucid_training_rows(profiles: Any, rows: list[dict[str, float]]) -> Any:
+    """Lucid rows with gmem as training-memory inputs (features already resolved)."""
+    import pandas as pd
+
+    from dlsched.predictors.ml.folds import lucid_family
+    from dlsched.predictors.resources.graph_memory_eval import LUCID_OPTIMIZER
+    from dlsched.predictors.resources.train_memory import JobMeta, memory_terms
+
+    out = []
+    for r, f in zip(profiles.itertuples(index=False), rows):
+        if not np.isfinite(r.gmem) or "saved_bytes" not in f:
+            continue
+        st, sv, cv, tmp = memory_terms(f, JobMeta(optimizer=LUCID_OPTIMIZER, amp=bool(r.amp)))
+        out.append({"source": "lucid", "model": r.model, "family": "lucid:" + lucid_family(r.model),
+                    "batch": int(r.batch), "amp": int(r.amp), "mem_mib": float(r.gmem), "state_mib": st,
+                    "saved_mib": sv, "saved_conv_mib": cv, "max_tensor_mib": tmp, "fake_last_mib": np.nan,
+                    "param_mib": f["param_bytes"] / 2**20,
+                    "act_mib_per_sample": f["activation_bytes_per_sample"] / 2**20})
+    return pd.DataFrame(out)
+
+
+def util_targets(util: dict[str, Any]) -> dict[str, Any]:
+    """Issue 11's utilisation targets against the leave-one-model-out figures."""
+    lomo = util.get("leave_one_model_out", {})
+    fitted = min((v["rmsle"] for k, v in lomo.items() if isinstance(v, dict) and "rmsle" in v
+                  and k != "datasheet_roofline"), default=float("nan"))
+    best = min((k for k, v in lomo.items() if isinstance(v, dict) and "rmsle" in v and k != "datasheet_roofline"),
+               key=lambda k: lomo[k]["rmsle"], default=None)
+    default = lomo.get("datasheet_roofline", {})
+    d_rmsle, d_rho = default.get("rmsle", float("nan")), default.get("pooled", {}).get("spearman", float("nan"))
+    return {
+        "fitted_rmsle": {"value": fitted, "regressor": best, "max": TARGETS["util_fitted_rmsle_max"],
+                         "met": bool(fitted <= TARGETS["util_fitted_rmsle_max"])},
+        "default_rmsle": {"value": d_rmsle, "max": TARGETS["util_default_rmsle_max"],
+                          "met": bool(d_rmsle <= TARGETS["util_default_rmsle_max"])},
+        "default_spearman": {"value": d_rho, "min": TARGETS["util_default_spearman_min"],
+                             "met": bool(d_rho >= TARGETS["util_default_spearman_min"])},
+        "per_model_rmsle": {"fitted": lomo.get(best, {}).get("per_group_rmsle", {}) if best else {},
+                            "default": default.get("per_group_rmsle", {})},
+    }
+
+
 def full_report(shared: Path, profiles_path: Path | None = None, n_estimators: int = 300,
-                seed: int = 0) -> dict[str, Any]:
-    """Utilisation tables on the Lucid profiles (or ``profiles_path``) and all memory tables."""
+                seed: int = 0, timm_onnx: Path | None = None) -> dict[str, Any]:
+    """Utilisation tables on the Lucid profiles (or ``profiles_path``) and all memory tables;
+    the training-memory figures use the TIMM graphs in ``timm_onnx`` (default: the export cache)."""
+    from dlsched.predictors.resources.graph_memory_eval import DEFAULT_TIMM_ONNX
+
     if not shared.is_dir() and profiles_path is None:
         raise ProfileError(f"{shared}: shared data folder not found (set --shared or $DLSCHED_SHARED)")
     report: dict[str, Any] = {"utilization": {}, "memory": memory_report(shared, n_estimators), "notes": []}
+    onnx_dir = timm_onnx or DEFAULT_TIMM_ONNX
     mlp = shared / "profiles" / "itu_gpumem" / "gpumemnet_mlp_data_step2.csv.gz"
     if profiles_path is None and mlp.is_file():
         aux = mlp_util_table(mlp, n_estimators, seed)
@@ -48,8 +142,11 @@ def full_report(shared: Path, profiles_path: Path | None = None, n_estimators: i
         rows = feature_rows(profiles)
     except FeatureError as exc:
         report["notes"].append(f"utilisation tables skipped: {exc}")
+        report["training_memory"] = training_memory_section(shared, onnx_dir)
         return report
     report["utilization"].update(util_report(profiles, rows, n_estimators, seed))
+    report["util_targets"] = util_targets(report["utilization"])
+    report["training_memory"] = training_memory_section(shared, onnx_dir, profiles, rows)
     if np.isfinite(profiles["gmem"].to_numpy(float)).all():
         report["memory"]["lucid_lomo"] = lucid_memory(profiles, rows)
         report["memory"]["lucid_lomo_info"] = {"rows": len(profiles), "models": int(profiles["model"].nunique())}

@@ -1,0 +1,203 @@
+"""The training-memory model (weights + gradients + optimizer state + saved activations) and the
+``dlsched predict`` paths that use it: job metadata, fit notes, absurd inputs, ``--predictor``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import typer
+from onnx import TensorProto, helper, numpy_helper
+from test_graph_saved import mlp
+from typer.testing import CliRunner
+
+from dlsched.cli import predict_cmd
+from dlsched.graph import analyze
+from dlsched.predictors.resources.bundle import Predictor
+from dlsched.predictors.resources.gpu_memory import fit_note, memory_gib
+from dlsched.predictors.resources.train_memory import JobMeta, TrainingMemoryModel, memory_terms
+
+MIB = 2.0**20
+
+
+def test_memory_terms_by_optimizer_and_precision() -> None:
+    f = {"param_bytes": 100 * MIB, "saved_bytes": 300 * MIB, "saved_bytes_amp": 160 * MIB,
+         "max_tensor_bytes": 10 * MIB, "saved_attn_bytes": 90 * MIB, "saved_attn_bytes_amp": 70 * MIB,
+         "saved_conv_bytes": 100 * MIB, "saved_conv_bytes_amp": 50 * MIB}
+    # weights + grads (2P) + state: SGD none, momentum one buffer, Adam two moments
+    # (state, saved not by convs, saved by convs/BN, largest tensor)
+    assert memory_terms(f, JobMeta("sgd")) == (200.0, 200.0, 100.0, 10.0)
+    assert memory_terms(f, JobMeta("sgd_momentum")) == (300.0, 200.0, 100.0, 10.0)
+    assert memory_terms(f, JobMeta("adamw")) == (400.0, 200.0, 100.0, 10.0)
+    # AMP: fp32 masters plus the fp16 weight copies (P/2); the AMP activations; half the transient
+    assert memory_terms(f, JobMeta("adam", amp=True)) == (450.0, 110.0, 50.0, 5.0)
+    # a fused attention kernel keeps none of the attention probabilities
+    assert memory_terms(f, JobMeta("sgd", fused_attention=True)) == (200.0, 110.0, 100.0, 10.0)
+    assert memory_terms(f, JobMeta("sgd", amp=True, fused_attention=True)) == (250.0, 40.0, 50.0, 5.0)
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        JobMeta("lion")
+
+
+def test_fit_recovers_constants_and_keeps_under_predictions_rare() -> None:
+    rng = np.random.default_rng(0)
+    X = np.c_[rng.uniform(10, 2000, 200), rng.uniform(50, 20000, 200), rng.uniform(0, 9000, 200),
+              rng.uniform(1, 500, 200)]
+    y = 1500 + 1.0 * X[:, 0] + 1.2 * X[:, 1] + 1.5 * X[:, 2] + 2.0 * X[:, 3]
+    m = TrainingMemoryModel().fit(X, y)
+    c = m.constants()
+    assert c["context_mib"] == pytest.approx(1500, rel=1e-3) and c["act_scale"] == pytest.approx(1.2, rel=1e-3)
+    assert c["conv_scale"] == pytest.approx(1.5, rel=1e-3)
+    assert c["safety"] == 1.0 and c["band_lo"] == pytest.approx(1.0, abs=1e-3)
+    noisy = y * rng.lognormal(0, 0.1, len(y))
+    m = TrainingMemoryModel().fit(X, noisy)
+    assert np.mean(noisy > 1.1 * m.predict(X)) <= 0.05 + 1e-9  # the safety lift holds on the fit rows
+
+
+def test_predictor_round_trip_with_job_meta(tmp_path: Path) -> None:
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0, band=(0.9, 1.1))
+    Predictor(util_model=None, util_features=(), mem_model=model).save(tmp_path / "p")
+    pred = Predictor.load(tmp_path / "p")
+    f = analyze(mlp()).features(64)
+    p = f["param_bytes"] / MIB
+    sgd = pred.predict_mem_mib(f, meta=JobMeta("sgd"))
+    adam = pred.predict_mem_mib(f, meta=JobMeta("adam"))
+    assert sgd[0] == pytest.approx(1000 + 2 * p + f["saved_bytes"] / MIB)
+    assert adam[0] - sgd[0] == pytest.approx(2 * p)
+    assert sgd[1] == pytest.approx(0.9 * sgd[0]) and sgd[2] == pytest.approx(1.1 * sgd[0])
+
+
+def test_gpu_memory_names() -> None:
+    assert memory_gib("A100") == 40 and memory_gib("A100-80GB") == 80 and memory_gib("nope") is None
+    assert fit_note(52 * 1024, "A100-40GB") == "does not fit one A100-40GB (40 GiB): needs ~52 GiB"
+    assert fit_note(30 * 1024, "A100-40GB") is None
+
+
+@pytest.fixture()
+def app() -> typer.Typer:
+    app = typer.Typer()
+    predict_cmd.register(app)
+    app.command("noop")(lambda: None)
+    return app
+
+
+def _big_model(path: Path) -> Path:
+    """A 10^10-parameter matrix stored as ConstantOfShape (40 GB of fp32 weights, no data)."""
+    shape = numpy_helper.from_array(np.array([100_000, 100_000], dtype=np.int64), "shape")
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["w"],
+                              value=numpy_helper.from_array(np.array([0.0], dtype=np.float32))),
+             helper.make_node("MatMul", ["x", "w"], ["y"])]
+    g = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 100_000])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 100_000])], [shape])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_predict_says_when_a_model_does_not_fit(app: typer.Typer, tmp_path: Path) -> None:
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0)
+    Predictor(util_model=None, util_features=(), mem_model=model).save(tmp_path / "p")
+    res = CliRunner().invoke(app, ["predict", str(_big_model(tmp_path / "big.onnx")), "--batch", "8", "--gpu",
+                                   "A100-40GB", "--optimizer", "sgd", "--predictor", str(tmp_path / "p"), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["params"] == 10**10
+    need = 1000 + 2 * 4e10 / MIB + 4 * 8 * 100_000 / MIB
+    assert out["gpu_mem_mib"]["mean"] == pytest.approx(need)
+    assert f"does not fit one A100-40GB (40 GiB): needs ~{need / 1024:,.0f} GiB" in out["notes"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--batch", "100000000"], "error: --batch 100000000: beyond any GPU"),
+    (["--batch", "900000"], "error: --batch 900000: the activations alone need ~"),
+    (["--optimizer", "lion"], "error: --optimizer 'lion': expected one of sgd, sgd_momentum, adam, adamw"),
+    (["--predictor", "/nonexistent/dir"], "error: --predictor /nonexistent/dir: cannot load"),
+])
+def test_absurd_or_bad_input_is_one_error_line(app: typer.Typer, tmp_path: Path, args: list[str],
+                                               needle: str) -> None:
+    res = CliRunner().invoke(app, ["predict", str(_big_model(tmp_path / "big.onnx")), *args])
+    assert res.exit_code == 2
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(needle), res.output
+
+
+def test_simulator_hook_uses_a_saved_predictor_and_job_metadata(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from dlsched.cli.common import predict_resources
+    from dlsched.core.job import Job
+
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0)
+    Predictor(util_model=None, util_features=(), mem_model=model).save(tmp_path / "p")
+    onnx.save(mlp(), tmp_path / "mlp.onnx")
+    big = str(_big_model(tmp_path / "big.onnx"))
+    jobs = [Job("a", "vc", 1, 0.0, 1.0, onnx_ref=str(tmp_path / "mlp.onnx"), batch_size=64, optimizer="sgd"),
+            Job("b", "vc", 1, 0.0, 1.0, onnx_ref=str(tmp_path / "mlp.onnx"), batch_size=64, optimizer="adam"),
+            Job("c", "vc", 1, 0.0, 1.0, onnx_ref=big, batch_size=8, optimizer="sgd")]
+    predict_resources(jobs, "A100-40GB", tmp_path / "p")
+    f = analyze(mlp()).features(64)
+    p = f["param_bytes"] / MIB
+    assert jobs[0].pred_gpu_mem_mib == pytest.approx(1000 + 2 * p + f["saved_bytes"] / MIB)
+    assert jobs[1].pred_gpu_mem_mib - jobs[0].pred_gpu_mem_mib == pytest.approx(2 * p)  # Adam's two moments
+    err = capsys.readouterr().err
+    assert "predicted GPU utilisation and memory for 3 of 3 jobs" in err
+    assert "1 jobs are predicted not to fit one A100-40GB" in err and "needs ~75 GiB" in err
+    with pytest.raises(ValueError, match="--predictor .*: cannot load"):
+        predict_resources(jobs, "A100", tmp_path / "missing")
+
+
+def test_calibrate_memory_per_gpu_type(tmp_path: Path) -> None:
+    from dlsched.predictors.resources.train_memory import calibration_factor
+
+    assert calibration_factor([110, 120, 130], [100, 100, 100]) == pytest.approx(1.2)  # the median
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0)
+    pred = Predictor(util_model=None, util_features=(), mem_model=model)
+    a = analyze(mlp())
+    rows = [a.features(b) for b in (8, 16, 32, 64)]
+    raw = np.array([pred.predict_mem_mib(f, "H100")[0] for f in rows])
+    pred.calibrate_memory(rows, 1.3 * raw, "H100")  # this cluster's H100s hold 30 % more
+    assert pred.mem_calibration == {"h100": pytest.approx(1.3)}
+    assert pred.predict_mem_mib(rows[0], "H100")[0] == pytest.approx(1.3 * raw[0])
+    assert pred.predict_mem_mib(rows[0], "V100")[0] == pytest.approx(raw[0])  # other GPU types unchanged
+    pred.save(tmp_path / "p")
+    assert Predictor.load(tmp_path / "p").predict_mem_mib(rows[0], "h100")[0] == pytest.approx(1.3 * raw[0])
+    with pytest.raises(ValueError, match="positive MiB"):
+        pred.calibrate_memory(rows, [0.0, 1, 1, 1], "H100")
+
+
+def test_predictor_calibrate_cli(tmp_path: Path) -> None:
+    from dlsched.cli.main import app as main_app
+
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0)
+    Predictor(util_model=None, util_features=(), mem_model=model).save(tmp_path / "p")
+    onnx.save(mlp(), tmp_path / "mlp.onnx")
+    f = analyze(mlp()).features(64)
+    raw = 1000 + 4 * f["param_bytes"] / MIB + f["saved_bytes"] / MIB  # Adam: weights, grads, 2 moments
+    obs = tmp_path / "obs.csv"
+    obs.write_text(f"model,onnx,batchsize,mem_mib,gpu\n,{tmp_path / 'mlp.onnx'},64,{1.5 * raw},T4\n")
+    res = CliRunner().invoke(main_app, ["predictor", "calibrate", str(obs), "--predictor", str(tmp_path / "p"),
+                                        "--out", str(tmp_path / "cal")])
+    assert res.exit_code == 0, res.output
+    assert "T4: 1 observed jobs; memory x1.500" in res.output
+    assert Predictor.load(tmp_path / "cal").mem_calibration == {"t4": pytest.approx(1.5)}
+    obs.write_text("model,batchsize,mem_mib,optimizer\nx,8,100,lion\n")
+    res = CliRunner().invoke(main_app, ["predictor", "calibrate", str(obs), "--out", str(tmp_path / "c2")])
+    assert res.exit_code == 2 and "column 'optimizer' has 'lion' (row 2)" in res.output
+
+
+def test_zoo_export_is_announced_or_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    from dlsched.cli.common import _announce_zoo_exports
+    from dlsched.core.job import Job
+
+    monkeypatch.setenv("DLSCHED_CACHE", str(tmp_path / "zoo"))
+    jobs = [Job("a", "vc", 1, 0.0, 1.0, model_name="ResNet50"), Job("b", "vc", 1, 0.0, 1.0, model_name="nope")]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: real(n, *a) if n != "torch" else object())
+    _announce_zoo_exports(jobs)
+    assert "exporting 1 zoo models to ONNX on CPU" in capsys.readouterr().err
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "torch" else real(n, *a))
+    _announce_zoo_exports(jobs)
+    assert "1 zoo models are not cached and exporting them needs PyTorch" in capsys.readouterr().err
