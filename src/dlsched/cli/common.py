@@ -93,17 +93,41 @@ def progress_bar(label: str, enabled: bool = True):
 
 def predict_resources(jobs, gpu: str) -> None:
     """Fill each job's predicted GPU utilisation and memory from its model reference (graph
-    features + the default predictor), and say how many jobs got predictions."""
+    features + the default predictor), and say how many jobs got predictions and why the others
+    did not (a missing optional extra is an error: nothing could be predicted)."""
+    import importlib.util
+
     from dlsched.predictors.resources.default import load_default
     from dlsched.predictors.resources.hook import fill_job_predictions, graph_resolver
 
     with_ref = [j for j in jobs if j.onnx_ref or j.model_name]
+    if with_ref and importlib.util.find_spec("onnx") is None:
+        raise ValueError("--predict-resources needs the optional 'graph' extra (onnx is not installed): "
+                         "pip install -e '.[graph]'")
     pred = load_default()
-    if pred is not None and (note := pred.gpu_note(gpu)):
+    if pred is None:
+        raise ValueError("--predict-resources: no trained resource predictor is installed "
+                         "(train one with `dlsched predictor train`)")
+    if note := pred.gpu_note(gpu):
         console.print(Text(f"note: {note}"), soft_wrap=True)
-    filled = fill_job_predictions(with_ref, pred, graph_resolver, gpu=gpu)
+    reasons: dict[str, str] = {}
+
+    def resolve(ref: str):
+        try:
+            return graph_resolver(ref)
+        except Exception as exc:  # noqa: BLE001 - counted and reported below, the run goes on
+            from dlsched.cli.errors import missing_extra
+
+            reasons[ref] = missing_extra(exc) or f"{type(exc).__name__}: {exc}"
+            raise
+
+    filled = fill_job_predictions(with_ref, pred, resolve, gpu=gpu)
     missing = sorted({j.onnx_ref or j.model_name for j in with_ref if j.pred_gpu_util != j.pred_gpu_util})
     console.print(Text(f"predicted GPU utilisation and memory for {filled} of {len(jobs)} jobs "
                        f"({len(jobs) - len(with_ref)} have no model reference"
                        + (f"; unresolved models: {', '.join(missing[:8])}" if missing else "") + ")"),
                   soft_wrap=True)
+    why = sorted(set(reasons.values()))
+    if why:
+        console.print(Text(f"note: models not resolved because: {'; '.join(why[:3])}"
+                           + (f" (+{len(why) - 3} more reasons)" if len(why) > 3 else "")), soft_wrap=True)

@@ -99,6 +99,12 @@ def replay_cmd(
     from dlsched.energy.controller import CESParams
     from dlsched.energy.experiment import ReplayConfig, replay_experiment
 
+    from dlsched.cli.checks import check_out_dir
+
+    try:
+        check_out_dir(out)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
     series, window = _load(series_path, gpus_per_node, eval_start, eval_end)
     config = ReplayConfig(
         policy=policy.value,

@@ -71,6 +71,10 @@ def estimate(
     from dlsched.predictors.duration.accuracy import duration_accuracy  # lazy: keeps `dlsched --help` fast
 
     try:
+        if trace is None:
+            from dlsched.cli.checks import check_job_count
+
+            check_job_count(jobs, "simulate")
         data = _load(trace, trace_format, start, end, jobs, seed)
         res = duration_accuracy(data, lam=lam, refit_every=refit_every, blend=blend,
                                 anonymous=anonymous, n_estimators=n_estimators)

@@ -46,7 +46,10 @@ def train(
     """Fit a predictor on PROFILES.csv, report leave-one-model-out error, save it under --out."""
     from dlsched.predictors.resources.train import train as run_train
 
+    from dlsched.cli.checks import check_out_dir
+
     try:
+        check_out_dir(out)
         path, report = run_train(profiles, out, regressor, n_estimators, seed, license_note=license_note)
     except USER_ERRORS as exc:
         _fail(exc)

@@ -69,6 +69,15 @@ def _config(compat: str, invariants: bool, overhead: float | None = None, max_jo
                      max_jobs_per_gpu=max_jobs_per_gpu)
 
 
+def _check_before_work(out_dir: Path, trace: Path | None, jobs: int) -> None:
+    """The run directory can be written and the built-in workload fits in memory, before loading anything."""
+    from dlsched.cli.checks import check_job_count, check_out_dir
+
+    check_out_dir(out_dir)
+    if trace is None:
+        check_job_count(jobs, "simulate")
+
+
 def _check_priority_file(priority_file: Path | None, names: list[str]) -> None:
     """--priority-file only makes sense for policies that read priorities (QSSF)."""
     if priority_file is None:
@@ -145,6 +154,7 @@ def register(app: typer.Typer) -> None:
         phases = Phases()
         phases.lap("start_up")  # interpreter, command line, simulator modules
         with clear_errors():
+            _check_before_work(out_dir, trace, jobs)
             _check_priority_file(priority_file, [policy])
             job_list, cluster, spec = _prepare(
                 [policy], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
@@ -211,6 +221,7 @@ def register(app: typer.Typer) -> None:
 
         names = [p.strip() for p in policies.split(",") if p.strip()]
         with clear_errors():
+            _check_before_work(out_dir, trace, jobs)
             _check_priority_file(priority_file, names)
             job_list, cluster, base = _prepare(
                 names, trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
@@ -238,6 +249,7 @@ def register(app: typer.Typer) -> None:
 
         names = demo_policies()
         with clear_errors():
+            _check_before_work(out_dir, None, jobs)
             tr, job_list, cluster, name = load_jobs_and_cluster(None, "auto", None, None, 8, None, None, None,
                                                                 False, jobs, seed)
             console.print(f"{name} on {len(cluster.nodes)} nodes / {cluster.total_gpus} GPUs in "

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from dlsched.cli.checks import check_out_dir
 from dlsched.cli.common import clear_errors, out
 
 OutOpt = Annotated[Path, typer.Option("--out", help="output directory")]
@@ -58,6 +59,7 @@ def register(app: typer.Typer) -> None:
         from dlsched.topology.evaluation import prototype
 
         with clear_errors():
+            check_out_dir(out_dir)
             _print_summary(prototype(out_dir), out_dir)
 
     @experiment.command("topo-scenario1")
@@ -67,6 +69,7 @@ def register(app: typer.Typer) -> None:
         from dlsched.topology.evaluation import scenario
 
         with clear_errors():
+            check_out_dir(out_dir)
             _print_summary(scenario("topo-scenario1", jobs, machines, out_dir, seed), out_dir)
 
     @experiment.command("topo-scenario2")
@@ -78,6 +81,7 @@ def register(app: typer.Typer) -> None:
         from dlsched.topology.evaluation import scenario
 
         with clear_errors():
+            check_out_dir(out_dir)
             _print_summary(scenario("topo-scenario2", jobs, machines, out_dir, seed), out_dir)
 
     @bench.command("placement")

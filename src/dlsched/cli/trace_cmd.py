@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from dlsched.cli.checks import check_job_count, check_out_dir, check_out_file
 from dlsched.cli.common import clear_errors, console, out, time_arg
 
 FORMATS_HELP = "auto|helios|helios-log|philly-pollux|pai|dlsched"
@@ -61,6 +62,8 @@ def stats(
     from dlsched.traces.stats import trace_stats
 
     with clear_errors():
+        if plot is not None:
+            check_out_dir(plot, "--plot")
         trace, cluster = _load(path, trace_format, start, end, vc_config, vcs, skip_invalid, include_cpu_jobs)
         result = trace_stats(trace, cluster)
         if as_json:
@@ -86,6 +89,7 @@ def convert(
     from dlsched.traces import write_canonical
 
     with clear_errors():
+        check_out_file(output, "OUTPUT")
         trace, _ = _load(path, trace_format, start, end, vc_config, vcs, skip_invalid, include_cpu_jobs)
         write_canonical(trace, output)
         console.print(f"wrote {len(trace)} jobs to {output}", highlight=False, markup=False, soft_wrap=True)
@@ -104,6 +108,8 @@ def generate(
     from dlsched.traces.synthetic import generate as synth
 
     with clear_errors():
+        check_out_file(output, "OUTPUT")
+        check_job_count(jobs, "generate")
         trace = synth(jobs=jobs, seed=seed, days=days, load=load)
         write_canonical(trace, output)
         console.print(f"wrote {len(trace)} jobs to {output} ({trace.report.source})",
