@@ -78,6 +78,16 @@ def _check_before_work(out_dir: Path, trace: Path | None, jobs: int) -> None:
         check_job_count(jobs, "simulate")
 
 
+def _print_unused(ctx: typer.Context, policies: list[str], placement: str, energy: str | None) -> None:
+    """A note for each given option that this run never reads."""
+    from rich.text import Text
+
+    from dlsched.cli.notes import unused_options
+
+    for note in unused_options(ctx, policies, placement, energy):
+        console.print(Text(f"note: {note}"), soft_wrap=True, highlight=False)
+
+
 def _check_priority_file(priority_file: Path | None, names: list[str]) -> None:
     """--priority-file only makes sense for policies that read priorities (QSSF)."""
     if priority_file is None:
@@ -112,6 +122,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def simulate(
+        ctx: typer.Context,
         trace: Optional[Path] = TRACE,
         trace_format: str = FORMAT,
         vc_config: Optional[Path] = VC_CONFIG,
@@ -161,6 +172,7 @@ def register(app: typer.Typer) -> None:
                 seed, topology, predict, gpu, placement, backfill, compat, check_invariants, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
                 speed_model, failure_model, max_jobs_per_gpu)
+            _print_unused(ctx, [policy], placement, energy)
             spec.policy_options = spec.policy_options[policy]
             phases.lap("load")
             t0 = time.perf_counter()
@@ -184,6 +196,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def compare(
+        ctx: typer.Context,
         trace: Optional[Path] = TRACE,
         trace_format: str = FORMAT,
         vc_config: Optional[Path] = VC_CONFIG,
@@ -228,6 +241,7 @@ def register(app: typer.Typer) -> None:
                 seed, topology, predict, gpu, placement, backfill, compat, False, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
                 speed_model, failure_model, max_jobs_per_gpu)
+            _print_unused(ctx, names, placement, energy)
             t0 = time.perf_counter()
             compare_policies(job_list, cluster, names, out_dir, base, processes,
                              on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
@@ -254,7 +268,7 @@ def register(app: typer.Typer) -> None:
                                                                 False, jobs, seed)
             console.print(f"{name} on {len(cluster.nodes)} nodes / {cluster.total_gpus} GPUs in "
                           f"{len(cluster.vcs)} VCs; policies: {', '.join(names)}")
-            base = RunSpec(meta={"trace": name},
+            base = RunSpec(meta={"trace": name, **run_scope(tr, cluster)},
                            policy_options={n: policy_options(n, None, 0.1, 86400.0, "none", tr.origin) for n in names})
             compare_policies(job_list, cluster, names, out_dir, base,
                              on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
@@ -293,10 +307,16 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
     spec = RunSpec(names[0] if len(names) == 1 else "", placement, backfill, config,
                    policy_options={n: policy_options(n, priority_file, lam, refit_every, compat, tr.origin)
                                    for n in names},
-                   meta={"trace": name, "skipped": dict(tr.report.skipped)},
+                   meta={"trace": name, "skipped": dict(tr.report.skipped), **run_scope(tr, cluster)},
                    energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer), origin=tr.origin,
                    speed_model=speed_model, failure_model=failure_model)
     return job_list, cluster, spec
+
+
+def run_scope(tr, cluster) -> dict:
+    """What a run's cluster-wide figures are over (VCs, nodes, GPUs) and what the input filters left out."""
+    return {"cluster": {"vcs": list(cluster.vcs), "nodes": len(cluster.nodes), "gpus": cluster.total_gpus},
+            "filtered": dict(tr.report.filtered)}
 
 
 def _add_timings(path: Path, seconds: dict[str, float]) -> None:
