@@ -130,7 +130,10 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(show_version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
-                                            help="Print dlsched's version and exit.")) -> None:
+                                            help="Print dlsched's version and exit."),
+          quiet: bool = typer.Option(False, "--quiet", "-q",
+                                     help="No live progress line (it is also off when stderr is not a terminal).")
+          ) -> None:
     # Typer builds a group only for an app with a callback or registered commands; the
     # commands are lazy, hence this callback (which also carries --version).
     return None

@@ -34,6 +34,7 @@ def _fail(exc: BaseException) -> None:
 
 @sub.command()
 def train(
+    ctx: typer.Context,
     profiles: Annotated[Path, typer.Argument(
         help="profile CSV (columns model, batchsize, gpu_util; optional amp, gmem, gpu, onnx)")],
     out: Annotated[Path, typer.Option("--out", help="directory to write the predictor into")] = Path("runs/predictor"),
@@ -50,7 +51,10 @@ def train(
 
     try:
         check_out_dir(out)
-        path, report = run_train(profiles, out, regressor, n_estimators, seed, license_note=license_note)
+        from dlsched.cli import progress
+
+        with progress.Activity(f"predictor train: {profiles.name}", progress.enabled(ctx)):
+            path, report = run_train(profiles, out, regressor, n_estimators, seed, license_note=license_note)
     except USER_ERRORS as exc:
         _fail(exc)
     regressor = json.loads(path.read_text())["util_regressor"]
@@ -112,6 +116,7 @@ def _render(report: dict[str, Any]) -> None:
 
 @sub.command()
 def evaluate(
+    ctx: typer.Context,
     json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of tables")] = False,
     shared: Annotated[Path | None, typer.Option(
         help="folder holding profiles/ (default: ../shared or $DLSCHED_SHARED)")] = None,
@@ -125,7 +130,10 @@ def evaluate(
 
     shared = shared or _default_shared()
     try:
-        report = full_report(shared, profiles, n_estimators, seed)
+        from dlsched.cli import progress
+
+        with progress.Activity("predictor evaluate: all splits and regressors", progress.enabled(ctx)):
+            report = full_report(shared, profiles, n_estimators, seed)
     except USER_ERRORS as exc:
         _fail(exc)
     if json_out:

@@ -230,8 +230,6 @@ def register(app: typer.Typer) -> None:
         out_dir: Path = typer.Option(Path("runs/compare"), "--out"),
     ) -> None:
         """Run several policies on the same input; writes DIR/<policy>/ and DIR/summary.csv."""
-        from dlsched.runner import compare_policies
-
         names = [p.strip() for p in policies.split(",") if p.strip()]
         with clear_errors():
             _check_before_work(out_dir, trace, jobs)
@@ -243,8 +241,7 @@ def register(app: typer.Typer) -> None:
                 speed_model, failure_model, max_jobs_per_gpu)
             _print_unused(ctx, names, placement, energy)
             t0 = time.perf_counter()
-            compare_policies(job_list, cluster, names, out_dir, base, processes,
-                             on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
+            _compare_live(ctx, job_list, cluster, names, out_dir, base, processes)
             wall = time.perf_counter() - t0
         from dlsched.runner import load_summary
 
@@ -254,12 +251,13 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def demo(
+        ctx: typer.Context,
         out_dir: Path = typer.Option(Path("runs/demo"), "--out"),
         jobs: int = typer.Option(20000, help="Jobs of the built-in workload."),
         seed: int = typer.Option(0),
     ) -> None:
         """The main job: compare the baselines on the built-in workload and write the HTML report."""
-        from dlsched.runner import RunSpec, compare_policies, load_summary
+        from dlsched.runner import RunSpec, load_summary
 
         names = demo_policies()
         with clear_errors():
@@ -270,8 +268,7 @@ def register(app: typer.Typer) -> None:
                           f"{len(cluster.vcs)} VCs; policies: {', '.join(names)}")
             base = RunSpec(meta={"trace": name, **run_scope(tr, cluster)},
                            policy_options={n: policy_options(n, None, 0.1, 86400.0, "none", tr.origin) for n in names})
-            compare_policies(job_list, cluster, names, out_dir, base,
-                             on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
+            _compare_live(ctx, job_list, cluster, names, out_dir, base, None)
             _print_summaries({n: load_summary(out_dir / n) for n in names})
             from dlsched.report import build_report
 
@@ -311,6 +308,20 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
                    energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer), origin=tr.origin,
                    speed_model=speed_model, failure_model=failure_model)
     return job_list, cluster, spec
+
+
+def _compare_live(ctx: typer.Context, job_list, cluster, names: list[str], out_dir: Path, base, processes) -> None:
+    """compare_policies with a live line of every policy's jobs done (on a terminal) and a line per finish."""
+    from dlsched.cli import progress
+    from dlsched.runner import compare_policies
+
+    with progress.Activity(f"{len(names)} policies", progress.enabled(ctx)) as live:
+        def show(counts: dict[str, tuple[int, int]]) -> None:
+            live.text = progress.policy_line(counts)
+
+        compare_policies(job_list, cluster, names, out_dir, base, processes,
+                         on_done=lambda n, s: (live.clear(), console.print(f"[dim]{n} done[/]")),
+                         progress=show if live.on else None)
 
 
 def run_scope(tr, cluster) -> dict:

@@ -97,6 +97,7 @@ def convert(
 
 @trace_app.command()
 def generate(
+    ctx: typer.Context,
     output: Path = _OUT,
     jobs: int = typer.Option(20000, help="Number of jobs."),
     seed: int = typer.Option(0, help="Random seed (same seed, same trace)."),
@@ -110,8 +111,11 @@ def generate(
     with clear_errors():
         check_out_file(output, "OUTPUT")
         check_job_count(jobs, "generate")
-        trace = synth(jobs=jobs, seed=seed, days=days, load=load)
-        write_canonical(trace, output)
+        from dlsched.cli import progress
+
+        with progress.Activity(f"trace generate: {jobs:,} jobs", progress.enabled(ctx)):
+            trace = synth(jobs=jobs, seed=seed, days=days, load=load)
+            write_canonical(trace, output)
         console.print(f"wrote {len(trace)} jobs to {output} ({trace.report.source})",
                       highlight=False, markup=False, soft_wrap=True)
 
