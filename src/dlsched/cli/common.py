@@ -30,7 +30,7 @@ def clear_errors() -> Iterator[None]:
 def load_jobs_and_cluster(trace: Path | None, trace_format: str, vc_config: Path | None, nodes: int | None,
                           gpus_per_node: int, start: str | None, end: str | None, vcs: str | None,
                           skip_invalid: bool, synthetic_jobs: int = 20000, seed: int = 0, quiet: bool = False,
-                          topology: str | None = None):
+                          topology: str | None = None, cluster_file: Path | None = None):
     """Load a trace (or the built-in workload) and size the cluster. Prints the load report.
 
     The cluster is what is simulated: with ``--vcs`` and a VC table, only the named VCs' nodes
@@ -46,7 +46,19 @@ def load_jobs_and_cluster(trace: Path | None, trace_format: str, vc_config: Path
         raise ValueError(f"--gpus-per-node must be >= 1, got {gpus_per_node}")
     wanted = [v.strip() for v in vcs.split(",") if v.strip()] if vcs else None
     vc_nodes = load_vc_config(vc_config) if vc_config else None
-    if vc_nodes is not None and wanted:
+    described = None  # the ClusterSpec of --cluster FILE
+    if cluster_file is not None:
+        from dlsched.traces.cluster_file import read_cluster_file
+
+        if vc_config is not None or nodes is not None or topology is not None:
+            raise ValueError(f"--cluster {cluster_file} describes the whole cluster: leave out "
+                             "--vc-config, --nodes and --topology")
+        described = read_cluster_file(cluster_file)
+        vc_nodes = {vc: len(members.node_ids) for vc, members in described.vcs.items()}
+        if wanted:
+            vc_nodes = _only_vcs(vc_nodes, wanted, f"the cluster file {cluster_file}")
+            described = _sub_cluster(described, list(vc_nodes))
+    elif vc_nodes is not None and wanted:
         vc_nodes = _only_vcs(vc_nodes, wanted, f"the VC config {vc_config}")
     if trace is None:
         from dlsched.traces import synthetic
@@ -78,7 +90,7 @@ def load_jobs_and_cluster(trace: Path | None, trace_format: str, vc_config: Path
             raise ValueError(f"--vcs {','.join(ghost)}: no jobs of {'this VC' if len(ghost) == 1 else 'these VCs'} "
                              f"in {name}" + (" within --start/--end" if start or end else "")
                              + f" (VCs with jobs: {', '.join(sorted(present)[:12])})")
-    cluster = cluster_for(jobs, vc_nodes, nodes, gpus_per_node, topology)
+    cluster = described if described is not None else cluster_for(jobs, vc_nodes, nodes, gpus_per_node, topology)
     jobs, left = keep_cluster_vcs(jobs, cluster)
     if left and not quiet:
         console.print(f"[yellow]left out {sum(left.values())} jobs of VCs missing from the cluster: "
@@ -91,6 +103,14 @@ def load_jobs_and_cluster(trace: Path | None, trace_format: str, vc_config: Path
                            + "; their nodes stay in the cluster and count in gpu_utilization (drop them "
                              "with --vcs)"), soft_wrap=True, highlight=False)
     return tr, jobs, cluster, name
+
+
+def _sub_cluster(cluster, vcs: list[str]):
+    """The part of ``cluster`` that belongs to ``vcs``."""
+    from dlsched.core.cluster import ClusterSpec
+
+    keep = set(vcs)
+    return ClusterSpec([n for n in cluster.nodes if n.vc in keep], {v: cluster.vcs[v] for v in vcs})
 
 
 def _only_vcs(vc_nodes: dict[str, int], wanted: list[str], where: str) -> dict[str, int]:

@@ -25,7 +25,9 @@ TRACE_FORMATS = "auto|helios|helios-log|philly-pollux|pai|dlsched"
 # Options shared by `simulate` and `compare` (defined once, used by both).
 TRACE = typer.Option(None, help="Trace file; the built-in workload when omitted.")
 FORMAT = typer.Option("auto", help=TRACE_FORMATS)
-VC_CONFIG = typer.Option(None, help="VC sizes (vc,node num).")
+VC_CONFIG = typer.Option(None, help="VC sizes (vc,node num): a shortcut for --cluster.")
+CLUSTER = typer.Option(None, "--cluster", help="The whole cluster in one TOML/YAML file (node groups per VC, GPU "
+                                               "type, CPUs, memory, topology, power); see `dlsched cluster show`.")
 NODES = typer.Option(None, help="One shared pool of N nodes instead of VCs.")
 GPUS_PER_NODE = typer.Option(8, help="GPUs per node.")
 START = typer.Option(None, help="Window start (wall clock or seconds).")
@@ -126,6 +128,7 @@ def register(app: typer.Typer) -> None:
         trace: Optional[Path] = TRACE,
         trace_format: str = FORMAT,
         vc_config: Optional[Path] = VC_CONFIG,
+        cluster_file: Optional[Path] = CLUSTER,
         nodes: Optional[int] = NODES,
         gpus_per_node: int = GPUS_PER_NODE,
         start: Optional[str] = START,
@@ -171,7 +174,7 @@ def register(app: typer.Typer) -> None:
                 [policy], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, check_invariants, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-                speed_model, failure_model, max_jobs_per_gpu)
+                speed_model, failure_model, max_jobs_per_gpu, cluster_file)
             _print_unused(ctx, [policy], placement, energy)
             spec.policy_options = spec.policy_options[policy]
             phases.lap("load")
@@ -200,6 +203,7 @@ def register(app: typer.Typer) -> None:
         trace: Optional[Path] = TRACE,
         trace_format: str = FORMAT,
         vc_config: Optional[Path] = VC_CONFIG,
+        cluster_file: Optional[Path] = CLUSTER,
         nodes: Optional[int] = NODES,
         gpus_per_node: int = GPUS_PER_NODE,
         start: Optional[str] = START,
@@ -238,7 +242,7 @@ def register(app: typer.Typer) -> None:
                 names, trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, False, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-                speed_model, failure_model, max_jobs_per_gpu)
+                speed_model, failure_model, max_jobs_per_gpu, cluster_file)
             _print_unused(ctx, names, placement, energy)
             t0 = time.perf_counter()
             _compare_live(ctx, job_list, cluster, names, out_dir, base, processes)
@@ -253,6 +257,7 @@ def register(app: typer.Typer) -> None:
     def demo(
         ctx: typer.Context,
         out_dir: Path = typer.Option(Path("runs/demo"), "--out"),
+        cluster_file: Optional[Path] = CLUSTER,
         jobs: int = typer.Option(20000, help="Jobs of the built-in workload."),
         seed: int = typer.Option(0),
     ) -> None:
@@ -263,7 +268,7 @@ def register(app: typer.Typer) -> None:
         with clear_errors():
             _check_before_work(out_dir, None, jobs)
             tr, job_list, cluster, name = load_jobs_and_cluster(None, "auto", None, None, 8, None, None, None,
-                                                                False, jobs, seed)
+                                                                False, jobs, seed, cluster_file=cluster_file)
             console.print(f"{name} on {len(cluster.nodes)} nodes / {cluster.total_gpus} GPUs in "
                           f"{len(cluster.vcs)} VCs; policies: {', '.join(names)}")
             base = RunSpec(meta={"trace": name, **run_scope(tr, cluster)},
@@ -279,7 +284,7 @@ def register(app: typer.Typer) -> None:
 def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs,
              skip_invalid, jobs, seed, topology, predict, gpu, placement, backfill, compat, check_invariants,
              overhead, priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-             speed_model=None, failure_model="none", max_jobs_per_gpu=1):
+             speed_model=None, failure_model="none", max_jobs_per_gpu=1, cluster_file=None):
     """Load the input, size the cluster, optionally predict resources, and describe the run(s).
 
     Returns (jobs, cluster, RunSpec) with ``policy_options`` keyed by policy name."""
@@ -294,10 +299,11 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
     config = _config(compat, check_invariants, overhead, max_jobs_per_gpu)
     tr, job_list, cluster, name = load_jobs_and_cluster(
         trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
-        topology=topology)
+        topology=topology, cluster_file=cluster_file)
     if predict:
         predict_resources(job_list, gpu)
-    if max_jobs_per_gpu > 1 or failure_model != "none":  # memory matters: the cluster's GPUs are --gpu
+    if cluster_file is None and (max_jobs_per_gpu > 1 or failure_model != "none"):
+        # memory matters: the cluster's GPUs are --gpu (a cluster file names its own)
         from dlsched.core.cluster import gpu_type
 
         cluster = cluster.with_gpu_type(gpu_type(gpu))
@@ -305,7 +311,8 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
                    policy_options={n: policy_options(n, priority_file, lam, refit_every, compat, tr.origin)
                                    for n in names},
                    meta={"trace": name, "skipped": dict(tr.report.skipped), **run_scope(tr, cluster)},
-                   energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer), origin=tr.origin,
+                   energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer, cluster),
+                   origin=tr.origin,
                    speed_model=speed_model, failure_model=failure_model)
     return job_list, cluster, spec
 
@@ -337,8 +344,10 @@ def _add_timings(path: Path, seconds: dict[str, float]) -> None:
     path.write_text(json.dumps(summary, indent=2, default=float))
 
 
-def _energy_options(boot_delay: float, idle_timeout: float, buffer: int | None) -> dict:
+def _energy_options(boot_delay: float, idle_timeout: float, buffer: int | None, cluster=None) -> dict:
     opts = {"boot_delay": boot_delay, "idle_timeout": idle_timeout}
+    if cluster is not None and cluster.nodes:  # a cluster file's node power (800 W unless it says otherwise)
+        opts["idle_power_w"] = sum(n.idle_watts for n in cluster.nodes) / len(cluster.nodes)
     if buffer is not None:
         opts["buffer"] = buffer
     return opts

@@ -116,8 +116,31 @@ def generate(
         with progress.Activity(f"trace generate: {jobs:,} jobs", progress.enabled(ctx)):
             trace = synth(jobs=jobs, seed=seed, days=days, load=load)
             write_canonical(trace, output)
-        console.print(f"wrote {len(trace)} jobs to {output} ({trace.report.source})",
+            cluster_path = _write_cluster_beside(trace, output, load)
+        console.print(f"wrote {len(trace)} jobs to {output} ({trace.report.source}) and its cluster to "
+                      f"{cluster_path} (dlsched simulate --trace {output} --cluster {cluster_path})",
                       highlight=False, markup=False, soft_wrap=True)
+
+
+def cluster_path_for(output: Path) -> Path:
+    """Where ``trace generate`` puts the cluster of OUTPUT: beside it, NAME.cluster.toml."""
+    name = output.name
+    for suffix in (".csv.gz", ".csv", ".parquet"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return output.with_name(name + ".cluster.toml")
+
+
+def _write_cluster_beside(trace, output: Path, load: float) -> Path:
+    from dlsched.core.cluster import ClusterSpec
+    from dlsched.traces.cluster_file import cluster_to_toml
+    from dlsched.traces.synthetic import default_cluster
+
+    path = cluster_path_for(output)
+    cluster = ClusterSpec.from_vc_sizes(default_cluster(trace, load))
+    path.write_text(cluster_to_toml(cluster, f"the cluster {output.name} was generated for"))
+    return path
 
 
 def _print_stats(s: dict) -> None:
