@@ -61,3 +61,21 @@ def test_quiet_and_pipes_keep_outputs_clean(tmp_path) -> None:
     result = CliRunner().invoke(app, ["--quiet", "compare", "--jobs", "100", "--policies", "fifo,sjf",
                                       "--out", str(tmp_path)])
     assert result.exit_code == 0 and "\x1b[2K" not in result.output
+
+
+def test_json_on_simulate_compare_demo_and_experiment(tmp_path) -> None:
+    import json
+
+    def run(*argv):
+        result = CliRunner().invoke(app, [str(a) for a in argv])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    one = run("simulate", "--jobs", "150", "--json", "--out", tmp_path / "s")
+    assert one == json.loads((tmp_path / "s" / "summary.json").read_text())
+    both = run("compare", "--jobs", "150", "--policies", "fifo,sjf", "--json", "--out", tmp_path / "c")
+    assert list(both) == ["fifo", "sjf"] and both["sjf"]["jobs"] == 150
+    demo = run("demo", "--jobs", "150", "--json", "--out", tmp_path / "d")
+    assert list(demo["policies"]) == ["fifo", "sjf", "srtf", "qssf"] and demo["report"].endswith(".html")
+    topo = run("experiment", "topo-prototype", "--json", "--out", tmp_path / "t")
+    assert set(topo) >= {"fcfs", "topo-aware-p", "meta"}

@@ -57,6 +57,8 @@ FAILURE_MODEL = typer.Option("none", help="Ground-truth failure model: none|oom 
                                           "jobs truly need more than it has; the job is resubmitted).")
 MAX_JOBS_PER_GPU = typer.Option(1, help="Jobs one GPU may hold (1 = exclusive; >1 lets placers share GPUs).")
 JOBS = typer.Option(20000, help="Jobs of the built-in workload.")
+AS_JSON = typer.Option(False, "--json", help="Print the summary as JSON on stdout instead of tables "
+                                             "(keys: docs/outputs.md).")
 SEED = typer.Option(0, help="Seed of the built-in workload.")
 
 
@@ -160,6 +162,7 @@ def register(app: typer.Typer) -> None:
         timings: bool = typer.Option(False, "--timings",
                                      help="Print where the wall time went (start-up, load, simulate, write) "
                                           "and add it to summary.json as 'timings'."),
+        as_json: bool = AS_JSON,
     ) -> None:
         """Simulate one policy; writes DIR/jobs.csv, DIR/summary.json and DIR/timeline.csv."""
         from dlsched.runner import run_one
@@ -184,9 +187,12 @@ def register(app: typer.Typer) -> None:
             wall = time.perf_counter() - t0
             phases.lap("simulate", minus=sum(writes))
             phases.add("write", sum(writes))
-        _print_summaries({policy: summary})
-        _print_ground_truth(summary)
-        if "energy" in summary:
+        if as_json:
+            print(json.dumps(summary, indent=2, default=float))
+        else:
+            _print_summaries({policy: summary})
+            _print_ground_truth(summary)
+        if "energy" in summary and not as_json:
             e = summary["energy"]
             out.print(f"energy ({energy}): {e['avg_powered_off_nodes']:.1f} nodes off on average, "
                       f"{e['wakeups']} wake-ups ({e['daily_wakeups']:.2f}/day, {e['nodes_per_wakeup']:.1f} nodes each), "
@@ -232,6 +238,7 @@ def register(app: typer.Typer) -> None:
         failure_model: str = FAILURE_MODEL,
         max_jobs_per_gpu: int = MAX_JOBS_PER_GPU,
         out_dir: Path = typer.Option(Path("runs/compare"), "--out"),
+        as_json: bool = AS_JSON,
     ) -> None:
         """Run several policies on the same input; writes DIR/<policy>/ and DIR/summary.csv."""
         names = [p.strip() for p in policies.split(",") if p.strip()]
@@ -249,7 +256,11 @@ def register(app: typer.Typer) -> None:
             wall = time.perf_counter() - t0
         from dlsched.runner import load_summary
 
-        _print_summaries({n: load_summary(out_dir / n) for n in names})
+        summaries = {n: load_summary(out_dir / n) for n in names}
+        if as_json:
+            print(json.dumps(summaries, indent=2, default=float))
+        else:
+            _print_summaries(summaries)
         console.print(f"{len(names)} policies x {len(job_list)} jobs in {wall:.2f} s; "
                       f"table in [bold]{out_dir / 'summary.csv'}[/]")
 
@@ -260,6 +271,7 @@ def register(app: typer.Typer) -> None:
         cluster_file: Optional[Path] = CLUSTER,
         jobs: int = typer.Option(20000, help="Jobs of the built-in workload."),
         seed: int = typer.Option(0),
+        as_json: bool = AS_JSON,
     ) -> None:
         """The main job: compare the baselines on the built-in workload and write the HTML report."""
         from dlsched.runner import RunSpec, load_summary
@@ -274,11 +286,16 @@ def register(app: typer.Typer) -> None:
             base = RunSpec(meta={"trace": name, **run_scope(tr, cluster)},
                            policy_options={n: policy_options(n, None, 0.1, 86400.0, "none", tr.origin) for n in names})
             _compare_live(ctx, job_list, cluster, names, out_dir, base, None)
-            _print_summaries({n: load_summary(out_dir / n) for n in names})
+            summaries = {n: load_summary(out_dir / n) for n in names}
+            if not as_json:
+                _print_summaries(summaries)
             from dlsched.report import build_report
 
             report = build_report(out_dir)
-        out.print(f"report: {report}")
+        if as_json:
+            print(json.dumps({"policies": summaries, "report": str(report)}, indent=2, default=float))
+        else:
+            out.print(f"report: {report}")
 
 
 def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs,
