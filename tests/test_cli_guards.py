@@ -104,3 +104,10 @@ def test_predict_resources_without_onnx_is_an_error_not_a_silent_zero(tmp_path) 
     assert done.stderr.strip().splitlines()[-1].startswith(
         "error: --predict-resources needs the optional 'graph' extra (onnx is not installed)")
     assert not (tmp_path / "r" / "jobs.csv").exists()
+
+
+def test_predict_takes_a_zoo_name_and_refuses_an_unknown_one() -> None:
+    pytest.importorskip("onnx")
+    code, lines = _run("predict", "no_such_model")
+    assert code == 2 and len(lines) == 1
+    assert lines[0].startswith("error: no_such_model: no such file, and not a zoo model name (zoo: a3c_pong, ")
