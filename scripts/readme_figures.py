@@ -6,7 +6,7 @@ README.md are written by this script, so they cannot go stale silently:
 
     python scripts/readme_figures.py --write     # run `dlsched demo`'s comparison, rewrite the blocks
     python scripts/readme_figures.py --check     # exit 1 (with a diff) when a block is out of date
-    python scripts/readme_figures.py --check --from runs/demo   # reuse a finished `dlsched demo --out runs/demo`
+    python scripts/readme_figures.py --check --from runs/demo   # reuse `dlsched demo --out runs/demo`
 
 Blocks: ``demo-table`` (the QSSF table of "QSSF's value where queueing is real": `dlsched demo`,
 built-in workload of 20,000 jobs, seed 0, FIFO/SJF/SRTF/QSSF) and ``demo-ratios`` (the ratio line
@@ -55,7 +55,8 @@ def demo_table(s: dict[str, dict]) -> str:
              "|---|---|---|---|---|"]
     for name in POLICIES:
         r, g = s[name], s[name]["groups"]
-        groups = " / ".join(_s(g[k]["avg_jct"]) if g[k].get("jobs") else "–" for k in ("short", "middle", "long"))
+        groups = " / ".join(_s(g[k]["avg_jct"]) if g[k].get("jobs") else "–"
+                            for k in ("short", "middle", "long"))
         lines.append(f"| {LABELS[name]} | {_s(r['avg_jct'])} s | {_s(r['avg_queue_delay'])} s | "
                      f"{r['queued_jobs']:,} | {groups} s |")
     return "\n".join(lines)
@@ -76,8 +77,8 @@ BLOCKS = {"demo-table": demo_table, "demo-ratios": demo_ratios}
 
 
 def _pattern(name: str) -> re.Pattern:
-    return re.compile(rf"(<!-- readme-figures:{re.escape(name)} -->\n)(.*?)(\n<!-- /readme-figures:{re.escape(name)} -->)",
-                      re.S)
+    tag = re.escape(name)
+    return re.compile(rf"(<!-- readme-figures:{tag} -->\n)(.*?)(\n<!-- /readme-figures:{tag} -->)", re.S)
 
 
 def render(readme: str, summaries: dict[str, dict]) -> str:

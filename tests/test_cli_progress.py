@@ -45,7 +45,7 @@ def test_policy_line() -> None:
 
 
 def test_compare_reports_every_policys_progress(tmp_path) -> None:
-    from dlsched.runner import compare_policies, cluster_for
+    from dlsched.runner import cluster_for, compare_policies
     from dlsched.traces import synthetic
 
     trace = synthetic.generate(jobs=200, seed=1)

@@ -9,7 +9,8 @@ import typer
 
 from dlsched.cli.common import clear_errors, console
 
-cluster_app = typer.Typer(help="Clusters described in one TOML/YAML file (--cluster FILE).", no_args_is_help=True)
+cluster_app = typer.Typer(help="Clusters described in one TOML/YAML file (--cluster FILE).",
+                          no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -19,9 +20,11 @@ def register(app: typer.Typer) -> None:
 
 @cluster_app.command("show")
 def show(
-    file: Annotated[Optional[Path], typer.Argument(help="A cluster file (.toml, .yaml) to check and print.")] = None,
+    file: Annotated[Optional[Path],
+                    typer.Argument(help="A cluster file (.toml, .yaml) to check and print.")] = None,
     builtin: Annotated[bool, typer.Option("--builtin", help="The built-in workload's cluster.")] = False,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Write the TOML here instead of printing it.")] = None,
+    out: Annotated[Optional[Path],
+                   typer.Option("--out", help="Write the TOML here instead of printing it.")] = None,
 ) -> None:
     """Print a cluster as a TOML cluster file (the format --cluster reads)."""
     from dlsched.traces.cluster_file import cluster_to_toml, read_cluster_file

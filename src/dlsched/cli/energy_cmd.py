@@ -95,11 +95,10 @@ def replay_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Replay an occupancy series through CES or vanilla DRS; write summary.json and series.csv."""
+    from dlsched.cli.checks import check_out_dir
     from dlsched.energy.accounting import EnergyModel
     from dlsched.energy.controller import CESParams
     from dlsched.energy.experiment import ReplayConfig, replay_experiment
-
-    from dlsched.cli.checks import check_out_dir
 
     try:
         check_out_dir(out)

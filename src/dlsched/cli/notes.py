@@ -28,7 +28,8 @@ def unused_options(ctx: typer.Context, policies: list[str], placement: str, ener
     readers = [p for p in policies if getattr(POLICIES.get(p), "options_from_cli", None) is not None]
     for name, flag in QSSF_ONLY.items():
         if given(ctx, name) and not readers:
-            notes.append(f"{flag} is read only by qssf; {', '.join(policies)} ignore{'s' if len(policies) == 1 else ''} it")
+            verb = "ignores" if len(policies) == 1 else "ignore"
+            notes.append(f"{flag} is read only by qssf; {', '.join(policies)} {verb} it")
     for name, flag in ENERGY_ONLY.items():
         if not given(ctx, name):
             continue
@@ -38,6 +39,6 @@ def unused_options(ctx: typer.Context, policies: list[str], placement: str, ener
             notes.append(f"{flag} is read only by --energy {ENERGY_OWNER[name]}, not {energy}")
     if given(ctx, "topology") and not any(p.split(":")[0].strip() in TOPOLOGY_PLACERS
                                           for p in placement.split(",")):
-        notes.append(f"--topology sets the node topology for the speed model only: placement {placement} does "
-                     f"not read it ({', '.join(TOPOLOGY_PLACERS)} do)")
+        notes.append(f"--topology sets the node topology for the speed model only: placement {placement} "
+                     f"does not read it ({', '.join(TOPOLOGY_PLACERS)} do)")
     return notes

@@ -45,9 +45,8 @@ def train(
     license_note: Annotated[str, typer.Option("--license", help="license of the training data (into the manifest)")] = "",
 ) -> None:
     """Fit a predictor on PROFILES.csv, report leave-one-model-out error, save it under --out."""
-    from dlsched.predictors.resources.train import train as run_train
-
     from dlsched.cli.checks import check_out_dir
+    from dlsched.predictors.resources.train import train as run_train
 
     try:
         check_out_dir(out)

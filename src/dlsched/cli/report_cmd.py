@@ -18,9 +18,8 @@ def register(app: typer.Typer) -> None:
 
 def report(run_dir: DirArg, out: OutOpt = None) -> None:
     """Write a self-contained HTML report (plots and tables) for a simulator output directory."""
-    from dlsched.report import ReportError, build_report  # lazy: keeps `dlsched --help` fast
-
     from dlsched.cli.checks import check_out_file
+    from dlsched.report import ReportError, build_report  # lazy: keeps `dlsched --help` fast
 
     try:
         if out is not None:

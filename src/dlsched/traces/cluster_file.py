@@ -35,7 +35,9 @@ DEFAULTS = {"gpus": 8, "gpu": "V100", "cpus": 64, "host_memory_gib": 512, "idle_
 
 
 def read_cluster_file(path: str | Path) -> ClusterSpec:
-    """The cluster a TOML (``.toml``) or YAML (``.yaml``/``.yml``) file describes; errors name file and key."""
+    """The cluster a TOML (``.toml``) or YAML (``.yaml``/``.yml``) file describes.
+
+    Errors are :class:`TraceError` naming the file and the key (e.g. ``groups[2].gpu``)."""
     path = Path(path)
     where = str(path)
     if not path.is_file():
@@ -45,7 +47,8 @@ def read_cluster_file(path: str | Path) -> ClusterSpec:
         raise TraceError(where, "want a table with 'groups' (and optional 'defaults')")
     unknown = set(data) - {"defaults", "groups", "name"}
     if unknown:
-        raise TraceError(where, f"unknown top-level key(s) {', '.join(sorted(unknown))}; want defaults, groups")
+        raise TraceError(where, f"unknown top-level key(s) {', '.join(sorted(unknown))}; "
+                                "want defaults, groups")
     defaults = {**DEFAULTS, **_table(data.get("defaults", {}), NODE_KEYS, where, "defaults")}
     groups = data.get("groups")
     if not isinstance(groups, list) or not groups:
@@ -103,7 +106,8 @@ def _table(raw: Any, allowed: set[str], where: str, what: str) -> dict:
 
 
 def _int(value: Any, where: str, what: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < minimum:
+    whole = isinstance(value, (int, float)) and not isinstance(value, bool) and value == int(value)
+    if not whole or value < minimum:
         raise TraceError(where, f"{what} = {value!r}: want a whole number >= {minimum}")
     return int(value)
 
