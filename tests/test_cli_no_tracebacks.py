@@ -114,6 +114,15 @@ def test_unusable_paths(path, cmd, unusable) -> None:
         if not _is_path(p):
             continue
         value = [str(unusable)] if p.param_type_name == "argument" else [p.opts[0], str(unusable)]
-        argv = [*path, *_required_args(cmd, unusable, skip=p), *value]
+        rest = _required_args(cmd, unusable, skip=p)
+        argv = [*path, *rest, *value]
         line = _assert_clean_error(CliRunner().invoke(app, argv), argv)
-        assert "a-file" in line or p.opts[0] in line, f"{argv}: the error does not name the path\n{line}"
+        if "a-file" in line or p.opts[0] in line:
+            continue
+        # the command stopped at something else first (e.g. an input it needs but cannot mark as
+        # required): then the same error comes without the unusable path too
+        if p.param_type_name != "argument":
+            alone = CliRunner().invoke(app, [*path, *rest])
+            if alone.exit_code == 2 and line in alone.output:
+                continue
+        raise AssertionError(f"{argv}: the error does not name the path\n{line}")

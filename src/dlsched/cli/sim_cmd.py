@@ -46,16 +46,26 @@ IDLE_TIMEOUT = typer.Option(1800.0, help="Energy (vanilla): power off nodes idle
 BUFFER = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes).")
 PREDICT = typer.Option(False, "--predict-resources",
                        help="Predict each job's GPU utilisation and memory from its model graph.")
-GPU = typer.Option("V100", help="GPU type: for --predict-resources, and the cluster's GPU memory with "
-                                 "--max-jobs-per-gpu > 1 or --failure-model oom.")
+GPU = typer.Option(None, help="GPU type: for --predict-resources, and the cluster's GPU memory with "
+                               "--max-jobs-per-gpu > 1 or --failure-model oom (default: V100, or the "
+                               "--workload's testbed GPU).")
+WORKLOAD = typer.Option(None, help="A GPU-sharing workload as input (instead of --trace): horus-wlarge|"
+                                   "horus-wsmall|coscheml-15|coscheml-30|coscheml-60|philly-profiled, with its "
+                                   "cluster and GPU type (docs/sharing.md).")
+PROFILES = typer.Option("builtin", help="Profile table for --workload job types and --speed-model colocation: "
+                                        "builtin (Gavel-derived), a profiles folder (Lucid + Gavel) or a .json.")
 SKIP_INVALID = typer.Option(False, help="Skip invalid rows (counted by reason).")
 OVERHEAD = typer.Option(None, help="Seconds a preempted job redoes (default: 7/30/60 s for 1/<=8/>8 GPUs, as Helios).")
-SPEED_MODEL = typer.Option(None, help="Ground-truth speed model: none|time-sliced|topology (topology: "
-                                       "placement and bus interference). Default: topology with a topology "
+SPEED_MODEL = typer.Option(None, help="Ground-truth speed model: none|time-sliced|topology|colocation (topology: "
+                                       "placement and bus interference; colocation: measured pair slowdowns, "
+                                       "see --profiles). Default: topology with a topology "
                                        "placement (topo-aware, topo-aware-p) or --topology, else none.")
 FAILURE_MODEL = typer.Option("none", help="Ground-truth failure model: none|oom (out of memory when a GPU's "
                                           "jobs truly need more than it has; the job is resubmitted).")
 MAX_JOBS_PER_GPU = typer.Option(1, help="Jobs one GPU may hold (1 = exclusive; >1 lets placers share GPUs).")
+OBSERVE_AFTER = typer.Option(None, "--observe-after", metavar="SECONDS",
+                             help="After a job has run this long, its observed GPU utilisation and memory "
+                                  "replace its predictions for later decisions (default: never).")
 JOBS = typer.Option(20000, help="Jobs of the built-in workload.")
 AS_JSON = typer.Option(False, "--json", help="Print the summary as JSON on stdout instead of tables "
                                              "(keys: docs/outputs.md).")
@@ -149,7 +159,7 @@ def register(app: typer.Typer) -> None:
         idle_timeout: float = IDLE_TIMEOUT,
         buffer: Optional[int] = BUFFER,
         predict: bool = PREDICT,
-        gpu: str = GPU,
+        gpu: Optional[str] = GPU,
         skip_invalid: bool = SKIP_INVALID,
         check_invariants: bool = typer.Option(False, help="Verify cluster state after every pass (slow)."),
         preemption_overhead: Optional[float] = OVERHEAD,
@@ -158,6 +168,9 @@ def register(app: typer.Typer) -> None:
         speed_model: Optional[str] = SPEED_MODEL,
         failure_model: str = FAILURE_MODEL,
         max_jobs_per_gpu: int = MAX_JOBS_PER_GPU,
+        observe_after: Optional[float] = OBSERVE_AFTER,
+        workload: Optional[str] = WORKLOAD,
+        profiles: str = PROFILES,
         out_dir: Path = typer.Option(Path("runs/simulate"), "--out", help="Run directory."),
         timings: bool = typer.Option(False, "--timings",
                                      help="Print where the wall time went (start-up, load, simulate, write) "
@@ -177,7 +190,7 @@ def register(app: typer.Typer) -> None:
                 [policy], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, check_invariants, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-                speed_model, failure_model, max_jobs_per_gpu, cluster_file)
+                speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles, cluster_file)
             _print_unused(ctx, [policy], placement, energy)
             spec.policy_options = spec.policy_options[policy]
             phases.lap("load")
@@ -228,7 +241,7 @@ def register(app: typer.Typer) -> None:
         idle_timeout: float = IDLE_TIMEOUT,
         buffer: Optional[int] = BUFFER,
         predict: bool = PREDICT,
-        gpu: str = GPU,
+        gpu: Optional[str] = GPU,
         skip_invalid: bool = SKIP_INVALID,
         processes: Optional[int] = typer.Option(None, help="Parallel processes (default: one per core)."),
         preemption_overhead: Optional[float] = OVERHEAD,
@@ -237,6 +250,9 @@ def register(app: typer.Typer) -> None:
         speed_model: Optional[str] = SPEED_MODEL,
         failure_model: str = FAILURE_MODEL,
         max_jobs_per_gpu: int = MAX_JOBS_PER_GPU,
+        observe_after: Optional[float] = OBSERVE_AFTER,
+        workload: Optional[str] = WORKLOAD,
+        profiles: str = PROFILES,
         out_dir: Path = typer.Option(Path("runs/compare"), "--out"),
         as_json: bool = AS_JSON,
     ) -> None:
@@ -249,7 +265,7 @@ def register(app: typer.Typer) -> None:
                 names, trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, False, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-                speed_model, failure_model, max_jobs_per_gpu, cluster_file)
+                speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles, cluster_file)
             _print_unused(ctx, names, placement, energy)
             t0 = time.perf_counter()
             _compare_live(ctx, job_list, cluster, names, out_dir, base, processes)
@@ -301,7 +317,8 @@ def register(app: typer.Typer) -> None:
 def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs,
              skip_invalid, jobs, seed, topology, predict, gpu, placement, backfill, compat, check_invariants,
              overhead, priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-             speed_model=None, failure_model="none", max_jobs_per_gpu=1, cluster_file=None):
+             speed_model=None, failure_model="none", max_jobs_per_gpu=1, observe_after=None, workload=None,
+             profiles="builtin", cluster_file=None):
     """Load the input, size the cluster, optionally predict resources, and describe the run(s).
 
     Returns (jobs, cluster, RunSpec) with ``policy_options`` keyed by policy name."""
@@ -312,13 +329,28 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
         raise ValueError(f"unknown --speed-model {speed_model!r}; choose from {', '.join(SPEED_MODELS)}")
     if failure_model not in FAILURE_MODELS:
         raise ValueError(f"unknown --failure-model {failure_model!r}; choose from {', '.join(FAILURE_MODELS)}")
+    if observe_after is not None and not observe_after >= 0:
+        raise ValueError(f"--observe-after must be >= 0 seconds, got {observe_after}")
     make_placer(placement)  # fail fast on an unknown placement, before loading anything
     config = _config(compat, check_invariants, overhead, max_jobs_per_gpu)
-    tr, job_list, cluster, name = load_jobs_and_cluster(
-        trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
-        topology=topology, cluster_file=cluster_file)
-    if predict:
-        predict_resources(job_list, gpu)
+    if profiles != "builtin" and workload is None and speed_model != "colocation":
+        raise ValueError("--profiles is for --workload and --speed-model colocation")
+    if workload is not None:
+        if trace is not None:
+            raise ValueError("give --trace or --workload, not both")
+        if cluster_file is not None:
+            raise ValueError("--cluster is for --trace or the built-in workload, not --workload")
+        from dlsched.cli.workload_input import load_workload
+
+        tr, job_list, cluster, name, gpu = load_workload(workload, seed, profiles, gpu, nodes, gpus_per_node,
+                                                         vc_config, topology, predict)
+    else:
+        gpu = gpu or "V100"
+        tr, job_list, cluster, name = load_jobs_and_cluster(
+            trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
+            topology=topology, cluster_file=cluster_file)
+        if predict:
+            predict_resources(job_list, gpu)
     if cluster_file is None and (max_jobs_per_gpu > 1 or failure_model != "none"):
         # memory matters: the cluster's GPUs are --gpu (a cluster file names its own)
         from dlsched.core.cluster import gpu_type
@@ -330,7 +362,8 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
                    meta={"trace": name, "skipped": dict(tr.report.skipped), **run_scope(tr, cluster)},
                    energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer, cluster),
                    origin=tr.origin,
-                   speed_model=speed_model, failure_model=failure_model)
+                   speed_model=speed_model, failure_model=failure_model, observe_after=observe_after,
+                   speed_options={"profiles": profiles} if speed_model == "colocation" else {})
     return job_list, cluster, spec
 
 
@@ -397,6 +430,13 @@ def _print_ground_truth(summary: dict) -> None:
     if "failure_model" in summary:
         out.print(f"failure model {summary['failure_model']}: {summary['failures']:,} failures, "
                   f"{summary['jobs_failed_at_least_once']:,} jobs failed at least once and were resubmitted")
+    if "delivered_gpu_utilization" in summary:
+        out.print(f"delivered GPU utilisation {summary['delivered_gpu_utilization']:.1%} of all GPU time "
+                  f"({summary['delivered_per_busy_gpu']:.1%} of busy GPU time; busy-GPU share "
+                  f"{summary['gpu_utilization']:.1%})")
+    if "predictions_corrected" in summary:
+        out.print(f"observation replaced the predictions of {summary['predictions_corrected']:,} jobs after "
+                  f"{summary['observe_after']:g} s of running")
     if summary.get("postponements"):
         out.print(f"{summary['postponements']:,} placements postponed by a plug-in (e.g. TOPO-AWARE-P's utility floor)")
 
