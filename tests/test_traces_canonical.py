@@ -34,13 +34,28 @@ def test_round_trip(tmp_path, suffix):
     assert back.jobs[0].model_name == "resnet50" and back.jobs[0].batch_size == 64
 
 
-def test_csv_origin_comment_and_no_origin(tmp_path):
+def test_csv_is_plain_with_the_origin_beside_it_and_no_origin(tmp_path):
+    import csv
+    import json
+
     t = load_trace(TR / "pollux.csv")
     out = write_canonical(t, tmp_path / "p.csv")
-    assert out.read_text().splitlines()[0] == "# origin=2017-09-29T07:58:32"
+    with open(out, newline="") as fh:  # a plain CSV reader: header first, one row per job
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(t.jobs) and rows[0]["job_id"] == t.jobs[0].job_id
+    assert json.loads((tmp_path / "p.csv.meta.json").read_text()) == {"format": "dlsched",
+                                                                        "origin": "2017-09-29T07:58:32"}
+    assert load_trace(out).origin == t.origin
     t.origin = None
-    write_canonical(t, tmp_path / "q.csv")
-    assert load_trace(tmp_path / "q.csv").origin is None
+    write_canonical(t, tmp_path / "p.csv")  # rewritten without an origin: the old side file goes
+    assert not (tmp_path / "p.csv.meta.json").exists() and load_trace(tmp_path / "p.csv").origin is None
+
+
+def test_old_csv_with_an_origin_comment_is_still_read(tmp_path):
+    old = tmp_path / "old.csv"
+    old.write_text("# origin=2020-01-01T00:00:00\njob_id,vc,gpus,submit_time,duration\na,v,1,60,5\n")
+    t = load_trace(old)
+    assert t.origin == datetime(2020, 1, 1) and t.jobs[0].submit_time == 60.0
 
 
 def test_canonical_window_by_date_uses_stored_origin(tmp_path):

@@ -145,15 +145,31 @@ def _child(args: tuple[str, Path]) -> dict:
     spec = RunSpec(name, base.placement, base.backfill, base.config, dict(base.policy_options.get(name, {})),
                    base.meta, base.energy, base.energy_options, base.origin, base.speed_model, base.failure_model,
                    base.failure_options, base.speed_options, base.observe_after)
-    return run_one(jobs, cluster, spec, out)
+    counts = _FORK_STATE.get("counts")  # shared memory: the parent shows every policy's progress
+    slot = 2 * _FORK_STATE["policies"].index(name)
+
+    report = _FORK_STATE.get("report")
+
+    def progress(done: int, total: int) -> None:
+        counts[slot], counts[slot + 1] = done, total
+        if report is not None:
+            report(_counts(counts, _FORK_STATE["policies"]))
+
+    return run_one(jobs, cluster, spec, out, progress=progress if counts is not None else None)
+
+
+def _counts(shared, policies: list[str]) -> dict[str, tuple[int, int]]:
+    return {name: (shared[2 * i], shared[2 * i + 1]) for i, name in enumerate(policies)}
 
 
 def compare_policies(jobs: list[Job], cluster: ClusterSpec, policies: list[str], out_dir: str | Path,
                      base: RunSpec | None = None, processes: int | None = None,
-                     on_done: Callable[[str, dict], None] | None = None) -> "pd.DataFrame":
+                     on_done: Callable[[str, dict], None] | None = None,
+                     progress: Callable[[dict[str, tuple[int, int]]], None] | None = None) -> "pd.DataFrame":
     """Run each policy (in parallel processes), write ``DIR/<policy>/`` and ``DIR/summary.csv``.
 
-    ``base.policy_options`` maps a policy name to its options here.
+    ``base.policy_options`` maps a policy name to its options here. ``progress`` is called about
+    five times a second with every policy's (jobs done, jobs) while they run.
     """
     if not policies:
         raise ValueError("no policies to compare")
@@ -165,15 +181,25 @@ def compare_policies(jobs: list[Job], cluster: ClusterSpec, policies: list[str],
     tasks = [(name, out / name) for name in policies]
     procs = processes if processes is not None else min(len(policies), os.cpu_count() or 1)
     summaries: dict[str, dict] = {}
-    _FORK_STATE.update(jobs=jobs, cluster=cluster, spec=base)
+    counts = mp.RawArray("q", 2 * len(policies)) if progress is not None else None
+    _FORK_STATE.update(jobs=jobs, cluster=cluster, spec=base, counts=counts, policies=list(policies))
     try:
         if procs > 1 and len(policies) > 1 and "fork" in mp.get_all_start_methods():
             with mp.get_context("fork").Pool(procs) as pool:
-                for (name, _), summary in zip(tasks, pool.imap(_child, tasks)):
+                results = pool.imap(_child, tasks)
+                for name, _ in tasks:
+                    while True:
+                        try:
+                            summary = results.next(timeout=0.2)
+                            break
+                        except mp.TimeoutError:
+                            if progress is not None:
+                                progress(_counts(counts, policies))
                     summaries[name] = summary
                     if on_done:
                         on_done(name, summary)
         else:
+            _FORK_STATE["report"] = progress  # same process: report as the engine goes
             for task in tasks:
                 summaries[task[0]] = _child(task)
                 if on_done:

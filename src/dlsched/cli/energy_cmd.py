@@ -95,10 +95,15 @@ def replay_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Replay an occupancy series through CES or vanilla DRS; write summary.json and series.csv."""
+    from dlsched.cli.checks import check_out_dir
     from dlsched.energy.accounting import EnergyModel
     from dlsched.energy.controller import CESParams
     from dlsched.energy.experiment import ReplayConfig, replay_experiment
 
+    try:
+        check_out_dir(out)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
     series, window = _load(series_path, gpus_per_node, eval_start, eval_end)
     config = ReplayConfig(
         policy=policy.value,

@@ -52,6 +52,7 @@ def _table(res: dict) -> None:
 
 
 def estimate(
+    ctx: typer.Context,
     trace: Path | None = typer.Option(None, "--trace", help="Trace file (default: built-in synthetic workload)."),
     trace_format: str = typer.Option("auto", "--trace-format", help="Trace format, or auto-detect."),
     start: str | None = typer.Option(None, "--start", help="First submit time kept (e.g. 2017-10-01)."),
@@ -71,9 +72,16 @@ def estimate(
     from dlsched.predictors.duration.accuracy import duration_accuracy  # lazy: keeps `dlsched --help` fast
 
     try:
-        data = _load(trace, trace_format, start, end, jobs, seed)
-        res = duration_accuracy(data, lam=lam, refit_every=refit_every, blend=blend,
-                                anonymous=anonymous, n_estimators=n_estimators)
+        if trace is None:
+            from dlsched.cli.checks import check_job_count
+
+            check_job_count(jobs, "simulate")
+        from dlsched.cli import progress
+
+        with progress.Activity("estimate: loading, then scoring every job online", progress.enabled(ctx)):
+            data = _load(trace, trace_format, start, end, jobs, seed)
+            res = duration_accuracy(data, lam=lam, refit_every=refit_every, blend=blend,
+                                    anonymous=anonymous, n_estimators=n_estimators)
     except (ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None

@@ -10,6 +10,7 @@ command with its help. Adding a command = one module + one line per command name
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Iterator, MutableMapping
 
 import typer
@@ -37,12 +38,13 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "bench": ("topology_cmd",),
     "topo": ("topology_cmd",),
     "interference": ("interference_cmd",),
+    "cluster": ("cluster_cmd",),
 }
 
 # Every command module, in the order they were registered when all were imported eagerly.
 COMMAND_MODULES: list[str] = ["trace_cmd", "sim_cmd", "predictor_cmd", "estimate_cmd", "energy_cmd",
                               "topology_cmd", "predict_cmd", "report_cmd", "interference_cmd", "sweep_cmd",
-                              "reproduce_cmd", "serve_cmd"]
+                              "reproduce_cmd", "serve_cmd", "cluster_cmd"]
 
 
 class _LazyCommands(MutableMapping):
@@ -85,11 +87,28 @@ class _LazyCommands(MutableMapping):
 
 
 class LazyGroup(TyperGroup):
-    """A Typer group whose commands come from :data:`COMMANDS`, imported when first used."""
+    """A Typer group whose commands come from :data:`COMMANDS`, imported when first used.
+
+    ``main`` also guarantees that no traceback reaches a user: parser mistakes, a missing
+    optional extra and unforeseen failures all end as one ``error:`` line (``cli/errors.py``).
+    """
 
     def __init__(self, **attrs) -> None:
         super().__init__(**attrs)
         self.commands = _LazyCommands(self.commands)
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - the one place where everything is caught
+            from dlsched.cli.errors import explain, report, show_traceback
+
+            if show_traceback():
+                raise
+            report(*explain(exc))
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 app = typer.Typer(
@@ -102,10 +121,27 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"dlsched {version('dlsched')}")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            from dlsched import __version__
+
+            typer.echo(f"dlsched {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _main() -> None:
+def _main(show_version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                            help="Print dlsched's version and exit."),
+          quiet: bool = typer.Option(False, "--quiet", "-q",
+                                     help="No live progress line (it is also off when stderr is not a terminal).")
+          ) -> None:
     # Typer builds a group only for an app with a callback or registered commands; the
-    # commands are lazy, hence this empty callback.
+    # commands are lazy, hence this callback (which also carries --version).
     return None
 
 

@@ -58,6 +58,17 @@ def _ask(fn: Any, feats: dict[str, float], gpu: str, what: str, notes: list[str]
     return {"mean": mean, "lo": lo, "hi": hi, "source": "predictor"}
 
 
+def _model_file(model: Path) -> Path:
+    """``model`` itself, or the cached ONNX file of the zoo model it names (exported on first use)."""
+    if model.exists() or model.suffix.lower() == ".onnx":
+        return model
+    from dlsched.graph.zoo import ZOO_NAMES, model_path
+
+    if str(model) not in ZOO_NAMES:
+        raise ValueError(f"{model}: no such file, and not a zoo model name (zoo: {', '.join(sorted(ZOO_NAMES)[:12])}, ...)")
+    return model_path(str(model))
+
+
 def _human(x: float, unit: str) -> str:
     for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
@@ -66,7 +77,8 @@ def _human(x: float, unit: str) -> str:
 
 
 def predict(
-    model: Annotated[Path, typer.Argument(help="ONNX model file")],
+    model: Annotated[Path, typer.Argument(help="ONNX model file, or a zoo model name (e.g. resnet50, built and "
+                                                "cached on first use; needs the 'export' extra)")],
     batch: int = typer.Option(64, "--batch", "-b", min=1, help="training batch size"),
     seq: int | None = typer.Option(None, "--seq", "-s", min=1, help="sequence length (models with a seq dim)"),
     gpu: str = typer.Option("V100", "--gpu", help="GPU type for the predictors"),
@@ -90,6 +102,7 @@ def predict(
                    err=True)
         raise typer.Exit(2)
     try:
+        model = _model_file(model)
         analysis = analyze(model)
         feats = analysis.features(batch, seq)
     except (GraphError, ValueError) as exc:

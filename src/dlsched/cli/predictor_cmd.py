@@ -35,6 +35,7 @@ def _fail(exc: BaseException) -> None:
 
 @sub.command()
 def train(
+    ctx: typer.Context,
     profiles: Annotated[Path, typer.Argument(
         help="profile CSV (columns model, batchsize, gpu_util; optional amp, gmem, gpu, onnx)")],
     out: Annotated[Path, typer.Option("--out", help="directory to write the predictor into")] = Path("runs/predictor"),
@@ -45,10 +46,15 @@ def train(
     license_note: Annotated[str, typer.Option("--license", help="license of the training data (into the manifest)")] = "",
 ) -> None:
     """Fit a predictor on PROFILES.csv, report leave-one-model-out error, save it under --out."""
+    from dlsched.cli.checks import check_out_dir
     from dlsched.predictors.resources.train import train as run_train
 
     try:
-        path, report = run_train(profiles, out, regressor, n_estimators, seed, license_note=license_note)
+        check_out_dir(out)
+        from dlsched.cli import progress
+
+        with progress.Activity(f"predictor train: {profiles.name}", progress.enabled(ctx)):
+            path, report = run_train(profiles, out, regressor, n_estimators, seed, license_note=license_note)
     except USER_ERRORS as exc:
         _fail(exc)
     regressor = json.loads(path.read_text())["util_regressor"]
@@ -133,6 +139,7 @@ def _render_training_memory(con: Any, res: dict[str, Any]) -> None:
 
 @sub.command()
 def evaluate(
+    ctx: typer.Context,
     json_out: Annotated[bool, typer.Option("--json", help="print JSON instead of tables")] = False,
     shared: Annotated[Path | None, typer.Option(
         help="folder holding profiles/ (default: ../shared or $DLSCHED_SHARED)")] = None,
@@ -148,7 +155,10 @@ def evaluate(
 
     shared = shared or _default_shared()
     try:
-        report = full_report(shared, profiles, n_estimators, seed, timm_onnx)
+        from dlsched.cli import progress
+
+        with progress.Activity("predictor evaluate: all splits and regressors", progress.enabled(ctx)):
+            report = full_report(shared, profiles, n_estimators, seed, timm_onnx)
     except USER_ERRORS as exc:
         _fail(exc)
     if json_out:

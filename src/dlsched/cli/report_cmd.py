@@ -18,11 +18,14 @@ def register(app: typer.Typer) -> None:
 
 def report(run_dir: DirArg, out: OutOpt = None) -> None:
     """Write a self-contained HTML report (plots and tables) for a simulator output directory."""
+    from dlsched.cli.checks import check_out_file
     from dlsched.report import ReportError, build_report  # lazy: keeps `dlsched --help` fast
 
     try:
+        if out is not None:
+            check_out_file(out, "--out")
         path = build_report(run_dir, out)
-    except ReportError as exc:
+    except (ReportError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
     typer.echo(f"Report written to {path}")

@@ -25,7 +25,9 @@ TRACE_FORMATS = "auto|helios|helios-log|philly-pollux|pai|dlsched"
 # Options shared by `simulate` and `compare` (defined once, used by both).
 TRACE = typer.Option(None, help="Trace file; the built-in workload when omitted.")
 FORMAT = typer.Option("auto", help=TRACE_FORMATS)
-VC_CONFIG = typer.Option(None, help="VC sizes (vc,node num).")
+VC_CONFIG = typer.Option(None, help="VC sizes (vc,node num): a shortcut for --cluster.")
+CLUSTER = typer.Option(None, "--cluster", help="The whole cluster in one TOML/YAML file (node groups per VC, GPU "
+                                               "type, CPUs, memory, topology, power); see `dlsched cluster show`.")
 NODES = typer.Option(None, help="One shared pool of N nodes instead of VCs.")
 GPUS_PER_NODE = typer.Option(8, help="GPUs per node.")
 START = typer.Option(None, help="Window start (wall clock or seconds).")
@@ -68,6 +70,8 @@ OBSERVE_AFTER = typer.Option(None, "--observe-after", metavar="SECONDS",
                              help="After a job has run this long, its observed GPU utilisation and memory "
                                   "replace its predictions for later decisions (default: never).")
 JOBS = typer.Option(20000, help="Jobs of the built-in workload.")
+AS_JSON = typer.Option(False, "--json", help="Print the summary as JSON on stdout instead of tables "
+                                             "(keys: docs/outputs.md).")
 SEED = typer.Option(0, help="Seed of the built-in workload.")
 
 
@@ -80,6 +84,25 @@ def _config(compat: str, invariants: bool, overhead: float | None = None, max_jo
     cost = helios_checkpoint_overhead if overhead is None else (lambda job, s=float(overhead): s)
     return SimConfig(compat=compat, check_invariants=invariants, preemption_overhead=cost,
                      max_jobs_per_gpu=max_jobs_per_gpu)
+
+
+def _check_before_work(out_dir: Path, trace: Path | None, jobs: int) -> None:
+    """The run directory can be written and the built-in workload fits in memory, before loading anything."""
+    from dlsched.cli.checks import check_job_count, check_out_dir
+
+    check_out_dir(out_dir)
+    if trace is None:
+        check_job_count(jobs, "simulate")
+
+
+def _print_unused(ctx: typer.Context, policies: list[str], placement: str, energy: str | None) -> None:
+    """A note for each given option that this run never reads."""
+    from rich.text import Text
+
+    from dlsched.cli.notes import unused_options
+
+    for note in unused_options(ctx, policies, placement, energy):
+        console.print(Text(f"note: {note}"), soft_wrap=True, highlight=False)
 
 
 def _check_priority_file(priority_file: Path | None, names: list[str]) -> None:
@@ -116,9 +139,11 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def simulate(
+        ctx: typer.Context,
         trace: Optional[Path] = TRACE,
         trace_format: str = FORMAT,
         vc_config: Optional[Path] = VC_CONFIG,
+        cluster_file: Optional[Path] = CLUSTER,
         nodes: Optional[int] = NODES,
         gpus_per_node: int = GPUS_PER_NODE,
         start: Optional[str] = START,
@@ -154,6 +179,7 @@ def register(app: typer.Typer) -> None:
         timings: bool = typer.Option(False, "--timings",
                                      help="Print where the wall time went (start-up, load, simulate, write) "
                                           "and add it to summary.json as 'timings'."),
+        as_json: bool = AS_JSON,
     ) -> None:
         """Simulate one policy; writes DIR/jobs.csv, DIR/summary.json and DIR/timeline.csv."""
         from dlsched.runner import run_one
@@ -162,13 +188,15 @@ def register(app: typer.Typer) -> None:
         phases = Phases()
         phases.lap("start_up")  # interpreter, command line, simulator modules
         with clear_errors():
+            _check_before_work(out_dir, trace, jobs)
             _check_priority_file(priority_file, [policy])
             job_list, cluster, spec = _prepare(
                 [policy], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, check_invariants, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-                speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles,
+                speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles, cluster_file,
                 predictor_dir)
+            _print_unused(ctx, [policy], placement, energy)
             spec.policy_options = spec.policy_options[policy]
             phases.lap("load")
             t0 = time.perf_counter()
@@ -177,9 +205,12 @@ def register(app: typer.Typer) -> None:
             wall = time.perf_counter() - t0
             phases.lap("simulate", minus=sum(writes))
             phases.add("write", sum(writes))
-        _print_summaries({policy: summary})
-        _print_ground_truth(summary)
-        if "energy" in summary:
+        if as_json:
+            print(json.dumps(summary, indent=2, default=float))
+        else:
+            _print_summaries({policy: summary})
+            _print_ground_truth(summary)
+        if "energy" in summary and not as_json:
             e = summary["energy"]
             out.print(f"energy ({energy}): {e['avg_powered_off_nodes']:.1f} nodes off on average, "
                       f"{e['wakeups']} wake-ups ({e['daily_wakeups']:.2f}/day, {e['nodes_per_wakeup']:.1f} nodes each), "
@@ -192,9 +223,11 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def compare(
+        ctx: typer.Context,
         trace: Optional[Path] = TRACE,
         trace_format: str = FORMAT,
         vc_config: Optional[Path] = VC_CONFIG,
+        cluster_file: Optional[Path] = CLUSTER,
         nodes: Optional[int] = NODES,
         gpus_per_node: int = GPUS_PER_NODE,
         start: Optional[str] = START,
@@ -227,60 +260,72 @@ def register(app: typer.Typer) -> None:
         workload: Optional[str] = WORKLOAD,
         profiles: str = PROFILES,
         out_dir: Path = typer.Option(Path("runs/compare"), "--out"),
+        as_json: bool = AS_JSON,
     ) -> None:
         """Run several policies on the same input; writes DIR/<policy>/ and DIR/summary.csv."""
-        from dlsched.runner import compare_policies
-
         names = [p.strip() for p in policies.split(",") if p.strip()]
         with clear_errors():
+            _check_before_work(out_dir, trace, jobs)
             _check_priority_file(priority_file, names)
             job_list, cluster, base = _prepare(
                 names, trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, False, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-                speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles,
+                speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles, cluster_file,
                 predictor_dir)
+            _print_unused(ctx, names, placement, energy)
             t0 = time.perf_counter()
-            compare_policies(job_list, cluster, names, out_dir, base, processes,
-                             on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
+            _compare_live(ctx, job_list, cluster, names, out_dir, base, processes)
             wall = time.perf_counter() - t0
         from dlsched.runner import load_summary
 
-        _print_summaries({n: load_summary(out_dir / n) for n in names})
+        summaries = {n: load_summary(out_dir / n) for n in names}
+        if as_json:
+            print(json.dumps(summaries, indent=2, default=float))
+        else:
+            _print_summaries(summaries)
         console.print(f"{len(names)} policies x {len(job_list)} jobs in {wall:.2f} s; "
                       f"table in [bold]{out_dir / 'summary.csv'}[/]")
 
     @app.command()
     def demo(
+        ctx: typer.Context,
         out_dir: Path = typer.Option(Path("runs/demo"), "--out"),
+        cluster_file: Optional[Path] = CLUSTER,
         jobs: int = typer.Option(20000, help="Jobs of the built-in workload."),
         seed: int = typer.Option(0),
+        as_json: bool = AS_JSON,
     ) -> None:
         """The main job: compare the baselines on the built-in workload and write the HTML report."""
-        from dlsched.runner import RunSpec, compare_policies, load_summary
+        from dlsched.runner import RunSpec, load_summary
 
         names = demo_policies()
         with clear_errors():
+            _check_before_work(out_dir, None, jobs)
             tr, job_list, cluster, name = load_jobs_and_cluster(None, "auto", None, None, 8, None, None, None,
-                                                                False, jobs, seed)
+                                                                False, jobs, seed, cluster_file=cluster_file)
             console.print(f"{name} on {len(cluster.nodes)} nodes / {cluster.total_gpus} GPUs in "
                           f"{len(cluster.vcs)} VCs; policies: {', '.join(names)}")
-            base = RunSpec(meta={"trace": name},
+            base = RunSpec(meta={"trace": name, **run_scope(tr, cluster)},
                            policy_options={n: policy_options(n, None, 0.1, 86400.0, "none", tr.origin) for n in names})
-            compare_policies(job_list, cluster, names, out_dir, base,
-                             on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
-            _print_summaries({n: load_summary(out_dir / n) for n in names})
+            _compare_live(ctx, job_list, cluster, names, out_dir, base, None)
+            summaries = {n: load_summary(out_dir / n) for n in names}
+            if not as_json:
+                _print_summaries(summaries)
             from dlsched.report import build_report
 
             report = build_report(out_dir)
-        out.print(f"report: {report}")
+        if as_json:
+            print(json.dumps({"policies": summaries, "report": str(report)}, indent=2, default=float))
+        else:
+            out.print(f"report: {report}")
 
 
 def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs,
              skip_invalid, jobs, seed, topology, predict, gpu, placement, backfill, compat, check_invariants,
              overhead, priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
              speed_model=None, failure_model="none", max_jobs_per_gpu=1, observe_after=None, workload=None,
-             profiles="builtin", predictor_dir=None):
+             profiles="builtin", cluster_file=None, predictor_dir=None):
     """Load the input, size the cluster, optionally predict resources, and describe the run(s).
 
     Returns (jobs, cluster, RunSpec) with ``policy_options`` keyed by policy name."""
@@ -303,6 +348,8 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
         if predictor_dir is not None:
             raise ValueError("--predictor is not used with --workload (its jobs get the shipped predictor's "
                              "predictions with --predict-resources)")
+        if cluster_file is not None:
+            raise ValueError("--cluster is for --trace or the built-in workload, not --workload")
         from dlsched.cli.workload_input import load_workload
 
         tr, job_list, cluster, name, gpu = load_workload(workload, seed, profiles, gpu, nodes, gpus_per_node,
@@ -311,21 +358,43 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
         gpu = gpu or "V100"
         tr, job_list, cluster, name = load_jobs_and_cluster(
             trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
-            topology=topology)
+            topology=topology, cluster_file=cluster_file)
         if predict or predictor_dir is not None:
             predict_resources(job_list, gpu, predictor_dir)
-    if max_jobs_per_gpu > 1 or failure_model != "none":  # memory matters: the cluster's GPUs are --gpu
+    if cluster_file is None and (max_jobs_per_gpu > 1 or failure_model != "none"):
+        # memory matters: the cluster's GPUs are --gpu (a cluster file names its own)
         from dlsched.core.cluster import gpu_type
 
         cluster = cluster.with_gpu_type(gpu_type(gpu))
     spec = RunSpec(names[0] if len(names) == 1 else "", placement, backfill, config,
                    policy_options={n: policy_options(n, priority_file, lam, refit_every, compat, tr.origin)
                                    for n in names},
-                   meta={"trace": name, "skipped": dict(tr.report.skipped)},
-                   energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer), origin=tr.origin,
+                   meta={"trace": name, "skipped": dict(tr.report.skipped), **run_scope(tr, cluster)},
+                   energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer, cluster),
+                   origin=tr.origin,
                    speed_model=speed_model, failure_model=failure_model, observe_after=observe_after,
                    speed_options={"profiles": profiles} if speed_model == "colocation" else {})
     return job_list, cluster, spec
+
+
+def _compare_live(ctx: typer.Context, job_list, cluster, names: list[str], out_dir: Path, base, processes) -> None:
+    """compare_policies with a live line of every policy's jobs done (on a terminal) and a line per finish."""
+    from dlsched.cli import progress
+    from dlsched.runner import compare_policies
+
+    with progress.Activity(f"{len(names)} policies", progress.enabled(ctx)) as live:
+        def show(counts: dict[str, tuple[int, int]]) -> None:
+            live.text = progress.policy_line(counts)
+
+        compare_policies(job_list, cluster, names, out_dir, base, processes,
+                         on_done=lambda n, s: (live.clear(), console.print(f"[dim]{n} done[/]")),
+                         progress=show if live.on else None)
+
+
+def run_scope(tr, cluster) -> dict:
+    """What a run's cluster-wide figures are over (VCs, nodes, GPUs) and what the input filters left out."""
+    return {"cluster": {"vcs": list(cluster.vcs), "nodes": len(cluster.nodes), "gpus": cluster.total_gpus},
+            "filtered": dict(tr.report.filtered)}
 
 
 def _add_timings(path: Path, seconds: dict[str, float]) -> None:
@@ -335,8 +404,10 @@ def _add_timings(path: Path, seconds: dict[str, float]) -> None:
     path.write_text(json.dumps(summary, indent=2, default=float))
 
 
-def _energy_options(boot_delay: float, idle_timeout: float, buffer: int | None) -> dict:
+def _energy_options(boot_delay: float, idle_timeout: float, buffer: int | None, cluster=None) -> dict:
     opts = {"boot_delay": boot_delay, "idle_timeout": idle_timeout}
+    if cluster is not None and cluster.nodes:  # a cluster file's node power (800 W unless it says otherwise)
+        opts["idle_power_w"] = sum(n.idle_watts for n in cluster.nodes) / len(cluster.nodes)
     if buffer is not None:
         opts["buffer"] = buffer
     return opts

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from dlsched.cli.checks import check_out_dir
 from dlsched.cli.common import clear_errors, out
 
 OutOpt = Annotated[Path, typer.Option("--out", help="output directory")]
@@ -28,7 +29,10 @@ def _group(app: typer.Typer, name: str, help_text: str) -> typer.Typer:
     return sub
 
 
-def _print_summary(summary: dict, out_dir: Path) -> None:
+def _print_summary(summary: dict, out_dir: Path, as_json: bool = False) -> None:
+    if as_json:
+        print(json.dumps(summary, indent=2, default=float))
+        return
     from rich.table import Table
 
     table = Table(title=f"{summary['meta']['experiment']} -> {out_dir}")
@@ -45,6 +49,12 @@ def _print_summary(summary: dict, out_dir: Path) -> None:
                   + ", ".join(f"{k} {v:.2f}x" for k, v in summary["meta"]["speedup_of_topo_aware_p"].items()))
 
 
+def _activity(ctx: typer.Context, label: str):
+    from dlsched.cli import progress
+
+    return progress.Activity(label, progress.enabled(ctx))
+
+
 def register(app: typer.Typer) -> None:
     experiment = _group(app, "experiment", "Reproduce paper experiments.")
     bench = _group(app, "bench", "Micro-benchmarks.")
@@ -52,36 +62,45 @@ def register(app: typer.Typer) -> None:
     app.add_typer(topo, name="topo")
 
     @experiment.command("topo-prototype")
-    def topo_prototype(out_dir: OutOpt) -> None:
+    def topo_prototype(ctx: typer.Context, out_dir: OutOpt, as_json: JsonOpt = False) -> None:
         """Table 1's six jobs on one IBM Minsky under FCFS, BF, TOPO-AWARE and TOPO-AWARE-P (Fig. 8),
         on the main engine with the topology speed model."""
         from dlsched.topology.evaluation import prototype
 
         with clear_errors():
-            _print_summary(prototype(out_dir), out_dir)
+            check_out_dir(out_dir)
+            with _activity(ctx, "experiment topo-prototype"):
+                summary = prototype(out_dir)
+            _print_summary(summary, out_dir, as_json)
 
     @experiment.command("topo-scenario1")
-    def topo_scenario1(out_dir: OutOpt, seed: SeedOpt = 0, jobs: Annotated[int, typer.Option()] = 100,
-                       machines: Annotated[int, typer.Option()] = 5) -> None:
+    def topo_scenario1(ctx: typer.Context, out_dir: OutOpt, seed: SeedOpt = 0, jobs: Annotated[int, typer.Option()] = 100,
+                       machines: Annotated[int, typer.Option()] = 5, as_json: JsonOpt = False) -> None:
         """Sec. 5.5.1: 100 jobs on 5 Minsky machines (Fig. 10)."""
         from dlsched.topology.evaluation import scenario
 
         with clear_errors():
-            _print_summary(scenario("topo-scenario1", jobs, machines, out_dir, seed), out_dir)
+            check_out_dir(out_dir)
+            with _activity(ctx, f"experiment topo-scenario1: {jobs:,} jobs on {machines:,} machines"):
+                summary = scenario("topo-scenario1", jobs, machines, out_dir, seed)
+            _print_summary(summary, out_dir, as_json)
 
     @experiment.command("topo-scenario2")
-    def topo_scenario2(out_dir: OutOpt, seed: SeedOpt = 0,
+    def topo_scenario2(ctx: typer.Context, out_dir: OutOpt, seed: SeedOpt = 0,
                        jobs: Annotated[int, typer.Option(help="number of jobs (10,000 in the paper)")] = 10_000,
                        machines: Annotated[int, typer.Option(help="number of machines (1,000 in the paper)")] = 1_000,
-                       ) -> None:
+                       as_json: JsonOpt = False) -> None:
         """Sec. 5.5.2: 10,000 jobs on 1,000 Minsky machines (Fig. 11); --jobs/--machines shrink it."""
         from dlsched.topology.evaluation import scenario
 
         with clear_errors():
-            _print_summary(scenario("topo-scenario2", jobs, machines, out_dir, seed), out_dir)
+            check_out_dir(out_dir)
+            with _activity(ctx, f"experiment topo-scenario2: {jobs:,} jobs on {machines:,} machines"):
+                summary = scenario("topo-scenario2", jobs, machines, out_dir, seed)
+            _print_summary(summary, out_dir, as_json)
 
     @bench.command("placement")
-    def bench_placement_cmd(machines: Annotated[int, typer.Option()] = 1000,
+    def bench_placement_cmd(ctx: typer.Context, machines: Annotated[int, typer.Option()] = 1000,
                             decisions: Annotated[int, typer.Option()] = 500,
                             preset: Annotated[str, typer.Option(help="minsky, dgx1, pcie or nvswitch")] = "dgx1",
                             occupancy: Annotated[float, typer.Option()] = 0.7,
@@ -91,7 +110,8 @@ def register(app: typer.Typer) -> None:
         from dlsched.topology.bench import bench_placement
 
         with clear_errors():
-            res = bench_placement(machines, decisions, preset, occupancy, postpone, seed)
+            with _activity(ctx, f"bench placement: {decisions:,} decisions on {machines:,} machines"):
+                res = bench_placement(machines, decisions, preset, occupancy, postpone, seed)
         if as_json:
             print(json.dumps(res))
         else:

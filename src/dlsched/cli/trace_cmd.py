@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from dlsched.cli.checks import check_job_count, check_out_dir, check_out_file
 from dlsched.cli.common import clear_errors, console, out, time_arg
 
 FORMATS_HELP = "auto|helios|helios-log|philly-pollux|pai|dlsched"
@@ -62,6 +63,8 @@ def stats(
     from dlsched.traces.stats import trace_stats
 
     with clear_errors():
+        if plot is not None:
+            check_out_dir(plot, "--plot")
         trace, cluster = _load(path, trace_format, start, end, vc_config, vcs, skip_invalid, include_cpu_jobs)
         result = trace_stats(trace, cluster)
         if as_json:
@@ -87,6 +90,7 @@ def convert(
     from dlsched.traces import write_canonical
 
     with clear_errors():
+        check_out_file(output, "OUTPUT")
         trace, _ = _load(path, trace_format, start, end, vc_config, vcs, skip_invalid, include_cpu_jobs)
         write_canonical(trace, output)
         console.print(f"wrote {len(trace)} jobs to {output}", highlight=False, markup=False, soft_wrap=True)
@@ -94,6 +98,7 @@ def convert(
 
 @trace_app.command()
 def generate(
+    ctx: typer.Context,
     output: Path = _OUT,
     jobs: int = typer.Option(20000, help="Number of jobs."),
     seed: int = typer.Option(0, help="Random seed (same seed, same trace)."),
@@ -113,15 +118,26 @@ def generate(
     from dlsched.traces import write_canonical
 
     with clear_errors():
+        check_out_file(output, "OUTPUT")
         if workload is None:
-            from dlsched.traces.synthetic import generate as synth
+            check_job_count(jobs, "generate")
+        from dlsched.cli import progress
 
-            trace = synth(jobs=jobs, seed=seed, days=days, load=load)
-            hint = ""
-        else:
-            trace, hint = _sharing_workload(workload, seed, gpu, profiles, shared, limit)
-        write_canonical(trace, output)
-        console.print(f"wrote {len(trace)} jobs to {output} ({trace.report.source})",
+        cluster_path = None
+        with progress.Activity(f"trace generate: {workload or f'{jobs:,} jobs'}", progress.enabled(ctx)):
+            if workload is None:
+                from dlsched.traces.synthetic import generate as synth
+
+                trace = synth(jobs=jobs, seed=seed, days=days, load=load)
+                hint = ""
+            else:
+                trace, hint = _sharing_workload(workload, seed, gpu, profiles, shared, limit)
+            write_canonical(trace, output)
+            if workload is None:
+                cluster_path = _write_cluster_beside(trace, output, load)
+        beside = (f" and its cluster to {cluster_path} (dlsched simulate --trace {output} --cluster {cluster_path})"
+                  if cluster_path else "")
+        console.print(f"wrote {len(trace)} jobs to {output} ({trace.report.source}){beside}",
                       highlight=False, markup=False, soft_wrap=True)
         if hint:
             console.print(hint, highlight=False, markup=False, soft_wrap=True)
@@ -142,6 +158,27 @@ def _sharing_workload(name: str, seed: int, gpu: str | None, profiles: str, shar
             else "--vc-config <philly_vc_config.csv>")
     return wl.trace, (f"made for {size} --gpu {wl.gpu}; e.g. dlsched simulate --trace FILE {size} --gpu {wl.gpu} "
                       f"--max-jobs-per-gpu 2 --predict-resources --speed-model colocation --failure-model oom")
+
+
+def cluster_path_for(output: Path) -> Path:
+    """Where ``trace generate`` puts the cluster of OUTPUT: beside it, NAME.cluster.toml."""
+    name = output.name
+    for suffix in (".csv.gz", ".csv", ".parquet"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return output.with_name(name + ".cluster.toml")
+
+
+def _write_cluster_beside(trace, output: Path, load: float) -> Path:
+    from dlsched.core.cluster import ClusterSpec
+    from dlsched.traces.cluster_file import cluster_to_toml
+    from dlsched.traces.synthetic import default_cluster
+
+    path = cluster_path_for(output)
+    cluster = ClusterSpec.from_vc_sizes(default_cluster(trace, load))
+    path.write_text(cluster_to_toml(cluster, f"the cluster {output.name} was generated for"))
+    return path
 
 
 def _print_stats(s: dict) -> None:

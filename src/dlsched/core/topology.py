@@ -99,7 +99,7 @@ def preset_topology(name: str, gpus: int = 8) -> NodeTopology:
     try:
         factory = PRESETS[name]
     except KeyError:
-        raise ValueError(f"unknown topology preset {name!r}; choose from {sorted(PRESETS)}") from None
+        raise ValueError(f"unknown topology preset {name!r}; choose from {', '.join(sorted(PRESETS))}") from None
     if name in ("dgx1", "minsky"):
         topo = factory()
         if topo.gpus != gpus:

@@ -25,14 +25,26 @@ def _check_grid(y: pd.Series) -> None:
         raise ValueError("series is empty")
 
 
+TARGETS = ("level", "change")
+
+
 class NodeDemandForecaster:
-    """LightGBM on calendar, rolling-trend and lag features (Helios §4.3.2, CES_Philly)."""
+    """LightGBM on calendar, rolling-trend and lag features (Helios §4.3.2, CES_Philly).
+
+    ``target="level"`` learns the busy nodes themselves, as the reference does. Trees cannot
+    predict outside the range of the values they were trained on, so a level model trained on a
+    busy period keeps forecasting that busy level after demand has fallen below anything it saw.
+    ``target="change"`` learns the change since the lag (``horizon`` steps back) and adds the lag
+    back, which follows demand to new levels; models refitted on a growing series inside a
+    simulation use it.
+    """
 
     def __init__(self, horizon: int = 18, windows: Sequence[int] = (6, 12, 36, 72, 144),
                  ewm_alpha: float = 0.5,
                  holidays: str | Iterable[str] = "us", n_estimators: int = 300, learning_rate: float = 0.03,
                  num_leaves: int = 31, min_child_samples: int = 20, warmup: int | None = None,
-                 fill_gaps: bool = True, seed: int = 0, n_jobs: int = 1) -> None:
+                 fill_gaps: bool = True, seed: int = 0, n_jobs: int = 1, target: str = "level") -> None:
+        self.target = target
         self.horizon = horizon
         self.windows = tuple(windows)
         self.ewm_alpha = ewm_alpha
@@ -59,6 +71,8 @@ class NodeDemandForecaster:
         _check_grid(y)
         if self.horizon < 1:
             raise ValueError("horizon must be at least one step")
+        if self.target not in TARGETS:
+            raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
         self._holidays_ = holiday_dates(self.holidays)
         features = self._features(y)
         rows = y.notna().to_numpy() & features["lag"].notna().to_numpy()
@@ -70,7 +84,8 @@ class NodeDemandForecaster:
             n_estimators=self.n_estimators, learning_rate=self.learning_rate, num_leaves=self.num_leaves,
             min_child_samples=self.min_child_samples, random_state=self.seed, n_jobs=self.n_jobs,
             deterministic=True, force_col_wise=True, verbose=-1)
-        self.model_.fit(features[rows], y[rows].to_numpy())
+        goal = y if self.target == "level" else y - features["lag"]
+        self.model_.fit(features[rows], goal[rows].to_numpy())
         self.feature_names_ = list(features.columns)
         self.horizon_ = self.horizon
         self.freq_ = y.index.freq
@@ -79,12 +94,18 @@ class NodeDemandForecaster:
         return self
 
     def predict(self, y: pd.Series) -> pd.Series:
-        """Forecasts for ``y``'s times and the ``horizon_`` bins after them (NaN-free)."""
+        """Forecasts for ``y``'s times and the ``horizon_`` bins after them (NaN-free).
+
+        With ``target="change"``, the first ``horizon_`` bins of ``y`` have no lag yet; their
+        change is added to the first value of ``y`` instead."""
         if not hasattr(self, "model_"):
             raise RuntimeError("call fit() before predict()")
         _check_grid(y)
         ext = extend_index(y, self.horizon_)
-        values = self.model_.predict(self._features(ext))
+        features = self._features(ext)
+        values = self.model_.predict(features)
+        if self.target == "change":
+            values = values + features["lag"].bfill().fillna(0.0).to_numpy()
         return pd.Series(values, index=ext.index, name="predicted")
 
 

@@ -5,6 +5,12 @@ series and refits a :class:`NodeDemandForecaster` once per ``refit_every`` simul
 the bins already completed (never on the future). Until enough history exists (``min_days``),
 or if the fit fails for lack of data, it forecasts "same as the last completed bin" so the
 controller stays conservative.
+
+The model learns the *change* of demand over the forecast horizon, not its level: a level model
+refitted on the busy first days of a workload cannot forecast below the lowest demand it has
+seen (trees do not extrapolate), so once a workload drains it kept forecasting 25-47 busy nodes
+while 1-7 were busy, CES's "demand will fall" test never passed, and 65 of 98 nodes stayed on
+for the last nine days of the built-in workload (tests/test_energy_online_tail.py).
 """
 
 from __future__ import annotations
@@ -66,7 +72,7 @@ class OnlineDemandForecast:
             self._next_fit = time + self.refit_every
             try:
                 self._model = NodeDemandForecaster(horizon=self.horizon, n_estimators=self.n_estimators,
-                                                   seed=self.seed).fit(self._series())
+                                                   seed=self.seed, target="change").fit(self._series())
                 self.refits += 1
             except ValueError:
                 self._model = None

@@ -61,6 +61,16 @@ def render(root: Path, layout: Layout) -> str:
         meta = {k.capitalize(): joined([data.summary.get(k)]) for k in ("policy", "predictor", "trace", "cluster")}
         return render_page(f"Energy replay — {root.resolve().name}", "dlsched energy replay report", meta,
                            cards(energy_headline(data.summary)), energy_sections(data), footer)
+    if layout is Layout.EXPERIMENT:
+        import json
+
+        from dlsched.report.sections_experiment import experiment_sections
+
+        summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
+        name = summary["meta"].get("experiment", root.name)
+        meta = {"Experiment": str(name), "Policies": joined(k for k in summary if k != "meta")}
+        return render_page(f"Topology experiment — {name}", "dlsched experiment report", meta, "",
+                           experiment_sections(root, summary), footer)
     if layout is Layout.COMPARISON:
         comp = load_comparison(root)
         records = comp.table.to_dict("records")

@@ -23,6 +23,7 @@ class Layout(Enum):
     COMPARISON = "comparison"
     ENERGY = "energy"
     SWEEP = "sweep"
+    EXPERIMENT = "experiment"  # dlsched experiment topo-*: summary.json with meta.experiment
 
 
 def require_file(path: Path) -> Path:
@@ -63,6 +64,9 @@ def detect_layout(run_dir: Path) -> Layout:
             "(summary.json, jobs.csv, timeline.csv), a comparison directory (summary.csv and one "
             "folder per policy) or an energy replay directory (summary.json, series.csv)"
         )
+    if not (run_dir / "jobs.csv").is_file() and isinstance(read_json(summary).get("meta"), dict) \
+            and "experiment" in read_json(summary)["meta"]:
+        return Layout.EXPERIMENT
     if not (run_dir / "jobs.csv").is_file() and ENERGY_KEYS & read_json(summary).keys():
         require_file(run_dir / "series.csv")
     return Layout.RUN

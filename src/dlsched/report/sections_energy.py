@@ -14,19 +14,31 @@ from dlsched.report.tables import kv_table
 HEADLINE = ("avg_powered_off_nodes", "daily_wakeups", "nodes_per_wakeup", "node_util_before",
             "node_util_after", "smape", "rmse")
 ZOOM = pd.Timedelta(days=7)
+# what only a forecast-driven controller (CES) uses: a vanilla idle-timeout replay shows none of it
+FORECAST_KEYS = ("smape", "rmse", "train_bins", "train_end", "forecast_horizon_steps", "validation_start",
+                 "ces_params")
+
+
+def uses_forecast(summary: dict) -> bool:
+    """False for the vanilla idle-timeout controller, which never reads the forecast."""
+    return summary.get("policy") != "vanilla"
 
 
 def energy_headline(summary: dict) -> list[tuple[str, str]]:
     """Card items for the figures Helios reports for its energy-saving replay."""
-    return [(label(k), cell(k, summary[k])) for k in HEADLINE if k in summary]
+    shown = HEADLINE if uses_forecast(summary) else tuple(k for k in HEADLINE if k not in FORECAST_KEYS)
+    return [(label(k), cell(k, summary[k])) for k in shown if k in summary]
 
 
 def energy_sections(data: EnergyData) -> list[Section]:
     """Whole-replay plot, a one-week zoom for long replays, and the summary table."""
     series = data.series
-    caption = ("Actual active nodes, the predictor's forecast, and nodes kept powered on "
-               "(time-weighted means when downsampled).")
-    fig = node_series(series, "Active vs predicted vs powered-on nodes")
+    forecast = uses_forecast(data.summary)
+    if not forecast:
+        series = series.drop(columns=["predicted"], errors="ignore")
+    caption = ("Actual active nodes, " + ("the predictor's forecast, " if forecast else "")
+               + "and nodes kept powered on (time-weighted means when downsampled).")
+    fig = node_series(series, "Active vs predicted vs powered-on nodes" if forecast else "Active vs powered-on nodes")
     body = figure(to_data_uri(fig), "Node counts over time", caption) if fig else note("series.csv has no rows.")
     if fig is not None and series["time"].iloc[-1] - series["time"].iloc[0] > 2 * ZOOM:
         start = series["time"].iloc[0]
@@ -35,5 +47,6 @@ def energy_sections(data: EnergyData) -> list[Section]:
             body += figure(to_data_uri(zoom), "Node counts, first week", "Zoom into the first seven days.")
     return [
         Section("nodes", "Nodes over time", body),
-        Section("energy-summary", "Summary figures", kv_table(data.summary)),
+        Section("energy-summary", "Summary figures",
+                kv_table(data.summary, skip=() if forecast else FORECAST_KEYS)),
     ]

@@ -48,7 +48,7 @@ class SimConfig:
 
     def __post_init__(self) -> None:
         if self.compat not in COMPAT_MODES:
-            raise ValueError(f"unknown compat mode {self.compat!r}; choose from {COMPAT_MODES}")
+            raise ValueError(f"unknown compat mode {self.compat!r}; choose from {', '.join(COMPAT_MODES)}")
         if self.max_jobs_per_gpu < 1:
             raise ValueError("max_jobs_per_gpu must be >= 1")
         if self.max_failures < 0:

@@ -1,9 +1,11 @@
 """dlsched's own trace format (``--trace-format dlsched``), CSV or Parquet.
 
 Columns are :data:`CANONICAL_COLUMNS` (only :data:`REQUIRED_COLUMNS` must be present);
-``submit_time`` is in seconds from the origin. The origin (wall clock of time 0, ISO 8601) is a
-``# origin=...`` first line in CSV and the ``dlsched.origin`` schema metadata key in Parquet; it is
-absent for traces that never had wall-clock times (e.g. synthetic ones). Loading keeps the stored
+``submit_time`` is in seconds from the origin. The origin (wall clock of time 0, ISO 8601) is kept
+beside a CSV in ``NAME.meta.json`` (``{"format": "dlsched", "origin": ...}``), so that the CSV itself
+is plain (any CSV reader takes it as is), and in the ``dlsched.origin`` schema metadata key in
+Parquet; it is absent for traces that never had wall-clock times (e.g. synthetic ones). CSVs
+written before this change carry it as a ``# origin=...`` first line, which is still read. Loading keeps the stored
 origin (times are not re-based to the first kept job) so that a round trip is exact. In Parquet
 files "line" in error messages is the 1-based row number.
 """
@@ -50,8 +52,22 @@ def _read_parquet(path: Path) -> Table:
                             f"origin={origin}" if origin else "")
 
 
+def meta_path(path: Path) -> Path:
+    """The side file that holds a canonical CSV's origin: ``NAME.meta.json`` beside ``NAME``."""
+    return path.with_name(path.name + ".meta.json")
+
+
 def _origin(table: Table) -> np.datetime64 | None:
-    """The origin from the ``origin=...`` comment, if any."""
+    """The origin from the side file, else from an old file's ``# origin=...`` comment, if any."""
+    side = meta_path(Path(table.path))
+    if side.is_file():
+        import json
+
+        try:
+            value = json.loads(side.read_text()).get("origin")
+        except (ValueError, AttributeError, OSError) as exc:
+            raise TraceError(str(side), f"not a readable JSON object: {exc}") from None
+        return to_timestamp(value, str(side), "origin") if value else None
     if not table.comment:
         return None
     key, _, value = table.comment.partition("=")
@@ -121,9 +137,14 @@ def write_canonical(trace: Trace, path: str | Path) -> Path:
     elif path.name.lower().endswith((".csv", ".csv.gz")):
         opener = gzip.open if path.name.lower().endswith(".gz") else open
         with opener(path, "wt", encoding="utf-8", newline="") as fh:
-            if origin:
-                fh.write(f"# origin={origin}\n")
             frame.to_csv(fh, index=False)
+        side = meta_path(path)
+        if origin:
+            import json
+
+            side.write_text(json.dumps({"format": "dlsched", "origin": origin}) + "\n")
+        elif side.exists():  # a stale origin of an earlier file of this name must not apply
+            side.unlink()
     else:
         raise TraceError(str(path), "output must end in .csv, .csv.gz or .parquet")
     return path

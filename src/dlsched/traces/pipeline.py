@@ -48,6 +48,7 @@ class LoadOptions:
     origin: TimeArg = None
     include_cpu_jobs: bool = False
     format_options: dict = field(default_factory=dict)
+    vcs_reason: str = "VC not in config"  # how rows left out by ``vcs`` are counted (e.g. "VC not in --vcs")
 
 
 @dataclass(slots=True)
@@ -146,18 +147,18 @@ def apply_filters(cols: Columns, opts: LoadOptions, report: LoadReport, path: st
         drop(cols.gpus <= 0, "CPU-only job (0 GPUs)")
     if opts.vcs is not None:
         wanted = opts.vcs  # set lookups: np.isin sorts object arrays, ~10x slower
-        drop(~np.fromiter(map(wanted.__contains__, cols.vc.tolist()), bool, len(cols.vc)), "VC not in config")
-    for bound, what, before in ((opts.start, "start", True), (opts.end, "end", False)):
-        if bound is None:
-            continue
-        if cols.absolute:
-            limit = _window_datetime(bound, path, what)
-        else:
-            limit = _window_seconds(bound, cols, path, what)
-        if before:
-            drop(cols.submit < limit, "outside window (before start)")
-        else:
-            drop(cols.submit > limit, "outside window (after end)")
+        drop(~np.fromiter(map(wanted.__contains__, cols.vc.tolist()), bool, len(cols.vc)), opts.vcs_reason)
+    limits = {}
+    for bound, what in ((opts.start, "start"), (opts.end, "end")):
+        if bound is not None:
+            limits[what] = (_window_datetime(bound, path, what) if cols.absolute
+                            else _window_seconds(bound, cols, path, what))
+    if len(limits) == 2 and limits["start"] > limits["end"]:
+        raise TraceError(path, f"start={opts.start!s} is after end={opts.end!s}: the window holds no time")
+    if "start" in limits:
+        drop(cols.submit < limits["start"], "outside window (before start)")
+    if "end" in limits:
+        drop(cols.submit > limits["end"], "outside window (after end)")
     return cols if keep.all() else cols.take(keep)
 
 
