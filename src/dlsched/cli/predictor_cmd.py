@@ -154,6 +154,8 @@ def evaluate(
     from dlsched.predictors.resources.report import full_report
 
     shared = shared or _default_shared()
+    if timm_onnx is not None and not timm_onnx.is_dir():
+        _fail(ValueError(f"--timm-onnx {timm_onnx}: not a folder (export graphs with scripts/export_timm_onnx.py)"))
     try:
         from dlsched.cli import progress
 
