@@ -55,7 +55,8 @@ class PlacementPipeline:
             if not weight > 0:
                 raise ValueError(f"scorer {scorer.name}: weight must be > 0, got {weight}")
         self.scorers = list(scorers)
-        self.filters = list(filters)
+        # a scorer that also defines filter() (e.g. ffd-util's utilisation bound) filters too
+        self.filters = list(filters) + [s for s, _ in self.scorers if hasattr(s, "filter") and s not in filters]
         self.share = share
         self.name = name or "+".join(s.name if w == 1 else f"{s.name}:{w:g}" for s, w in self.scorers)
         plugins = [s for s, _ in self.scorers] + self.filters
