@@ -33,11 +33,12 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "experiment": ("topology_cmd",),
     "bench": ("topology_cmd",),
     "topo": ("topology_cmd",),
+    "interference": ("interference_cmd",),
 }
 
 # Every command module, in the order they were registered when all were imported eagerly.
 COMMAND_MODULES: list[str] = ["trace_cmd", "sim_cmd", "predictor_cmd", "estimate_cmd", "energy_cmd",
-                              "topology_cmd", "predict_cmd", "report_cmd"]
+                              "topology_cmd", "predict_cmd", "report_cmd", "interference_cmd"]
 
 
 class _LazyCommands(MutableMapping):
