@@ -57,6 +57,12 @@ def _time_sliced(cluster: ClusterSpec):
     return TimeSlicedSpeed()
 
 
+def _colocation(cluster: ClusterSpec):
+    from dlsched.models.colocation import ColocationSpeed
+
+    return ColocationSpeed()
+
+
 def _oom(**options):
     from dlsched.models.failure import OutOfMemory
 
@@ -119,6 +125,7 @@ SPEED_MODELS: dict[str, Callable[[ClusterSpec], object] | None] = {
     "none": None,
     "time-sliced": _time_sliced,
     "topology": _topology_speed,
+    "colocation": _colocation,
 }
 
 FAILURE_MODELS: dict[str, Callable[..., object] | None] = {

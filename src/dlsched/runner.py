@@ -50,6 +50,8 @@ class RunSpec:
                                          # placement's / cluster's default (registry.default_speed_model)
     failure_model: str = "none"          # ground truth: a name in dlsched.registry.FAILURE_MODELS
     failure_options: dict = field(default_factory=dict)
+    observe_after: float | None = None   # seconds of running after which observed utilisation and memory
+                                         # replace a job's predictions (dlsched.sim.observe); None: never
 
 
 def cluster_for(jobs: list[Job], vc_nodes: dict[str, int] | None = None, nodes: int | None = None,
@@ -93,10 +95,14 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
         validate(jobs)
     power = make_power_manager(spec, cluster) if spec.energy else None
     speed = spec.speed_model if spec.speed_model is not None else default_speed_model(policy.placer, cluster)
-    sim = Simulator(cluster, policy, spec.config, power_manager=power,
-                    speed_model=make_speed_model(speed, cluster),
-                    failure_model=make_failure_model(spec.failure_model, **spec.failure_options))
+    speed_model = make_speed_model(speed, cluster)
+    observers = run_observers(spec, speed_model is not None)
+    sim = Simulator(cluster, policy, spec.config, power_manager=power, speed_model=speed_model,
+                    failure_model=make_failure_model(spec.failure_model, **spec.failure_options),
+                    observers=observers)
     result = sim.run(jobs, progress=progress)
+    for obs in observers:
+        result.extra.update(obs.summary(result.metrics))
     if power is not None:
         from dlsched.energy.accounting import EnergyModel
 
@@ -106,6 +112,22 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
     if spec.config.max_jobs_per_gpu > 1:
         meta["max_jobs_per_gpu"] = spec.config.max_jobs_per_gpu
     return write_run(result, out_dir, meta)
+
+
+def run_observers(spec: RunSpec, has_speed_model: bool) -> tuple:
+    """The kernel observers a run asks for, each with ``summary(metrics) -> dict`` merged into
+    summary.json: delivered utilisation with GPU sharing or a speed model, prediction correction
+    with ``observe_after``. None otherwise: a plain run pays nothing."""
+    observers: list = []
+    if has_speed_model or spec.config.max_jobs_per_gpu > 1:
+        from dlsched.metrics.delivered import DeliveredUtilisation
+
+        observers.append(DeliveredUtilisation())
+    if spec.observe_after is not None:
+        from dlsched.sim.observe import ObservedCorrection
+
+        observers.append(ObservedCorrection(spec.observe_after))
+    return tuple(observers)
 
 
 def make_power_manager(spec: RunSpec, cluster: ClusterSpec):
@@ -121,7 +143,7 @@ def _child(args: tuple[str, Path]) -> dict:
     jobs, cluster, base = _FORK_STATE["jobs"], _FORK_STATE["cluster"], _FORK_STATE["spec"]
     spec = RunSpec(name, base.placement, base.backfill, base.config, dict(base.policy_options.get(name, {})),
                    base.meta, base.energy, base.energy_options, base.origin, base.speed_model, base.failure_model,
-                   base.failure_options)
+                   base.failure_options, base.observe_after)
     return run_one(jobs, cluster, spec, out)
 
 

@@ -55,6 +55,9 @@ SPEED_MODEL = typer.Option(None, help="Ground-truth speed model: none|time-slice
 FAILURE_MODEL = typer.Option("none", help="Ground-truth failure model: none|oom (out of memory when a GPU's "
                                           "jobs truly need more than it has; the job is resubmitted).")
 MAX_JOBS_PER_GPU = typer.Option(1, help="Jobs one GPU may hold (1 = exclusive; >1 lets placers share GPUs).")
+OBSERVE_AFTER = typer.Option(None, "--observe-after", metavar="SECONDS",
+                             help="After a job has run this long, its observed GPU utilisation and memory "
+                                  "replace its predictions for later decisions (default: never).")
 JOBS = typer.Option(20000, help="Jobs of the built-in workload.")
 SEED = typer.Option(0, help="Seed of the built-in workload.")
 
@@ -134,6 +137,7 @@ def register(app: typer.Typer) -> None:
         speed_model: Optional[str] = SPEED_MODEL,
         failure_model: str = FAILURE_MODEL,
         max_jobs_per_gpu: int = MAX_JOBS_PER_GPU,
+        observe_after: Optional[float] = OBSERVE_AFTER,
         out_dir: Path = typer.Option(Path("runs/simulate"), "--out", help="Run directory."),
         timings: bool = typer.Option(False, "--timings",
                                      help="Print where the wall time went (start-up, load, simulate, write) "
@@ -151,7 +155,7 @@ def register(app: typer.Typer) -> None:
                 [policy], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, check_invariants, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-                speed_model, failure_model, max_jobs_per_gpu)
+                speed_model, failure_model, max_jobs_per_gpu, observe_after)
             spec.policy_options = spec.policy_options[policy]
             phases.lap("load")
             t0 = time.perf_counter()
@@ -205,6 +209,7 @@ def register(app: typer.Typer) -> None:
         speed_model: Optional[str] = SPEED_MODEL,
         failure_model: str = FAILURE_MODEL,
         max_jobs_per_gpu: int = MAX_JOBS_PER_GPU,
+        observe_after: Optional[float] = OBSERVE_AFTER,
         out_dir: Path = typer.Option(Path("runs/compare"), "--out"),
     ) -> None:
         """Run several policies on the same input; writes DIR/<policy>/ and DIR/summary.csv."""
@@ -217,7 +222,7 @@ def register(app: typer.Typer) -> None:
                 names, trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, False, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-                speed_model, failure_model, max_jobs_per_gpu)
+                speed_model, failure_model, max_jobs_per_gpu, observe_after)
             t0 = time.perf_counter()
             compare_policies(job_list, cluster, names, out_dir, base, processes,
                              on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
@@ -257,7 +262,7 @@ def register(app: typer.Typer) -> None:
 def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs,
              skip_invalid, jobs, seed, topology, predict, gpu, placement, backfill, compat, check_invariants,
              overhead, priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-             speed_model=None, failure_model="none", max_jobs_per_gpu=1):
+             speed_model=None, failure_model="none", max_jobs_per_gpu=1, observe_after=None):
     """Load the input, size the cluster, optionally predict resources, and describe the run(s).
 
     Returns (jobs, cluster, RunSpec) with ``policy_options`` keyed by policy name."""
@@ -268,6 +273,8 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
         raise ValueError(f"unknown --speed-model {speed_model!r}; choose from {', '.join(SPEED_MODELS)}")
     if failure_model not in FAILURE_MODELS:
         raise ValueError(f"unknown --failure-model {failure_model!r}; choose from {', '.join(FAILURE_MODELS)}")
+    if observe_after is not None and not observe_after >= 0:
+        raise ValueError(f"--observe-after must be >= 0 seconds, got {observe_after}")
     if placement is not None:
         make_placer(placement)  # fail fast on an unknown placement, before loading anything
     config = _config(compat, check_invariants, overhead, max_jobs_per_gpu)
@@ -285,7 +292,7 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
                                    for n in names},
                    meta={"trace": name, "skipped": dict(tr.report.skipped)},
                    energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer), origin=tr.origin,
-                   speed_model=speed_model, failure_model=failure_model)
+                   speed_model=speed_model, failure_model=failure_model, observe_after=observe_after)
     return job_list, cluster, spec
 
 
@@ -330,6 +337,13 @@ def _print_ground_truth(summary: dict) -> None:
     if "failure_model" in summary:
         out.print(f"failure model {summary['failure_model']}: {summary['failures']:,} failures, "
                   f"{summary['jobs_failed_at_least_once']:,} jobs failed at least once and were resubmitted")
+    if "delivered_gpu_utilization" in summary:
+        out.print(f"delivered GPU utilisation {summary['delivered_gpu_utilization']:.1%} of all GPU time "
+                  f"({summary['delivered_per_busy_gpu']:.1%} of busy GPU time; busy-GPU share "
+                  f"{summary['gpu_utilization']:.1%})")
+    if "predictions_corrected" in summary:
+        out.print(f"observation replaced the predictions of {summary['predictions_corrected']:,} jobs after "
+                  f"{summary['observe_after']:g} s of running")
     if summary.get("postponements"):
         out.print(f"{summary['postponements']:,} placements postponed by a plug-in (e.g. TOPO-AWARE-P's utility floor)")
 

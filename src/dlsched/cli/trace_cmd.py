@@ -46,6 +46,7 @@ _PATH = typer.Argument(..., help="Trace file or directory (PAI).")
 _OUT = typer.Argument(..., help="Canonical output: .csv, .csv.gz or .parquet.")
 _JSON = typer.Option(False, "--json", help="Print the statistics as JSON.")
 _PLOT = typer.Option(None, help="Write PNG figures into this directory.")
+_SHARED = typer.Option(None, help="--workload philly-profiled: the shared data folder (default ../shared).")
 
 
 @trace_app.command()
@@ -98,16 +99,49 @@ def generate(
     seed: int = typer.Option(0, help="Random seed (same seed, same trace)."),
     days: float | None = typer.Option(None, help="Arrival span; default: offered load --load."),
     load: float = typer.Option(0.8, help="Offered GPU load on the default cluster when --days is unset."),
+    workload: str | None = typer.Option(
+        None, help="A GPU-sharing workload instead: horus-wlarge|horus-wsmall|coscheml-15|coscheml-30|"
+                   "coscheml-60|philly-profiled (seeded; jobs carry model type and true utilisation/memory)."),
+    gpu: str | None = typer.Option(None, help="--workload: GPU type (default: the paper's testbed GPU)."),
+    profiles: str = typer.Option("builtin", help="--workload: job types from 'builtin' (Gavel-derived), a "
+                                                 "profiles folder (Lucid + Gavel) or a .json table."),
+    shared: Path | None = _SHARED,
+    limit: int | None = typer.Option(None, "--limit", help="--workload philly-profiled: keep the first N jobs."),
 ) -> None:
-    """Write the built-in synthetic workload (calibrated to Helios) in the canonical format."""
+    """Write the built-in synthetic workload (calibrated to Helios), or a GPU-sharing workload
+    (--workload), in the canonical format."""
     from dlsched.traces import write_canonical
-    from dlsched.traces.synthetic import generate as synth
 
     with clear_errors():
-        trace = synth(jobs=jobs, seed=seed, days=days, load=load)
+        if workload is None:
+            from dlsched.traces.synthetic import generate as synth
+
+            trace = synth(jobs=jobs, seed=seed, days=days, load=load)
+            hint = ""
+        else:
+            trace, hint = _sharing_workload(workload, seed, gpu, profiles, shared, limit)
         write_canonical(trace, output)
         console.print(f"wrote {len(trace)} jobs to {output} ({trace.report.source})",
                       highlight=False, markup=False, soft_wrap=True)
+        if hint:
+            console.print(hint, highlight=False, markup=False, soft_wrap=True)
+
+
+def _sharing_workload(name: str, seed: int, gpu: str | None, profiles: str, shared: Path | None,
+                      limit: int | None):
+    """A workload of :mod:`dlsched.traces.workloads` and a line saying how to simulate it."""
+    from dlsched.models.colocation_table import load_table
+    from dlsched.traces.workloads import make_workload
+
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be >= 1, got {limit}")
+    wl = make_workload(name, seed=seed, table=load_table(profiles), gpu=gpu, shared=shared, jobs=limit)
+    for note in wl.notes:
+        console.print(note, style="dim", highlight=False, markup=False, soft_wrap=True)
+    size = (f"--nodes {wl.vc_nodes['default']} --gpus-per-node {wl.gpus_per_node}" if list(wl.vc_nodes) == ["default"]
+            else "--vc-config <philly_vc_config.csv>")
+    return wl.trace, (f"made for {size} --gpu {wl.gpu}; e.g. dlsched simulate --trace FILE {size} --gpu {wl.gpu} "
+                      f"--max-jobs-per-gpu 2 --predict-resources --speed-model colocation --failure-model oom")
 
 
 def _print_stats(s: dict) -> None:

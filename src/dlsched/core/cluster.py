@@ -28,6 +28,8 @@ GPU_TYPES: dict[str, GpuType] = {
     "V100": GpuType("V100", 32 * 1024, 50.0, 300.0),
     "V100-16GB": GpuType("V100-16GB", 16 * 1024, 50.0, 300.0),
     "T4": GpuType("T4", 16 * 1024, 10.0, 70.0),
+    "RTX2080": GpuType("RTX2080", 8 * 1024, 20.0, 215.0),   # Horus's testbed
+    "TitanXp": GpuType("TitanXp", 12 * 1024, 15.0, 250.0),  # Co-scheML's testbed
     "RTX3090": GpuType("RTX3090", 24 * 1024, 30.0, 350.0),
     "A100": GpuType("A100", 40 * 1024, 50.0, 400.0),
     "A100-80GB": GpuType("A100-80GB", 80 * 1024, 50.0, 400.0),

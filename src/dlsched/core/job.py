@@ -4,7 +4,9 @@ A job carries three kinds of fields:
 
 * **request and predictions** (any policy may read them): ``job_id``, ``user``, ``name``,
   ``vc``, ``gpus``, ``cpus``, ``submit_time``, ``model_name``, ``batch_size``, ``onnx_ref``,
-  ``min_utility``, ``pred_duration``, ``pred_gpu_util``, ``pred_gpu_mem_mib``, ``priority``.
+  ``min_utility``, ``pred_duration``, ``pred_gpu_util``, ``pred_gpu_mem_mib``, ``priority``;
+  ``prior_gpu_util`` / ``prior_gpu_mem_mib`` keep the predictions an observation replaced at
+  ``observed_at`` (-1: not yet; :mod:`dlsched.sim.observe`).
 * **ground truth** (the engine and the ground-truth models read it; a policy only through an
   explicit oracle grant): ``duration``, ``remaining``, ``gpu_util`` (measured, 0-100),
   ``gpu_mem_mib`` (measured peak) and ``status`` (final status in the trace). They live in
@@ -72,6 +74,8 @@ class Job:
         "state", "start_time", "end_time", "run_since", "preemptions", "failures",
         "queue_delay", "wait_since", "placement", "speed", "epoch", "enq_seq", "run_seq", "vc_state",
         "last_failure", "observed_mem_mib",
+        # predictions replaced by observation (dlsched.sim.observe): the priors and when (-1: never)
+        "prior_gpu_util", "prior_gpu_mem_mib", "observed_at",
     )
 
     def __init__(
@@ -114,6 +118,8 @@ class Job:
         self.pred_gpu_util = float("nan")
         self.pred_gpu_mem_mib = float("nan")
         self.priority = float("nan")
+        self.prior_gpu_util = self.prior_gpu_mem_mib = float("nan")
+        self.observed_at = -1.0
         self.reset()
 
     duration = _truth("_duration", "true duration")
@@ -142,6 +148,10 @@ class Job:
         self.vc_state = None  # the kernel's VcState of this job's VC while it is scheduled
         self.last_failure = ""
         self.observed_mem_mib = float("nan")  # memory seen when the job failed (e.g. OOM report)
+        if self.observed_at >= 0:  # an observation replaced the predictions: back to the priors
+            self.pred_gpu_util, self.pred_gpu_mem_mib = self.prior_gpu_util, self.prior_gpu_mem_mib
+            self.prior_gpu_util = self.prior_gpu_mem_mib = float("nan")
+            self.observed_at = -1.0
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return (f"Job({self.job_id!r}, vc={self.vc!r}, gpus={self.gpus}, submit={self.submit_time}, "

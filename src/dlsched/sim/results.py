@@ -50,7 +50,8 @@ def timed_writes() -> Iterator[list[float]]:
 
 def job_columns(result: SimResult, cols: dict[str, np.ndarray] | None = None) -> dict[str, Sequence]:
     """The columns of ``jobs.csv`` in file order: the job's text fields as lists, numbers as arrays;
-    ``pred_gpu_util``/``pred_gpu_mem_mib`` are added when predictions were filled."""
+    ``pred_gpu_util``/``pred_gpu_mem_mib`` are added when predictions were filled, and
+    ``prior_gpu_util``/``prior_gpu_mem_mib``/``observed_at`` when observation replaced some."""
     jobs = result.jobs
     cols = cols if cols is not None else job_arrays(jobs)
     out: dict[str, Sequence] = {}
@@ -60,6 +61,11 @@ def job_columns(result: SimResult, cols: dict[str, np.ndarray] | None = None) ->
     if len(jobs) and not np.isnan(util).all():  # predictions were filled: keep them with the outcomes
         out["pred_gpu_util"] = util
         out["pred_gpu_mem_mib"] = np.fromiter(map(attrgetter("pred_gpu_mem_mib"), jobs), float, len(jobs))
+    observed = np.fromiter(map(attrgetter("observed_at"), jobs), float, len(jobs))
+    if len(jobs) and (observed >= 0).any():  # observation replaced predictions: keep the priors too
+        out["prior_gpu_util"] = np.fromiter(map(attrgetter("prior_gpu_util"), jobs), float, len(jobs))
+        out["prior_gpu_mem_mib"] = np.fromiter(map(attrgetter("prior_gpu_mem_mib"), jobs), float, len(jobs))
+        out["observed_at"] = np.where(observed >= 0, observed, np.nan)
     return out
 
 
