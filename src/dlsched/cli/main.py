@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "trace": ("trace_cmd",),
     "predictor": ("predictor_cmd",),
     "energy": ("energy_cmd",),
-    "experiment": ("topology_cmd",),
+    "experiment": ("topology_cmd", "sharing_exp_cmd"),
     "bench": ("topology_cmd",),
     "topo": ("topology_cmd",),
     "interference": ("interference_cmd",),

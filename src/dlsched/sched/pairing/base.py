@@ -52,6 +52,11 @@ class PairingPolicy(OrderingPolicy):
         """How bad it is to run ``waiting`` beside ``running`` (lower is better)."""
         raise NotImplementedError
 
+    def pair_values(self, pairs: list[tuple[Job, Job, str, float]]) -> list[float]:
+        """:meth:`pair_value` of each (running, waiting, GPU type, capacity); a model that
+        predicts many pairs at once overrides this."""
+        return [self.pair_value(r, w, g, c) for r, w, g, c in pairs]
+
     def memory(self, job: Job, capacity: float) -> float:
         """The memory the OOM check counts for ``job`` (predicted; oracles override)."""
         return pred_mem(job, capacity)
@@ -82,13 +87,11 @@ class PairingPolicy(OrderingPolicy):
         singles = self.exclusive_apps(view, vc)
         if not singles:
             return
-        ranked = []
-        for i, (running, node, gpu) in enumerate(singles):
-            spec = state.node_specs[node]
-            capacity = state.node_mem[node]
-            for k, job in enumerate(waiting):
-                ranked.append((self.pair_value(running, job, spec.gpu_type.name, capacity), i, k))
-        ranked.sort()
+        pairs = [(running, job, state.node_specs[node].gpu_type.name, state.node_mem[node])
+                 for running, node, _ in singles for job in waiting]
+        values = self.pair_values(pairs)
+        n = len(waiting)
+        ranked = sorted((v, idx // n, idx % n) for idx, v in enumerate(values))
         used_s, used_w = set(), set()
         for _, i, k in ranked:
             if i in used_s or k in used_w:
