@@ -13,7 +13,8 @@ Each scheduling pass over a VC:
    ``horus``) that is the capacity check (predicted memory, per-GPU job cap) and the top-lambda
    cheapest GPUs of Eq. 7-10. A job that does not fit is skipped (``continue``), not blocking.
 
-Rounds repeat until every pending job was tried once or no GPU has room. Horus uses k = 1 in
+Rounds repeat until every pending job was tried once or no GPU has room (``rounds`` caps them
+per pass, e.g. one round per scheduling instant as a live scheduler's tick). Horus uses k = 1 in
 the testbed; **Horus-f** (``horus-f``) is k = 3. A job that crashed out of memory is resubmitted
 with its request corrected (the inherited ``job_failed``, Horus §4.2.3).
 """
@@ -73,8 +74,12 @@ class HorusPolicy(OrderingPolicy):
     default_placement = "horus-cost"
     queues_k = 1
 
-    def __init__(self, placer, backfill: bool = False, k: int | None = None, beta: int = 15) -> None:
+    def __init__(self, placer, backfill: bool = False, k: int | None = None, beta: int = 15,
+                 rounds: int | None = None) -> None:
         super().__init__(placer, backfill)
+        if rounds is not None and rounds < 1:
+            raise ValueError(f"Horus needs rounds >= 1 per pass (or None: until every job was tried), got {rounds}")
+        self.rounds = rounds
         self.k = self.queues_k if k is None else int(k)
         if self.k < 1:
             raise ValueError(f"Horus needs k >= 1 queues, got {self.k}")
@@ -115,7 +120,9 @@ class HorusPolicy(OrderingPolicy):
         share = getattr(self.placer, "share", False) and state.cap > 1
         place = self.placer.place
         pos = [0] * len(queues)
-        while True:
+        left = self.rounds if self.rounds is not None else -1
+        while left:
+            left -= 1
             lengths = [len(q) - p for q, p in zip(queues, pos)]
             if not any(lengths) or (vc.free == 0 and not (share and vc.share_nodes)):
                 return

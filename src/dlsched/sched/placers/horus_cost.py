@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.sharing.curve import PAPER_CURVE
-from dlsched.sched.sharing.load import NodeLoad, cheapest, pred_mem, pred_util, room_of
+from dlsched.sched.sharing.load import NodeLoad, cheapest, pred_mem, pred_util
 
 
 class HorusCostScorer:
@@ -33,34 +34,43 @@ class HorusCostScorer:
         self.w_mem = w_mem
         self.w_util = w_util
 
-    def costs(self, view: SchedulingView, job: Job, node: int, room: int) -> list[tuple[float, int]]:
-        """(Eq. 7 cost, GPU) for every GPU of ``room``."""
+    def costs(self, view: SchedulingView, job: Job, node: int, room: int | None = None) -> list[tuple[float, int]]:
+        """(Eq. 7 cost, GPU) for every GPU of ``room`` (default: the node's GPUs that pass the
+        capacity check -- free ones, and shared ones below the cap where predicted memory fits)."""
         state = view.state
         cap = state.node_mem[node]
         u_j, m_j = pred_util(job), pred_mem(job, cap)
         wm, wu, f = self.w_mem / cap, self.w_util, self.curve
-        if not state.node_mask[node] & room:  # only free GPUs: one cost for all
-            c = wm * m_j + wu * f(u_j)
-            return [(c, g) for g in range(state.node_gpus[node]) if room >> g & 1]
-        load = NodeLoad(state, node)
-        out = []
-        g = 0
-        while room >> g:
-            if room >> g & 1:
-                out.append((wm * (load.mem[g] + m_j) + wu * f(load.util[g] + u_j), g))
-            g += 1
+        if room is None:
+            room = state.room_mask(node)
+            if job.pred_gpu_mem_mib != job.pred_gpu_mem_mib:  # no memory prediction: never shares
+                room &= ~state.node_mask[node]
+        busy = room & state.node_mask[node]
+        base = wm * m_j + wu * f(u_j)
+        out = [(base, g) for g in set_bits(room & ~busy)]
+        if busy:
+            load = NodeLoad(state, node)
+            for g in set_bits(busy):
+                mem = load.mem[g] + m_j
+                if mem <= cap:
+                    out.append((wm * mem + wu * f(load.util[g] + u_j), g))
         return out
 
     def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
-        room = room_of(view, job, node)
-        need = min(job.gpus, room.bit_count())
+        need = job.gpus
+        if view.state.node_free[node] >= need:  # free GPUs all cost the same and beat shared ones
+            cap = view.state.node_mem[node]
+            return 1.0 / (1.0 + self.w_mem * pred_mem(job, cap) / cap + self.w_util * self.curve(pred_util(job)))
+        costs = self.costs(view, job, node)
+        need = min(need, len(costs))
         if not need:
             return 0.0
-        total, _ = cheapest(self.costs(view, job, node, room), need)
+        total, _ = cheapest(costs, need)
         return 1.0 / (1.0 + total / need)
 
     def gpus(self, view: SchedulingView, vc: VcState, job: Job, node: int, room: int) -> int:
         """Reserve: the job's top-lambda cheapest GPUs of the node."""
-        if room.bit_count() < job.gpus:
+        costs = self.costs(view, job, node, room)
+        if len(costs) < job.gpus:
             return 0
-        return cheapest(self.costs(view, job, node, room), job.gpus)[1]
+        return cheapest(costs, job.gpus)[1]
