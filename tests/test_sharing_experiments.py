@@ -84,3 +84,14 @@ def test_bad_options_give_one_error_line(args, message):
     assert res.exit_code == 2
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], res.output
+
+
+def test_report_renders_a_sharing_experiment(tmp_path):
+    from dlsched.report import build_report
+
+    result = {"experiment": "coscheml", "seeds": [0, 1], "seconds": 3.0, "interval": 30,
+              "rows": [{"policy": "Co-scheML", "avg_jct_s": 900.0, "paper_jct_s": 844.09, "delivered_util": 0.5,
+                        "paper_util": None}]}
+    (tmp_path / "sharing_experiment.json").write_text(json.dumps(result))
+    page = build_report(tmp_path).read_text()
+    assert "Co-scheML Fig. 7-9" in page and "844" in page and "50.0 %" in page and "paper_jct_s" in page

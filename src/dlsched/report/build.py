@@ -56,6 +56,14 @@ def render(root: Path, layout: Layout) -> str:
         meta = {k.capitalize(): joined([data.summary.get(k)]) for k in ("policy", "predictor", "trace", "cluster")}
         return render_page(f"Energy replay — {root.resolve().name}", "dlsched energy replay report", meta,
                            cards(energy_headline(data.summary)), energy_sections(data), footer)
+    if layout is Layout.SHARING:
+        from dlsched.report.layout import read_json
+        from dlsched.report.sections_sharing import SHARING_FILE, sharing_headline, sharing_sections
+
+        result = read_json(root / SHARING_FILE)
+        return render_page(f"Sharing experiment — {root.resolve().name}", "dlsched experiment report",
+                           {"Experiment": str(result.get("experiment", ""))}, cards(sharing_headline(result)),
+                           sharing_sections(result), footer)
     if layout is Layout.COMPARISON:
         comp = load_comparison(root)
         records = comp.table.to_dict("records")

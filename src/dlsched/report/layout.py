@@ -22,6 +22,7 @@ class Layout(Enum):
     RUN = "run"
     COMPARISON = "comparison"
     ENERGY = "energy"
+    SHARING = "sharing"      # dlsched experiment horus-table6 ... --out DIR
 
 
 def require_file(path: Path) -> Path:
@@ -53,6 +54,8 @@ def detect_layout(run_dir: Path) -> Layout:
         return Layout.COMPARISON
     if (run_dir / "series.csv").is_file():
         return Layout.ENERGY
+    if (run_dir / "sharing_experiment.json").is_file():
+        return Layout.SHARING
     summary = run_dir / "summary.json"
     if not summary.is_file():
         raise ReportError(
