@@ -80,3 +80,21 @@ def test_sharing_placements_combine_with_any_order():
     placer = make_placer("horus-cost:2,spread:1", share=True)
     assert placer.name == "horus-cost:2+spread" and placer.picker.name == "horus-cost"
     assert make_policy("qssf", "horus-cost", share=True, priorities={"x": 1.0}).placer.name == "horus-cost"
+
+
+def test_horus_free_gpu_shortcut_equals_the_pipeline():
+    """Random half-full clusters: where some node has enough free GPUs, the shortcut Horus takes
+    gives exactly the pipeline's placement."""
+    import random
+
+    rng = random.Random(1)
+    policy = make_policy("horus", share=True)
+    scorer = policy.placer.scorers[0][0]
+    for trial in range(30):
+        running = [(job(f"r{i}", rng.uniform(5, 90), rng.uniform(500, 4000)), n, 1 << g)
+                   for i, (n, g) in enumerate((n, g) for n in range(3) for g in range(4) if rng.random() < 0.6)]
+        state, view = state_with(policy, running, nodes=3, gpus=4)
+        new = job("n", rng.uniform(5, 90), rng.uniform(500, 4000), gpus=rng.choice([1, 2, 4]))
+        short = scorer.free_fit(view, state.vcs[0], new)
+        if short is not None:
+            assert short.placement == policy.placer.place(view, state.vcs[0], new).placement, trial

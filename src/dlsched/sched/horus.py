@@ -109,6 +109,15 @@ class HorusPolicy(OrderingPolicy):
             out[label].append(job)
         return [q for q in out if q]
 
+    def _free_fit(self):
+        """The cost placement's exact shortcut for a job some node can take on free GPUs, when
+        the placement is that scorer alone (no other scorer, filter or permit could differ)."""
+        placer = self.placer
+        scorers = getattr(placer, "scorers", ())
+        if len(scorers) == 1 and not placer.filters and not placer.permits and hasattr(scorers[0][0], "free_fit"):
+            return scorers[0][0].free_fit
+        return None
+
     def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
         pending = list(vc.queue)
         if not pending:
@@ -119,6 +128,7 @@ class HorusPolicy(OrderingPolicy):
         medians = [float(np.median([j.queue_delay + now - j.wait_since for j in q])) for q in queues]
         share = getattr(self.placer, "share", False) and state.cap > 1
         place = self.placer.place
+        free_fit = self._free_fit()
         pos = [0] * len(queues)
         left = self.rounds if self.rounds is not None else -1
         while left:
@@ -135,7 +145,7 @@ class HorusPolicy(OrderingPolicy):
             for job in batch:
                 if not share and job.gpus > vc.free:
                     continue
-                fit = place(view, vc, job)
+                fit = (free_fit(view, vc, job) if free_fit is not None else None) or place(view, vc, job)
                 if fit.status is _FITS:
                     yield Start(job, fit.placement, fit.shared)
                 elif fit.status is _POSTPONE:

@@ -4,7 +4,8 @@ Horus (§4.2.2) clusters pending jobs on their resource features with the L1 dis
 L1 the centre that minimises a cluster's distance is the per-feature median, so this is
 k-medians. Features are scaled to [0, 1] (min-max per column) first so that no unit (MiB vs
 percent) dominates. Deterministic: the initial centres are the jobs at evenly spaced ranks of
-the scaled feature sum, so the same queue always gives the same groups.
+the scaled feature sum, so the same queue always gives the same groups. At most ``iterations``
+(8) refinements: queues only need coarse groups, and the pass runs at every scheduling instant.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def l1_kmeans(features: np.ndarray, k: int, iterations: int = 20) -> np.ndarray:
+def l1_kmeans(features: np.ndarray, k: int, iterations: int = 8) -> np.ndarray:
     """Cluster label (0..k-1) of each row of ``features`` (n x d). Labels are renumbered by
     increasing centre sum, so label 0 is the 'smallest' group."""
     n = len(features)

@@ -19,8 +19,10 @@ from collections.abc import Callable
 
 from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
+from dlsched.kernel.decisions import Fit, fits
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.gpus import lowest, nodes_with_at_least, take_gpus
 from dlsched.sched.sharing.curve import PAPER_CURVE
 from dlsched.sched.sharing.load import NodeLoad, cheapest, pred_mem, pred_util
 
@@ -67,6 +69,20 @@ class HorusCostScorer:
             return 0.0
         total, _ = cheapest(costs, need)
         return 1.0 / (1.0 + total / need)
+
+    @staticmethod
+    def free_fit(view: SchedulingView, vc: VcState, job: Job) -> Fit | None:
+        """The pipeline's answer when some node has enough free GPUs, in a few bucket look-ups:
+        free GPUs all cost the same and beat shared ones, so the best node is the lowest one
+        with ``gpus`` free GPUs, and its lowest free GPUs. None when no node has them."""
+        need = job.gpus
+        if need > vc.max_node_gpus or vc.free < need:
+            return None
+        nodes = nodes_with_at_least(vc, need)
+        if not nodes:
+            return None
+        node = vc.nodes[lowest(nodes)]
+        return fits(((node, take_gpus(view, node, need)),))
 
     def gpus(self, view: SchedulingView, vc: VcState, job: Job, node: int, room: int) -> int:
         """Reserve: the job's top-lambda cheapest GPUs of the node."""
