@@ -129,6 +129,7 @@ class HorusPolicy(OrderingPolicy):
         share = getattr(self.placer, "share", False) and state.cap > 1
         place = self.placer.place
         free_fit = self._free_fit()
+        failed: list[tuple[int, float]] = []  # (GPUs, predicted memory) of jobs that did not fit this pass
         pos = [0] * len(queues)
         left = self.rounds if self.rounds is not None else -1
         while left:
@@ -145,7 +146,18 @@ class HorusPolicy(OrderingPolicy):
             for job in batch:
                 if not share and job.gpus > vc.free:
                     continue
-                fit = (free_fit(view, vc, job) if free_fit is not None else None) or place(view, vc, job)
+                if free_fit is not None:
+                    # the cost placement alone: fitting depends only on GPUs and predicted memory, and
+                    # starts only take room away, so a job needing at least what failed fails too
+                    mem = pred_mem(job, capacity)
+                    if any(job.gpus >= g and mem >= m for g, m in failed):
+                        continue
+                    fit = free_fit(view, vc, job) or place(view, vc, job)
+                    if fit.status is not _FITS:
+                        failed.append((job.gpus, mem))
+                        continue
+                else:
+                    fit = place(view, vc, job)
                 if fit.status is _FITS:
                     yield Start(job, fit.placement, fit.shared)
                 elif fit.status is _POSTPONE:
