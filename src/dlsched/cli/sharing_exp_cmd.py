@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -14,7 +14,7 @@ from dlsched.cli.common import clear_errors, console, out
 
 SeedsOpt = Annotated[int, typer.Option("--seeds", help="number of seeded workloads (seeds 0..N-1); results are mean +- std")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the rows as JSON")]
-OutOpt = Annotated[Optional[Path], typer.Option("--out", help="also write DIR/sharing_experiment.json (for `dlsched report DIR`)")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="also write DIR/sharing_experiment.json (for `dlsched report DIR`)")]
 CapOpt = Annotated[int, typer.Option("--max-jobs-per-gpu", help="jobs one GPU may hold for the sharing policies")]
 PredOpt = Annotated[str, typer.Option("--predictions", help="real (the shipped predictors) | perfect (= truth)")]
 
