@@ -69,3 +69,14 @@ def test_cli_json_on_real_profiles(shared):
     models = doc["protocols"]["lucid-lomo"]["models"]
     assert set(models) == {"constant-1", "horus-curve"} and "gavel-loao" not in doc["protocols"]
     assert models["horus-curve"]["regret_mean"] < models["constant-1"]["regret_mean"]
+
+
+def test_lucid_curve_ranks_gavel_partners(report):
+    """EVALUATION.md's end-to-end check: the curve fitted on Lucid ranks Gavel's partners
+    (predicted utilisation) far better than a random pick, though its absolute values are off."""
+    p = report["protocols"]["lucid-to-gavel"]
+    assert p["folds"] == ["k80", "p100", "v100"]
+    m = p["models"]
+    if not any("unknown for" in n for n in report["notes"]):
+        assert m["horus-curve"]["regret_mean"] < 0.5 * m["constant-1"]["regret_mean"]
+        assert m["horus-curve"]["spearman"] > 0.5

@@ -18,6 +18,7 @@ from dlsched.predictors.interference.combine import combine_pairwise
 from dlsched.predictors.interference.horus_curve import HorusCurve
 from dlsched.predictors.interference.lookup import PairLookup
 from dlsched.predictors.interference.pair_forest import PairForest
+from dlsched.predictors.interference.pairwise import PairwiseModel
 from dlsched.predictors.interference.registry import MODELS, make_model
 
 
@@ -55,7 +56,7 @@ def test_horus_curve_pooled_fallback_and_unknown_utilisation():
     model = HorusCurve(min_samples=30).fit(few + many)
     assert "p100" not in model.coefs_ and "k80" in model.coefs_
     pooled = model.curve(120.0, "p100")[0]
-    assert pooled == pytest.approx(model.pooled_ @ [1.0, 120.0, 400.0])
+    assert pooled == pytest.approx(np.dot(model.pooled_, [1.0, 120.0, 400.0]))
     assert model.curve(120.0, "a100")[0] == pooled  # an unseen GPU type gets the pooled curve
     s = np.array([p.slowdown_a for p in few + many])
     assert model.slowdown(job(math.nan), [job(50)], "k80") == pytest.approx(s.mean())
@@ -125,3 +126,31 @@ def test_registry_models_follow_the_contract(name):
 def test_unknown_model_name_lists_the_known_ones():
     with pytest.raises(KeyError, match="horus-curve"):
         make_model("nope")
+
+
+@pytest.mark.parametrize("name", ["horus-curve", "lookup", "pair-forest"])
+def test_scalar_and_batched_answers_agree(name):
+    pairs = curve_pairs("g", (0.95, 0.003, 0.0001), range(10, 100, 15))
+    model = make_model(name).fit(pairs)
+    jobs = [job(15, "a15"), job(55, "b55"), job(33, "new"), job(math.nan, "unknown")]
+    for a in jobs:
+        for b in jobs:
+            batched = PairwiseModel.slowdown(model, a, [b], "g")  # the base class's batched path
+            assert model.slowdown(a, [b], "g") == pytest.approx(batched)
+            assert model.slowdown(a, [b], "g") == pytest.approx(batched)  # again: cached answers agree
+        assert model.slowdown(a, jobs, "g") == pytest.approx(PairwiseModel.slowdown(model, a, jobs, "g"))
+
+
+@pytest.mark.parametrize("cls", [HorusCurve, PairForest, PairLookup])
+def test_scikit_learn_conventions(cls):
+    """Hyper-parameters kept as given in ``__init__``; ``fit`` adds only attributes ending in ``_``."""
+    import inspect
+
+    model = cls()
+    params = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    before = dict(vars(model))
+    assert set(before) == set(params)
+    model.fit(curve_pairs("g", (1.0, 0.004, 0.0), range(10, 100, 15)))
+    added = set(vars(model)) - set(before)
+    assert added and all(name.endswith("_") for name in added)
+    assert all(vars(model)[p] is before[p] for p in params)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +21,16 @@ sub = typer.Typer(help="Interference models: how much slower a job runs next to 
 COLUMNS = (("MAPE %", "mape", 100), ("RMSE", "rmse", 1), ("rho", "spearman", 1), ("top-1 %", "top1", 100),
            ("top-3 %", "top3", 100), ("regret", "regret_mean", 1), ("regret p95", "regret_p95", 1),
            ("safe AUROC", "safe_auroc", 1))
+
+
+@contextlib.contextmanager
+def _user_errors() -> Iterator[None]:
+    """``clear_errors``, plus a missing optional dependency (scikit-learn, scipy) as one line."""
+    with clear_errors():
+        try:
+            yield
+        except ImportError as exc:
+            raise RuntimeError(f"the interference models need the ml extra (pip install 'dlsched[ml]'): {exc}") from None
 
 
 def _num(x: float, scale: float = 1.0) -> str:
@@ -73,7 +85,7 @@ def evaluate(
     per GPU type and leave-one-GPU-type-out."""
     from dlsched.predictors.interference.evaluation.report import interference_report
 
-    with clear_errors():
+    with _user_errors():
         names = [m.strip() for m in models.split(",") if m.strip()]
         if not names:
             raise ValueError("--models: no model named")
@@ -82,6 +94,61 @@ def evaluate(
         sys.stdout.write(json.dumps(_finite(report), indent=2) + "\n")
     else:
         render(report)
+
+
+@sub.command()
+def predict(
+    job: Annotated[str, typer.Option("--job", help="the job, MODEL[:BATCH[:AMP]] as the profile set names it")],
+    partners: Annotated[list[str] | None, typer.Option(
+        "--with", help="a co-runner (repeat for 3+ jobs); none: rank every measured partner")] = None,
+    model: Annotated[str, typer.Option(help="interference model name")] = "horus-curve",
+    dataset: Annotated[str, typer.Option(help="profile set to fit on and name jobs from: lucid or gavel")] = "lucid",
+    gpu: Annotated[str, typer.Option(help="GPU type (gavel: k80, p100, v100; lucid records none)")] = "",
+    profiles: Annotated[Path | None, typer.Option(help="profiles folder (default as for evaluate)")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Predicted slowdown of a job next to co-runners, or its measured partners ranked by prediction."""
+    from dlsched.predictors.interference.query import find_job, job_name, rank_partners
+    from dlsched.predictors.interference.registry import make_model
+    from dlsched.profiles import load_gavel, load_lucid
+
+    with _user_errors():
+        loaders = {"lucid": load_lucid, "gavel": load_gavel}
+        if dataset not in loaders:
+            raise ValueError(f"--dataset: unknown value {dataset!r}; choose lucid or gavel")
+        ps = loaders[dataset](profiles)
+        if dataset == "gavel":  # Gavel measured no utilisation: predict it from the graph, as evaluate does
+            from dlsched.predictors.interference.evaluation.utilisation import with_predicted_utilisation
+
+            ps, note = with_predicted_utilisation(ps)
+            console.print(f"note: {note}", soft_wrap=True, highlight=False, markup=False)
+        me = find_job(ps, job, gpu)
+        others = [find_job(ps, spec, gpu) for spec in partners or []]
+        fitted = make_model(model).fit(ps.pairs)
+        if others:
+            result = {"job": job_name(me), "with": [job_name(o) for o in others], "model": model, "gpu": gpu,
+                      "slowdown": fitted.slowdown(me, others, gpu),
+                      "pairwise": {job_name(o): fitted.slowdown(me, [o], gpu) for o in others}}
+        else:
+            rows = rank_partners(fitted, ps, me, gpu)
+            if not rows:
+                raise ValueError(f"job {job_name(me)!r}: no measured partners in {dataset} on {gpu or 'its GPU'}")
+            result = {"job": job_name(me), "model": model, "gpu": gpu,
+                      "partners": [{"partner": r.partner, "predicted": r.predicted, "measured": r.measured}
+                                   for r in rows]}
+    if json_out:
+        sys.stdout.write(json.dumps(_finite(result), indent=2) + "\n")
+    elif others:
+        pairs = ", ".join(f"{k} {v:.3f}" for k, v in result["pairwise"].items())
+        out.print(f"{result['job']} next to {', '.join(result['with'])}: slowdown {result['slowdown']:.3f} "
+                  f"({model}; pairwise: {pairs})", soft_wrap=True, highlight=False)
+    else:
+        t = Table(title=f"partners of {result['job']} ({dataset}{' ' + gpu if gpu else ''}), by {model}")
+        for col in ("partner", "predicted s", "measured s"):
+            t.add_column(col, justify="left" if col == "partner" else "right")
+        for r in result["partners"]:
+            t.add_row(r["partner"], f"{r['predicted']:.3f}", "-" if r["measured"] is None else f"{r['measured']:.3f}")
+        out.print(t)
 
 
 def register(app: typer.Typer) -> None:

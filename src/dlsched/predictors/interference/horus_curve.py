@@ -11,11 +11,13 @@ slowdown. Three or more jobs: the shared pairwise rule, not ``U`` summed over al
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from dlsched.predictors.interference.base import JobProfile, PairObservation
+from dlsched.predictors.interference.combine import combine_pairwise
 from dlsched.predictors.interference.pairwise import PairwiseModel, training_sides
 
 
@@ -50,13 +52,14 @@ class HorusCurve(PairwiseModel):
         u = np.array([x.gpu_util + y.gpu_util for x, y in zip(a, b)], dtype=float)
         known = np.isfinite(u)
         self.mean_slowdown_ = float(np.mean(s))
-        self.coefs_: dict[str, np.ndarray] = {}
-        self.pooled_ = fit_curve(u[known], s[known], self.knee, self.relative) if known.sum() >= 3 else None
+        self.coefs_: dict[str, tuple[float, float, float]] = {}
+        self.pooled_ = (tuple(float(c) for c in fit_curve(u[known], s[known], self.knee, self.relative))
+                        if known.sum() >= 3 else None)
         g = np.asarray(gpus)
         for gpu in sorted(set(gpus)):
             mask = known & (g == gpu)
             if mask.sum() >= self.min_samples:
-                self.coefs_[gpu] = fit_curve(u[mask], s[mask], self.knee, self.relative)
+                self.coefs_[gpu] = tuple(float(c) for c in fit_curve(u[mask], s[mask], self.knee, self.relative))
         return self
 
     def curve(self, u: np.ndarray | float, gpu_type: str = "") -> np.ndarray:
@@ -65,7 +68,19 @@ class HorusCurve(PairwiseModel):
         u = np.atleast_1d(np.asarray(u, dtype=float))
         if coef is None:
             return np.full(u.shape, self.mean_slowdown_)
-        return _basis(u, self.knee) @ coef
+        return _basis(u, self.knee) @ np.asarray(coef)
+
+    def slowdown(self, a: JobProfile, others: Sequence[JobProfile], gpu_type: str = "") -> float:
+        """Scalar fast path (policies call this per candidate GPU), same rule as the base class."""
+        coef = self.coefs_.get(gpu_type, self.pooled_)
+
+        def pair(o: JobProfile) -> float:
+            u = a.gpu_util + o.gpu_util
+            if coef is None or math.isnan(u):  # unknown utilisation
+                return self.mean_slowdown_
+            return coef[0] + coef[1] * u + coef[2] * max(0.0, u - self.knee) ** 2
+
+        return combine_pairwise(pair(o) for o in others)
 
     def pair_slowdowns(self, a: Sequence[JobProfile], b: Sequence[JobProfile],
                        gpu_types: Sequence[str]) -> np.ndarray:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from dlsched.predictors.interference.base import InterferenceModel, JobProfile, PairObservation
+from dlsched.predictors.interference.combine import combine_pairwise
 from dlsched.predictors.interference.horus_curve import HorusCurve
 from dlsched.predictors.interference.pairwise import PairwiseModel, pair_predictions
 
@@ -48,6 +49,11 @@ class PairLookup(PairwiseModel):
         """The measured slowdown of ``a`` next to ``b``, or None when the pair was not measured."""
         hit = self.table_.get((gpu_type, a.key, b.key))
         return self.table_.get(("", a.key, b.key)) if hit is None else hit
+
+    def slowdown(self, a: JobProfile, others: Sequence[JobProfile], gpu_type: str = "") -> float:
+        """Scalar fast path: measured pairs from the table, the others from the fallback."""
+        return combine_pairwise(m if (m := self.measured(a, o, gpu_type)) is not None
+                                else self.fallback_.slowdown(a, [o], gpu_type) for o in others)
 
     def pair_slowdowns(self, a: Sequence[JobProfile], b: Sequence[JobProfile],
                        gpu_types: Sequence[str]) -> np.ndarray:

@@ -21,7 +21,8 @@ class PairwiseModel:
 
     def pair_slowdowns(self, a: Sequence[JobProfile], b: Sequence[JobProfile],
                        gpu_types: Sequence[str]) -> np.ndarray:
-        """Slowdown of ``a[i]`` next to ``b[i]`` on ``gpu_types[i]``, for many pairs at once."""
+        """Slowdown of ``a[i]`` next to ``b[i]`` on ``gpu_types[i]``, for many pairs at once
+        (one forest call for all of them: use it when scoring many candidates)."""
         raise NotImplementedError
 
     def slowdown(self, a: JobProfile, others: Sequence[JobProfile], gpu_type: str = "") -> float:

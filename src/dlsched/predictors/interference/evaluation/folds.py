@@ -53,3 +53,11 @@ def leave_one_gpu_out(pairs: Sequence[PairObservation]) -> list[Fold]:
     gpus = sorted({p.gpu_type for p in pairs})
     return [Fold(gpu, [p for p in pairs if p.gpu_type != gpu], [p for p in pairs if p.gpu_type == gpu and p.feasible])
             for gpu in gpus if len(gpus) > 1]
+
+
+def transfer(train: Sequence[PairObservation], test: Sequence[PairObservation], models: Sequence[str]) -> list[Fold]:
+    """Fit on one profile set, test per GPU type on the pairs of another between ``models``
+    (EVALUATION.md's end-to-end check: Lucid -> Gavel's ResNet-18/50, Transformer, LM)."""
+    keep = [p for p in test if p.feasible and p.a.model in models and p.b.model in models]
+    return [Fold(f"{gpu}", list(train), [p for p in keep if p.gpu_type == gpu])
+            for gpu in sorted({p.gpu_type for p in keep})]

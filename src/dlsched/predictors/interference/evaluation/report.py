@@ -2,8 +2,9 @@
 
 Protocols (EVALUATION.md): ``lucid-lomo`` leave-one-model-out on Lucid's time-sliced pairs;
 ``gavel-loao`` leave-one-architecture-out within each Gavel GPU type; ``gavel-logo``
-leave-one-GPU-type-out. Gavel's utilisation is predicted from graph features (see
-:mod:`.utilisation`), so the Gavel rows are end-to-end: predicted profile -> predicted slowdown.
+leave-one-GPU-type-out; ``lucid-to-gavel`` (with ``all``) the end-to-end transfer check. Gavel's
+utilisation is predicted from graph features (see :mod:`.utilisation`), so the Gavel rows are
+end-to-end: predicted profile -> predicted slowdown.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dlsched.predictors.interference.evaluation.folds import (
     leave_one_gpu_out,
     leave_one_model_out,
     leave_one_model_out_per_gpu,
+    transfer,
 )
 from dlsched.predictors.interference.evaluation.run import evaluate_folds
 from dlsched.predictors.interference.evaluation.utilisation import with_predicted_utilisation
@@ -32,7 +34,11 @@ PROTOCOL_TEXT = {
     "lucid-lomo": "Lucid, leave-one-model-out (a pair is tested when either model is held out)",
     "gavel-loao": "Gavel, leave-one-architecture-out within each GPU type (K80, P100, V100)",
     "gavel-logo": "Gavel, leave-one-GPU-type-out",
+    "lucid-to-gavel": "fitted on Lucid, tested per GPU type on Gavel's ResNet-18/50, Transformer and LM pairs "
+                      "(rankings transfer, absolute values cannot: time-slicing vs MPS)",
 }
+#: Gavel architectures that Lucid also profiled (EVALUATION.md's end-to-end check)
+TRANSFER_MODELS = ("ResNet-18", "ResNet-50", "Transformer", "LM")
 
 
 def _protocols(directory: Path, dataset: str) -> tuple[dict[str, list[Fold]], list[str]]:
@@ -48,6 +54,8 @@ def _protocols(directory: Path, dataset: str) -> tuple[dict[str, list[Fold]], li
         notes += gavel.notes + [util_note]
         folds["gavel-loao"] = leave_one_model_out_per_gpu(gavel.pairs)
         folds["gavel-logo"] = leave_one_gpu_out(gavel.pairs)
+        if dataset == "all":
+            folds["lucid-to-gavel"] = transfer(lucid.pairs, gavel.pairs, TRANSFER_MODELS)
     return folds, notes
 
 
