@@ -10,8 +10,6 @@ from dlsched.core.job import Job
 from dlsched.models.colocation import ColocationSpeed
 from dlsched.models.colocation_table import ColocationTable, JobType, builtin_table
 from dlsched.models.failure import OutOfMemory
-from dlsched.models.util_curve import UtilSumCurve
-from dlsched.predictors.interference.base import JobProfile, PairObservation
 from dlsched.registry import make_policy, make_speed_model
 from dlsched.sim import SimConfig, Simulator
 from dlsched.sim.config import no_overhead
@@ -113,19 +111,14 @@ def test_oom_failover_with_sharing_end_to_end():
     assert res.extra["failures"] == 1 and res.extra["jobs_failed_at_least_once"] == 1
 
 
-def test_the_curve_recovers_linear_then_quadratic_slowdowns():
-    def prof(u):
-        return JobProfile("m", u, 1000.0)
+def test_the_default_fallback_is_the_horus_curve_fitted_on_the_table():
+    from dlsched.predictors.interference.horus_curve import HorusCurve
 
-    truth = {40: 1.2, 60: 1.3, 80: 1.4, 100: 1.5, 120: 1.6 + 0.001 * 400, 160: 1.8 + 0.001 * 3600}
-    pairs = [PairObservation(prof(u / 2), prof(u / 2), "G", s, s) for u, s in truth.items() for _ in range(4)]
-    curve = UtilSumCurve(min_pairs=2).fit(pairs)
-    for u, s in truth.items():
-        assert curve.slowdown(prof(u / 2), [prof(u / 2)], "G") == pytest.approx(s, rel=1e-6)
-    assert curve.slowdown(prof(10), [], "G") == 1.0
-    assert curve.slowdown(prof(5), [prof(5)], "unknown-gpu") >= 1.0  # other GPU types: the fit on all pairs
-    with pytest.raises(ValueError, match="no measured pair"):
-        UtilSumCurve().fit([])
+    model = ColocationSpeed(small_table())
+    assert isinstance(model.fallback, HorusCurve)
+    a, c = job("A", "net_a", 0, 1, 60), job("C", "net_c", 0, 1, 50)
+    u = 60 + 50
+    assert model.pair(a, c, "T") == pytest.approx(max(1.0, float(model.fallback.curve(u, "T")[0])))
 
 
 def test_builtin_table_ships_and_the_registry_model_uses_measured_pairs():

@@ -59,7 +59,7 @@ def test_coscheml_launch_sequence(interval):
     apps: dict[str, list[float]] = {}
     for j in jobs:
         apps.setdefault(j.name, []).append(j._duration)
-    assert len(apps) == 12 and all(len(d) == 2 and d[0] == d[1] and 120 <= d[0] <= 900 for d in apps.values())
+    assert len(apps) == 12 and all(len(d) == 2 and d[0] == d[1] and 60 <= d[0] <= 600 for d in apps.values())
     assert len({j.model_name for j in jobs}) >= 7  # distinct architectures first
 
 
@@ -110,3 +110,20 @@ def test_cli_trace_generate_workload(tmp_path):
     assert bad.exit_code == 2 and bad.output.strip().startswith("error: unknown workload 'horus-huge'")
     bad = runner.invoke(app, ["trace", "generate", str(out), "--workload", "horus-wsmall", "--profiles", "/nope"])
     assert bad.exit_code == 2 and "error: /nope: not a profiles folder" in bad.output
+
+
+def test_cli_simulate_a_workload_with_sharing_truth(tmp_path):
+    import json
+
+    runner = CliRunner()
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["simulate", "--workload", "coscheml-15", "--seed", "1", "--max-jobs-per-gpu", "2",
+                              "--predict-resources", "--speed-model", "colocation", "--failure-model", "oom",
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["jobs"] == 24 and summary["speed_model"] == "colocation"
+    assert 0 < summary["delivered_gpu_utilization"] <= summary["gpu_utilization"]
+    assert "predicted GPU utilisation and memory for 24 of 24 jobs" in res.output
+    both = runner.invoke(app, ["simulate", "--workload", "coscheml-15", "--trace", "x.csv", "--out", str(out)])
+    assert both.exit_code == 2 and "error: give --trace or --workload, not both" in both.output

@@ -57,10 +57,11 @@ def _time_sliced(cluster: ClusterSpec):
     return TimeSlicedSpeed()
 
 
-def _colocation(cluster: ClusterSpec):
+def _colocation(cluster: ClusterSpec, profiles: str | None = None):
     from dlsched.models.colocation import ColocationSpeed
+    from dlsched.models.colocation_table import load_table
 
-    return ColocationSpeed()
+    return ColocationSpeed(load_table(profiles))
 
 
 def _oom(**options):
@@ -188,13 +189,16 @@ def default_speed_model(placer, cluster: ClusterSpec) -> str:
     return "none"
 
 
-def make_speed_model(name: str, cluster: ClusterSpec):
-    """The ground-truth speed model ``name`` for ``cluster`` (None for ``none``)."""
+def make_speed_model(name: str, cluster: ClusterSpec, **options):
+    """The ground-truth speed model ``name`` for ``cluster`` (None for ``none``); ``options`` go to
+    models that take them (``colocation``: ``profiles``)."""
     try:
         factory = SPEED_MODELS[name]
     except KeyError:
         raise ValueError(f"unknown speed model {name!r}; choose from {_choices(SPEED_MODELS)}") from None
-    return factory(cluster) if factory is not None else None
+    if factory is None:
+        return None
+    return factory(cluster, **options) if options else factory(cluster)
 
 
 def make_failure_model(name: str, **options):

@@ -50,6 +50,7 @@ class RunSpec:
                                          # placement's / cluster's default (registry.default_speed_model)
     failure_model: str = "none"          # ground truth: a name in dlsched.registry.FAILURE_MODELS
     failure_options: dict = field(default_factory=dict)
+    speed_options: dict = field(default_factory=dict)  # e.g. {"profiles": DIR} for the colocation model
     observe_after: float | None = None   # seconds of running after which observed utilisation and memory
                                          # replace a job's predictions (dlsched.sim.observe); None: never
 
@@ -95,7 +96,7 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
         validate(jobs)
     power = make_power_manager(spec, cluster) if spec.energy else None
     speed = spec.speed_model if spec.speed_model is not None else default_speed_model(policy.placer, cluster)
-    speed_model = make_speed_model(speed, cluster)
+    speed_model = make_speed_model(speed, cluster, **(spec.speed_options if speed == spec.speed_model else {}))
     observers = run_observers(spec, speed_model is not None)
     sim = Simulator(cluster, policy, spec.config, power_manager=power, speed_model=speed_model,
                     failure_model=make_failure_model(spec.failure_model, **spec.failure_options),
@@ -143,7 +144,7 @@ def _child(args: tuple[str, Path]) -> dict:
     jobs, cluster, base = _FORK_STATE["jobs"], _FORK_STATE["cluster"], _FORK_STATE["spec"]
     spec = RunSpec(name, base.placement, base.backfill, base.config, dict(base.policy_options.get(name, {})),
                    base.meta, base.energy, base.energy_options, base.origin, base.speed_model, base.failure_model,
-                   base.failure_options, base.observe_after)
+                   base.failure_options, base.speed_options, base.observe_after)
     return run_one(jobs, cluster, spec, out)
 
 

@@ -45,8 +45,14 @@ IDLE_TIMEOUT = typer.Option(1800.0, help="Energy (vanilla): power off nodes idle
 BUFFER = typer.Option(None, help="Energy (ces): spare powered nodes (default 5% of nodes).")
 PREDICT = typer.Option(False, "--predict-resources",
                        help="Predict each job's GPU utilisation and memory from its model graph.")
-GPU = typer.Option("V100", help="GPU type: for --predict-resources, and the cluster's GPU memory with "
-                                 "--max-jobs-per-gpu > 1 or --failure-model oom.")
+GPU = typer.Option(None, help="GPU type: for --predict-resources, and the cluster's GPU memory with "
+                               "--max-jobs-per-gpu > 1 or --failure-model oom (default: V100, or the "
+                               "--workload's testbed GPU).")
+WORKLOAD = typer.Option(None, help="A GPU-sharing workload as input (instead of --trace): horus-wlarge|"
+                                   "horus-wsmall|coscheml-15|coscheml-30|coscheml-60|philly-profiled, with its "
+                                   "cluster and GPU type (docs/sharing.md).")
+PROFILES = typer.Option("builtin", help="Profile table for --workload job types and --speed-model colocation: "
+                                        "builtin (Gavel-derived), a profiles folder (Lucid + Gavel) or a .json.")
 SKIP_INVALID = typer.Option(False, help="Skip invalid rows (counted by reason).")
 OVERHEAD = typer.Option(None, help="Seconds a preempted job redoes (default: 7/30/60 s for 1/<=8/>8 GPUs, as Helios).")
 SPEED_MODEL = typer.Option(None, help="Ground-truth speed model: none|time-sliced|topology (topology: "
@@ -128,7 +134,7 @@ def register(app: typer.Typer) -> None:
         idle_timeout: float = IDLE_TIMEOUT,
         buffer: Optional[int] = BUFFER,
         predict: bool = PREDICT,
-        gpu: str = GPU,
+        gpu: Optional[str] = GPU,
         skip_invalid: bool = SKIP_INVALID,
         check_invariants: bool = typer.Option(False, help="Verify cluster state after every pass (slow)."),
         preemption_overhead: Optional[float] = OVERHEAD,
@@ -138,6 +144,8 @@ def register(app: typer.Typer) -> None:
         failure_model: str = FAILURE_MODEL,
         max_jobs_per_gpu: int = MAX_JOBS_PER_GPU,
         observe_after: Optional[float] = OBSERVE_AFTER,
+        workload: Optional[str] = WORKLOAD,
+        profiles: str = PROFILES,
         out_dir: Path = typer.Option(Path("runs/simulate"), "--out", help="Run directory."),
         timings: bool = typer.Option(False, "--timings",
                                      help="Print where the wall time went (start-up, load, simulate, write) "
@@ -155,7 +163,7 @@ def register(app: typer.Typer) -> None:
                 [policy], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, check_invariants, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-                speed_model, failure_model, max_jobs_per_gpu, observe_after)
+                speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles)
             spec.policy_options = spec.policy_options[policy]
             phases.lap("load")
             t0 = time.perf_counter()
@@ -200,7 +208,7 @@ def register(app: typer.Typer) -> None:
         idle_timeout: float = IDLE_TIMEOUT,
         buffer: Optional[int] = BUFFER,
         predict: bool = PREDICT,
-        gpu: str = GPU,
+        gpu: Optional[str] = GPU,
         skip_invalid: bool = SKIP_INVALID,
         processes: Optional[int] = typer.Option(None, help="Parallel processes (default: one per core)."),
         preemption_overhead: Optional[float] = OVERHEAD,
@@ -210,6 +218,8 @@ def register(app: typer.Typer) -> None:
         failure_model: str = FAILURE_MODEL,
         max_jobs_per_gpu: int = MAX_JOBS_PER_GPU,
         observe_after: Optional[float] = OBSERVE_AFTER,
+        workload: Optional[str] = WORKLOAD,
+        profiles: str = PROFILES,
         out_dir: Path = typer.Option(Path("runs/compare"), "--out"),
     ) -> None:
         """Run several policies on the same input; writes DIR/<policy>/ and DIR/summary.csv."""
@@ -222,7 +232,7 @@ def register(app: typer.Typer) -> None:
                 names, trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs,
                 seed, topology, predict, gpu, placement, backfill, compat, False, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-                speed_model, failure_model, max_jobs_per_gpu, observe_after)
+                speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles)
             t0 = time.perf_counter()
             compare_policies(job_list, cluster, names, out_dir, base, processes,
                              on_done=lambda n, s: console.print(f"[dim]{n} done[/]"))
@@ -262,7 +272,8 @@ def register(app: typer.Typer) -> None:
 def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs,
              skip_invalid, jobs, seed, topology, predict, gpu, placement, backfill, compat, check_invariants,
              overhead, priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
-             speed_model=None, failure_model="none", max_jobs_per_gpu=1, observe_after=None):
+             speed_model=None, failure_model="none", max_jobs_per_gpu=1, observe_after=None, workload=None,
+             profiles="builtin"):
     """Load the input, size the cluster, optionally predict resources, and describe the run(s).
 
     Returns (jobs, cluster, RunSpec) with ``policy_options`` keyed by policy name."""
@@ -278,11 +289,22 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
     if placement is not None:
         make_placer(placement)  # fail fast on an unknown placement, before loading anything
     config = _config(compat, check_invariants, overhead, max_jobs_per_gpu)
-    tr, job_list, cluster, name = load_jobs_and_cluster(
-        trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
-        topology=topology)
-    if predict:
-        predict_resources(job_list, gpu)
+    if profiles != "builtin" and workload is None and speed_model != "colocation":
+        raise ValueError("--profiles is for --workload and --speed-model colocation")
+    if workload is not None:
+        if trace is not None:
+            raise ValueError("give --trace or --workload, not both")
+        from dlsched.cli.workload_input import load_workload
+
+        tr, job_list, cluster, name, gpu = load_workload(workload, seed, profiles, gpu, nodes, gpus_per_node,
+                                                         vc_config, topology, predict)
+    else:
+        gpu = gpu or "V100"
+        tr, job_list, cluster, name = load_jobs_and_cluster(
+            trace, trace_format, vc_config, nodes, gpus_per_node, start, end, vcs, skip_invalid, jobs, seed,
+            topology=topology)
+        if predict:
+            predict_resources(job_list, gpu)
     if max_jobs_per_gpu > 1 or failure_model != "none":  # memory matters: the cluster's GPUs are --gpu
         from dlsched.core.cluster import gpu_type
 
@@ -292,7 +314,8 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
                                    for n in names},
                    meta={"trace": name, "skipped": dict(tr.report.skipped)},
                    energy=energy, energy_options=_energy_options(boot_delay, idle_timeout, buffer), origin=tr.origin,
-                   speed_model=speed_model, failure_model=failure_model, observe_after=observe_after)
+                   speed_model=speed_model, failure_model=failure_model, observe_after=observe_after,
+                   speed_options={"profiles": profiles} if speed_model == "colocation" else {})
     return job_list, cluster, spec
 
 

@@ -3,9 +3,11 @@
 ``rate = 1 / s`` where ``s`` is the slowdown on the job's most-slowed GPU. On one GPU, job ``a``
 beside ``b`` is slowed by the **measured** pair slowdown ``s(a|b)`` when the table holds that
 pair on the cluster's GPU type, else by the **fitted curve** (cumulative utilisation, fitted on
-the table's measured pairs: :class:`~dlsched.models.util_curve.UtilSumCurve`). With three or
-more jobs on one GPU the excess slowdowns add up: ``s(a | b, c) = 1 + (s(a|b) - 1) + (s(a|c) - 1)``
-(two saturating jobs at ``s = 2`` each give 3 for three of them, what time slicing gives).
+the table's measured pairs: :class:`~dlsched.predictors.interference.horus_curve.HorusCurve`).
+With three or more jobs on one GPU the excess slowdowns add up, the rule every interference model
+shares (:func:`~dlsched.predictors.interference.combine.combine_pairwise`):
+``s(a | b, c) = 1 + (s(a|b) - 1) + (s(a|c) - 1)`` (two saturating jobs at ``s = 2`` each give 3
+for three of them, what time slicing gives).
 
 The model reads job **truth** (model type, batch size, measured utilisation and memory): it is
 engine-side, as every speed model. A job is matched to a table type by model name and batch size
@@ -20,8 +22,9 @@ import math
 from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState
 from dlsched.models.colocation_table import ColocationTable, builtin_table
-from dlsched.models.util_curve import UtilSumCurve
 from dlsched.predictors.interference.base import InterferenceModel, JobProfile
+from dlsched.predictors.interference.combine import combine_pairwise
+from dlsched.predictors.interference.horus_curve import HorusCurve
 
 PRUNE_EVERY = 4096  # drop cached records of stopped jobs after this many new ones
 
@@ -34,8 +37,9 @@ class ColocationSpeed:
 
     def __init__(self, table: ColocationTable | None = None, fallback: InterferenceModel | None = None) -> None:
         self.table = table or builtin_table()
-        self.fallback = fallback or UtilSumCurve().fit(self.table.observations())
+        self.fallback = fallback or HorusCurve().fit(self.table.observations())
         self._jobs: dict[Job, tuple[int | None, JobProfile]] = {}
+        self._curve: dict[tuple[float, float, str], float] = {}  # fallback answers by (u_a, u_b, gpu)
         self._gpu: dict[str, str] = {}
         self._added = 0
 
@@ -49,7 +53,9 @@ class ColocationSpeed:
             if len(here) == 1:
                 continue
             gpu = self._gpu_key(state.node_specs[node].gpu_type.name)
-            for bit in _bits(mask):
+            while mask:
+                bit = mask & -mask
+                mask ^= bit
                 others = [o for o, m in here.items() if m & bit and o is not job]
                 if others:
                     s = self.slowdown(job, others, gpu)
@@ -58,10 +64,9 @@ class ColocationSpeed:
 
     def slowdown(self, job: Job, others: list[Job], gpu: str) -> float:
         """Slowdown of ``job`` on one GPU of (table) type ``gpu`` beside ``others``."""
-        s = 1.0
-        for other in others:
-            s += self.pair(job, other, gpu) - 1.0
-        return s
+        if len(others) == 1:
+            return max(1.0, self.pair(job, others[0], gpu))
+        return combine_pairwise(self.pair(job, other, gpu) for other in others)
 
     def pair(self, job: Job, other: Job, gpu: str) -> float:
         """``s(job | other)``: measured where the table has the pair, else the fitted curve."""
@@ -71,7 +76,11 @@ class ColocationSpeed:
             measured = self.table.pair_slowdown(i, j, gpu)
             if measured is not None:
                 return measured
-        return self.fallback.slowdown(prof, [oprof], gpu)
+        key = (prof.gpu_util, oprof.gpu_util, gpu)
+        s = self._curve.get(key)
+        if s is None:  # the curve depends on the utilisations only: one answer per pair of them
+            s = self._curve[key] = self.fallback.slowdown(prof, [oprof], gpu)
+        return s
 
     # -- caches --------------------------------------------------------------------------------
     def _gpu_key(self, name: str) -> str:
@@ -100,10 +109,3 @@ class ColocationSpeed:
         if math.isnan(util):
             util = 100.0
         return i, JobProfile(job.model_name, float(util), float(mem), int(job.batch_size or 0))
-
-
-def _bits(mask: int):
-    while mask:
-        low = mask & -mask
-        yield low
-        mask ^= low

@@ -1,0 +1,38 @@
+"""``simulate``/``compare --workload NAME``: a GPU-sharing workload as the run's input.
+
+The workload brings its cluster (the paper's testbed, or Philly's VCs) and GPU type; ``--nodes``
+(with ``--gpus-per-node``) or ``--vc-config`` resize it, ``--gpu`` changes the GPU type. With
+``--predict-resources`` jobs get the real predictors' estimates, and a documented noisy prior
+where a model does not resolve (:func:`dlsched.traces.workloads.attach_predictions`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+
+from dlsched.cli.common import console
+
+
+def load_workload(name: str, seed: int, profiles: str, gpu: str | None, nodes: int | None, gpus_per_node: int,
+                  vc_config: Path | None, topology: str | None, predict: bool):
+    """(trace, jobs, cluster, run name, GPU type) for workload ``name``."""
+    from dlsched.models.colocation_table import load_table
+    from dlsched.runner import cluster_for
+    from dlsched.traces.vc import load_vc_config
+    from dlsched.traces.workloads import attach_predictions, make_workload
+
+    wl = make_workload(name, seed=seed, table=load_table(profiles), gpu=gpu)
+    for note in wl.notes:
+        console.print(Text(note, style="dim"), soft_wrap=True, highlight=False)
+    jobs = wl.trace.jobs
+    if vc_config is not None or nodes is not None:
+        cluster = cluster_for(jobs, load_vc_config(vc_config) if vc_config else None, nodes, gpus_per_node, topology)
+    else:
+        cluster = cluster_for(jobs, wl.vc_nodes, None, wl.gpus_per_node, topology)
+    if predict:
+        counts = attach_predictions(jobs, wl.gpu, seed=seed)
+        console.print(Text(f"predicted GPU utilisation and memory for {counts['predictor']} of {len(jobs)} jobs "
+                           f"with the real predictors, {counts['noisy_prior']} from the noisy prior"), soft_wrap=True)
+    return wl.trace, jobs, cluster, f"workload {name} (seed {seed}, {wl.gpu})", wl.gpu
