@@ -79,6 +79,17 @@ def test_unmeasured_pairs_use_the_curve_and_three_jobs_add_their_excess_slowdown
     assert model.resolve(no_util, "T")[1].gpu_util == 100.0  # unknown utilisation counts as saturating
 
 
+def test_a_pair_measured_on_another_gpu_type_beats_the_curve():
+    types = small_table().types
+    table = ColocationTable("two-gpus", types, {"T": {(0, 1): 1.25, (1, 0): 2.0}, "U": {(0, 2): 1.5, (2, 0): 1.1}},
+                            default_gpu="T")
+    model = ColocationSpeed(table, FixedCurve())
+    a, b, c = job("A", "net_a", 0, 1, 60), job("B", "net_b", 0, 1, 40), job("C", "net_c", 0, 1, 50)
+    assert model.pair(a, c, "T") == 1.5 and model.pair(c, a, "T") == 1.1   # only measured on U
+    assert model.pair(a, b, "U") == 1.25                                     # only on T (the default)
+    assert model.pair(b, c, "U") == pytest.approx(1 + 0.01 * (90 - 50))      # never measured: the curve
+
+
 def test_three_jobs_on_one_gpu_by_hand():
     """Cap 3, all from t=0: A (net_a, 60 %), B (net_b, 40 %), C (net_c, 50 %), 100 s of work each.
     s(A) = 1 + 0.25 + 0.6 = 1.85, s(B) = 1 + 1.0 + (1 + 0.01 x 40) - 1 = 2.4,
@@ -144,3 +155,16 @@ def test_table_from_the_shared_profile_sets(shared):
     assert r18 is not None and table.types[r18].gpu_util[""] > 0  # Lucid's utilisation, zoo name
     assert table.pair_slowdown(r18, r18, "v100") is not None    # Gavel's pair on V100
     assert all(s >= 1.0 for t in table.pairs.values() for s in t.values())
+
+
+def test_a_multi_gpu_job_runs_at_the_pace_of_its_most_slowed_gpu():
+    """X holds both GPUs of a node from 0 (100 s of work); B joins one of them at 10 for 40 s of
+    work: X runs at 1/1.25 (the shared GPU sets its pace), B at 1/2: B ends at 10 + 80 = 90, X
+    did 10 + 64 by then and ends alone at 116."""
+    x = Job("X", "v", 2, 0, 100, model_name="net_a", batch_size=32, gpu_util=60.0, gpu_mem_mib=1000)
+    x.pred_gpu_mem_mib = 1000
+    b = job("B", "net_b", 10, 40, 40)
+    cluster = ClusterSpec.from_vc_sizes({"v": 1}, gpus_per_node=2, gpu_type=GpuType("T", 16 * 1024))
+    res = Simulator(cluster, make_policy("fifo", share=True), config(max_jobs_per_gpu=2),
+                    speed_model=ColocationSpeed(small_table(), FixedCurve())).run([x, b])
+    assert times(res) == {"X": (0, pytest.approx(116)), "B": (10, pytest.approx(90))}

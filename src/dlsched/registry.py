@@ -145,8 +145,11 @@ def _choices(table: dict) -> str:
     return ", ".join(table)
 
 
-def make_placer(spec: str, share: bool = False) -> PlacementPipeline:
-    """A placement pipeline from ``name`` or weighted scorers ``name:weight,name:weight``."""
+def make_placer(spec: str | None, share: bool = False) -> PlacementPipeline:
+    """A placement pipeline from ``name`` or weighted scorers ``name:weight,name:weight`` (None,
+    as ``--placement`` left out: consolidate; :func:`make_policy` uses the policy's own instead)."""
+    if spec is None:
+        spec = "consolidate"
     scorers = []
     for part in spec.split(","):
         name, _, weight = part.strip().partition(":")

@@ -27,6 +27,9 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "forecast": ("energy_cmd",),
     "predict": ("predict_cmd",),
     "report": ("report_cmd",),
+    "sweep": ("sweep_cmd",),
+    "reproduce": ("reproduce_cmd",),
+    "serve": ("serve_cmd",),
     "trace": ("trace_cmd",),
     "predictor": ("predictor_cmd",),
     "energy": ("energy_cmd",),
@@ -38,7 +41,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 
 # Every command module, in the order they were registered when all were imported eagerly.
 COMMAND_MODULES: list[str] = ["trace_cmd", "sim_cmd", "predictor_cmd", "estimate_cmd", "energy_cmd",
-                              "topology_cmd", "predict_cmd", "report_cmd", "interference_cmd"]
+                              "topology_cmd", "predict_cmd", "report_cmd", "interference_cmd", "sweep_cmd",
+                              "reproduce_cmd", "serve_cmd", "sharing_exp_cmd"]
 
 
 class _LazyCommands(MutableMapping):

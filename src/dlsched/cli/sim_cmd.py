@@ -55,8 +55,9 @@ PROFILES = typer.Option("builtin", help="Profile table for --workload job types 
                                         "builtin (Gavel-derived), a profiles folder (Lucid + Gavel) or a .json.")
 SKIP_INVALID = typer.Option(False, help="Skip invalid rows (counted by reason).")
 OVERHEAD = typer.Option(None, help="Seconds a preempted job redoes (default: 7/30/60 s for 1/<=8/>8 GPUs, as Helios).")
-SPEED_MODEL = typer.Option(None, help="Ground-truth speed model: none|time-sliced|topology (topology: "
-                                       "placement and bus interference). Default: topology with a topology "
+SPEED_MODEL = typer.Option(None, help="Ground-truth speed model: none|time-sliced|topology|colocation (topology: "
+                                       "placement and bus interference; colocation: measured pair slowdowns, "
+                                       "see --profiles). Default: topology with a topology "
                                        "placement (topo-aware, topo-aware-p) or --topology, else none.")
 FAILURE_MODEL = typer.Option("none", help="Ground-truth failure model: none|oom (out of memory when a GPU's "
                                           "jobs truly need more than it has; the job is resubmitted).")

@@ -351,6 +351,20 @@ class ClusterState:
         self.n_running -= 1
         return vc
 
+    def withdraw(self, job: Job, now: float) -> None:
+        """A pending or finished job leaves the state for good (the live service: its pod was
+        deleted). It holds no GPUs, so no level changes; its id may be used again."""
+        if job.state is _PENDING:
+            vc = job.vc_state
+            vc.queue.remove(job)
+            vc.pending -= 1
+            self.n_pending -= 1
+        elif job.state is not _FINISHED:
+            raise StateError(f"job {job.job_id} withdrawn while {job.state.name} (forget or finish it first)")
+        if self.jobs.get(job.job_id) is job:
+            del self.jobs[job.job_id]
+        job.state = _CREATED
+
     def finish(self, job: Job, now: float) -> Sequence[Job]:
         """``job`` completed. Returns the co-runners whose speed changed (their finish moves)."""
         if job.state is not _RUNNING:

@@ -2,7 +2,8 @@
 
 ``rate = 1 / s`` where ``s`` is the slowdown on the job's most-slowed GPU. On one GPU, job ``a``
 beside ``b`` is slowed by the **measured** pair slowdown ``s(a|b)`` when the table holds that
-pair on the cluster's GPU type, else by the **fitted curve** (cumulative utilisation, fitted on
+pair on the cluster's GPU type (else on the table's default GPU type, else on any other: a
+measurement on another card beats a fit), else by the **fitted curve** (cumulative utilisation, fitted on
 the table's measured pairs: :class:`~dlsched.predictors.interference.horus_curve.HorusCurve`).
 With three or more jobs on one GPU the excess slowdowns add up, the rule every interference model
 shares (:func:`~dlsched.predictors.interference.combine.combine_pairwise`):
@@ -73,7 +74,7 @@ class ColocationSpeed:
         i, prof = self._record(job, gpu)
         j, oprof = self._record(other, gpu)
         if i is not None and j is not None:
-            measured = self.table.pair_slowdown(i, j, gpu)
+            measured = self.table.measured(i, j, gpu)
             if measured is not None:
                 return measured
         key = (prof.gpu_util, oprof.gpu_util, gpu)

@@ -95,6 +95,16 @@ class ColocationTable:
         table = self.pairs.get(self.gpu_key(gpu))
         return None if table is None else table.get((i, j))
 
+    def measured(self, i: int, j: int, gpu: str) -> float | None:
+        """The pair as measured on ``gpu``, else on the default GPU type, else on any other (a
+        measurement on another card beats the fitted curve); None if never measured."""
+        key = self.gpu_key(gpu)
+        for g in (key, self.default_gpu, *self.pairs):
+            s = self.pairs.get(g, {}).get((i, j))
+            if s is not None:
+                return s
+        return None
+
     def find(self, model: str, batch_size: int, gpu_util: float = math.nan, gpu: str = "") -> int | None:
         """The type of a job: same model and batch size; among several (AMP variants), the one
         whose utilisation on ``gpu`` is closest to ``gpu_util``. None when no type matches."""

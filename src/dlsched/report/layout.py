@@ -17,11 +17,12 @@ ENERGY_KEYS = frozenset({"smape", "rmse", "daily_wakeups", "avg_powered_off_node
 
 
 class Layout(Enum):
-    """The three directory layouts the report understands."""
+    """The directory layouts the report understands."""
 
     RUN = "run"
     COMPARISON = "comparison"
     ENERGY = "energy"
+    SWEEP = "sweep"
     SHARING = "sharing"      # dlsched experiment horus-table6 ... --out DIR
 
 
@@ -50,6 +51,8 @@ def detect_layout(run_dir: Path) -> Layout:
         raise ReportError(f"report directory not found: {run_dir}")
     if not run_dir.is_dir():
         raise ReportError(f"not a directory: {run_dir}")
+    if (run_dir / "sweep.json").is_file():  # dlsched sweep: cells/, results.parquet
+        return Layout.SWEEP
     if (run_dir / "summary.csv").is_file():
         return Layout.COMPARISON
     if (run_dir / "series.csv").is_file():

@@ -1,0 +1,73 @@
+"""``dlsched reproduce NAME``: one paper result, our table beside the paper's numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dlsched.cli.common import clear_errors, console, out
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("reproduce")
+    def reproduce(
+        names: Annotated[list[str] | None, typer.Argument(
+            metavar="NAME...", help="Reproductions to run (see --list); 'all' runs every one.")] = None,
+        list_them: Annotated[bool, typer.Option("--list", help="List the reproductions and exit.")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+        html_file: Annotated[Path | None, typer.Option("--html", help="Also write an HTML page here.")] = None,
+        shared: Annotated[Path | None, typer.Option(
+            "--shared", help="The shared data folder (default: $DLSCHED_SHARED or ../shared).")] = None,
+        out_dir: Annotated[Path | None, typer.Option(
+            "--out", help="Keep the runs' output here (default: a scratch folder, removed).")] = None,
+    ) -> None:
+        """Run a paper reproduction and print our figures beside the paper's."""
+        from dlsched.reproduce.base import default_shared
+        from dlsched.reproduce.registry import REPRODUCTIONS
+
+        if list_them:
+            if as_json:
+                import json
+
+                print(json.dumps([{"name": r.name, "title": r.title, "paper": r.paper, "command": r.command,
+                                   "needs": list(r.needs)} for r in REPRODUCTIONS.values()], indent=2))
+                return
+            from rich.table import Table
+
+            table = Table(title="reproductions (dlsched reproduce NAME)")
+            for column in ("name", "result", "paper"):
+                table.add_column(column)
+            for r in REPRODUCTIONS.values():
+                table.add_row(r.name, r.title, r.paper)
+            out.print(table)
+            return
+        from dlsched.reproduce.render import print_result, run_reproduction, to_html, to_json
+
+        with clear_errors():
+            if not names:
+                raise ValueError("name a reproduction (dlsched reproduce --list shows them) or 'all'")
+            chosen = list(REPRODUCTIONS) if names == ["all"] else names
+            for name in chosen:
+                if name not in REPRODUCTIONS:
+                    raise ValueError(f"unknown reproduction {name!r}; choose from {', '.join(REPRODUCTIONS)}")
+            root = shared if shared is not None else default_shared()
+            results = []
+            for name in chosen:
+                target = out_dir / name if out_dir is not None else None
+                results.append(run_reproduction(REPRODUCTIONS[name], root, target))
+                if not as_json:
+                    print_result(results[-1], out)
+            if html_file is not None:
+                from dlsched.reproduce.render import to_html
+
+                try:
+                    html_file.parent.mkdir(parents=True, exist_ok=True)
+                    html_file.write_text(to_html(results), encoding="utf-8")
+                except OSError as exc:
+                    raise ValueError(f"--html {html_file}: cannot write: {exc.strerror or exc}") from None
+        if as_json:
+            print(to_json(results))
+        if html_file is not None:
+            console.print(f"HTML page: {html_file}")

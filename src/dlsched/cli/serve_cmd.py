@@ -1,0 +1,117 @@
+"""``dlsched serve``: the live scheduler-extender service next to a Kubernetes cluster."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dlsched.cli.common import clear_errors, console
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("serve")
+    def serve(
+        policy: str = typer.Option("fifo", help="queue order from the registry (fifo, qssf; oracles cannot run live)"),
+        placement: str = typer.Option("consolidate", help="placement from the registry, or name:weight,..."),
+        backfill: bool = typer.Option(False, help="let later jobs start in gaps the head job cannot use"),
+        kubeconfig: Optional[Path] = typer.Option(None, help="kubeconfig file of the cluster"),
+        api_server: Optional[str] = typer.Option(None, help="API server URL (instead of --kubeconfig)"),
+        api_token: Optional[str] = typer.Option(None, envvar="DLSCHED_API_TOKEN",
+                                                help="bearer token for --api-server"),
+        insecure_skip_tls_verify: bool = typer.Option(False, help="do not verify the API server's certificate"),
+        db: str = typer.Option("sqlite:///dlsched-service.db",
+                               help="durable store: sqlite:///FILE (WAL) or postgresql+psycopg://..."),
+        host: str = typer.Option("127.0.0.1", help="address to listen on"),
+        port: int = typer.Option(8888, min=1, max=65535),
+        token: Optional[str] = typer.Option(None, envvar="DLSCHED_TOKEN",
+                                            help="operator API bearer token (generated and printed when absent)"),
+        scheduler_name: str = typer.Option("default-scheduler", help="the scheduler profile whose pods are ours"),
+        vc_map: str = typer.Option("", help="namespace=VC,... (a pod's dlsched.io/vc label wins)"),
+        default_vc: str = typer.Option("default", help="VC of pods and nodes with no mapping"),
+        max_jobs_per_gpu: int = typer.Option(1, min=1, max=16, help="jobs that may share one GPU"),
+        model_dir: Optional[Path] = typer.Option(None, help="directory of .onnx files the prediction API may read"),
+        predict_resources: bool = typer.Option(False, help="predict each pod's GPU utilisation and memory from "
+                                               "its dlsched.io/model annotation (needed to share GPUs)"),
+        gpu: str = typer.Option("V100", help="GPU type of the nodes without a dlsched.io/gpu-type label"),
+    ) -> None:
+        """Run the kube-scheduler extender (filter, prioritize, bind) and the operator API."""
+        with clear_errors():
+            service, app = build_service(policy, placement, backfill, kubeconfig, api_server, api_token,
+                                         insecure_skip_tls_verify, db, token, scheduler_name, vc_map, default_vc,
+                                         max_jobs_per_gpu, model_dir, predict_resources, gpu)
+        import uvicorn
+
+        console.print(f"dlsched serve: policy {policy}, placement {placement}, store {_safe_url(db)}, "
+                      f"listening on http://{host}:{port}", soft_wrap=True, highlight=False)
+        try:
+            uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        finally:
+            service.stop()
+
+
+def _safe_url(url: str) -> str:
+    """The store URL without its password."""
+    head, at, tail = url.rpartition("@")
+    if not at:
+        return url
+    scheme, _, cred = head.partition("://")
+    return f"{scheme}://{cred.partition(':')[0]}:***@{tail}"
+
+
+def build_service(policy: str, placement: str, backfill: bool, kubeconfig: Path | None, api_server: str | None,
+                  api_token: str | None, insecure: bool, db: str, token: str | None, scheduler_name: str,
+                  vc_map: str, default_vc: str, max_jobs_per_gpu: int, model_dir: Path | None,
+                  predict_resources: bool = False, gpu: str = "V100"):
+    """Everything ``serve`` starts, checked in order; bad input raises ValueError naming the option."""
+    try:
+        import fastapi  # noqa: F401
+        import kubernetes  # noqa: F401
+        import sqlalchemy  # noqa: F401
+    except ImportError as exc:
+        raise RuntimeError(f"the service needs the 'service' extra (pip install 'dlsched[service]'): {exc}") from None
+    from dlsched.registry import make_policy
+    from dlsched.service.app import build_app
+    from dlsched.service.core import SchedulerCore
+    from dlsched.service.kube import KubeBridge, make_api
+    from dlsched.service.pods import VcMapping
+    from dlsched.core.cluster import gpu_type
+    from dlsched.service.runtime import LiveService, resource_predictor
+    from dlsched.service.store import Store
+
+    pol = make_policy(policy, placement, backfill=backfill, share=max_jobs_per_gpu > 1)
+    SchedulerCore.check_policy(pol)
+    mapping = VcMapping.parse(vc_map, default_vc)
+    if kubeconfig is None and api_server is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        raise ValueError("give --kubeconfig FILE or --api-server URL (or run inside a cluster)")
+    if kubeconfig is not None and not kubeconfig.is_file():
+        raise FileNotFoundError(f"--kubeconfig: {kubeconfig} does not exist")
+    if model_dir is not None and not model_dir.is_dir():
+        raise FileNotFoundError(f"--model-dir: {model_dir} is not a directory")
+    try:
+        store = Store(db)
+    except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many kinds; all mean a bad --db
+        raise ValueError(f"--db {_safe_url(db)}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
+    try:
+        gtype = gpu_type(gpu)
+    except ValueError as exc:
+        raise ValueError(f"--gpu: {exc}") from None
+    predict = resource_predictor(gtype.name, model_dir) if predict_resources else None
+    core = SchedulerCore(pol, store, mapping, max_jobs_per_gpu, default_gpu=gtype, predict=predict)
+    if not token:
+        token = secrets.token_urlsafe(24)
+        console.print(f"operator API token (give --token or DLSCHED_TOKEN to choose one): {token}",
+                      soft_wrap=True, highlight=False)
+    api = make_api(str(kubeconfig) if kubeconfig else None, api_server, api_token, insecure)
+    bridge = KubeBridge(api, core, scheduler_name, default_vc)
+    service = LiveService(core, bridge, token, scheduler_name, model_dir)
+    try:
+        found = service.start()
+    except Exception as exc:  # noqa: BLE001 - connection refused, TLS, 401: one line naming the server
+        where = api_server or str(kubeconfig) or "in-cluster config"
+        raise RuntimeError(f"cannot reach the API server ({where}): {str(exc).splitlines()[0][:300]}") from None
+    console.print(f"reconciled with the API server: {found}", soft_wrap=True, highlight=False)
+    return service, build_app(service)

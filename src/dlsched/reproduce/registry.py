@@ -1,0 +1,24 @@
+"""Every paper result ``dlsched reproduce`` knows: name -> reproduction (one line each).
+
+Adding one (e.g. Horus Tables 6-7, Co-scheML Figs. 7-9) = a module with a
+:class:`~dlsched.reproduce.base.Reproduction` subclass + one line here + its test.
+"""
+
+from __future__ import annotations
+
+from dlsched.reproduce.base import Reproduction
+from dlsched.reproduce.helios_fidelity import HeliosFidelity
+from dlsched.reproduce.helios_qssf_builtin import HeliosQSSFBuiltin
+from dlsched.reproduce.helios_qssf_philly import HeliosQSSFPhilly
+from dlsched.reproduce.helios_table5 import HeliosTable5
+from dlsched.reproduce.topology import TopoScenario1, TopoScenario2, TopoTable1
+
+REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in (
+    HeliosFidelity(),
+    HeliosQSSFBuiltin(),
+    HeliosQSSFPhilly(),
+    HeliosTable5(),
+    TopoTable1(),
+    TopoScenario1(),
+    TopoScenario2(),
+)}

@@ -1,0 +1,497 @@
+"""The live service's driver of the kernel: pods and nodes in, nominations and binds out.
+
+The simulator and this class drive the same :class:`~dlsched.kernel.state.ClusterState`
+transitions and run the same policy objects. A pod is a job (its GPU request, VC, model
+annotations); whenever something changed, a *pass* runs the policy over the changed VCs exactly
+as the simulator does, and every ``Start`` it yields is applied as an *assume*
+(``start(confirm=False)``): the job holds its GPUs as a nomination. The extender's filter and
+prioritize answer from those nominations; bind confirms the nomination (or ``forget`` returns the
+GPUs when the bind fails). Every nomination is written to the durable store before the extender
+acknowledges it. All methods take one lock: the kernel is single-threaded by design.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
+from dlsched.core.job import Job, JobState, truth_hidden
+from dlsched.kernel.decisions import Start
+from dlsched.kernel.state import ClusterState, StateError
+from dlsched.kernel.view import SchedulingView
+from dlsched.service.pods import (
+    BATCH_ANNOTATION,
+    GPUS_ANNOTATION,
+    MODEL_ANNOTATION,
+    USER_ANNOTATION,
+    NodeFacts,
+    PodFacts,
+    VcMapping,
+    parse_gpu_list,
+)
+from dlsched.service.store import DoubleAssignment, Store
+
+PENDING, RUNNING, ASSUMED, FINISHED = JobState.PENDING, JobState.RUNNING, JobState.ASSUMED, JobState.FINISHED
+MAX_SCORE = 10  # the extender protocol's highest host priority
+
+
+class BindError(RuntimeError):
+    """The bind asked for cannot be carried out (the reason goes back to the kube-scheduler)."""
+
+
+def gpu_list(mask: int) -> list[int]:
+    return [g for g in range(mask.bit_length()) if mask >> g & 1]
+
+
+class SchedulerCore:
+    """Pods -> jobs, passes -> nominations, binds -> confirmed starts; one lock around it all."""
+
+    def __init__(self, policy, store: Store, vc_mapping: VcMapping | None = None, max_jobs_per_gpu: int = 1,
+                 clock: Callable[[], float] = time.time, default_gpu: GpuType | None = None,
+                 predict: Callable[[Job], None] | None = None) -> None:
+        self.check_policy(policy)
+        self.policy = policy
+        self.store = store
+        self.vcs = vc_mapping or VcMapping()
+        self.clock = clock
+        self.default_gpu = default_gpu or GpuType()
+        self.predict = predict   # fills a new job's predicted GPU utilisation / memory from its model
+        self.state = ClusterState(ClusterSpec([], {}), new_queue=policy.new_queue, max_jobs_per_gpu=max_jobs_per_gpu)
+        for plugin in getattr(getattr(policy, "placer", None), "observers", ()):
+            if hasattr(plugin, "attach"):
+                plugin.attach(self.state)
+            self.state.add_observer(plugin)
+        self.view = SchedulingView(self.state, oracle=False)
+        self.lock = threading.RLock()
+        self.jobs: dict[str, Job] = {}            # pod uid -> job (pending, assumed or running)
+        self.pods: dict[str, PodFacts] = {}        # pod uid -> latest facts of a pod with a job
+        self.slots: dict[str, list[tuple[int, int]]] = {}   # pod uid -> (GPU, slot) it holds
+        self.waiting: dict[str, str] = {}          # pod uid -> why it is not placed (no job / postponed)
+        self.parked: dict[str, PodFacts] = {}      # pods that cannot be jobs yet (unknown VC or node)
+        self.gone_nodes: set[str] = set()          # deleted nodes still holding pods (removed when empty)
+        self.counters: Counter[str] = Counter()
+        self.passes = 0
+        self._dirty: set[int] = set()
+        self._now = 0.0
+        on_prepare = getattr(policy, "prepare", None)
+        if on_prepare is not None:
+            on_prepare(self.view)
+
+    @staticmethod
+    def check_policy(policy) -> None:
+        """Live scheduling has no ground truth and does not preempt pods."""
+        if getattr(policy, "oracle", False):
+            raise ValueError(f"policy {policy.name} is an oracle (it reads true durations): it cannot run live")
+        if getattr(policy, "preemptive", False):
+            raise ValueError(f"policy {policy.name} is preemptive: the live service does not preempt pods")
+
+    # -- time ----------------------------------------------------------------------------
+    def now(self) -> float:
+        """Wall-clock seconds, never going backwards (the kernel's clock only moves forward)."""
+        t = self.clock()
+        self._now = max(self._now, t)
+        return self._now
+
+    # -- nodes -----------------------------------------------------------------------------
+    def node_seen(self, node: NodeFacts) -> None:
+        with self.lock:
+            st, now = self.state, self.now()
+            idx = st.node_index.get(node.name)
+            if idx is not None:
+                spec = st.node_specs[idx]
+                if spec.gpus != node.gpus or spec.vc != node.vc:
+                    if st.node_holders[idx]:
+                        self.counters["node changes deferred while busy"] += 1
+                    else:
+                        st.remove_node(idx, now)
+                        idx = None
+            if idx is None:
+                if node.gpus == 0:
+                    self.counters["nodes without GPUs ignored"] += 1
+                    return
+                gtype = self.default_gpu
+                if node.gpu_type:
+                    try:
+                        gtype = gpu_type(node.gpu_type)
+                    except ValueError:
+                        self.counters["unknown GPU type labels"] += 1
+                idx = st.add_node(NodeSpec(node.name, node.vc, node.gpus, gtype), now)
+            self.gone_nodes.discard(node.name)
+            if node.cordoned:
+                st.cordon(idx, now)
+            else:
+                st.uncordon(idx, now)
+            self._dirty.add(st.node_vc[idx])
+            self._retry_parked()
+
+    def node_gone(self, name: str) -> None:
+        """A node was deleted: closed at once, removed once its pods are gone."""
+        with self.lock:
+            idx = self.state.node_index.get(name)
+            if idx is None:
+                return
+            for job in list(self.state.node_holders[idx]):
+                if job.state is ASSUMED:
+                    self._forget(job, f"node {name} was deleted")
+            if self.state.node_holders[idx]:
+                self.state.cordon(idx, self.now())
+                self.gone_nodes.add(name)
+            else:
+                self.state.remove_node(idx, self.now())
+
+    # -- pods ------------------------------------------------------------------------------
+    def pod_seen(self, pod: PodFacts) -> None:
+        """Any news about a pod (watch event, start-up list, or the pod inside a filter call)."""
+        with self.lock:
+            if pod.gpus == 0:
+                return
+            job = self.jobs.get(pod.uid)
+            if pod.terminal:
+                self.parked.pop(pod.uid, None)
+                if job is not None:
+                    self._end(job, pod, f"pod {pod.phase.lower() if not pod.deleting else 'deleted'}")
+                return
+            if job is not None:
+                self.pods[pod.uid] = pod
+            if pod.node_name:
+                self._bound_pod(pod, job)
+            elif job is None:
+                self._submit(pod)
+
+    def pod_gone(self, uid: str) -> None:
+        with self.lock:
+            self.parked.pop(uid, None)
+            self.waiting.pop(uid, None)
+            job = self.jobs.get(uid)
+            if job is not None:
+                self._end(job, self.pods[uid], "pod deleted")
+
+    def _new_job(self, pod: PodFacts, vc: str) -> Job:
+        ann = pod.annotations
+        model = str(ann.get(MODEL_ANNOTATION) or "")
+        try:
+            batch = int(ann.get(BATCH_ANNOTATION) or 0)
+        except (TypeError, ValueError):
+            batch, _ = 0, self.counters.update(["bad batch-size annotations"])
+        job = Job(pod.uid, vc, pod.gpus, pod.created or self.now(), float("nan"),
+                  user=str(ann.get(USER_ANNOTATION) or pod.namespace), name=pod.name,
+                  model_name="" if model.endswith(".onnx") else model,
+                  onnx_ref=model if model.endswith(".onnx") else "", batch_size=max(batch, 0))
+        if self.predict is not None and model:
+            self.predict(job)
+            if job.pred_gpu_mem_mib != job.pred_gpu_mem_mib:
+                self.counters["model annotations without a prediction"] += 1
+        return job
+
+    def _vc_problem(self, vc: str, gpus: int) -> str | None:
+        vid = self.state.vc_index.get(vc)
+        if vid is None or not self.state.vcs[vid].total_gpus:
+            return f"VC {vc} has no GPU nodes"
+        biggest = max((self.state.node_gpus[n] for n in self.state.vcs[vid].nodes
+                       if not self.state.node_removed[n]), default=0)
+        if gpus > biggest:
+            return f"needs {gpus} GPUs on one node; the largest node of VC {vc} has {biggest}"
+        return None
+
+    def _submit(self, pod: PodFacts) -> None:
+        vc = self.vcs.vc_of(pod)
+        problem = self._vc_problem(vc, pod.gpus)
+        if problem is not None:
+            self.parked[pod.uid] = pod
+            self.waiting[pod.uid] = problem
+            return
+        self.parked.pop(pod.uid, None)
+        self.waiting.pop(pod.uid, None)
+        job = self._new_job(pod, vc)
+        now = self.now()
+        on_submit = getattr(self.policy, "job_submitted", None)
+        if on_submit is not None:
+            on_submit(job, now)
+        vcs = self.state.submit(job, now)
+        self.jobs[pod.uid] = job
+        self.pods[pod.uid] = pod
+        self._dirty.add(vcs.vid)
+        self.store.log("submit", pod.uid, pod.key, now, detail=f"vc={vc} gpus={pod.gpus}")
+
+    def _retry_parked(self) -> None:
+        for uid, pod in list(self.parked.items()):
+            if pod.node_name:
+                self._bound_pod(pod, None)
+            else:
+                self._submit(pod)
+
+    def _bound_pod(self, pod: PodFacts, job: Job | None) -> None:
+        """The API server says the pod is on ``pod.node_name``: confirm our nomination, or adopt it."""
+        st = self.state
+        if job is not None and job.state is ASSUMED:
+            node = st.node_ids[job.placement[0][0]]
+            if node == pod.node_name:
+                st.confirm(job, self.now())
+                self.store.bound(pod.uid, pod.key, node, self._gpus_text(pod.uid), self.now(), kind="confirm",
+                                 detail="seen bound by the API server")
+                return
+            self._forget(job, f"bound to {pod.node_name} by someone else")
+        if job is not None and job.state is RUNNING:
+            return
+        idx = st.node_index.get(pod.node_name)
+        if job is not None and idx is not None and job.vc_state.vid != st.node_vc[idx]:
+            st.withdraw(job, self.now())   # queued in its own VC, but bound to another VC's node
+            self.jobs.pop(pod.uid, None)
+            job = None
+        if idx is None:
+            self.parked[pod.uid] = pod
+            self.waiting[pod.uid] = f"bound to node {pod.node_name}, which the service does not know (yet)"
+            return
+        mask = self._adopt_mask(idx, pod)
+        if mask is None:
+            self.counters["bound pods without room (over-committed node)"] += 1
+            self.parked[pod.uid] = pod
+            self.waiting[pod.uid] = f"bound to {pod.node_name} but its GPUs are all held"
+            return
+        self.parked.pop(pod.uid, None)
+        self.waiting.pop(pod.uid, None)
+        now = self.now()
+        if job is None:
+            job = self._new_job(pod, st.vcs[st.node_vc[idx]].name)
+            st.submit(job, now)
+            self.jobs[pod.uid] = job
+            self.pods[pod.uid] = pod
+        reclose = st.node_cordoned[idx]
+        if reclose:  # a pod bound before its node was cordoned still runs there
+            st.uncordon(idx, now)
+        st.start(job, ((idx, mask),), now, shared=bool(st.node_mask[idx] & mask), confirm=True)
+        if reclose:
+            st.cordon(idx, now)
+        slots = self._take_slots(pod.uid, idx, mask)
+        try:
+            self.store.adopt(pod.uid, pod.key, pod.node_name, slots, now, detail="bound pod seen")
+        except DoubleAssignment:
+            self.counters["adopt conflicts in the store"] += 1
+        self._dirty.add(st.node_vc[idx])
+
+    def _adopt_mask(self, idx: int, pod: PodFacts) -> int | None:
+        """GPUs of a pod bound outside this process: its annotation when valid and free, else the
+        lowest-numbered GPUs with room."""
+        st = self.state
+        room = (~st.node_mask[idx] & ((1 << st.node_gpus[idx]) - 1)) | st.node_share[idx]
+        text = pod.annotations.get(GPUS_ANNOTATION)
+        if isinstance(text, str):
+            idx_list = parse_gpu_list(text, st.node_gpus[idx])
+            if idx_list is not None and len(idx_list) == pod.gpus:
+                mask = sum(1 << g for g in idx_list)
+                if mask & room == mask:
+                    return mask
+            self.counters["GPU annotations not usable at adoption"] += 1
+        free = [g for g in range(st.node_gpus[idx]) if room >> g & 1]
+        if len(free) < pod.gpus:
+            return None
+        return sum(1 << g for g in free[:pod.gpus])
+
+    def _take_slots(self, uid: str, idx: int, mask: int) -> list[tuple[int, int]]:
+        """(GPU, slot) pairs: the slot is the lowest not used by the GPU's other holders."""
+        st = self.state
+        out = []
+        for g in gpu_list(mask):
+            used = {s for other in st.gpu_holders(idx, g) if other.job_id != uid
+                    for gg, s in self.slots.get(other.job_id, ()) if gg == g}
+            out.append((g, min(s for s in range(st.cap + 1) if s not in used)))
+        self.slots[uid] = out
+        return out
+
+    def _gpus_text(self, uid: str) -> str:
+        return ",".join(str(g) for g, _ in self.slots.get(uid, ()))
+
+    def _end(self, job: Job, pod: PodFacts, why: str) -> None:
+        st, now = self.state, self.now()
+        uid = job.job_id
+        if job.state is ASSUMED:
+            st.forget(job, now)
+            self._dirty.add(job.vc_state.vid)
+        if job.state is RUNNING:
+            vid = job.vc_state.vid
+            job._duration = max(now - job.run_since, 0.0)   # the observed run time, for the estimators
+            job._remaining = 0.0
+            st.finish(job, now)
+            on_finish = getattr(self.policy, "job_finished", None)
+            if on_finish is not None:
+                on_finish(job, now)
+            self._dirty.add(vid)
+            self.store.release(uid, pod.key, "finish", now, detail=why)
+        else:
+            self.store.release(uid, pod.key, "withdraw", now, detail=why)
+        st.withdraw(job, now)
+        self.jobs.pop(uid, None)
+        self.pods.pop(uid, None)
+        self.slots.pop(uid, None)
+        self.waiting.pop(uid, None)
+        node_names = [n for n in self.gone_nodes if not st.node_holders[st.node_index[n]]]
+        for name in node_names:
+            st.remove_node(st.node_index[name], now)
+            self.gone_nodes.discard(name)
+
+    def _forget(self, job: Job, why: str) -> None:
+        now = self.now()
+        pod = self.pods[job.job_id]
+        self.state.forget(job, now)
+        self.slots.pop(job.job_id, None)
+        self._dirty.add(job.vc_state.vid)
+        self.store.release(job.job_id, pod.key, "forget", now, detail=why)
+
+    # -- passes ------------------------------------------------------------------------------
+    def run_pass(self) -> int:
+        """One policy pass over every changed VC; returns the number of new nominations."""
+        with self.lock:
+            if not self._dirty:
+                return 0
+            st, view = self.state, self.view
+            view.now = now = self.now()
+            started = 0
+            dirty, self._dirty = self._dirty, set()
+            with truth_hidden(True):
+                for vid in sorted(dirty):
+                    vc = st.vcs[vid]
+                    if not vc.pending:
+                        continue
+                    self.passes += 1
+                    for decision in self.policy.schedule(view, vc):
+                        if type(decision) is Start:
+                            if not self._assume(decision, now):
+                                break
+                            started += 1
+                        else:
+                            st.apply(decision, now)
+                            if hasattr(decision, "reason"):
+                                self.waiting[decision.job.job_id] = f"postponed by the policy: {decision.reason}"
+            return started
+
+    def _assume(self, decision: Start, now: float) -> bool:
+        st = self.state
+        job, placement, shared = decision
+        st.start(job, placement, now, shared, confirm=False)
+        uid = job.job_id
+        pod = self.pods[uid]
+        if len(placement) != 1:
+            self.counters["multi-node placements refused"] += 1
+            st.forget(job, now)
+            self.waiting[uid] = f"the policy placed it on {len(placement)} nodes; a pod runs on one node"
+            return False
+        idx, mask = placement[0]
+        slots = self._take_slots(uid, idx, mask)
+        try:
+            self.store.assume(uid, pod.key, st.node_ids[idx], slots, now, detail=f"policy={self.policy.name}")
+        except DoubleAssignment as exc:
+            self.counters["nominations refused by the store"] += 1
+            st.forget(job, now)
+            self.slots.pop(uid, None)
+            self.waiting[uid] = str(exc)
+            return False
+        self.waiting.pop(uid, None)
+        return True
+
+    # -- the extender's questions ---------------------------------------------------------------
+    def filter(self, pod: PodFacts, node_names: list[str]) -> tuple[list[str], dict[str, str]]:
+        """(nodes that pass, node -> reason for each rejected one)."""
+        with self.lock:
+            if pod.gpus == 0:
+                return list(node_names), {}
+            self.pod_seen(pod)
+            self.run_pass()
+            job = self.jobs.get(pod.uid)
+            if job is not None and job.state is ASSUMED:
+                node = self.state.node_ids[job.placement[0][0]]
+                if node in node_names:
+                    why = f"dlsched ({self.policy.name}) nominated {node} for this pod"
+                    return [node], {n: why for n in node_names if n != node}
+                self._forget(job, f"nominated {node}, which the scheduler did not offer")
+                why = f"dlsched nominated {node}, which the scheduler did not offer; re-deciding"
+                return [], {n: why for n in node_names}
+            why = self.why_waiting(pod.uid)
+            return [], {n: why for n in node_names}
+
+    def prioritize(self, pod: PodFacts, node_names: list[str]) -> list[tuple[str, int]]:
+        with self.lock:
+            job = self.jobs.get(pod.uid)
+            nominated = ""
+            if job is not None and job.state is ASSUMED:
+                nominated = self.state.node_ids[job.placement[0][0]]
+            return [(n, MAX_SCORE if n == nominated else 0) for n in node_names]
+
+    def why_waiting(self, uid: str) -> str:
+        job = self.jobs.get(uid)
+        if job is None:
+            return self.waiting.get(uid, "dlsched does not know this pod")
+        if job.state is RUNNING:
+            return f"already running on {self.state.node_ids[job.placement[0][0]]}"
+        if uid in self.waiting:
+            return self.waiting[uid]
+        vc = job.vc_state
+        ahead = sum(1 for other in vc.queue if (self.policy.key(other), other.enq_seq) <
+                    (self.policy.key(job), job.enq_seq))
+        return (f"queued by dlsched ({self.policy.name}): {ahead} of {vc.pending} pending jobs of VC {vc.name} "
+                f"go first; {vc.free} GPUs free")
+
+    def begin_bind(self, uid: str, node: str) -> tuple[PodFacts, list[int]]:
+        """Check a bind against the nomination; returns the pod and its GPU indices."""
+        with self.lock:
+            job = self.jobs.get(uid)
+            if job is None:
+                raise BindError(f"dlsched has no pending pod with uid {uid}")
+            if job.state is not ASSUMED:
+                raise BindError(f"pod {self.pods[uid].key} is {job.state.name.lower()}, not nominated")
+            nominated = self.state.node_ids[job.placement[0][0]]
+            if nominated != node:
+                raise BindError(f"pod {self.pods[uid].key} is nominated for {nominated}, not {node}")
+            return self.pods[uid], [g for g, _ in self.slots[uid]]
+
+    def end_bind(self, uid: str, node: str, error: str) -> None:
+        """The API server answered the bind: confirm the start, or forget it (GPUs return)."""
+        with self.lock:
+            job = self.jobs.get(uid)
+            if job is None or job.state is not ASSUMED:
+                return   # the watch got there first (bound, or the pod was deleted)
+            if error:
+                self._forget(job, f"bind failed: {error}")
+                return
+            self.state.confirm(job, self.now())
+            self.store.bound(uid, self.pods[uid].key, node, self._gpus_text(uid), self.now(), kind="bind")
+
+    # -- the operator's view -----------------------------------------------------------------
+    def snapshot(self) -> dict:
+        with self.lock:
+            st = self.state
+            nodes = []
+            for idx, name in enumerate(st.node_ids):
+                if st.node_removed[idx]:
+                    continue
+                nodes.append({"name": name, "vc": st.vcs[st.node_vc[idx]].name, "gpus": st.node_gpus[idx],
+                              "cordoned": st.node_cordoned[idx],
+                              "holders": {self.pods[j.job_id].key: gpu_list(m)
+                                          for j, m in st.node_holders[idx].items() if j.job_id in self.pods}})
+            return {"policy": self.policy.name, "nodes": nodes, "running": st.n_running, "pending": st.n_pending,
+                    "passes": self.passes, "counters": dict(self.counters),
+                    "vcs": [{"name": vc.name, "gpus": vc.total_gpus, "free": vc.free, "pending": vc.pending}
+                            for vc in st.vcs]}
+
+    def queue(self) -> list[dict]:
+        with self.lock:
+            out = []
+            for vc in self.state.vcs:
+                jobs = sorted(vc.queue, key=lambda j: (self.policy.key(j), j.enq_seq))
+                for rank, job in enumerate(jobs):
+                    out.append({"pod": self.pods[job.job_id].key, "uid": job.job_id, "vc": vc.name, "rank": rank,
+                                "gpus": job.gpus, "priority": _num(job.priority),
+                                "reason": self.waiting.get(job.job_id, "")})
+            for uid, pod in self.parked.items():
+                out.append({"pod": pod.key, "uid": uid, "vc": self.vcs.vc_of(pod), "rank": -1, "gpus": pod.gpus,
+                            "priority": None, "reason": self.waiting.get(uid, "")})
+            return out
+
+
+def _num(x: float) -> float | None:
+    return None if x != x else x
+
+
+__all__ = ["BindError", "SchedulerCore", "StateError"]

@@ -1,0 +1,94 @@
+"""The kube-scheduler extender protocol (v1.20 wire format, as in ``../shared/k8s/captured``).
+
+Requests and replies use Go field names: filter/prioritize get ``{"Pod", "Nodes", "NodeNames"}``
+(one of the two node forms, the other ``null``: ``Nodes`` = a NodeList of full objects,
+``NodeNames`` with ``nodeCacheCapable: true``); filter answers ``{"Nodes"|"NodeNames",
+"FailedNodes", "Error"}`` in the form it was asked, prioritize ``[{"Host", "Score"}]``, bind gets
+``{"PodName", "PodNamespace", "PodUID", "Node"}`` and answers ``{"Error"}``. These functions are
+pure: the HTTP app and the unit tests call them with parsed JSON.
+"""
+
+from __future__ import annotations
+
+from dlsched.service.pods import PodError, PodFacts, pod_facts
+
+MAX_NODES = 20000
+
+
+class WireError(ValueError):
+    """A request body that does not follow the extender protocol (answered with 400)."""
+
+
+def parse_args(body: object) -> tuple[PodFacts, list[str], list[dict] | None]:
+    """(pod, candidate node names, the full node objects when sent as ``Nodes``)."""
+    if not isinstance(body, dict):
+        raise WireError("the body must be a JSON object with Pod and Nodes or NodeNames")
+    if "Pod" not in body:
+        raise WireError("missing field Pod")
+    try:
+        pod = pod_facts(body["Pod"])
+    except PodError as exc:
+        raise WireError(str(exc)) from None
+    nodes, names = body.get("Nodes"), body.get("NodeNames")
+    if nodes is not None:
+        if not isinstance(nodes, dict) or not isinstance(nodes.get("items") or [], list):
+            raise WireError("Nodes must be a NodeList object with an items list")
+        items = nodes.get("items") or []
+        if len(items) > MAX_NODES:
+            raise WireError(f"Nodes: {len(items)} nodes, more than {MAX_NODES}")
+        out = []
+        for i, item in enumerate(items):
+            name = ((item if isinstance(item, dict) else {}).get("metadata") or {})
+            name = name.get("name") if isinstance(name, dict) else None
+            if not isinstance(name, str) or not name:
+                raise WireError(f"Nodes.items[{i}].metadata.name must be a non-empty string")
+            out.append(name)
+        return pod, out, items
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise WireError("NodeNames must be a list of non-empty strings")
+        if len(names) > MAX_NODES:
+            raise WireError(f"NodeNames: {len(names)} nodes, more than {MAX_NODES}")
+        return pod, list(names), None
+    raise WireError("one of Nodes or NodeNames must be given")
+
+
+def filter_result(passed: list[str], failed: dict[str, str], items: list[dict] | None, error: str = "") -> dict:
+    """The ExtenderFilterResult in the form the request used."""
+    if items is not None:
+        keep = set(passed)
+        nodes = [obj for obj in items if obj["metadata"]["name"] in keep]
+        return {"Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None, "FailedNodes": failed, "Error": error}
+    return {"Nodes": None, "NodeNames": passed, "FailedNodes": failed, "Error": error}
+
+
+def priority_result(scores: list[tuple[str, int]]) -> list[dict]:
+    return [{"Host": host, "Score": score} for host, score in scores]
+
+
+def parse_bind(body: object) -> tuple[str, str, str, str]:
+    """(namespace, name, uid, node) of an ExtenderBindingArgs."""
+    if not isinstance(body, dict):
+        raise WireError("the body must be a JSON object with PodName, PodNamespace, PodUID and Node")
+    out = []
+    for key in ("PodNamespace", "PodName", "PodUID", "Node"):
+        value = body.get(key)
+        if not isinstance(value, str) or not value or len(value) > 253:
+            raise WireError(f"{key} must be a non-empty string of at most 253 characters")
+        out.append(value)
+    return out[0], out[1], out[2], out[3]
+
+
+# JSON schemas of the bodies, for the OpenAPI document (the fuzzer generates from them).
+POD_SCHEMA = {"type": "object", "properties": {
+    "metadata": {"type": "object", "properties": {"uid": {"type": "string"}, "name": {"type": "string"},
+                                                  "namespace": {"type": "string"},
+                                                  "annotations": {"type": "object"}, "labels": {"type": "object"}}},
+    "spec": {"type": "object"}, "status": {"type": "object"}}}
+EXTENDER_ARGS_SCHEMA = {"type": "object", "required": ["Pod"], "properties": {
+    "Pod": POD_SCHEMA,
+    "Nodes": {"type": ["object", "null"], "properties": {"items": {"type": "array", "items": {"type": "object"}}}},
+    "NodeNames": {"type": ["array", "null"], "items": {"type": "string"}}}}
+BIND_ARGS_SCHEMA = {"type": "object", "required": ["PodName", "PodNamespace", "PodUID", "Node"], "properties": {
+    "PodName": {"type": "string"}, "PodNamespace": {"type": "string"}, "PodUID": {"type": "string"},
+    "Node": {"type": "string"}}}

@@ -1,0 +1,204 @@
+"""The API server side: list + watch nodes and pods, annotate and bind pods (official client).
+
+The API server is the truth about what runs where. At start-up the service lists nodes, then
+pods (bound ones first, so their GPUs are taken before any pass), and reconciles its durable
+store with them; then two watch threads feed every change into the core. Objects are read as
+raw JSON (``_preload_content=False`` / ``deserialize=False``) so that the watch, the start-up
+list and the extender's request bodies all go through the same parser.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from dlsched.service.pods import GPUS_ANNOTATION, PodError, node_facts, pod_facts
+
+log = logging.getLogger("dlsched.service")
+
+
+def make_api(kubeconfig: str | None = None, api_server: str | None = None, token: str | None = None,
+             insecure: bool = False, ca_file: str | None = None):
+    """A ``CoreV1Api``: from a kubeconfig file, from a URL + bearer token, or in-cluster."""
+    from kubernetes import client, config
+
+    if api_server:
+        cfg = client.Configuration()
+        cfg.host = api_server
+        if token:
+            cfg.api_key = {"authorization": token}
+            cfg.api_key_prefix = {"authorization": "Bearer"}
+        cfg.verify_ssl = not insecure
+        if insecure:  # chosen explicitly on the command line: warn once at start-up, not per request
+            import urllib3
+
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+            log.warning("not verifying the API server's certificate (--insecure-skip-tls-verify)")
+        if ca_file:
+            cfg.ssl_ca_cert = ca_file
+        return client.CoreV1Api(client.ApiClient(cfg))
+    if kubeconfig:
+        return client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+    config.load_incluster_config()
+    return client.CoreV1Api()
+
+
+def _json(resp) -> dict:
+    return json.loads(resp.data)
+
+
+class KubeBridge:
+    """Lists and watches nodes and pods into ``core``; binds pods for it."""
+
+    def __init__(self, api, core, scheduler_name: str = "default-scheduler", default_vc: str = "default") -> None:
+        self.api = api
+        self.core = core
+        self.scheduler_name = scheduler_name
+        self.default_vc = default_vc
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.bad_objects = 0
+        self.resyncs = 0
+
+    # -- start-up ---------------------------------------------------------------------
+    def reconcile(self) -> tuple[str, str, set[str]]:
+        """List nodes and pods into the core; returns the resource versions to watch from and
+        the uids of the pods that hold GPUs on a node."""
+        nodes = _json(self.api.list_node(_preload_content=False))
+        for obj in nodes.get("items") or []:
+            self._node_event("ADDED", obj)
+        pods = _json(self.api.list_pod_for_all_namespaces(_preload_content=False))
+        items = pods.get("items") or []
+        bound = [p for p in items if (p.get("spec") or {}).get("nodeName")]
+        waiting = [p for p in items if not (p.get("spec") or {}).get("nodeName")]
+        waiting.sort(key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "",
+                                    int((p.get("metadata") or {}).get("resourceVersion") or 0)))
+        for obj in bound + waiting:
+            self._pod_event("ADDED", obj)
+        holding = {uid for uid, job in self.core.jobs.items() if job.placement}
+        return (nodes.get("metadata") or {}).get("resourceVersion", ""), \
+            (pods.get("metadata") or {}).get("resourceVersion", ""), holding
+
+    # -- events -------------------------------------------------------------------------
+    def _node_event(self, kind: str, obj: dict) -> None:
+        try:
+            facts = node_facts(obj, self.default_vc)
+        except PodError as exc:
+            self.bad_objects += 1
+            log.warning("node skipped: %s", exc)
+            return
+        if kind == "DELETED":
+            self.core.node_gone(facts.name)
+        else:
+            self.core.node_seen(facts)
+
+    def _pod_event(self, kind: str, obj: dict) -> None:
+        try:
+            facts = pod_facts(obj)
+        except PodError as exc:
+            self.bad_objects += 1
+            log.warning("pod skipped: %s", exc)
+            return
+        if not facts.node_name and facts.scheduler_name != self.scheduler_name:
+            return   # another scheduler's pending pod: it holds nothing yet
+        if kind == "DELETED":
+            self.core.pod_gone(facts.uid)
+        else:
+            self.core.pod_seen(facts)
+
+    # -- watching -------------------------------------------------------------------------
+    def start(self, node_rv: str, pod_rv: str) -> None:
+        for kind, rv in (("nodes", node_rv), ("pods", pod_rv)):
+            t = threading.Thread(target=self._watch, args=(kind, rv), name=f"watch-{kind}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _lister(self, kind: str) -> Callable:
+        return self.api.list_node if kind == "nodes" else self.api.list_pod_for_all_namespaces
+
+    def _watch(self, kind: str, rv: str) -> None:
+        """Watch from ``rv``; after any interruption (dropped connection, an expired version: the
+        client's own 410 handling does not work on raw events) list again and diff."""
+        from kubernetes import watch
+
+        handler = self._node_event if kind == "nodes" else self._pod_event
+        while not self._stop.is_set():
+            w = watch.Watch()
+            try:
+                for event in w.stream(self._lister(kind), resource_version=rv, timeout_seconds=60,
+                                      deserialize=False, allow_watch_bookmarks=False):
+                    if self._stop.is_set():
+                        w.stop()
+                        return
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        raise RuntimeError(f"watch error: {obj.get('reason')} {obj.get('message')}")
+                    rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
+                    handler(event["type"], obj)
+                    self.core.run_pass()
+            except Exception as exc:  # noqa: BLE001 - a watch thread must survive anything the server does
+                log.warning("%s watch interrupted (%s); listing again", kind, exc)
+                self.resyncs += 1
+                while not self._stop.is_set():
+                    try:
+                        rv = self._resync(kind)
+                        break
+                    except Exception as exc2:  # noqa: BLE001 - the API server may be down for a while
+                        log.warning("%s list failed (%s); retrying", kind, exc2)
+                        time.sleep(1.0)
+
+    def _resync(self, kind: str) -> str:
+        """List ``kind`` again: every object is re-read, and those gone meanwhile are removed."""
+        listing = _json(self._lister(kind)(_preload_content=False))
+        items = listing.get("items") or []
+        if kind == "nodes":
+            for obj in items:
+                self._node_event("MODIFIED", obj)
+            present = {(o.get("metadata") or {}).get("name") for o in items}
+            st = self.core.state
+            for name in [n for i, n in enumerate(st.node_ids) if not st.node_removed[i] and n not in present]:
+                self.core.node_gone(name)
+        else:
+            for obj in items:
+                self._pod_event("MODIFIED", obj)
+            present = {(o.get("metadata") or {}).get("uid") for o in items}
+            for uid in [u for u in (*self.core.jobs, *self.core.parked) if u not in present]:
+                self.core.pod_gone(uid)
+        self.core.run_pass()
+        return (listing.get("metadata") or {}).get("resourceVersion", "")
+
+    # -- binding --------------------------------------------------------------------------
+    def bind(self, namespace: str, name: str, uid: str, node: str, gpus: list[int]) -> str:
+        """Annotate the pod with its GPU indices, then bind it; '' on success, else the error."""
+        from kubernetes.client import V1Binding, V1ObjectMeta, V1ObjectReference
+        from kubernetes.client.exceptions import ApiException
+
+        text = ",".join(str(g) for g in gpus)
+        try:
+            self.api.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {GPUS_ANNOTATION: text}}},
+                                          _preload_content=False)
+            body = V1Binding(metadata=V1ObjectMeta(name=name, namespace=namespace, uid=uid),
+                             target=V1ObjectReference(kind="Node", name=node, api_version="v1"))
+            self.api.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)
+        except ApiException as exc:
+            return f"API server refused the bind ({exc.status}): {exc.reason}"
+        except Exception as exc:  # noqa: BLE001 - connection errors: the bind failed, GPUs must return
+            return f"bind failed: {exc}"
+        return ""
+
+    def create_pod(self, namespace: str, body: dict) -> dict:
+        """Create a pod (operator API's submit); ValueError with the API server's reason if refused."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            obj = _json(self.api.create_namespaced_pod(namespace, body, _preload_content=False))
+        except ApiException as exc:
+            raise ValueError(f"the API server refused the pod ({exc.status}): {exc.reason}") from None
+        meta = obj.get("metadata") or {}
+        return {"namespace": meta.get("namespace"), "name": meta.get("name"), "uid": meta.get("uid")}

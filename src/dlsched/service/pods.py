@@ -1,0 +1,179 @@
+"""Kubernetes pods and nodes as the service sees them: plain dicts (the API's JSON) -> typed facts.
+
+The extender receives pods in the API server's JSON; the watch gets them from the official
+client (converted to the same JSON by ``ApiClient.sanitize_for_serialization``). Both go
+through :func:`pod_facts` so that one pod means one thing whichever way it arrived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPUS_ANNOTATION = "dlsched.io/gpus"          # written at bind: the GPU indices on the node, e.g. "0,1"
+VC_LABEL = "dlsched.io/vc"                   # on pods and nodes: the virtual cluster
+MODEL_ANNOTATION = "dlsched.io/model"        # ONNX reference or model name (for the predictors)
+BATCH_ANNOTATION = "dlsched.io/batch-size"
+USER_ANNOTATION = "dlsched.io/user"
+GPU_TYPE_LABEL = "dlsched.io/gpu-type"
+
+
+class PodError(ValueError):
+    """A pod or node object the service cannot read (the reason names the field)."""
+
+
+def parse_quantity(value: object, what: str) -> int:
+    """A whole-number Kubernetes quantity (GPU counts are integers: "2", 2)."""
+    if isinstance(value, bool):
+        raise PodError(f"{what}: {value!r} is not a whole number")
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str) and value.strip().isdigit():
+        n = int(value.strip())
+    else:
+        raise PodError(f"{what}: {value!r} is not a whole number")
+    if n < 0 or n > 1024:
+        raise PodError(f"{what}: {n} is out of range 0..1024")
+    return n
+
+
+def _dict(obj: object, what: str) -> dict:
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise PodError(f"{what} must be an object, got {type(obj).__name__}")
+    return obj
+
+
+def parse_time(value: object) -> float:
+    """An RFC 3339 timestamp (``2026-11-22T14:50:43Z``) as epoch seconds; 0 when absent."""
+    if not value:
+        return 0.0
+    if isinstance(value, datetime):
+        return value.timestamp()
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise PodError(f"metadata.creationTimestamp: {value!r} is not an RFC 3339 time") from None
+
+
+def parse_gpu_list(text: str, gpus_on_node: int) -> tuple[int, ...] | None:
+    """The ``dlsched.io/gpus`` annotation as GPU indices; None when malformed or out of range."""
+    try:
+        idx = tuple(int(x) for x in text.split(",") if x.strip() != "")
+    except ValueError:
+        return None
+    if not idx or len(set(idx)) != len(idx) or any(g < 0 or g >= gpus_on_node for g in idx):
+        return None
+    return idx
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """What scheduling needs from a pod."""
+
+    uid: str
+    namespace: str
+    name: str
+    gpus: int
+    node_name: str = ""
+    phase: str = "Pending"
+    deleting: bool = False
+    created: float = 0.0
+    scheduler_name: str = "default-scheduler"
+    labels: dict = field(default_factory=dict)
+    annotations: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        """The pod no longer holds its GPUs: finished, failed or being deleted."""
+        return self.phase in ("Succeeded", "Failed") or self.deleting
+
+
+def pod_facts(pod: object) -> PodFacts:
+    """Read a pod object (API JSON). Raises :class:`PodError` naming the bad field."""
+    pod = _dict(pod, "Pod")
+    meta = _dict(pod.get("metadata"), "Pod.metadata")
+    spec = _dict(pod.get("spec"), "Pod.spec")
+    status = _dict(pod.get("status"), "Pod.status")
+    uid, name, ns = meta.get("uid"), meta.get("name"), meta.get("namespace") or "default"
+    for what, v in (("uid", uid), ("name", name), ("namespace", ns)):
+        if not isinstance(v, str) or not v or len(v) > 253:
+            raise PodError(f"Pod.metadata.{what} must be a non-empty string of at most 253 characters")
+    containers = spec.get("containers") or []
+    if not isinstance(containers, list):
+        raise PodError("Pod.spec.containers must be a list")
+    gpus = 0
+    for i, c in enumerate(containers):
+        res = _dict(_dict(c, f"Pod.spec.containers[{i}]").get("resources"), f"containers[{i}].resources")
+        req = _dict(res.get("requests"), "resources.requests")
+        lim = _dict(res.get("limits"), "resources.limits")
+        value = req.get(GPU_RESOURCE, lim.get(GPU_RESOURCE))  # extended resources: request = limit
+        if value is not None:
+            gpus += parse_quantity(value, f"Pod.spec.containers[{i}].resources {GPU_RESOURCE}")
+    labels = _dict(meta.get("labels"), "Pod.metadata.labels")
+    annotations = _dict(meta.get("annotations"), "Pod.metadata.annotations")
+    node = spec.get("nodeName") or ""
+    phase = status.get("phase") or "Pending"
+    if not isinstance(node, str) or not isinstance(phase, str):
+        raise PodError("Pod.spec.nodeName and Pod.status.phase must be strings")
+    return PodFacts(uid, ns, name, gpus, node, phase, bool(meta.get("deletionTimestamp")),
+                    parse_time(meta.get("creationTimestamp")), str(spec.get("schedulerName") or "default-scheduler"),
+                    labels, annotations)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What scheduling needs from a node."""
+
+    name: str
+    gpus: int
+    vc: str
+    gpu_type: str
+    cordoned: bool
+
+
+def node_facts(node: object, default_vc: str = "default") -> NodeFacts:
+    node = _dict(node, "Node")
+    meta = _dict(node.get("metadata"), "Node.metadata")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name or len(name) > 253:
+        raise PodError("Node.metadata.name must be a non-empty string of at most 253 characters")
+    status = _dict(node.get("status"), "Node.status")
+    alloc = _dict(status.get("allocatable") or status.get("capacity"), "Node.status.allocatable")
+    gpus = parse_quantity(alloc.get(GPU_RESOURCE, 0), f"Node {name} allocatable {GPU_RESOURCE}")
+    labels = _dict(meta.get("labels"), "Node.metadata.labels")
+    spec = _dict(node.get("spec"), "Node.spec")
+    return NodeFacts(name, gpus, str(labels.get(VC_LABEL) or default_vc), str(labels.get(GPU_TYPE_LABEL) or ""),
+                     bool(spec.get("unschedulable")))
+
+
+@dataclass(slots=True)
+class VcMapping:
+    """Which virtual cluster a pod belongs to: its ``dlsched.io/vc`` label, else its namespace's
+    entry in ``namespaces``, else ``default``."""
+
+    namespaces: dict[str, str] = field(default_factory=dict)
+    default: str = "default"
+
+    def vc_of(self, pod: PodFacts) -> str:
+        label = pod.labels.get(VC_LABEL)
+        if isinstance(label, str) and label:
+            return label
+        return self.namespaces.get(pod.namespace, self.default)
+
+    @classmethod
+    def parse(cls, text: str, default: str = "default") -> VcMapping:
+        """``ns=vc,ns2=vc2`` (from the command line)."""
+        out: dict[str, str] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            ns, sep, vc = part.partition("=")
+            if not sep or not ns.strip() or not vc.strip():
+                raise ValueError(f"--vc-map: {part!r} is not NAMESPACE=VC")
+            out[ns.strip()] = vc.strip()
+        return cls(out, default)

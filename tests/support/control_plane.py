@@ -1,0 +1,213 @@
+"""A real Kubernetes control plane on 127.0.0.1 for the service's end-to-end tests.
+
+etcd (Debian's ``etcd-server``), kube-apiserver and kube-scheduler v1.20.2 (gzipped in
+``../shared/k8s/bin``, unpacked into a temporary directory) are started on free ports and stopped
+by PID. The scheduler is configured (``kubescheduler.config.k8s.io/v1beta1``) with dlsched as
+its extender at a URL the caller gives. No kubelet: nodes are plain API objects.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TOKEN = "dlsched-test-admin-token"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def missing_reason(k8s_dir: Path) -> str | None:
+    """Why the control plane cannot start here (None when it can)."""
+    if not (k8s_dir / "bin/kube-apiserver.gz").is_file():
+        return f"{k8s_dir}/bin/kube-apiserver.gz is absent (../shared/k8s not present)"
+    if shutil.which("etcd") is None:
+        return "etcd is not installed (apt-get install -y etcd-server)"
+    if shutil.which("openssl") is None:
+        return "openssl is not installed"
+    return None
+
+
+@dataclass
+class ControlPlane:
+    """Handles of a running control plane: the API server URL, the admin token, the processes."""
+
+    workdir: Path
+    api_url: str = ""
+    token: str = TOKEN
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    scheduler_port: int = 0
+
+    # -- HTTP helpers (tests talk to the API server directly) --------------------------
+    def request(self, method: str, path: str, body: dict | None = None, content_type: str = "application/json"):
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.api_url + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
+                return resp.status, _decode(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, _decode(exc.read())
+
+    def kubeconfig(self) -> Path:
+        """A kubeconfig file for the admin token (for the official client)."""
+        path = self.workdir / "kubeconfig.json"
+        cfg = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {"server": self.api_url, "insecure-skip-tls-verify": True}}],
+            "users": [{"name": "admin", "user": {"token": self.token}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}],
+        }
+        path.write_text(json.dumps(cfg))
+        return path
+
+    # -- life cycle --------------------------------------------------------------------
+    def stop(self) -> None:
+        for name in ("kube-scheduler", "kube-apiserver", "etcd"):
+            proc = self.procs.pop(name, None)
+            if proc is None or proc.poll() is not None:
+                continue
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+
+    def log(self, name: str) -> str:
+        path = self.workdir / f"{name}.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+
+def _decode(raw: bytes):
+    try:
+        return json.loads(raw or b"null")
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+def _spawn(cp: ControlPlane, name: str, argv: list[str]) -> None:
+    out = open(cp.workdir / f"{name}.log", "wb")
+    cp.procs[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cp.workdir)
+
+
+def _wait(cp: ControlPlane, name: str, probe, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cp.procs[name].poll() is not None:
+            raise RuntimeError(f"{name} exited with {cp.procs[name].returncode}:\n{cp.log(name)}")
+        try:
+            if probe():
+                return
+        except (OSError, urllib.error.URLError, ValueError):
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"{name} not ready after {timeout} s:\n{cp.log(name)}")
+
+
+def _http_ok(url: str) -> bool:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with urllib.request.urlopen(url, context=ctx, timeout=2) as resp:
+        return resp.status == 200
+
+
+def scheduler_config(extender_url: str, kubeconfig: Path, cache_capable: bool = False) -> dict:
+    """The v1beta1 KubeSchedulerConfiguration registering dlsched as the extender."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "leaderElection": {"leaderElect": False},
+        # A pod dlsched keeps queued fails filtering and backs off; short back-offs keep the tests fast
+        # (the default grows to 10 s).
+        "podInitialBackoffSeconds": 1,
+        "podMaxBackoffSeconds": 2,
+        "healthzBindAddress": f"127.0.0.1:{free_port()}",
+        "metricsBindAddress": f"127.0.0.1:{free_port()}",
+        # dlsched decides which pods run: kube-scheduler must not evict pods to make room behind its back
+        "profiles": [{"schedulerName": "default-scheduler",
+                      "plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}}],
+        "extenders": [{
+            "urlPrefix": extender_url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
+            "bindVerb": "bind", "weight": 1, "enableHTTPS": False, "nodeCacheCapable": cache_capable,
+            "ignorable": False, "httpTimeout": "10s",
+            "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}],
+        }],
+    }
+
+
+def start_control_plane(k8s_dir: Path, extender_url: str, cache_capable: bool = False) -> ControlPlane:
+    """Start etcd, kube-apiserver and kube-scheduler; raise with their logs when one fails."""
+    work = Path(tempfile.mkdtemp(prefix="dlsched-k8s-"))
+    cp = ControlPlane(work)
+    try:
+        for binary in ("kube-apiserver", "kube-scheduler"):
+            with gzip.open(k8s_dir / "bin" / f"{binary}.gz") as src, open(work / binary, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            (work / binary).chmod(0o755)
+        subprocess.run(["openssl", "genrsa", "-out", str(work / "sa.key"), "2048"], check=True,
+                       capture_output=True)
+        subprocess.run(["openssl", "rsa", "-in", str(work / "sa.key"), "-pubout", "-out", str(work / "sa.pub")],
+                       check=True, capture_output=True)
+        (work / "tokens.csv").write_text(f"{TOKEN},admin,admin,system:masters\n")
+        etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+        _spawn(cp, "etcd", ["etcd", "--data-dir", str(work / "etcd"),
+                            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+                            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+                            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+                            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+                            "--initial-cluster", f"default=http://127.0.0.1:{peer_port}"])
+        _wait(cp, "etcd", lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"), 30)
+        _spawn(cp, "kube-apiserver", [
+            str(work / "kube-apiserver"), f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1", f"--secure-port={api_port}", "--insecure-port=0",
+            f"--cert-dir={work / 'certs'}", f"--token-auth-file={work / 'tokens.csv'}",
+            "--authorization-mode=AlwaysAllow",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={work / 'sa.pub'}",
+            f"--service-account-signing-key-file={work / 'sa.key'}",
+            "--api-audiences=https://kubernetes.default.svc",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        ])
+        cp.api_url = f"https://127.0.0.1:{api_port}"
+        _wait(cp, "kube-apiserver", lambda: cp.request("GET", "/readyz")[0] == 200, 90)
+        kubeconfig = cp.kubeconfig()
+        sched_cfg = work / "scheduler.json"
+        sched_cfg.write_text(json.dumps(scheduler_config(extender_url, kubeconfig, cache_capable)))
+        cp.scheduler_port = free_port()
+        _spawn(cp, "kube-scheduler", [str(work / "kube-scheduler"), f"--config={sched_cfg}",
+                                      "--bind-address=127.0.0.1", f"--secure-port={cp.scheduler_port}",
+                                      "--port=0"])
+        _wait(cp, "kube-scheduler", lambda: _http_ok(f"https://127.0.0.1:{cp.scheduler_port}/healthz"), 90)
+        return cp
+    except BaseException:
+        cp.stop()
+        raise
+
+
+def cleanup(cp: ControlPlane) -> None:
+    cp.stop()
+    shutil.rmtree(cp.workdir, ignore_errors=True)

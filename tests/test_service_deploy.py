@@ -1,0 +1,62 @@
+"""deploy/: the scheduler configurations register the extender exactly as the end-to-end tests do,
+the RBAC grants the verbs the service uses and no more, the example pod reads as a 4-GPU job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+
+from support.control_plane import scheduler_config  # noqa: E402
+
+from dlsched.service.pods import pod_facts  # noqa: E402
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+
+
+def _docs(name: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
+
+
+def test_v1_and_v1beta1_register_the_same_extender_as_the_tests():
+    v1, = _docs("scheduler-config-v1.yaml")
+    beta, = _docs("scheduler-config-v1beta1.yaml")
+    assert v1["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert beta["apiVersion"] == "kubescheduler.config.k8s.io/v1beta1"
+    assert v1["extenders"] == beta["extenders"]
+    config = scheduler_config("http://127.0.0.1:1/scheduler", Path("/k"), cache_capable=True)
+    assert v1["profiles"] == beta["profiles"] == config["profiles"]     # no preemption behind dlsched's back
+    tested = config["extenders"][0]
+    shipped = v1["extenders"][0]
+    assert set(shipped) == set(tested)
+    for key in ("filterVerb", "prioritizeVerb", "bindVerb", "nodeCacheCapable", "ignorable", "managedResources",
+                "enableHTTPS"):
+        assert shipped[key] == tested[key], key
+
+
+def test_rbac_grants_only_what_the_service_calls():
+    role = next(d for d in _docs("rbac.yaml") if d["kind"] == "ClusterRole")
+    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
+    assert rules == {(("",), ("nodes",)): {"list", "watch"},
+                     (("",), ("pods",)): {"list", "watch", "patch", "create"},
+                     (("",), ("pods/binding",)): {"create"}}
+
+
+def test_deployment_runs_one_replica_of_serve_behind_the_service():
+    dep = next(d for d in _docs("deployment.yaml") if d["kind"] == "Deployment")
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    cmd = dep["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert cmd[:2] == ["dlsched", "serve"]
+    svc, = _docs("service.yaml")
+    assert svc["spec"]["ports"][0]["port"] == int(cmd[cmd.index("--port") + 1])
+
+
+def test_example_pod_is_a_four_gpu_job_that_reads_its_gpus_from_the_annotation():
+    pod, = _docs("example-pod.yaml")
+    pod["metadata"].update(uid="u1", namespace="default")
+    facts = pod_facts(pod)
+    assert facts.gpus == 4 and facts.annotations["dlsched.io/model"] == "resnet50"
+    env = pod["spec"]["containers"][0]["env"][0]
+    assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['dlsched.io/gpus']"

@@ -1,0 +1,259 @@
+"""End to end with a real control plane (etcd + kube-apiserver + kube-scheduler v1.20.2 from
+../shared/k8s): GPU pods are scheduled by kube-scheduler through dlsched's extender.
+
+One control plane serves the module. Pods are created faster than they fit; a pod that has been
+bound for a moment is deleted (its job "finished"), which frees its GPUs for the next ones. The
+checks: every pod is bound on the node dlsched nominated, with the GPUs it annotated; no two pods
+bound at the same time ever share a GPU; FIFO nominates in arrival order and QSSF does not; after
+``kill -9`` and a restart every pod still ends bound exactly once with no GPU slot used twice.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("kubernetes")
+
+from support.control_plane import cleanup, free_port, missing_reason, start_control_plane  # noqa: E402
+from support.service_proc import ServiceProcess  # noqa: E402
+
+NODES, GPUS_PER_NODE = 6, 8
+HOLD = 0.5          # seconds a bound pod "runs" before the test deletes it
+
+
+@pytest.fixture(scope="module")
+def cluster(shared, tmp_path_factory):
+    reason = missing_reason(shared / "k8s")
+    if reason:
+        pytest.skip(f"no control plane: {reason}")
+    port = free_port()
+    cp = start_control_plane(shared / "k8s", f"http://127.0.0.1:{port}/scheduler")
+    try:
+        for i in range(NODES):
+            cap = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(GPUS_PER_NODE)}
+            status, body = cp.request("POST", "/api/v1/nodes", {
+                "apiVersion": "v1", "kind": "Node", "metadata": {"name": f"gpu-{i}"},
+                "status": {"capacity": cap, "allocatable": cap}})
+            assert status == 201, body
+        yield cp, port, tmp_path_factory.mktemp("service")
+    finally:
+        cleanup(cp)
+
+
+def _pod(name: str, gpus: int, tag: str) -> dict:
+    lim = {"nvidia.com/gpu": str(gpus)}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"run": tag}},
+            "spec": {"containers": [{"name": "main", "image": "example.invalid/train",
+                                     "resources": {"limits": lim, "requests": lim}}]}}
+
+
+def _sizes(n: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randint(1, 8) for _ in range(n)]
+
+
+class Workload:
+    """Creates pods, deletes them after HOLD seconds bound, and checks GPU overlaps as it goes."""
+
+    def __init__(self, cp, tag: str, sizes: list[int]) -> None:
+        self.cp, self.tag, self.sizes = cp, tag, sizes
+        self.bound: dict[str, dict] = {}       # pod name -> {node, gpus, uid, at}
+        self.deleted: set[str] = set()
+        self.overlaps: list[str] = []
+        self.created = 0
+
+    def create(self, gap: float = 0.0) -> None:
+        for i, gpus in enumerate(self.sizes):
+            status, body = self.cp.request("POST", "/api/v1/namespaces/default/pods",
+                                           _pod(f"{self.tag}-{i:03d}", gpus, self.tag))
+            assert status == 201, body
+            self.created += 1
+            if gap:
+                time.sleep(gap)
+
+    def poll(self) -> None:
+        status, listing = self.cp.request("GET", f"/api/v1/namespaces/default/pods?labelSelector=run%3D{self.tag}")
+        assert status == 200
+        held: dict[str, dict[int, str]] = defaultdict(dict)
+        now = time.monotonic()
+        for pod in listing["items"]:
+            meta, node = pod["metadata"], pod["spec"].get("nodeName")
+            if not node:
+                continue
+            name = meta["name"]
+            text = (meta.get("annotations") or {}).get("dlsched.io/gpus", "")
+            gpus = [int(g) for g in text.split(",") if g]
+            rec = self.bound.setdefault(name, {"node": node, "gpus": gpus, "uid": meta["uid"], "at": now})
+            assert (rec["node"], rec["gpus"]) == (node, gpus), f"{name} moved"
+            for g in gpus:
+                if g in held[node]:
+                    self.overlaps.append(f"{node} GPU {g}: {held[node][g]} and {name}")
+                held[node][g] = name
+            if now - rec["at"] >= HOLD and name not in self.deleted:
+                st, _ = self.cp.request("DELETE", f"/api/v1/namespaces/default/pods/{name}?gracePeriodSeconds=0")
+                assert st in (200, 404)
+                self.deleted.add(name)
+
+    def done(self) -> bool:
+        return self.created == len(self.sizes) and len(self.deleted) == len(self.sizes)
+
+    def run(self, timeout: float, during=None) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.done():
+            assert time.monotonic() < deadline, (f"{len(self.bound)} of {len(self.sizes)} pods bound after "
+                                                 f"{timeout} s")
+            self.poll()
+            if during is not None:
+                during(self)
+            time.sleep(0.1)
+
+
+def _nudge(cp) -> None:
+    """Touch a node: kube-scheduler retries unschedulable pods at once (instead of after ~60 s)."""
+    cp.request("PATCH", "/api/v1/nodes/gpu-0", {"metadata": {"labels": {"nudge": str(time.monotonic_ns())}}},
+               content_type="application/strategic-merge-patch+json")
+
+
+def _check_bound_as_decided(work: Workload, decisions: list[dict]) -> dict[str, list[dict]]:
+    by_pod: dict[str, list[dict]] = defaultdict(list)
+    for d in decisions:
+        by_pod[d["pod"].rpartition("/")[2]].append(d)
+    for name, rec in work.bound.items():
+        log = by_pod[name]
+        binds = [d for d in log if d["kind"] in ("bind", "confirm", "adopt")]   # adopt: bound, then a crash
+        assert len([d for d in log if d["kind"] == "bind"]) <= 1, f"{name} bound twice: {log}"
+        assert binds, f"{name} was bound without a dlsched bind: {log}"
+        assumes = [d for d in log if d["kind"] == "assume" and d["id"] < binds[0]["id"]]
+        assert assumes, f"{name}: no nomination before its bind"
+        last = assumes[-1]
+        assert (last["node"], last["gpus"]) == (rec["node"], ",".join(map(str, rec["gpus"]))), (name, last, rec)
+    return by_pod
+
+
+def _first_assume_order(by_pod: dict[str, list[dict]]) -> list[str]:
+    firsts = {name: min(d["id"] for d in log if d["kind"] == "assume") for name, log in by_pod.items()
+              if any(d["kind"] == "assume" for d in log)}
+    return sorted(firsts, key=firsts.get)
+
+
+def _settled(svc: ServiceProcess, timeout: float = 20.0) -> dict:
+    """The service's state once the watch has delivered the last deletions."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = svc.get("/api/v1/state")
+        if (state["running"], state["pending"]) == (0, 0) or time.monotonic() > deadline:
+            return state
+        time.sleep(0.2)
+
+
+def _run_policy(cluster, policy: str, tag: str, sizes: list[int]) -> tuple[Workload, dict]:
+    cp, port, tmp = cluster
+    svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{tmp}/{tag}.db", policy, tmp / f"{tag}.log")
+    svc.start()
+    try:
+        work = Workload(cp, tag, sizes)
+        work.create()
+        work.run(timeout=240)
+        state = _settled(svc)
+        decisions = svc.decisions()
+    finally:
+        svc.stop()
+    assert not work.overlaps, work.overlaps[:5]
+    assert len(work.bound) == len(sizes)
+    by_pod = _check_bound_as_decided(work, decisions)
+    assert state["running"] == 0 and state["pending"] == 0, state
+    return work, by_pod
+
+
+def test_fifo_and_qssf_schedule_every_pod_through_dlsched_in_their_own_order(cluster):
+    sizes = _sizes(50, seed=3)
+    _, fifo = _run_policy(cluster, "fifo", "fifo", sizes)
+    _, qssf = _run_policy(cluster, "qssf", "qssf", sizes)
+    fifo_order = [int(n.rpartition("-")[2]) for n in _first_assume_order(fifo)]
+    qssf_order = [int(n.rpartition("-")[2]) for n in _first_assume_order(qssf)]
+    assert fifo_order == sorted(fifo_order) == list(range(50))     # first come, first nominated
+    assert qssf_order != fifo_order
+    # QSSF's key is GPUs x expected duration: while pods queue, the small ones go first
+    first = 25
+    assert sum(sizes[i] for i in qssf_order[:first]) < sum(sizes[i] for i in fifo_order[:first])
+
+
+def test_kill9_while_pods_stream_in_then_restart(cluster):
+    cp, port, tmp = cluster
+    sizes = _sizes(40, seed=11)
+    db = f"sqlite:///{tmp}/crash.db"
+    svc = ServiceProcess(port, cp.api_url, cp.token, db, "fifo", tmp / "crash.log").start()
+    work = Workload(cp, "crash", sizes)
+    creator = threading.Thread(target=work.create, kwargs={"gap": 0.1})
+    creator.start()
+    state = {"killed": False, "restarted": False, "nudged": 0.0}
+
+    def crash_once(w: Workload) -> None:
+        if not state["killed"] and len(w.bound) >= 8:
+            svc.kill9()
+            state["killed"] = True
+            state["created_at_kill"] = w.created
+            time.sleep(2.0)         # the scheduler meets a dead extender meanwhile
+            svc.start()
+            state["restarted"] = True
+            _nudge(cp)
+        elif state["restarted"] and time.monotonic() - state["nudged"] > 5.0:
+            _nudge(cp)
+            state["nudged"] = time.monotonic()
+    try:
+        work.run(timeout=240, during=crash_once)
+        creator.join()
+        rows = _settled(svc)
+        decisions = svc.decisions()
+    finally:
+        creator.join()
+        svc.stop()
+    assert state["restarted"] and state["created_at_kill"] < len(sizes)   # killed while pods streamed in
+    assert not work.overlaps, work.overlaps[:5]
+    assert len(work.bound) == len(sizes)                      # nothing lost
+    _check_bound_as_decided(work, decisions)                  # each bound once, where dlsched said
+    assert rows["running"] == 0 and rows["pending"] == 0
+
+
+def test_operator_api_submits_a_job_that_kube_scheduler_binds_through_dlsched(cluster):
+    import json
+    import urllib.error
+    import urllib.request
+
+    cp, port, tmp = cluster
+    svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{tmp}/operator.db", "fifo",
+                         tmp / "operator.log").start()
+    try:
+        def post(body: dict, token: str | None) -> tuple[int, dict]:
+            req = urllib.request.Request(svc.url + "/api/v1/jobs", data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+            if token:
+                req.add_header("Authorization", f"Bearer {token}")
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    return resp.status, json.loads(resp.read())
+            except urllib.error.HTTPError as exc:
+                return exc.code, json.loads(exc.read())
+
+        assert post({"name": "op-job", "gpus": 3}, None)[0] == 403
+        status, created = post({"name": "op-job", "gpus": 3, "vc": "default"}, svc.token)
+        assert status == 201, created
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            _, pod = cp.request("GET", "/api/v1/namespaces/default/pods/op-job")
+            if pod["spec"].get("nodeName"):
+                break
+            time.sleep(0.2)
+        assert pod["spec"].get("nodeName"), "the submitted job was never bound"
+        assert pod["metadata"]["uid"] == created["uid"]
+        assert len(pod["metadata"]["annotations"]["dlsched.io/gpus"].split(",")) == 3
+        assert post({"name": "op-job", "gpus": 3}, svc.token)[0] == 422     # the name is taken
+        cp.request("DELETE", "/api/v1/namespaces/default/pods/op-job?gracePeriodSeconds=0")
+    finally:
+        svc.stop()
