@@ -11,13 +11,27 @@ from typing import Callable
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.sched.framework import PlacementPipeline
+from dlsched.sched.horus import HorusFairPolicy, HorusPolicy
+from dlsched.sched.orders.binpack import BinpackPolicy
+from dlsched.sched.orders.ffd_util import FfdUtilPolicy
 from dlsched.sched.orders.fifo import FifoPolicy
+from dlsched.sched.orders.obp import ObpPolicy
 from dlsched.sched.orders.qssf import QssfPolicy
 from dlsched.sched.orders.sjf import SjfPolicy
+from dlsched.sched.pab import PabPolicy
+from dlsched.sched.pairing.coscheml import CoschemlPolicy
+from dlsched.sched.pairing.loadbalance import LoadbalancePolicy
+from dlsched.sched.pairing.mystic import MysticPolicy
+from dlsched.sched.pairing.oracle import OraclePairingPolicy
+from dlsched.sched.pairing.random_pair import RandomPairingPolicy
 from dlsched.sched.placers.best_fit import BestFitPlacer
+from dlsched.sched.placers.binpack_mem import BinpackMemPlacer
 from dlsched.sched.placers.consolidate import ConsolidatePlacer
+from dlsched.sched.placers.ffd_util import FfdUtilPlacer
 from dlsched.sched.placers.first_fit import FirstFitPlacer
 from dlsched.sched.placers.first_fit_node import FirstFitNodePlacer
+from dlsched.sched.placers.horus_cost import HorusCostScorer
+from dlsched.sched.placers.obp import ObpPlacer
 from dlsched.sched.placers.socket_best_fit import SocketBestFitPlacer
 from dlsched.sched.placers.spread import SpreadPlacer
 from dlsched.sched.srtf import SrtfPolicy
@@ -80,6 +94,17 @@ POLICIES: dict[str, type] = {
     "sjf": SjfPolicy,
     "srtf": SrtfPolicy,
     "qssf": QssfPolicy,
+    "horus": HorusPolicy,
+    "horus-f": HorusFairPolicy,
+    "obp": ObpPolicy,
+    "pab": PabPolicy,
+    "ffd-util": FfdUtilPolicy,
+    "coscheml": CoschemlPolicy,
+    "binpack": BinpackPolicy,
+    "loadbalance": LoadbalancePolicy,
+    "mystic": MysticPolicy,
+    "oracle-pairing": OraclePairingPolicy,
+    "random-pairing": RandomPairingPolicy,
 }
 
 PLACERS: dict[str, Callable[[], object]] = {
@@ -91,6 +116,10 @@ PLACERS: dict[str, Callable[[], object]] = {
     "socket-best-fit": SocketBestFitPlacer,
     "topo-aware": _topo_aware(False),
     "topo-aware-p": _topo_aware(True),
+    "horus-cost": HorusCostScorer,
+    "obp": ObpPlacer,
+    "binpack-mem": BinpackMemPlacer,
+    "ffd-util": FfdUtilPlacer,
 }
 
 SPEED_MODELS: dict[str, Callable[[ClusterSpec], object] | None] = {
@@ -116,8 +145,11 @@ def _choices(table: dict) -> str:
     return ", ".join(table)
 
 
-def make_placer(spec: str, share: bool = False) -> PlacementPipeline:
-    """A placement pipeline from ``name`` or weighted scorers ``name:weight,name:weight``."""
+def make_placer(spec: str | None, share: bool = False) -> PlacementPipeline:
+    """A placement pipeline from ``name`` or weighted scorers ``name:weight,name:weight`` (None,
+    as ``--placement`` left out: consolidate; :func:`make_policy` uses the policy's own instead)."""
+    if spec is None:
+        spec = "consolidate"
     scorers = []
     for part in spec.split(","):
         name, _, weight = part.strip().partition(":")
@@ -133,12 +165,15 @@ def make_placer(spec: str, share: bool = False) -> PlacementPipeline:
     return PlacementPipeline(scorers, share=share)
 
 
-def make_policy(name: str, placement: str = "consolidate", **options):
-    """Build a policy by name with a placement by name (plus policy-specific options)."""
+def make_policy(name: str, placement: str | None = None, **options):
+    """Build a policy by name with a placement by name (plus policy-specific options). Without a
+    placement, the policy's own ``default_placement`` (e.g. Horus's cost), else consolidate."""
     try:
         cls = POLICIES[name]
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; choose from {_choices(POLICIES)}") from None
+    if placement is None:
+        placement = getattr(cls, "default_placement", "consolidate")
     share = bool(options.pop("share", False))
     return cls(make_placer(placement, share=share), **options)
 

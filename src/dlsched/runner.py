@@ -38,7 +38,7 @@ class RunSpec:
     """What to simulate: policy, placement and their options, engine configuration."""
 
     policy: str = "fifo"
-    placement: str = "consolidate"
+    placement: str | None = None        # None: the policy's default_placement, else consolidate
     backfill: bool = False
     config: SimConfig = field(default_factory=SimConfig)
     policy_options: dict = field(default_factory=dict)

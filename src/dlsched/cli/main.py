@@ -34,7 +34,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "trace": ("trace_cmd",),
     "predictor": ("predictor_cmd",),
     "energy": ("energy_cmd",),
-    "experiment": ("topology_cmd",),
+    "experiment": ("topology_cmd", "sharing_exp_cmd"),
     "bench": ("topology_cmd",),
     "topo": ("topology_cmd",),
     "interference": ("interference_cmd",),
@@ -44,7 +44,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 # Every command module, in the order they were registered when all were imported eagerly.
 COMMAND_MODULES: list[str] = ["trace_cmd", "sim_cmd", "predictor_cmd", "estimate_cmd", "energy_cmd",
                               "topology_cmd", "predict_cmd", "report_cmd", "interference_cmd", "sweep_cmd",
-                              "reproduce_cmd", "serve_cmd", "cluster_cmd"]
+                              "reproduce_cmd", "serve_cmd", "cluster_cmd",
+                              "sharing_exp_cmd"]
 
 
 class _LazyCommands(MutableMapping):

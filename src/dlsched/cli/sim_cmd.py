@@ -33,7 +33,8 @@ GPUS_PER_NODE = typer.Option(8, help="GPUs per node.")
 START = typer.Option(None, help="Window start (wall clock or seconds).")
 END = typer.Option(None, help="Window end, inclusive.")
 VCS = typer.Option(None, help="Only these VCs (comma separated).")
-PLACEMENT = typer.Option("consolidate", help="consolidate|first-fit|best-fit|spread|topo-aware|topo-aware-p")
+PLACEMENT = typer.Option(None, help="consolidate|first-fit|best-fit|spread|topo-aware|topo-aware-p|horus-cost|obp|... "
+                         "(see `dlsched policies`); default: the policy's own (e.g. horus-cost for horus), else consolidate.")
 TOPOLOGY = typer.Option(None, help="Node topology preset: pcie|dgx1|nvswitch|minsky.")
 BACKFILL = typer.Option(False, help="Let later jobs start when the head does not fit.")
 COMPAT = typer.Option("none", help="none|helios: reproduce the Helios simulator's quirks.")
@@ -150,7 +151,7 @@ def register(app: typer.Typer) -> None:
         end: Optional[str] = END,
         vcs: Optional[str] = VCS,
         policy: str = typer.Option("fifo", help="Scheduling policy: fifo|sjf|srtf|qssf."),
-        placement: str = PLACEMENT,
+        placement: Optional[str] = PLACEMENT,
         topology: Optional[str] = TOPOLOGY,
         backfill: bool = BACKFILL,
         compat: str = COMPAT,
@@ -200,7 +201,7 @@ def register(app: typer.Typer) -> None:
             spec.policy_options = spec.policy_options[policy]
             phases.lap("load")
             t0 = time.perf_counter()
-            with timed_writes() as writes, progress_bar(f"{policy}/{placement}") as bar:
+            with timed_writes() as writes, progress_bar(f"{policy}/{placement or 'default'}") as bar:
                 summary = run_one(job_list, cluster, spec, out_dir, progress=bar)
             wall = time.perf_counter() - t0
             phases.lap("simulate", minus=sum(writes))
@@ -234,7 +235,7 @@ def register(app: typer.Typer) -> None:
         end: Optional[str] = END,
         vcs: Optional[str] = VCS,
         policies: str = typer.Option("fifo,sjf,srtf", help="Comma-separated policies; ratios are to the first."),
-        placement: str = PLACEMENT,
+        placement: Optional[str] = PLACEMENT,
         topology: Optional[str] = TOPOLOGY,
         backfill: bool = BACKFILL,
         compat: str = COMPAT,
@@ -338,7 +339,8 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
         raise ValueError(f"unknown --failure-model {failure_model!r}; choose from {', '.join(FAILURE_MODELS)}")
     if observe_after is not None and not observe_after >= 0:
         raise ValueError(f"--observe-after must be >= 0 seconds, got {observe_after}")
-    make_placer(placement)  # fail fast on an unknown placement, before loading anything
+    if placement is not None:
+        make_placer(placement)  # fail fast on an unknown placement, before loading anything
     config = _config(compat, check_invariants, overhead, max_jobs_per_gpu)
     if profiles != "builtin" and workload is None and speed_model != "colocation":
         raise ValueError("--profiles is for --workload and --speed-model colocation")

@@ -71,6 +71,14 @@ def render(root: Path, layout: Layout) -> str:
         meta = {"Experiment": str(name), "Policies": joined(k for k in summary if k != "meta")}
         return render_page(f"Topology experiment — {name}", "dlsched experiment report", meta, "",
                            experiment_sections(root, summary), footer)
+    if layout is Layout.SHARING:
+        from dlsched.report.layout import read_json
+        from dlsched.report.sections_sharing import SHARING_FILE, sharing_headline, sharing_sections
+
+        result = read_json(root / SHARING_FILE)
+        return render_page(f"Sharing experiment — {root.resolve().name}", "dlsched experiment report",
+                           {"Experiment": str(result.get("experiment", ""))}, cards(sharing_headline(result)),
+                           sharing_sections(result), footer)
     if layout is Layout.COMPARISON:
         comp = load_comparison(root)
         records = comp.table.to_dict("records")

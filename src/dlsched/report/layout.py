@@ -24,6 +24,7 @@ class Layout(Enum):
     ENERGY = "energy"
     SWEEP = "sweep"
     EXPERIMENT = "experiment"  # dlsched experiment topo-*: summary.json with meta.experiment
+    SHARING = "sharing"      # dlsched experiment horus-table6 ... --out DIR
 
 
 def require_file(path: Path) -> Path:
@@ -57,6 +58,8 @@ def detect_layout(run_dir: Path) -> Layout:
         return Layout.COMPARISON
     if (run_dir / "series.csv").is_file():
         return Layout.ENERGY
+    if (run_dir / "sharing_experiment.json").is_file():
+        return Layout.SHARING
     summary = run_dir / "summary.json"
     if not summary.is_file():
         raise ReportError(

@@ -55,7 +55,8 @@ class PlacementPipeline:
             if not weight > 0:
                 raise ValueError(f"scorer {scorer.name}: weight must be > 0, got {weight}")
         self.scorers = list(scorers)
-        self.filters = list(filters)
+        # a scorer that also defines filter() (e.g. ffd-util's utilisation bound) filters too
+        self.filters = list(filters) + [s for s, _ in self.scorers if hasattr(s, "filter") and s not in filters]
         self.share = share
         self.name = name or "+".join(s.name if w == 1 else f"{s.name}:{w:g}" for s, w in self.scorers)
         plugins = [s for s, _ in self.scorers] + self.filters
@@ -99,9 +100,21 @@ class PlacementPipeline:
         mem = job.pred_gpu_mem_mib
         if mem != mem:
             return room & ~shared
-        for g in set_bits(shared):
-            if state.gpu_free_mem(node, g) < mem:
-                room &= ~(1 << g)
+        if shared:  # = gpu_free_mem(node, g) < mem per shared GPU, in one pass over the holders
+            capacity = state.node_mem[node]
+            used: dict[int, float] = {}
+            for other, m in state.node_holders[node].items():
+                m &= shared
+                if m:
+                    om = other.pred_gpu_mem_mib
+                    om = om if om == om else capacity
+                    while m:
+                        low = m & -m
+                        used[low] = used.get(low, 0.0) + om
+                        m ^= low
+            for low, u in used.items():
+                if capacity - u < mem:
+                    room &= ~low
         return room
 
     def _candidates(self, view: SchedulingView, vc: VcState, job: Job, share: bool) -> int:

@@ -139,6 +139,7 @@ class Simulator:
 
         rec.begin(jobs[0].submit_time if jobs else 0.0)
         dirty: dict[int, None] = {}
+        woken: set[int] = set()  # VCs whose policy asked for this pass (view.wake_at)
         # hot loop: bind methods and constants to locals
         heappop, heappush = heapq.heappop, heapq.heappush
         finish, submit, apply = state.finish, state.submit, state.apply
@@ -211,10 +212,11 @@ class Simulator:
                 _, _, _, kind, payload, _ = heappop(heap)
                 events += 1
                 dirty[payload] = None
+                woken.add(payload)  # a pass the policy asked for runs even with nothing pending
             # 4. one scheduling pass per changed VC
             for vid in dirty:
                 vc = vcs[vid]
-                if not vc.pending:  # nothing pending: no policy has anything to decide
+                if not vc.pending and vid not in woken:  # nothing pending, no wake-up: nothing to decide
                     continue
                 for decision in schedule(view, vc):  # the kernel rejects placements outside the job's VC
                     try:
@@ -233,6 +235,8 @@ class Simulator:
                 if check:
                     state.check_invariants()
             dirty.clear()
+            if woken:
+                woken.clear()
             if view._wakeups:
                 for t1, vid in view._wakeups:
                     if t1 <= now:

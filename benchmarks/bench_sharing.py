@@ -1,0 +1,119 @@
+"""GPU-sharing speed: one Horus round, and a whole simulation with sharing, each beside the same
+work without sharing.
+
+1. One Horus round (k-means over the pending queue, a weighted-fair pick of beta jobs, Eq. 7-10
+   cost placement of each) with 1,000 pending jobs on 128 nodes x 8 GPUs, half of the GPUs
+   already holding a job; beside it one FIFO pass (exclusive GPUs) over the same queue and
+   cluster. Target (issue 10): <= 50 ms a round. Also printed: a whole Horus pass (every job
+   tried, as the simulator runs it).
+2. A simulation of N jobs (the built-in workload, predicted resources) with Horus-style sharing
+   (``horus``, 2 jobs per GPU, time-sliced truth) beside FIFO without sharing. Target: 100,000
+   jobs <= 60 s (``--sim-jobs 100000``).
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_sharing.py [--repeat 5] [--sim-jobs 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from dlsched.core.cluster import ClusterSpec, gpu_type
+from dlsched.core.job import Job
+from dlsched.kernel.state import ClusterState
+from dlsched.kernel.view import SchedulingView
+from dlsched.registry import make_policy
+
+NODES, GPUS, PENDING = 128, 8, 1000
+
+
+def _job(i: int, rng: random.Random, t: float) -> Job:
+    gpus = rng.choices([1, 2, 4, 8], [0.7, 0.15, 0.1, 0.05])[0]
+    j = Job(f"j{i}", "all", gpus, t, 3600.0)
+    j.pred_gpu_util = rng.uniform(10, 100)
+    j.pred_gpu_mem_mib = rng.uniform(1000, 14000)
+    return j
+
+
+def _scene(policy, cap: int, seed: int = 0, step: int = 2) -> tuple[ClusterState, SchedulingView]:
+    """128 x 8 V100s, every ``step``-th GPU holding a 1-GPU job (2: half, 1: all), 1,000 pending."""
+    rng = random.Random(seed)
+    cluster = ClusterSpec.from_vc_sizes({"all": NODES}, GPUS, gpu_type("V100"))
+    state = ClusterState(cluster, new_queue=policy.new_queue, max_jobs_per_gpu=cap)
+    i = 0
+    for node in range(NODES):
+        for g in range(0, GPUS, step):
+            j = _job(i, rng, 0.0)
+            j.gpus = 1
+            state.submit(j, 0.0)
+            state.start(j, ((node, 1 << g),), 0.0)
+            i += 1
+    for k in range(PENDING):
+        state.submit(_job(i + k, rng, float(k)), float(k))
+    view = SchedulingView(state, False)
+    view.now = float(PENDING)
+    return state, view
+
+
+def time_pass(name: str, cap: int, repeat: int, step: int = 2, **options) -> tuple[float, int]:
+    """Median milliseconds of one pass (decisions applied), and the jobs it started."""
+    times, started = [], 0
+    for r in range(repeat):
+        policy = make_policy(name, share=cap > 1, **options)
+        state, view = _scene(policy, cap, seed=r, step=step)
+        vc = state.vcs[0]
+        t0 = time.perf_counter()
+        n = 0
+        for decision in policy.schedule(view, vc):
+            state.apply(decision, view.now)
+            n += 1
+        times.append((time.perf_counter() - t0) * 1000)
+        started = n
+    return statistics.median(times), started
+
+
+def time_simulation(name: str, cap: int, jobs: int) -> float:
+    from dlsched.cli.sim_cmd import predict_resources
+    from dlsched.models.speed import TimeSlicedSpeed
+    from dlsched.runner import cluster_for
+    from dlsched.sim import SimConfig, Simulator
+    from dlsched.traces import synthetic
+
+    tr = synthetic.generate(jobs=jobs, seed=0)
+    cluster = cluster_for(tr.jobs, synthetic.default_cluster(tr)).with_gpu_type(gpu_type("V100"))
+    predict_resources(tr.jobs, "V100")
+    sim = Simulator(cluster, make_policy(name, share=cap > 1), SimConfig(max_jobs_per_gpu=cap),
+                    speed_model=TimeSlicedSpeed() if cap > 1 else None)
+    t0 = time.perf_counter()
+    sim.run(tr.jobs)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--sim-jobs", type=int, default=20000, help="jobs of the whole-simulation benchmark (0: skip)")
+    args = ap.parse_args()
+    for step, what in ((2, "half the GPUs busy"), (1, "every GPU busy: all by sharing")):
+        for k in (1, 3):
+            ms, n = time_pass("horus", 2, args.repeat, step, k=k, beta=15, rounds=1)
+            print(f"one Horus round (k={k}, beta=15), {PENDING} pending, {NODES}x{GPUS} GPUs, {what}: {ms:7.1f} ms "
+                  f"({n} started)   target <= 50 ms")
+    ms, n = time_pass("horus", 2, args.repeat, k=3, beta=15)
+    print(f"whole Horus pass (k=3, every job tried):                      {ms:7.1f} ms ({n} started)")
+    ms, n = time_pass("fifo", 1, args.repeat)
+    print(f"FIFO pass without sharing, same queue and cluster:            {ms:7.1f} ms ({n} started)")
+    if args.sim_jobs:
+        share = time_simulation("horus", 2, args.sim_jobs)
+        plain = time_simulation("fifo", 1, args.sim_jobs)
+        print(f"simulation of {args.sim_jobs:,} jobs: horus with sharing {share:.1f} s, fifo without sharing "
+              f"{plain:.1f} s   target (100,000 jobs) <= 60 s")
+
+
+if __name__ == "__main__":
+    main()

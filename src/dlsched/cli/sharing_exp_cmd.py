@@ -1,0 +1,152 @@
+"""``dlsched experiment horus-table6 | horus-table7 | coscheml | colocation-oracle``: the sharing
+papers' tables on our engine, printed beside the papers' numbers (``--json`` for the raw rows;
+``--out DIR`` also writes ``DIR/sharing_experiment.json``, which ``dlsched report DIR`` renders)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dlsched.cli.common import clear_errors, console, out
+
+SeedsOpt = Annotated[int, typer.Option("--seeds", help="number of seeded workloads (seeds 0..N-1); results are mean +- std")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print the rows as JSON")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="also write DIR/sharing_experiment.json (for `dlsched report DIR`)")]
+CapOpt = Annotated[int, typer.Option("--max-jobs-per-gpu", help="jobs one GPU may hold for the sharing policies")]
+PredOpt = Annotated[str, typer.Option("--predictions", help="real (the shipped predictors) | perfect (= truth)")]
+
+RESULT_FILE = "sharing_experiment.json"
+
+
+def _seeds(n: int) -> list[int]:
+    if n < 1:
+        raise ValueError(f"--seeds must be >= 1, got {n}")
+    return list(range(n))
+
+
+def _check_cap(cap: int) -> None:
+    if cap < 2:
+        raise ValueError(f"--max-jobs-per-gpu must be >= 2 for the sharing policies, got {cap}")
+
+
+def _fmt(value, spec: str = ".1f", pct: bool = False) -> str:
+    if value is None or value != value:
+        return "-"
+    return f"{100 * value:{spec}} %" if pct else f"{value:{spec}}"
+
+
+def _emit(result: dict, as_json: bool, out_dir: Path | None, columns: list[tuple[str, str, str, bool]],
+          title: str) -> None:
+    """Print the rows (a rich table or JSON) and write the result file when asked."""
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / RESULT_FILE).write_text(json.dumps(result, indent=2, default=float))
+    if as_json:
+        out.print_json(json.dumps(result, default=float))
+        return
+    from rich.table import Table
+
+    table = Table(title=title)
+    for _, head, _, _ in columns:
+        table.add_column(head, justify="right")
+    for row in result["rows"]:
+        table.add_row(*(str(row[key]) if isinstance(row[key], str) else _fmt(row[key], spec, pct)
+                        for key, _, spec, pct in columns))
+    out.print(table)
+    console.print(f"{len(result['seeds'])} seed(s) in {result['seconds']:.1f} s"
+                  + (f"; written to {out_dir / RESULT_FILE}" if out_dir is not None else ""))
+
+
+def register(app: typer.Typer) -> None:
+    from dlsched.cli.topology_cmd import _group
+
+    experiment = _group(app, "experiment", "Reproduce paper experiments.")
+
+    @experiment.command("horus-table6")
+    def horus_table6(seeds: SeedsOpt = 3, cap: CapOpt = 2, beta: Annotated[int, typer.Option(help="Horus's jobs per round")] = 15,
+                     predictions: PredOpt = "real", as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+        """Horus Table 6: makespan of FIFO, PAB, OBP, Horus on W-Large / W-Small (testbed: 3 x 4 RTX 2080)."""
+        from dlsched.experiments.sharing_tables import horus_table6 as run
+
+        with clear_errors():
+            _check_cap(cap)
+            result = run(_seeds(seeds), cap, beta, predictions)
+        _emit(result, as_json, out_dir, [
+            ("workload", "workload", "", False), ("policy", "policy", "", False),
+            ("makespan_min", "makespan min", ".1f", False), ("makespan_std_min", "+- std", ".1f", False),
+            ("gain", "gain vs FIFO", ".1f", True), ("paper_makespan_min", "paper min", ".1f", False),
+            ("paper_std_min", "paper std", ".2f", False), ("paper_gain", "paper gain", ".1f", True),
+            ("avg_jct_s", "JCT s", ".0f", False), ("busy_util", "busy GPUs", ".1f", True),
+            ("delivered_util", "delivered util", ".1f", True), ("failures", "OOM", ".1f", False),
+            ("requeued", "re-queued", ".1f", False)],
+            "Horus Table 6 (ours beside the paper's; paper: Horus utilisation 69.6 %)")
+
+    @experiment.command("horus-table7")
+    def horus_table7(seeds: SeedsOpt = 1, cap: CapOpt = 2, beta: Annotated[int, typer.Option(help="Horus's jobs per round")] = 15,
+                     workload: Annotated[str, typer.Option(help="philly-profiled (needs ../shared) or a built-in sharing workload")] = "philly-profiled",
+                     jobs: Annotated[int, typer.Option(help="first N jobs of philly-profiled (0 = all)")] = 2000,
+                     ks: Annotated[str, typer.Option("--k", help="Horus-f queue counts for the sensitivity rows")] = "3,4,5",
+                     nodes: Annotated[int, typer.Option(help="one pool of N nodes (0 = the workload's own VCs)")] = 32,
+                     predictions: PredOpt = "real", as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+        """Horus Table 7: waiting time of FIFO, OBP, Horus, Horus-f on a production-like trace, and k = 3/4/5."""
+        from dlsched.experiments.sharing_tables import horus_table7 as run
+
+        with clear_errors():
+            _check_cap(cap)
+            try:
+                k_list = tuple(int(k) for k in ks.split(","))
+            except ValueError:
+                raise ValueError(f"--k must be comma-separated integers, got {ks!r}") from None
+            if jobs < 0:
+                raise ValueError(f"--jobs must be >= 0, got {jobs}")
+            if nodes < 0:
+                raise ValueError(f"--nodes must be >= 0, got {nodes}")
+            result = run(_seeds(seeds), workload, jobs or None, cap, beta, k_list, predictions, nodes or None)
+            if result["left_out_too_wide"]:
+                console.print(f"left out {result['left_out_too_wide']:.0f} jobs wider than the {nodes}-node pool")
+        _emit(result, as_json, out_dir, [
+            ("policy", "policy", "", False), ("avg_wait_s", "avg wait s", ".0f", False),
+            ("median_wait_s", "median s", ".0f", False), ("std_wait_s", "std s", ".0f", False),
+            ("reduction", "reduction vs FIFO", ".1f", True), ("paper_avg_steps", "paper avg (steps)", ".1f", False),
+            ("paper_reduction", "paper reduction", ".1f", True), ("makespan_h", "makespan h", ".1f", False),
+            ("delivered_util", "delivered util", ".1f", True)],
+            f"Horus Table 7 on {workload} (ours in seconds; the paper counts scheduling steps)")
+
+    @experiment.command("coscheml")
+    def coscheml(seeds: SeedsOpt = 3, interval: Annotated[int, typer.Option(help="arrival interval: 15, 30 or 60 s")] = 30,
+                 predictions: PredOpt = "real", as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+        """Co-scheML Fig. 7-9: JCT, makespan, speed, utilisation of Co-scheML, Binpack, Loadbalance, Mystic."""
+        from dlsched.experiments.sharing_tables import coscheml as run
+
+        with clear_errors():
+            if interval not in (15, 30, 60):
+                raise ValueError(f"--interval must be 15, 30 or 60 (the paper's densities), got {interval}")
+            result = run(_seeds(seeds), interval, predictions)
+        _emit(result, as_json, out_dir, [
+            ("policy", "policy", "", False), ("avg_jct_s", "avg JCT s", ".0f", False),
+            ("paper_jct_s", "paper JCT", ".0f", False), ("makespan_s", "makespan s", ".0f", False),
+            ("paper_makespan_s", "paper makespan", ".0f", False), ("speed", "speed", ".2f", False),
+            ("paper_speedup", "paper speedup", ".2f", False), ("busy_util", "busy GPUs", ".1f", True),
+            ("delivered_util", "delivered util", ".1f", True), ("paper_util", "paper util", ".0f", True),
+            ("failures", "OOM", ".1f", False)],
+            f"Co-scheML Fig. 7-9 ({interval} s arrivals; 3 x 1 Titan Xp)")
+
+    @experiment.command("colocation-oracle")
+    def colocation_oracle(seeds: SeedsOpt = 3, cap: CapOpt = 2,
+                          workload: Annotated[str, typer.Option(help="a sharing workload (see `dlsched trace generate --help`)")] = "coscheml-30",
+                          as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+        """Share of the oracle's makespan gain (over no sharing) each policy reaches, real vs perfect predictions."""
+        from dlsched.experiments.sharing_tables import colocation_oracle as run
+
+        with clear_errors():
+            _check_cap(cap)
+            result = run(_seeds(seeds), workload, cap)
+        _emit(result, as_json, out_dir, [
+            ("predictions", "predictions", "", False), ("policy", "policy", "", False),
+            ("makespan_s", "makespan s", ".0f", False), ("avg_jct_s", "avg JCT s", ".0f", False),
+            ("gain", "gain vs no sharing", ".1f", True), ("share_of_oracle_gain", "share of oracle gain", ".0f", True),
+            ("failures", "OOM", ".1f", False)],
+            f"Co-location oracle comparison on {workload}")

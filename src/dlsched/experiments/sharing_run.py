@@ -1,0 +1,150 @@
+"""One co-location run and its metrics: a sharing workload, a policy, the ground truth.
+
+Every run regenerates its workload from the seed (a run changes jobs: the failover corrects
+their predicted memory), gives it the predictions of the chosen kind and simulates it with the
+``colocation`` ground truth (measured pairs), the OOM failure model and the delivered-
+utilisation observer. Predictions are computed once per (workload, seed) and reused.
+
+Prediction kinds: ``real`` (the shipped utilisation/memory predictors from graph features, a
+noisy prior where a model does not resolve: :func:`~dlsched.traces.workloads.attach_predictions`)
+or ``perfect`` (predictions = the measured truth, to separate policy quality from prediction
+error).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from dlsched.core.job import Job
+from dlsched.models.colocation import ColocationSpeed
+from dlsched.models.colocation_table import builtin_table
+from dlsched.models.failure import OutOfMemory
+from dlsched.registry import make_policy
+from dlsched.sim import SimConfig, Simulator
+from dlsched.sim.config import no_overhead
+from dlsched.traces.workloads import Workload, attach_predictions, make_workload
+
+PREDICTIONS = ("real", "perfect")
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    """A row of an experiment: label, registry policy, its options, jobs per GPU (1 = no sharing)."""
+
+    label: str
+    policy: str
+    cap: int = 2
+    options: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass
+class RunResult:
+    label: str
+    seed: int
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=64)
+def _predictions(workload: str, seed: int, jobs: int | None) -> dict[str, tuple[float, float]]:
+    wl = make_workload(workload, seed=seed, jobs=jobs)
+    attach_predictions(wl.trace.jobs, wl.gpu, seed=seed)
+    return {j.job_id: (j.pred_gpu_util, j.pred_gpu_mem_mib) for j in wl.trace.jobs}
+
+
+def prepared(workload: str, seed: int, predictions: str = "real", jobs: int | None = None) -> Workload:
+    """A fresh copy of the workload with predictions of the given kind."""
+    if predictions not in PREDICTIONS:
+        raise ValueError(f"unknown predictions {predictions!r}; choose from {', '.join(PREDICTIONS)}")
+    wl = make_workload(workload, seed=seed, jobs=jobs)
+    if predictions == "perfect":
+        for j in wl.trace.jobs:
+            j.pred_gpu_util, j.pred_gpu_mem_mib = j._gpu_util, j._gpu_mem_mib
+    else:
+        pred = _predictions(workload, seed, jobs)
+        for j in wl.trace.jobs:
+            j.pred_gpu_util, j.pred_gpu_mem_mib = pred[j.job_id]
+    return wl
+
+
+@lru_cache(maxsize=1)
+def _truth() -> ColocationSpeed:
+    return ColocationSpeed(builtin_table())
+
+
+def pooled(wl: Workload, nodes: int) -> tuple[list[Job], object, int]:
+    """The workload's jobs on one pool of ``nodes`` nodes (its GPUs per node and GPU type), as
+    Horus's simulation (one 128 x 8-GPU cluster); jobs wider than the pool are left out and
+    counted."""
+    from dlsched.core.cluster import ClusterSpec, gpu_type
+
+    total = nodes * wl.gpus_per_node
+    kept = [j for j in wl.trace.jobs if j.gpus <= total]
+    for j in kept:
+        j.vc = "all"
+    cluster = ClusterSpec.from_vc_sizes({"all": nodes}, wl.gpus_per_node, gpu_type(wl.gpu))
+    return kept, cluster, len(wl.trace.jobs) - len(kept)
+
+
+def run(workload: str, spec: PolicyRun, seed: int, predictions: str = "real", jobs: int | None = None,
+        nodes: int | None = None) -> RunResult:
+    """Simulate one policy on one seeded workload (on one pool of ``nodes`` nodes if given);
+    returns its metrics."""
+    from dlsched.metrics.delivered import DeliveredUtilisation
+
+    wl = prepared(workload, seed, predictions, jobs)
+    if nodes:
+        job_list, cluster, left_out = pooled(wl, nodes)
+    else:
+        job_list, cluster, left_out = wl.trace.jobs, wl.cluster(), 0
+    options = dict(spec.options)
+    if spec.policy == "oracle-pairing":
+        options.setdefault("truth", _truth())
+    policy = make_policy(spec.policy, share=spec.cap > 1, **options)
+    delivered = DeliveredUtilisation()
+    config = SimConfig(preemption_overhead=no_overhead, max_jobs_per_gpu=spec.cap)
+    sim = Simulator(cluster, policy, config, speed_model=_truth(), failure_model=OutOfMemory(),
+                    observers=(delivered,))
+    res = sim.run(job_list)
+    metrics = job_metrics(res.jobs)
+    metrics["busy_gpu_utilization"] = res.metrics.gpu_utilization()
+    metrics["delivered_gpu_utilization"] = delivered.summary(res.metrics)["delivered_gpu_utilization"]
+    metrics["failures"] = float(res.extra.get("failures", 0))
+    metrics["requeued"] = float(getattr(policy, "requeued", 0))
+    metrics["left_out_too_wide"] = float(left_out)
+    return RunResult(spec.label, seed, metrics)
+
+
+def job_metrics(jobs: list[Job]) -> dict[str, float]:
+    """Makespan (first submission to last end), JCT from submission (Co-scheML) and from the
+    start (Horus), waiting time, and speed = solo time / time actually run (1 = no slowdown)."""
+    first = min(j.submit_time for j in jobs)
+    waits = [j.queue_delay for j in jobs]
+    run = [j.end_time - j.submit_time - j.queue_delay for j in jobs]
+    return {
+        "makespan": max(j.end_time for j in jobs) - first,
+        "avg_jct": statistics.fmean(j.end_time - j.submit_time for j in jobs),
+        "avg_run_time": statistics.fmean(run),
+        "avg_wait": statistics.fmean(waits),
+        "median_wait": statistics.median(waits),
+        "std_wait": statistics.pstdev(waits),
+        "speed": statistics.fmean(j._duration / r for j, r in zip(jobs, run) if r > 0),
+    }
+
+
+def over_seeds(workload: str, specs: list[PolicyRun], seeds: list[int], predictions: str = "real",
+               jobs: int | None = None, nodes: int | None = None) -> dict[str, list[RunResult]]:
+    """Every policy on every seed: label -> its runs."""
+    return {s.label: [run(workload, s, seed, predictions, jobs, nodes) for seed in seeds] for s in specs}
+
+
+def mean_std(runs: list[RunResult], key: str) -> tuple[float, float]:
+    values = [r.metrics[key] for r in runs]
+    return statistics.fmean(values), (statistics.pstdev(values) if len(values) > 1 else 0.0)
+
+
+def gain(base: float, value: float) -> float:
+    """Relative reduction against ``base`` (0.307 = 30.7 % lower)."""
+    return (base - value) / base if base else math.nan

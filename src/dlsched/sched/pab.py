@@ -1,0 +1,80 @@
+"""Performance-aware bin packing (Horus §5.2's PAB baseline, after Gandiva/Optimus).
+
+FIFO order; a job may join busy GPUs (the placement's capacity check, ``obp`` by default). After
+a warm-up (60 s by default, the paper's 0-60 s) the scheduler looks at the job's *observed*
+throughput -- in the simulator the kernel's current rate of the job, what a live system's
+steps-per-second monitor reports -- and if it dropped by more than ``max_drop`` (50 %) against
+running alone, the job is re-queued (preempted: it keeps its checkpoint) and from then on only
+runs on idle GPUs, so that it does not bounce back next to the same partners.
+
+The check runs in the scheduling pass the policy asks for at the end of the warm-up
+(``view.wake_at``; the engine runs a requested pass even when nothing is pending).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+from dlsched.core.job import Job, JobState
+from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start, Status
+from dlsched.kernel.state import VcState
+from dlsched.kernel.view import SchedulingView
+from dlsched.sched.framework import PlacementPipeline
+from dlsched.sched.orders.fifo import FifoPolicy
+
+_FITS, _POSTPONE = Status.FITS, Status.POSTPONE
+_RUNNING = JobState.RUNNING
+
+
+class PabPolicy(FifoPolicy):
+    """PAB: co-locate by memory, re-queue a job whose observed throughput drops > 50 %."""
+
+    name = "pab"
+    default_placement = "obp"
+
+    def __init__(self, placer, backfill: bool = False, warmup: float = 60.0, max_drop: float = 0.5) -> None:
+        super().__init__(placer, backfill)
+        if warmup < 0 or not 0 < max_drop < 1:
+            raise ValueError(f"PAB needs warmup >= 0 s and 0 < max_drop < 1, got {warmup}, {max_drop}")
+        self.warmup = warmup
+        self.max_drop = max_drop
+        self.exclusive = PlacementPipeline(getattr(placer, "scorers", [(placer, 1.0)]),
+                                           getattr(placer, "filters", ()), share=False)
+        self.due: dict[int, list[tuple[float, int, Job]]] = {}
+        self.solo_only: set[Job] = set()
+        self.requeued = 0
+
+    def prepare(self, view: SchedulingView) -> None:
+        self.due.clear()
+        self.solo_only.clear()
+        self.requeued = 0
+
+    def _checks(self, now: float, vc: VcState) -> Iterator[Decision]:
+        heap = self.due.get(vc.vid)
+        while heap and heap[0][0] <= now:
+            _, seq, job = heapq.heappop(heap)
+            if job.state is _RUNNING and job.run_seq == seq and job.speed < 1.0 - self.max_drop:
+                self.solo_only.add(job)
+                self.requeued += 1
+                yield Preempt(job)
+
+    def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
+        now = view.now
+        yield from self._checks(now, vc)
+        queue = vc.queue
+        for job in list(queue) if self.backfill else iter(queue.head, None):
+            placer = self.exclusive if job in self.solo_only else self.placer
+            fit = placer.place(view, vc, job)
+            if fit.status is _FITS:
+                yield Start(job, fit.placement, fit.shared)
+                if fit.shared:  # applied by now: run_seq is this start's
+                    heapq.heappush(self.due.setdefault(vc.vid, []),
+                                   (now + self.warmup, job.run_seq, job))
+                    if self.warmup > 0:
+                        view.wake_at(now + self.warmup, vc)
+                continue
+            if fit.status is _POSTPONE:
+                yield Postpone(job, fit.reason)
+            if not self.backfill:
+                return

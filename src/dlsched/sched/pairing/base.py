@@ -1,0 +1,121 @@
+"""Co-scheML's Algorithm 1 as a policy skeleton; subclasses say how good a pair is.
+
+A pass over a VC:
+
+1. **idle GPUs first** (lines 2-4): pending jobs in arrival order take idle GPUs, exclusively,
+   through the placement (``spread`` by default: as many nodes as possible); a job that does not
+   fit is skipped.
+2. **pairs** (lines 5-12): when jobs still wait, every GPU running one single-GPU job alone
+   (``find_exclusive_app``) is paired with every waiting single-GPU job (the first ``window`` of
+   them in arrival order); the pairs are sorted by :meth:`PairingPolicy.pair_value` (lower is
+   better) and taken greedily, each running job and each waiting job at most once, if
+   :meth:`PairingPolicy.can_pair` (the OOM check: predicted memory of both fits the GPU).
+
+A GPU therefore holds at most two jobs (Co-scheML pairs; the cluster's cap must be >= 2).
+Multi-GPU jobs only ever take idle GPUs. Policies that do not predict OOM (Loadbalance, Mystic)
+still check a job once it crashed: its corrected request is known then, as in the failover.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from dlsched.core.job import Job
+from dlsched.kernel.decisions import Decision, Postpone, Start, Status
+from dlsched.kernel.state import VcState
+from dlsched.kernel.view import SchedulingView
+from dlsched.sched.framework import PlacementPipeline
+from dlsched.sched.ordering import OrderingPolicy
+from dlsched.sched.sharing.load import pred_mem
+
+_FITS, _POSTPONE = Status.FITS, Status.POSTPONE
+
+
+class PairingPolicy(OrderingPolicy):
+    """Idle GPUs first, then the lowest-valued (running job, waiting job) pairs."""
+
+    name = "pairing"
+    key_attr = "submit_time"
+    default_placement = "spread"
+    oom_check = True       # predict OOM before pairing (Co-scheML does; Loadbalance, Mystic do not)
+
+    def __init__(self, placer, backfill: bool = False, window: int = 64) -> None:
+        super().__init__(placer, backfill)
+        if window < 1:
+            raise ValueError(f"the pairing window must be >= 1 job, got {window}")
+        self.window = window
+        self.exclusive = PlacementPipeline(getattr(placer, "scorers", [(placer, 1.0)]),
+                                           getattr(placer, "filters", ()), share=False)
+
+    # -- what subclasses define --------------------------------------------------------------
+    def pair_value(self, running: Job, waiting: Job, gpu_type: str, capacity: float) -> float:
+        """How bad it is to run ``waiting`` beside ``running`` (lower is better)."""
+        raise NotImplementedError
+
+    def pair_values(self, pairs: list[tuple[Job, Job, str, float]]) -> list[float]:
+        """:meth:`pair_value` of each (running, waiting, GPU type, capacity); a model that
+        predicts many pairs at once overrides this."""
+        return [self.pair_value(r, w, g, c) for r, w, g, c in pairs]
+
+    def memory(self, job: Job, capacity: float) -> float:
+        """The memory the OOM check counts for ``job`` (predicted; oracles override)."""
+        return pred_mem(job, capacity)
+
+    def can_pair(self, running: Job, waiting: Job, capacity: float) -> bool:
+        if not (self.oom_check or running.failures or waiting.failures):
+            return True
+        return self.memory(running, capacity) + self.memory(waiting, capacity) <= capacity
+
+    # -- the pass ----------------------------------------------------------------------------
+    def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
+        waiting: list[Job] = []
+        place = self.exclusive.place
+        for job in list(vc.queue):
+            if job.gpus <= vc.free:
+                fit = place(view, vc, job)
+                if fit.status is _FITS:
+                    yield Start(job, fit.placement)
+                    continue
+                if fit.status is _POSTPONE:
+                    yield Postpone(job, fit.reason)
+                    continue
+            if job.gpus == 1 and len(waiting) < self.window:
+                waiting.append(job)
+        state = view.state
+        if not waiting or state.cap < 2:
+            return
+        singles = self.exclusive_apps(view, vc)
+        if not singles:
+            return
+        pairs = [(running, job, state.node_specs[node].gpu_type.name, state.node_mem[node])
+                 for running, node, _ in singles for job in waiting]
+        values = self.pair_values(pairs)
+        n = len(waiting)
+        ranked = sorted((v, idx // n, idx % n) for idx, v in enumerate(values))
+        used_s, used_w = set(), set()
+        for _, i, k in ranked:
+            if i in used_s or k in used_w:
+                continue
+            running, node, gpu = singles[i]
+            if not self.can_pair(running, waiting[k], state.node_mem[node]):
+                continue
+            used_s.add(i)
+            used_w.add(k)
+            yield Start(waiting[k], ((node, 1 << gpu),), True)
+
+    @staticmethod
+    def exclusive_apps(view: SchedulingView, vc: VcState) -> list[tuple[Job, int, int]]:
+        """(job, node, GPU) for every single-GPU job running alone on its GPU in an open node."""
+        state = view.state
+        out = []
+        for job in vc.running:
+            placement = job.placement
+            if job.gpus != 1 or len(placement) != 1:
+                continue
+            node, mask = placement[0]
+            if state.node_slot[node] < 0:
+                continue
+            g = mask.bit_length() - 1
+            if state.gpu_count[node][g] == 1:
+                out.append((job, node, g))
+        return out

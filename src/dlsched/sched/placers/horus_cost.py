@@ -1,0 +1,92 @@
+"""Horus cost placement (Horus §4.2.1, Eq. 7-10): the GPUs where a job adds the least cost.
+
+For job ``j`` on GPU ``g`` of node ``n``::
+
+    Cost = w_mem * (UR_mem(g) + GMem_j) / CP_mem(g)  +  w_util * f(UR_util(g) + GUtil_j)
+
+with the holders' *predicted* memory and utilisation (``UR``), the job's predicted ones and
+``f`` the slowdown curve of cumulative utilisation (:mod:`dlsched.sched.sharing.curve`). The
+capacity check (memory left by the holders' predictions, the per-GPU job cap) is the
+pipeline's room; among the GPUs that pass it, a node is scored by the mean cost of its
+``lambda = gpus`` cheapest GPUs and the reserve step takes exactly those (top-lambda). A free GPU
+is always cheaper than a shared one, so sharing happens only once idle GPUs run out. Combines
+with any queue order: ``--policy qssf --placement horus-cost``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dlsched.core.bits import set_bits
+from dlsched.core.job import Job
+from dlsched.kernel.decisions import Fit, fits
+from dlsched.kernel.state import VcState
+from dlsched.kernel.view import SchedulingView
+from dlsched.sched.gpus import lowest, nodes_with_at_least, take_gpus
+from dlsched.sched.sharing.curve import PAPER_CURVE
+from dlsched.sched.sharing.load import NodeLoad, cheapest, pred_mem, pred_util
+
+
+class HorusCostScorer:
+    name = "horus-cost"
+
+    def __init__(self, curve: Callable[[float], float] = PAPER_CURVE, w_mem: float = 1.0,
+                 w_util: float = 1.0) -> None:
+        self.curve = curve
+        self.w_mem = w_mem
+        self.w_util = w_util
+
+    def costs(self, view: SchedulingView, job: Job, node: int, room: int | None = None) -> list[tuple[float, int]]:
+        """(Eq. 7 cost, GPU) for every GPU of ``room`` (default: the node's GPUs that pass the
+        capacity check -- free ones, and shared ones below the cap where predicted memory fits)."""
+        state = view.state
+        cap = state.node_mem[node]
+        u_j, m_j = pred_util(job), pred_mem(job, cap)
+        wm, wu, f = self.w_mem / cap, self.w_util, self.curve
+        if room is None:
+            room = state.room_mask(node)
+            if job.pred_gpu_mem_mib != job.pred_gpu_mem_mib:  # no memory prediction: never shares
+                room &= ~state.node_mask[node]
+        busy = room & state.node_mask[node]
+        base = wm * m_j + wu * f(u_j)
+        out = [(base, g) for g in set_bits(room & ~busy)]
+        if busy:
+            load = NodeLoad(state, node)
+            for g in set_bits(busy):
+                mem = load.mem[g] + m_j
+                if mem <= cap:
+                    out.append((wm * mem + wu * f(load.util[g] + u_j), g))
+        return out
+
+    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+        need = job.gpus
+        if view.state.node_free[node] >= need:  # free GPUs all cost the same and beat shared ones
+            cap = view.state.node_mem[node]
+            return 1.0 / (1.0 + self.w_mem * pred_mem(job, cap) / cap + self.w_util * self.curve(pred_util(job)))
+        costs = self.costs(view, job, node)
+        need = min(need, len(costs))
+        if not need:
+            return 0.0
+        total, _ = cheapest(costs, need)
+        return 1.0 / (1.0 + total / need)
+
+    @staticmethod
+    def free_fit(view: SchedulingView, vc: VcState, job: Job) -> Fit | None:
+        """The pipeline's answer when some node has enough free GPUs, in a few bucket look-ups:
+        free GPUs all cost the same and beat shared ones, so the best node is the lowest one
+        with ``gpus`` free GPUs, and its lowest free GPUs. None when no node has them."""
+        need = job.gpus
+        if need > vc.max_node_gpus or vc.free < need:
+            return None
+        nodes = nodes_with_at_least(vc, need)
+        if not nodes:
+            return None
+        node = vc.nodes[lowest(nodes)]
+        return fits(((node, take_gpus(view, node, need)),))
+
+    def gpus(self, view: SchedulingView, vc: VcState, job: Job, node: int, room: int) -> int:
+        """Reserve: the job's top-lambda cheapest GPUs of the node."""
+        costs = self.costs(view, job, node, room)
+        if len(costs) < job.gpus:
+            return 0
+        return cheapest(costs, job.gpus)[1]

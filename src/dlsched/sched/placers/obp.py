@@ -1,0 +1,41 @@
+"""Opportunistic bin packing (Horus §5.2's OBP baseline): GPU memory is the only information.
+
+A job goes to the GPUs with the most *predicted* memory left (least loaded; an idle GPU has all
+of it), and joins a busy GPU whenever the memory its holders are predicted to use leaves room
+for the job's predicted memory -- no utilisation or interference model. The capacity check is
+the pipeline's room (memory and the per-GPU job cap).
+"""
+
+from __future__ import annotations
+
+from dlsched.core.job import Job
+from dlsched.kernel.state import VcState
+from dlsched.kernel.view import SchedulingView
+from dlsched.sched.sharing.load import NodeLoad, cheapest, room_of
+
+
+def free_mem_costs(view: SchedulingView, node: int, room: int, sign: float) -> list[tuple[float, int]]:
+    """(sign x predicted memory in use as a share of the GPU, GPU) for each GPU of ``room``."""
+    state = view.state
+    if not state.node_mask[node] & room:
+        return [(0.0, g) for g in range(state.node_gpus[node]) if room >> g & 1]
+    load = NodeLoad(state, node)
+    cap = state.node_mem[node]
+    return [(sign * load.mem[g] / cap, g) for g in range(state.node_gpus[node]) if room >> g & 1]
+
+
+class ObpPlacer:
+    name = "obp"
+
+    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+        room = room_of(view, job, node)
+        need = min(job.gpus, room.bit_count())
+        if not need:
+            return 0.0
+        used, _ = cheapest(free_mem_costs(view, node, room, 1.0), need)
+        return 1.0 - min(1.0, used / need)
+
+    def gpus(self, view: SchedulingView, vc: VcState, job: Job, node: int, room: int) -> int:
+        if room.bit_count() < job.gpus:
+            return 0
+        return cheapest(free_mem_costs(view, node, room, 1.0), job.gpus)[1]

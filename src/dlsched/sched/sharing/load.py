@@ -1,0 +1,75 @@
+"""Per-GPU load as the scheduler sees it: the sum of the holders' *predicted* utilisation and
+memory, and how many jobs each GPU holds.
+
+Computed on demand from ``ClusterState.node_holders`` (not kept as an index) because a
+prediction may be corrected while a job runs (observed utilisation replacing the prior); the
+sums then always reflect the latest values. A job without a utilisation prediction counts as a
+full GPU (100 %), one without a memory prediction as the whole GPU's memory -- the cautious
+reading, as the kernel's own memory check does.
+"""
+
+from __future__ import annotations
+
+from dlsched.core.job import Job
+from dlsched.kernel.state import ClusterState
+
+FULL_UTIL = 100.0
+
+
+def pred_util(job: Job) -> float:
+    """Predicted GPU utilisation (percent); unknown counts as a full GPU."""
+    u = job.pred_gpu_util
+    return u if u == u else FULL_UTIL
+
+
+def pred_mem(job: Job, capacity: float) -> float:
+    """Predicted GPU memory (MiB); unknown counts as the whole GPU."""
+    m = job.pred_gpu_mem_mib
+    return m if m == m else capacity
+
+
+class NodeLoad:
+    """Predicted utilisation, memory and job count of each GPU of one node."""
+
+    __slots__ = ("capacity", "jobs", "mem", "util")
+
+    def __init__(self, state: ClusterState, node: int) -> None:
+        n = state.node_gpus[node]
+        cap = state.node_mem[node]
+        self.capacity = cap
+        self.util = [0.0] * n
+        self.mem = [0.0] * n
+        self.jobs = [0] * n
+        util, mem, jobs = self.util, self.mem, self.jobs
+        for job, mask in state.node_holders[node].items():
+            u, m = pred_util(job), pred_mem(job, cap)
+            while mask:
+                low = mask & -mask
+                g = low.bit_length() - 1
+                util[g] += u
+                mem[g] += m
+                jobs[g] += 1
+                mask ^= low
+
+
+def room_of(view, job: Job, node: int) -> int:
+    """GPUs of ``node`` that may take ``job``: free ones, plus (sharing on) shared ones whose
+    predicted memory left fits the job and that are below the job cap."""
+    state = view.state
+    if state.cap > 1:
+        from dlsched.sched.framework import PlacementPipeline
+
+        return PlacementPipeline.room(view, job, node)
+    if state.node_slot[node] < 0:
+        return 0
+    return ~state.node_mask[node] & ((1 << state.node_gpus[node]) - 1)
+
+
+def cheapest(costs: list[tuple[float, int]], count: int) -> tuple[float, int]:
+    """Sum of the ``count`` lowest costs and the mask of their GPUs (lowest index on ties)."""
+    costs.sort()
+    total, mask = 0.0, 0
+    for c, g in costs[:count]:
+        total += c
+        mask |= 1 << g
+    return total, mask
