@@ -125,7 +125,9 @@ class ClusterState:
         for node in cluster.nodes:
             if node.vc not in self.vc_index:
                 raise ValueError(f"node {node.node_id} names unknown VC {node.vc!r}")
-            self.add_node(node)
+            self._add_node(node, 0.0)
+        for vc in self.vcs:  # once per VC, not once per node
+            self._refresh_homogeneous(vc)
         for obs in observers:
             self.add_observer(obs)
 
@@ -497,6 +499,11 @@ class ClusterState:
 
     def add_node(self, spec: NodeSpec, now: float = 0.0) -> int:
         """A node joins (its VC is created if new); returns its global index."""
+        node = self._add_node(spec, now)
+        self._refresh_homogeneous(self.vcs[self.node_vc[node]])
+        return node
+
+    def _add_node(self, spec: NodeSpec, now: float) -> int:
         if spec.node_id in self.node_index:
             raise StateError(f"node {spec.node_id} is already in the cluster")
         if spec.gpus < 0:
@@ -528,7 +535,6 @@ class ClusterState:
         vc.buckets[spec.gpus] |= 1 << self.node_local[node]
         vc.total_gpus += spec.gpus
         vc.free += spec.gpus
-        self._refresh_homogeneous(vc)
         self.total_gpus += spec.gpus
         self.powered_gpus += spec.gpus
         self.powered_count += 1
