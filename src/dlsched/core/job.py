@@ -41,6 +41,8 @@ class JobState(IntEnum):
 
 
 _FINISHED = JobState.FINISHED
+_CREATED = JobState.CREATED
+_NAN = float("nan")
 
 
 def _truth(slot: str, what: str) -> property:
@@ -110,10 +112,10 @@ class Job:
         self._gpu_util = gpu_util
         self._gpu_mem_mib = gpu_mem_mib
         self.min_utility = min_utility
-        self.pred_duration = float("nan")
-        self.pred_gpu_util = float("nan")
-        self.pred_gpu_mem_mib = float("nan")
-        self.priority = float("nan")
+        self.pred_duration = _NAN
+        self.pred_gpu_util = _NAN
+        self.pred_gpu_mem_mib = _NAN
+        self.priority = _NAN
         self.reset()
 
     duration = _truth("_duration", "true duration")
@@ -124,7 +126,7 @@ class Job:
 
     def reset(self) -> None:
         """Clear runtime state so the same job list can be simulated again."""
-        self.state = JobState.CREATED
+        self.state = _CREATED
         self.start_time = -1.0
         self.end_time = -1.0
         self._remaining = float(self._duration)
@@ -141,7 +143,7 @@ class Job:
         self.run_seq = 0    # order of the last start
         self.vc_state = None  # the kernel's VcState of this job's VC while it is scheduled
         self.last_failure = ""
-        self.observed_mem_mib = float("nan")  # memory seen when the job failed (e.g. OOM report)
+        self.observed_mem_mib = _NAN  # memory seen when the job failed (e.g. OOM report)
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return (f"Job({self.job_id!r}, vc={self.vc!r}, gpus={self.gpus}, submit={self.submit_time}, "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import heapq
 import math
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -120,11 +121,12 @@ class Simulator:
         max_failures = cfg.max_failures
 
         self._check_jobs(state, jobs)
-        jobs = sorted(jobs, key=lambda j: j.submit_time)  # stable: keeps input order on ties
+        by_submit = attrgetter("submit_time")
+        jobs = sorted(jobs, key=by_submit)  # stable: keeps input order on ties
         n_jobs = len(jobs)
         # Sentinels keep the hot loop free of bounds checks: arrival times end with +inf, and the
         # heap always holds one event at +inf (the loop stops when both are reached).
-        times = [j.submit_time for j in jobs]
+        times = list(map(by_submit, jobs))
         times.append(INF)
         heap: list[tuple] = [(INF, END, 0, "end", None, 0)]
         seq = 0
@@ -266,7 +268,7 @@ class Simulator:
                                   f"the policy left them waiting with nothing else to happen")
         if check:
             state.check_invariants()
-        rec.close(max((j.end_time for j in jobs), default=0.0))
+        rec.close(max(map(attrgetter("end_time"), jobs), default=0.0))
         if progress is not None:
             progress(n_jobs, n_jobs)
         result = SimResult(jobs, rec, policy.name, getattr(policy, "placement_name", ""), events)
