@@ -16,8 +16,8 @@ from __future__ import annotations
 import gc
 import heapq
 import math
-from operator import attrgetter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Callable, Sequence
 
 import numpy as np
