@@ -45,6 +45,8 @@ class JobState(IntEnum):
 
 
 _FINISHED = JobState.FINISHED
+_CREATED = JobState.CREATED
+_NAN = float("nan")
 
 
 def _truth(slot: str, what: str) -> property:
@@ -122,11 +124,11 @@ class Job:
         self.optimizer = optimizer
         self.amp = amp
         self.seq_len = seq_len
-        self.pred_duration = float("nan")
-        self.pred_gpu_util = float("nan")
-        self.pred_gpu_mem_mib = float("nan")
-        self.priority = float("nan")
-        self.prior_gpu_util = self.prior_gpu_mem_mib = float("nan")
+        self.pred_duration = _NAN
+        self.pred_gpu_util = _NAN
+        self.pred_gpu_mem_mib = _NAN
+        self.priority = _NAN
+        self.prior_gpu_util = self.prior_gpu_mem_mib = _NAN
         self.observed_at = -1.0
         self.reset()
 
@@ -138,7 +140,7 @@ class Job:
 
     def reset(self) -> None:
         """Clear runtime state so the same job list can be simulated again."""
-        self.state = JobState.CREATED
+        self.state = _CREATED
         self.start_time = -1.0
         self.end_time = -1.0
         self._remaining = float(self._duration)
@@ -155,10 +157,10 @@ class Job:
         self.run_seq = 0    # order of the last start
         self.vc_state = None  # the kernel's VcState of this job's VC while it is scheduled
         self.last_failure = ""
-        self.observed_mem_mib = float("nan")  # memory seen when the job failed (e.g. OOM report)
+        self.observed_mem_mib = _NAN  # memory seen when the job failed (e.g. OOM report)
         if self.observed_at >= 0:  # an observation replaced the predictions: back to the priors
             self.pred_gpu_util, self.pred_gpu_mem_mib = self.prior_gpu_util, self.prior_gpu_mem_mib
-            self.prior_gpu_util = self.prior_gpu_mem_mib = float("nan")
+            self.prior_gpu_util = self.prior_gpu_mem_mib = _NAN
             self.observed_at = -1.0
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid

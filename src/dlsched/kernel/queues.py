@@ -1,14 +1,14 @@
 """Pending-job queues. The kernel keeps one per VC; the policy chooses the kind and the key.
 
-``KeyedQueue`` keeps a heap with lazy deletion, so looking at the head is O(1) amortised
-and a blocking (no-backfill) pass touches only the jobs it starts plus one. ``ArrivalQueue``
-keeps insertion order (first arrival / re-queue after preemption), which is what a
+``KeyedQueue`` keeps a heap with lazy deletion whose top is always a live entry, so looking at
+the head is O(1) and a blocking (no-backfill) pass touches only the jobs it starts plus one.
+``ArrivalQueue`` keeps insertion order (first arrival / re-queue after preemption), which is what a
 preemptive policy re-sorts on every pass.
 """
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 from typing import Callable, Iterator, Protocol
 
 from dlsched.core.job import Job
@@ -37,24 +37,23 @@ class KeyedQueue:
     def push(self, job: Job) -> None:
         entry = [self._key(job), job.enq_seq, job, True]
         self._live[job] = entry
-        heapq.heappush(self._heap, entry)
+        heappush(self._heap, entry)
         self.gpus += job.gpus
 
     def remove(self, job: Job) -> None:
         entry = self._live.pop(job)
-        entry[3] = False
         self.gpus -= job.gpus
         heap = self._heap
-        while heap and not heap[0][3]:
-            heapq.heappop(heap)
+        if heap[0] is not entry:
+            entry[3] = False  # deleted lazily, once it reaches the top
+            return
+        heappop(heap)  # the common case: the head leaves
+        while heap and not heap[0][3]:  # keep the top alive
+            heappop(heap)
 
     def head(self) -> Job | None:
         heap = self._heap
-        while heap:
-            if heap[0][3]:
-                return heap[0][2]
-            heapq.heappop(heap)
-        return None
+        return heap[0][2] if heap else None  # the top is always a live entry
 
     # A queue that reorders itself at each pass defines ``pass_order(now) -> list``; None here
     # means a pass walks the queue by ``head()`` (or iterates it, with backfill).

@@ -125,7 +125,9 @@ class ClusterState:
         for node in cluster.nodes:
             if node.vc not in self.vc_index:
                 raise ValueError(f"node {node.node_id} names unknown VC {node.vc!r}")
-            self.add_node(node)
+            self._add_node(node, 0.0)
+        for vc in self.vcs:  # once per VC, not once per node
+            self._refresh_homogeneous(vc)
         for obs in observers:
             self.add_observer(obs)
 
@@ -161,8 +163,11 @@ class ClusterState:
             self.powered_area += self.powered_gpus * dt
             self.t_last = now
         if now >= self.next_tick:
-            clock = self._clock
-            self.next_tick = clock[0](now) if len(clock) == 1 else min(cb(now) for cb in clock)
+            self._run_clocks(now)
+
+    def _run_clocks(self, now: float) -> None:
+        clock = self._clock
+        self.next_tick = clock[0](now) if len(clock) == 1 else min(cb(now) for cb in clock)
 
     def close_levels(self, end: float) -> None:
         """Integrate every level (cluster and per VC) up to ``end``."""
@@ -277,7 +282,7 @@ class ClusterState:
             self.powered_area += self.powered_gpus * dt
             self.t_last = now
         if now >= self.next_tick:
-            self.advance(now)
+            self._run_clocks(now)
         vc.area += vc.busy * (now - vc.t_last)
         vc.t_last = now
         if self._on_start:
@@ -286,8 +291,8 @@ class ClusterState:
         if len(placement) == 1 and not shared:
             # common case, inlined: one node, exclusive GPUs
             node, mask = placement[0]
-            if (self.node_slot[node] != vc.vid or self.node_mask[node] & mask
-                    or mask >> self.node_gpus[node] or not mask):
+            used = self.node_mask[node]
+            if self.node_slot[node] != vc.vid or used & mask or mask >> self.node_gpus[node] or not mask:
                 self._allocate(job, vc, placement, shared)  # raises with the precise reason
             n = mask.bit_count()
             old = self.node_free[node]
@@ -296,7 +301,7 @@ class ClusterState:
             buckets[old] &= ~local
             buckets[old - n] |= local
             self.node_free[node] = old - n
-            self.node_mask[node] |= mask
+            self.node_mask[node] = used | mask
             self.node_holders[node][job] = mask
             if self.cap > 1:
                 counts = self.gpu_count[node]
@@ -376,7 +381,7 @@ class ClusterState:
             self.powered_area += self.powered_gpus * dt
             self.t_last = now
         if now >= self.next_tick:
-            self.advance(now)
+            self._run_clocks(now)
         vc.area += vc.busy * (now - vc.t_last)
         vc.t_last = now
         if self._on_stop:
@@ -462,21 +467,26 @@ class ClusterState:
         if kind is Start:
             job, placement, shared = decision
             self.start(job, placement, now, shared)
-            model = self.speed_model
-            if model is None and self.failure_model is None:
+            if self.speed_model is None and self.failure_model is None:
                 return (job,)
-            if self.failure_model is not None:
-                self.failures_due.extend(self.failure_model.on_start(job, self, now))
-            if model is None:
-                return (job,)
-            job.speed = model.rate(job, self)
-            return [job, *self._respeed(self.co_runners(job, model.scope), now)]
+            return self._modelled_start(job, now)
         if kind is Preempt:
             return self.preempt(decision.job, now)
         if kind is Postpone:
             self.postponed += 1
             return _NOTHING
         raise StateError(f"unknown decision {decision!r}")
+
+    def _modelled_start(self, job: Job, now: float) -> list[Job]:
+        """After a start with ground-truth models: a failure may be due, the job gets its rate
+        and co-runners whose set changed are re-rated."""
+        if self.failure_model is not None:
+            self.failures_due.extend(self.failure_model.on_start(job, self, now))
+        model = self.speed_model
+        if model is None:
+            return [job]
+        job.speed = model.rate(job, self)
+        return [job, *self._respeed(self.co_runners(job, model.scope), now)]
 
     # -- speed bookkeeping (ground truth: simulated backends only) --------------------------
     def _settle(self, job: Job, now: float) -> None:
@@ -511,6 +521,11 @@ class ClusterState:
 
     def add_node(self, spec: NodeSpec, now: float = 0.0) -> int:
         """A node joins (its VC is created if new); returns its global index."""
+        node = self._add_node(spec, now)
+        self._refresh_homogeneous(self.vcs[self.node_vc[node]])
+        return node
+
+    def _add_node(self, spec: NodeSpec, now: float) -> int:
         if spec.node_id in self.node_index:
             raise StateError(f"node {spec.node_id} is already in the cluster")
         if spec.gpus < 0:
@@ -542,7 +557,6 @@ class ClusterState:
         vc.buckets[spec.gpus] |= 1 << self.node_local[node]
         vc.total_gpus += spec.gpus
         vc.free += spec.gpus
-        self._refresh_homogeneous(vc)
         self.total_gpus += spec.gpus
         self.powered_gpus += spec.gpus
         self.powered_count += 1

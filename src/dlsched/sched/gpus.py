@@ -34,21 +34,17 @@ def take_lowest(mask: int, count: int) -> int:
 
 def take_gpus(view: SchedulingView, node: int, count: int) -> int:
     """Bitmask of the ``count`` lowest-numbered free GPUs of ``node``."""
-    used = view.node_mask[node]
-    if not used and count == view.node_gpus[node]:
-        return (1 << count) - 1
-    free = ~used & ((1 << view.node_gpus[node]) - 1)
+    state = view.state  # the lists themselves: no property call per placement
+    free = ~state.node_mask[node] & ((1 << state.node_gpus[node]) - 1)
     if count == 1:
         return free & -free
-    return take_lowest(free, count)
+    return free if free.bit_count() == count else take_lowest(free, count)
 
 
 def tightest_node(vc: VcState, count: int) -> int:
     """Global index of the open node with the fewest free GPUs that still has ``count`` (lowest
     index on ties), or -1: best fit in a few bucket look-ups."""
-    buckets = vc.buckets
-    for k in range(count, vc.max_node_gpus + 1):
-        m = buckets[k]
+    for m in vc.buckets[count:]:  # buckets[k] for k = count .. max_node_gpus
         if m:
             return vc.nodes[(m & -m).bit_length() - 1]
     return -1

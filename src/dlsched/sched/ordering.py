@@ -61,22 +61,23 @@ class OrderingPolicy:
     def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
         queue = vc.queue
         place = self.placer.place
+        if queue.pass_order is None and not self.backfill:
+            # the hot path: look at the head only. With exclusive GPUs a job needing more GPUs
+            # than the VC has free cannot fit, so the placement pipeline is not asked.
+            head = queue.head
+            while (job := head()) is not None:
+                if job.gpus > vc.free and view.state.cap == 1:
+                    return
+                status, placement, reason, _, shared = place(view, vc, job)
+                if status is not _FITS:
+                    if status is _POSTPONE:
+                        yield Postpone(job, reason)
+                    return
+                yield _new_start(Start, (job, placement, shared))  # = Start(job, placement, shared), C-level
+            return
         reorder = queue.pass_order
-        order = reorder(view.now) if reorder is not None else None
+        order = reorder(view.now) if reorder is not None else list(queue)
         exclusive = view.state.cap == 1
-        if order is None:
-            if not self.backfill:  # the hot path: look at the head only
-                while (job := queue.head()) is not None:
-                    if exclusive and job.gpus > vc.free:
-                        return  # cannot fit: no need to ask the placement pipeline
-                    status, placement, reason, _, shared = place(view, vc, job)
-                    if status is not _FITS:
-                        if status is _POSTPONE:
-                            yield Postpone(job, reason)
-                        return
-                    yield _new_start(Start, (job, placement, shared))  # = Start(job, placement, shared), C-level
-                return
-            order = list(queue)
         for job in order:
             if exclusive and job.gpus > vc.free:
                 if not self.backfill:

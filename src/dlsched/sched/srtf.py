@@ -8,6 +8,7 @@ kernel's checkpoint overhead), pending jobs inside it are placed in rank order.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Iterator
 
 from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start, Status
@@ -16,6 +17,8 @@ from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
+_by_remaining = attrgetter("_remaining", "enq_seq")  # pending jobs: true remaining time, then queue order
+_new_start = tuple.__new__
 
 
 class SrtfPolicy:
@@ -33,37 +36,34 @@ class SrtfPolicy:
     def new_queue(self) -> ArrivalQueue:
         return ArrivalQueue()
 
-    def _start(self, view: SchedulingView, vc: VcState, jobs) -> Iterator[Decision]:
-        place = self.placer.place
-        for job in jobs:
-            fit = place(view, vc, job)
-            if fit.status is _FITS:
-                yield Start(job, fit.placement, fit.shared)
-            elif fit.status is _POSTPONE:
-                yield Postpone(job, fit.reason)
-
     def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
         queue = vc.queue
         quota = vc.total_gpus
         if queue.gpus + vc.busy <= quota:
             # everything fits the quota: nobody is preempted, pending jobs go in rank order
-            yield from self._start(view, vc, sorted(queue, key=lambda j: (j._remaining, j.enq_seq)))
-            return
-        now = view.now
-        cands = [(j._remaining, 0, j.enq_seq, j) for j in queue]
-        # true remaining of running jobs, inlined (same as view.remaining; this is the hot loop)
-        for j in vc.running:
-            left = j._remaining - (now - j.run_since) * j.speed
-            cands.append((left if left > 0.0 else 0.0, 1, j.run_seq, j))
-        cands.sort()  # (remaining, pending-before-running, queue/start order): never compares jobs
-        preempt, prerun = [], []
-        for _, is_running, _, job in cands:
-            if job.gpus <= quota:
-                quota -= job.gpus
-                if not is_running:
-                    prerun.append(job)
-            elif is_running:
-                preempt.append(job)
-        for job in preempt:
-            yield Preempt(job)
-        yield from self._start(view, vc, prerun)
+            order = sorted(queue, key=_by_remaining)
+        else:
+            now = view.now
+            cands = [(j._remaining, 0, j.enq_seq, j) for j in queue]
+            # true remaining of running jobs, inlined (same as view.remaining; this is the hot loop)
+            for j in vc.running:
+                left = j._remaining - (now - j.run_since) * j.speed
+                cands.append((left if left > 0.0 else 0.0, 1, j.run_seq, j))
+            cands.sort()  # (remaining, pending-before-running, queue/start order): never compares jobs
+            preempt, order = [], []
+            for _, is_running, _, job in cands:
+                if job.gpus <= quota:
+                    quota -= job.gpus
+                    if not is_running:
+                        order.append(job)
+                elif is_running:
+                    preempt.append(job)
+            for job in preempt:
+                yield Preempt(job)
+        place = self.placer.place
+        for job in order:
+            status, placement, reason, _, shared = place(view, vc, job)
+            if status is _FITS:
+                yield _new_start(Start, (job, placement, shared))  # = Start(job, placement, shared), C-level
+            elif status is _POSTPONE:
+                yield Postpone(job, reason)

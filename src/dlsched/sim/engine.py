@@ -17,19 +17,20 @@ import gc
 import heapq
 import math
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Callable, Sequence
 
 import numpy as np
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job, JobState, truth_hidden
-from dlsched.kernel.state import ClusterState, StateError
+from dlsched.kernel.state import ClusterState, StateError, VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.metrics.recorder import MetricsRecorder
 from dlsched.sim.config import SimConfig
 
 # event priorities at equal times
-FINISH, POWER, TIMER = 0, 1, 3
+FINISH, POWER, TIMER, END = 0, 1, 3, 9
 
 INF = math.inf
 STALL_LIMIT = 30 * 86400.0  # with a power manager: nothing running and jobs waiting this long = stuck
@@ -94,17 +95,18 @@ class Simulator:
 
     def _check_jobs(self, state: ClusterState, jobs: list[Job]) -> None:
         created = JobState.CREATED
+        by_name = {vc.name: vc for vc in state.vcs}
         for job in jobs:
             if job.state is not created:  # it ran before: clear its runtime state (fresh jobs have none)
                 job.reset()
-            vc_id = state.vc_index.get(job.vc)
-            if vc_id is None:
+            vc = by_name.get(job.vc)
+            if vc is None:
                 raise SimulationError(f"job {job.job_id}: VC {job.vc!r} is not in the cluster "
                                       f"(known: {', '.join(state.vc_index)})")
-            job.vc_state = state.vcs[vc_id]
-            if job.gpus > state.vcs[vc_id].total_gpus:
+            job.vc_state = vc
+            if job.gpus > vc.total_gpus:
                 raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs but VC {job.vc!r} has only "
-                                      f"{state.vcs[vc_id].total_gpus}: it could never run")
+                                      f"{vc.total_gpus}: it could never run")
 
     def _run(self, jobs: list[Job], progress: Callable[[int, int], None] | None) -> SimResult:
         cfg = self.config
@@ -119,12 +121,17 @@ class Simulator:
         max_failures = cfg.max_failures
 
         self._check_jobs(state, jobs)
-        jobs = sorted(jobs, key=lambda j: j.submit_time)  # stable: keeps input order on ties
+        by_submit = attrgetter("submit_time")
+        jobs = sorted(jobs, key=by_submit)  # stable: keeps input order on ties
         n_jobs = len(jobs)
-        heap: list[tuple] = []
+        # Sentinels keep the hot loop free of bounds checks: arrival times end with +inf, and the
+        # heap always holds one event at +inf (the loop stops when both are reached).
+        times = list(map(by_submit, jobs))
+        times.append(INF)
+        heap: list[tuple] = [(INF, END, 0, "end", None, 0)]
         seq = 0
         cursor = 0
-        events = 0
+        popped = 0
         vcs = state.vcs
         on_finish = getattr(policy, "job_finished", None)
         on_submit = getattr(policy, "job_submitted", None)
@@ -138,8 +145,9 @@ class Simulator:
         progress_every = max(1, n_jobs // 200)
 
         rec.begin(jobs[0].submit_time if jobs else 0.0)
-        dirty: dict[int, None] = {}
-        woken: set[int] = set()  # VCs whose policy asked for this pass (view.wake_at)
+        dirty: dict[VcState, None] = {}  # VCs that saw a change at this instant, in order
+        woken: set[VcState] = set()  # VCs whose policy asked for this pass (view.wake_at)
+        wakeups = view._wakeups
         # hot loop: bind methods and constants to locals
         heappop, heappush = heapq.heappop, heapq.heappush
         finish, submit, apply = state.finish, state.submit, state.apply
@@ -148,75 +156,76 @@ class Simulator:
         RUNNING = JobState.RUNNING
         last_progress = jobs[0].submit_time if jobs else 0.0
         while True:
-            t_arr = jobs[cursor].submit_time if cursor < n_jobs else INF
-            t_ev = heap[0][0] if heap else INF
+            t_arr = times[cursor]
+            t_ev = heap[0][0]
             now = t_arr if t_arr < t_ev else t_ev
             if now == INF:
                 break
             view.now = now
             # 1. completions, failures and power events (priority < arrival)
-            while heap and heap[0][0] == now and heap[0][1] <= POWER:
-                _, prio, _, kind, payload, epoch = heappop(heap)
-                events += 1
-                if kind == "finish":
-                    job = payload
-                    if epoch != job.epoch or job.state is not RUNNING:
-                        continue  # stale
-                    changed = finish(job, now)
-                    dirty[job.vc_state.vid] = None
-                    if on_finish is not None:
-                        on_finish(job, now)
-                    for other in changed:
-                        seq += 1
-                        heappush(heap, (now + other._remaining / other.speed + tick, FINISH, seq, "finish",
-                                        other, other.epoch))
-                    if progress is not None and state.finished % progress_every == 0:
-                        progress(state.finished, n_jobs)
-                elif kind == "fail":
-                    job, reason = payload
-                    if epoch != job.run_seq or job.state is not RUNNING:
-                        continue  # stale: it stopped before the failure struck
-                    changed = state.fail(job, now, reason)
-                    if job.failures > max_failures:
-                        raise SimulationError(f"job {job.job_id} failed {job.failures} times (limit "
-                                              f"{max_failures}); last: {reason}")
-                    dirty[job.vc_state.vid] = None
-                    if on_failed is not None:
-                        on_failed(job, now, reason)
-                    for other in changed:
-                        seq += 1
-                        heappush(heap, (now + other._remaining / other.speed + tick, FINISH, seq, "finish",
-                                        other, other.epoch))
-                else:
-                    vids, follow = power.apply(kind, payload, state, now)
-                    for vid in vids:
-                        dirty[vid] = None
-                    for t1, kind1, payload1 in follow:
-                        seq += 1
-                        heappush(heap, (t1, POWER, seq, kind1, payload1, 0))
+            if t_ev == now:
+                while heap[0][0] == now and heap[0][1] <= POWER:
+                    _, prio, _, kind, payload, epoch = heappop(heap)
+                    popped += 1
+                    if kind == "finish":
+                        job = payload
+                        if epoch != job.epoch or job.state is not RUNNING:
+                            continue  # stale
+                        changed = finish(job, now)
+                        dirty[job.vc_state] = None
+                        if on_finish is not None:
+                            on_finish(job, now)
+                        for other in changed:
+                            seq += 1
+                            heappush(heap, (now + other._remaining / other.speed + tick, FINISH, seq, "finish",
+                                            other, other.epoch))
+                        if progress is not None and state.finished % progress_every == 0:
+                            progress(state.finished, n_jobs)
+                    elif kind == "fail":
+                        job, reason = payload
+                        if epoch != job.run_seq or job.state is not RUNNING:
+                            continue  # stale: it stopped before the failure struck
+                        changed = state.fail(job, now, reason)
+                        if job.failures > max_failures:
+                            raise SimulationError(f"job {job.job_id} failed {job.failures} times (limit "
+                                                  f"{max_failures}); last: {reason}")
+                        dirty[job.vc_state] = None
+                        if on_failed is not None:
+                            on_failed(job, now, reason)
+                        for other in changed:
+                            seq += 1
+                            heappush(heap, (now + other._remaining / other.speed + tick, FINISH, seq, "finish",
+                                            other, other.epoch))
+                    else:
+                        vids, follow = power.apply(kind, payload, state, now)
+                        for vid in vids:
+                            dirty[vcs[vid]] = None
+                        for t1, kind1, payload1 in follow:
+                            seq += 1
+                            heappush(heap, (t1, POWER, seq, kind1, payload1, 0))
             # 2. arrivals
-            while cursor < n_jobs and jobs[cursor].submit_time == now:
+            while times[cursor] == now:
                 job = jobs[cursor]
                 cursor += 1
-                events += 1
                 if on_submit is not None:
                     on_submit(job, now)  # before queueing: the policy may set the job's key
-                vc = submit(job, now)
-                dirty[vc.vid] = None
+                dirty[submit(job, now)] = None
                 if power is not None:
                     for t1, kind, payload in power.on_arrival(job, state, now):
                         seq += 1
                         heappush(heap, (t1, POWER, seq, kind, payload, 0))
-            # 3. timers (policy wake-ups)
-            while heap and heap[0][0] == now and heap[0][1] == TIMER:
-                _, _, _, kind, payload, _ = heappop(heap)
-                events += 1
-                dirty[payload] = None
-                woken.add(payload)  # a pass the policy asked for runs even with nothing pending
+            # 3. timers (policy wake-ups); a timer is never pushed for the current instant, so
+            # one at ``now`` was the heap's head when the instant began
+            if t_ev == now:
+                while heap[0][0] == now and heap[0][1] == TIMER:
+                    payload = heappop(heap)[4]
+                    popped += 1
+                    vc = vcs[payload]
+                    dirty[vc] = None
+                    woken.add(vc)  # a pass the policy asked for runs even with nothing pending
             # 4. one scheduling pass per changed VC
-            for vid in dirty:
-                vc = vcs[vid]
-                if not vc.pending and vid not in woken:  # nothing pending, no wake-up: nothing to decide
+            for vc in dirty:
+                if not vc.pending and vc not in woken:  # nothing pending, no wake-up: nothing to decide
                     continue
                 for decision in schedule(view, vc):  # the kernel rejects placements outside the job's VC
                     try:
@@ -237,13 +246,13 @@ class Simulator:
             dirty.clear()
             if woken:
                 woken.clear()
-            if view._wakeups:
-                for t1, vid in view._wakeups:
+            if wakeups:
+                for t1, vid in wakeups:
                     if t1 <= now:
                         raise SimulationError(f"policy {policy.name} asked for a wake-up in the past")
                     seq += 1
                     heappush(heap, (t1, TIMER, seq, "wake", vid, 0))
-                view._wakeups.clear()
+                wakeups.clear()
             if power is not None:
                 running = rec.running
                 queued = rec.queued
@@ -256,6 +265,7 @@ class Simulator:
                 elif now - last_progress > STALL_LIMIT:
                     raise SimulationError(f"{queued} jobs have waited {STALL_LIMIT / 86400:.0f} days with "
                                           "nothing running: the power manager never woke nodes for them")
+        events = cursor + popped  # arrivals plus the heap events handled (stale ones included)
 
         if state.finished != n_jobs:
             stuck = [j.job_id for j in jobs if j.state is not JobState.FINISHED][:5]
@@ -263,7 +273,7 @@ class Simulator:
                                   f"the policy left them waiting with nothing else to happen")
         if check:
             state.check_invariants()
-        rec.close(max((j.end_time for j in jobs), default=0.0))
+        rec.close(max(map(attrgetter("end_time"), jobs), default=0.0))
         if progress is not None:
             progress(n_jobs, n_jobs)
         result = SimResult(jobs, rec, policy.name, getattr(policy, "placement_name", ""), events)

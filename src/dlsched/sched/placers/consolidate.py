@@ -31,14 +31,14 @@ class ConsolidatePlacer:
         if vc.free < need:
             return NO_ROOM
         per_node = vc.gpus_per_node
-        buckets = vc.buckets
-        nodes = vc.nodes
         if not per_node:
             pl = greedy_span(view, vc, job, most_free_first=True)
             return fits(pl) if pl else NO_ROOM
         if need <= per_node:
             node = tightest_node(vc, need)
             return fits(((node, take_gpus(view, node, need)),)) if node >= 0 else NO_ROOM
+        buckets = vc.buckets
+        nodes = vc.nodes
         whole, rest = divmod(need, per_node)
         full = buckets[per_node]
         if full.bit_count() < whole:
