@@ -31,6 +31,7 @@ bench: .installed-dev
 	$(BIN)/python benchmarks/bench_topology.py
 	$(BIN)/python benchmarks/bench_kernel.py
 	$(BIN)/python benchmarks/bench_whole_command.py
+	$(BIN)/python benchmarks/bench_report.py
 
 clean:
 	rm -rf $(VENV) .installed-core .installed-dev runs

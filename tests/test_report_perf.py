@@ -1,18 +1,16 @@
-"""The report stays fast on large comparisons: 3 policies x 70k jobs (210k-row timelines each)."""
+"""A report over three policies of 70k jobs each stays small: its plots are downsampled.
 
-from __future__ import annotations
-
-import time
+How long it takes is measured by ``benchmarks/bench_report.py`` (a timed unit test fails on a
+loaded machine without telling anything about the code).
+"""
 
 from support.report_fixtures import write_comparison
 
 from dlsched.report import build_report
 
 
-def test_three_policies_of_70k_jobs_under_3_seconds(tmp_path):
+def test_three_policies_of_70k_jobs_give_a_small_report(tmp_path):
     write_comparison(tmp_path, n=70_000)
-    build_report(tmp_path)  # warm imports (matplotlib, fonts) so the timing is the report itself
-    start = time.perf_counter()
     path = build_report(tmp_path)
-    assert time.perf_counter() - start < 3.0
     assert path.stat().st_size < 2_000_000  # downsampled: small PNGs
+    assert path.read_text(encoding="utf-8").count("<img") >= 3

@@ -47,15 +47,3 @@ def test_matches_reference_fifo_inputs(philly, shared):
     assert len(merged) == len(ref) == len(t)
     for col in ("vc", "gpu_num", "submit_time", "duration"):
         assert (merged[col] == merged[f"{col}_ref"]).all(), col
-
-
-def test_load_speed(philly):
-    load_trace(philly / "pollux_philly_gpu_jobs.csv.gz")  # warm imports and caches
-    best = min(_timed(lambda: load_trace(philly / "pollux_philly_gpu_jobs.csv.gz")) for _ in range(3))
-    assert best < 1.0  # typically ~0.2 s; generous for loaded CI machines
-
-
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0

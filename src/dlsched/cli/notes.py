@@ -20,10 +20,15 @@ def given(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
-def unused_options(ctx: typer.Context, policies: list[str], placement: str, energy: str | None) -> list[str]:
-    """One note per given option that the chosen policies, placement and energy mode never read."""
+def unused_options(ctx: typer.Context, policies: list[str], placement: str | None,
+                   energy: str | None) -> list[str]:
+    """One note per given option that the chosen policies, placement and energy mode never read.
+    No ``placement`` means each policy's own default placement (consolidate for most)."""
     from dlsched.registry import POLICIES
 
+    if placement is None:
+        placement = ",".join(dict.fromkeys(getattr(POLICIES.get(p), "default_placement", "consolidate")
+                                           for p in policies))
     notes = []
     readers = [p for p in policies if getattr(POLICIES.get(p), "options_from_cli", None) is not None]
     for name, flag in QSSF_ONLY.items():
