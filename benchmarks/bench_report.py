@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from support.report_fixtures import write_comparison  # noqa: E402
+from support.report_fixtures import write_comparison
 
-from dlsched.report import build_report  # noqa: E402
+from dlsched.report import build_report
 
 
 def main() -> None:
