@@ -105,8 +105,8 @@ def util_targets(util: dict[str, Any]) -> dict[str, Any]:
     """Issue 11's utilisation targets against the leave-one-model-out figures."""
     lomo = util.get("leave_one_model_out", {})
     fitted = min((v["rmsle"] for k, v in lomo.items() if isinstance(v, dict) and "rmsle" in v
-                  and k != "datasheet_roofline"), default=float("nan"))
-    best = min((k for k, v in lomo.items() if isinstance(v, dict) and "rmsle" in v and k != "datasheet_roofline"),
+                  and not k.startswith("datasheet_")), default=float("nan"))
+    best = min((k for k, v in lomo.items() if isinstance(v, dict) and "rmsle" in v and not k.startswith("datasheet_")),
                key=lambda k: lomo[k]["rmsle"], default=None)
     default = lomo.get("datasheet_roofline", {})
     d_rmsle, d_rho = default.get("rmsle", float("nan")), default.get("pooled", {}).get("spearman", float("nan"))
