@@ -232,3 +232,22 @@ def test_family_calibration_demo_on_a_synthetic_family() -> None:
     assert res["after"]["mape"] < 2 and res["after"]["under10"] == 0.0
     assert res["improved_draws"] == 3
     assert "skipped" in family_calibration_demo(df[df["model"] != "fam1"].head(215), "fam")
+
+
+def test_calibrate_memory_per_family_on_one_gpu(tmp_path: Path) -> None:
+    """A per-family factor corrects that family's jobs on that GPU only; other families keep
+    the GPU's factor (or none), and the keys survive save/load."""
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0)
+    pred = Predictor(util_model=None, util_features=(), mem_model=model)
+    a = analyze(mlp())
+    rows = [a.features(b) for b in (8, 16, 32, 64)]
+    raw = np.array([pred.predict_mem_mib(f, "A100")[0] for f in rows])
+    pred.calibrate_memory(rows, 1.1 * raw, "A100")
+    pred.calibrate_memory(rows, 1.5 * raw, "A100", family="ResNet")
+    assert pred.mem_calibration == {"a100": pytest.approx(1.1), "a100/resnet": pytest.approx(1.5)}
+    assert pred.predict_mem_mib(rows[0], "A100", family="resnet")[0] == pytest.approx(1.5 * raw[0])
+    assert pred.predict_mem_mib(rows[0], "A100", family="vit")[0] == pytest.approx(1.1 * raw[0])
+    assert pred.predict_mem_mib(rows[0], "A100")[0] == pytest.approx(1.1 * raw[0])
+    assert pred.predict_mem_mib(rows[0], "V100", family="resnet")[0] == pytest.approx(raw[0])
+    back = Predictor.load(pred.save(tmp_path / "p"))
+    assert back.predict_mem_mib(rows[1], "a100", family="resnet")[0] == pytest.approx(1.5 * raw[1])
