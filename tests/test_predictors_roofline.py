@@ -150,7 +150,7 @@ def test_lucid_leave_one_model_out_roofline(shared: Path) -> None:
     from dlsched.predictors.resources.gpu_specs import HOST_CONSTANTS
 
     default, apriori = lomo["datasheet_roofline"], lomo["datasheet_apriori"]
-    assert default["rmsle"] < 0.36 < 0.6 < apriori["rmsle"]
+    assert default["rmsle"] < 0.36 and apriori["rmsle"] > 0.6
     assert default["per_group_rmsle"]["PointNet"] > 2.0
     for k, v in HOST_CONSTANTS.items():  # the shipped figures are this fit, rounded
         assert rep["host_constants"][k] == pytest.approx(v, rel=0.03), k
