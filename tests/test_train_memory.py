@@ -201,3 +201,53 @@ def test_zoo_export_is_announced_or_skipped(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "torch" else real(n, *a))
     _announce_zoo_exports(jobs)
     assert "1 zoo models are not cached and exporting them needs PyTorch" in capsys.readouterr().err
+
+
+def test_family_calibration_demo_on_a_synthetic_family() -> None:
+    """The mechanics of issue 11's demonstration on a tiny synthetic set: the model is fitted
+    without the family, whose jobs truly take 1.4x what the other families' rule gives; 20
+    observed jobs (4 whole models) of it fix that on its other models."""
+    import pandas as pd
+
+    from dlsched.predictors.resources.graph_memory_eval import family_calibration_demo
+    from dlsched.predictors.resources.train_memory import TRAIN_COLUMNS
+
+    rng = np.random.default_rng(1)
+    rows = []
+    for fam, n_models, lift in (("base", 30, 1.0), ("other", 10, 1.0), ("fam", 8, 1.4)):
+        for i in range(n_models):
+            p, a = rng.uniform(50, 800), rng.uniform(5, 60)
+            for b in (8, 16, 32, 64, 128):
+                x = [3 * p, 0.6 * a * b, 0.4 * a * b, 0.1 * a * b]
+                y = lift * (1200 + 0.8 * x[0] + 1.0 * x[1] + 1.2 * x[2] + 2.0 * x[3])
+                rows.append({"model": f"{fam}{i}", "family": fam, "batch": b, "mem_mib": y,
+                             **dict(zip(TRAIN_COLUMNS, x))})
+    df = pd.DataFrame(rows)
+    res = family_calibration_demo(df, "fam", n_observed=20, draws=3)
+    assert res["models"] == 8 and res["fit_rows"] == 200 and res["draws"] == 3
+    for run in res["runs"]:
+        assert run["observed_rows"] == 20 and run["held_out_models"] == 4
+        assert run["factor"] == pytest.approx(1.4, rel=0.02)
+    assert res["before"]["mape"] > 25 and res["before"]["under10"] == 100.0
+    assert res["after"]["mape"] < 2 and res["after"]["under10"] == 0.0
+    assert res["improved_draws"] == 3
+    assert "skipped" in family_calibration_demo(df[df["model"] != "fam1"].head(215), "fam")
+
+
+def test_calibrate_memory_per_family_on_one_gpu(tmp_path: Path) -> None:
+    """A per-family factor corrects that family's jobs on that GPU only; other families keep
+    the GPU's factor (or none), and the keys survive save/load."""
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0)
+    pred = Predictor(util_model=None, util_features=(), mem_model=model)
+    a = analyze(mlp())
+    rows = [a.features(b) for b in (8, 16, 32, 64)]
+    raw = np.array([pred.predict_mem_mib(f, "A100")[0] for f in rows])
+    pred.calibrate_memory(rows, 1.1 * raw, "A100")
+    pred.calibrate_memory(rows, 1.5 * raw, "A100", family="ResNet")
+    assert pred.mem_calibration == {"a100": pytest.approx(1.1), "a100/resnet": pytest.approx(1.5)}
+    assert pred.predict_mem_mib(rows[0], "A100", family="resnet")[0] == pytest.approx(1.5 * raw[0])
+    assert pred.predict_mem_mib(rows[0], "A100", family="vit")[0] == pytest.approx(1.1 * raw[0])
+    assert pred.predict_mem_mib(rows[0], "A100")[0] == pytest.approx(1.1 * raw[0])
+    assert pred.predict_mem_mib(rows[0], "V100", family="resnet")[0] == pytest.approx(raw[0])
+    back = Predictor.load(pred.save(tmp_path / "p"))
+    assert back.predict_mem_mib(rows[1], "a100", family="resnet")[0] == pytest.approx(1.5 * raw[1])

@@ -135,6 +135,15 @@ def _render_training_memory(con: Any, res: dict[str, Any]) -> None:
             t.add_row(f"{est} ({src})", str(r["rows"]), _fmt(r["mape"], None, 1), _fmt(r["under10"], None, 1),
                       _fmt(r.get("band_coverage"), None, 2))
     con.print(t)
+    demo = res.get("calibration_demo_family", {})
+    if "before" in demo:
+        con.print(f"calibration, family {demo['family']} ({demo['models']} models, fitted without it): "
+                  f"{demo['n_observed']} observed jobs -> MAPE on its other models {_fmt(demo['before']['mape'], None, 1)} % "
+                  f"-> {_fmt(demo['after']['mape'], None, 1)} %, under-predicted >10 % "
+                  f"{_fmt(demo['before']['under10'], None, 1)} % -> {_fmt(demo['after']['under10'], None, 1)} % "
+                  f"(mean of {demo['draws']} draws)")
+    elif "skipped" in demo:
+        con.print(f"[yellow]calibration demo:[/] {demo['skipped']}")
 
 
 @sub.command()

@@ -2,10 +2,12 @@
 
     python -m dlsched.predictors.resources.build_default [--out DIR]
 
-Lucid (non-commercial) and GPUMemNet (no license) must not go into it, and no permissively
-licensed set measures utilisation per architecture. So both halves are a-priori models:
-- utilisation: the roofline model (:mod:`~dlsched.predictors.resources.roofline`) with constants
-  from GPU data sheets and a-priori host figures (:mod:`~dlsched.predictors.resources.gpu_specs`);
+The rows of Lucid (non-commercial) and GPUMemNet (no license) must not go into it, and no
+permissively licensed set measures utilisation per architecture. So both halves are physical
+models with a handful of fitted figures, shipped with their attribution:
+- utilisation: the roofline model (:mod:`~dlsched.predictors.resources.roofline`) with device
+  constants from GPU data sheets and four host figures fitted on Lucid
+  (:mod:`~dlsched.predictors.resources.gpu_specs`);
   the GPU named at prediction time picks its data sheet (V100 otherwise). Its band is a fixed +-0.7 in log1p
   units (x0.5 to x2), about the model's measured error on Lucid (docs/predictors.md).
 - memory: the training-memory model (:mod:`~dlsched.predictors.resources.train_memory`) with the
@@ -34,7 +36,8 @@ TRAINING_MEMORY_FILE = Path(__file__).resolve().parent / "data" / "training_memo
 #: a-priori utilisation band in log1p units (no out-of-fold residuals exist for a model fitted to nothing)
 UTIL_BAND = (-0.7, 0.7)
 ATTRIBUTION = ("Utilisation: roofline model with NVIDIA data-sheet peaks "
-               "(dlsched.predictors.resources.gpu_specs) and a-priori host constants, fitted to no data. "
+               "(dlsched.predictors.resources.gpu_specs) and four host constants (kernel floor, launch, step, "
+               "overlap) fitted on Lucid's profiles (Hu et al., ASPLOS 2023; S-Lab License 1.0). "
                "Memory: first-principles coefficients (no data).")
 
 
@@ -56,7 +59,7 @@ def build(out: Path = DEFAULT_DIR) -> Path:
     pred = Predictor(util_model=datasheet_model(DEFAULT_GPU), util_features=ROOFLINE_FEATURES,
                      mem_model=mem, util_band=UTIL_BAND, mem_band=band, per_gpu="datasheet")
     attribution = ATTRIBUTION.replace("Memory: first-principles coefficients (no data).", mem_note)
-    lic = ("utilisation: none needed (no data); memory: five figures fitted on GPUMemNet's TIMM table "
+    lic = ("utilisation: four host constants fitted on Lucid (S-Lab License 1.0, cited in the attribution); memory: five figures fitted on GPUMemNet's TIMM table "
            "(no license; cited in the attribution)") if isinstance(mem, TrainingMemoryModel) else "none needed (no data)"
     return pred.save(out, training_data={"files": [], "sha256": "", "license": lic},
                      attribution=attribution, kind="datasheet-roofline",

@@ -75,15 +75,21 @@ class Predictor:
         vals = [self.calibration.apply(float(np.expm1(z + d)), gpu) for d in (0.0, *self.util_band)]
         return vals[0], min(vals), max(vals)
 
+    @staticmethod
+    def _mem_key(gpu: str, family: str | None) -> str:
+        return gpu.lower() if not family else f"{gpu.lower()}/{family.lower()}"
+
     def predict_mem_mib(self, features: Mapping[str, float], gpu: str = "unknown",
-                        meta: JobMeta | None = None) -> tuple[float, float, float] | None:
+                        meta: JobMeta | None = None, family: str | None = None) -> tuple[float, float, float] | None:
         """Peak training memory in MiB: (safe estimate to reserve, lo, hi).
 
         A training-memory model (:mod:`.train_memory`) uses ``meta`` (optimizer, AMP; default
-        Adam, and AMP from ``features["amp"]``); older graph estimators ignore it."""
+        Adam, and AMP from ``features["amp"]``); older graph estimators ignore it. ``family``
+        (e.g. ``timm_family(name)``) picks a per-family calibration on ``gpu`` when there is one,
+        else the GPU type's."""
         if self.mem_model is None:
             return None
-        k = self.mem_calibration.get(gpu.lower(), 1.0)
+        k = self.mem_calibration.get(self._mem_key(gpu, family), self.mem_calibration.get(gpu.lower(), 1.0))
         if isinstance(self.mem_model, TrainingMemoryModel):
             meta = meta or JobMeta(amp=bool(features.get("amp", 0)))
             m, lo, hi = self.mem_model.predict_band(np.asarray([memory_terms(features, meta)]))
@@ -94,25 +100,34 @@ class Predictor:
 
     def calibrate_memory(self, rows: list[Mapping[str, float]], measured_mib: Any, gpu: str,
                          metas: list[JobMeta] | None = None, under_tol: float = 0.10,
-                         under_share: float = 0.05) -> Predictor:
+                         under_share: float = 0.05, family: str | None = None) -> Predictor:
         """Correct memory predictions on ``gpu`` from observed peaks (e.g. a cluster's monitoring):
         one factor k with the fit's own rule, at most ``under_share`` of the observed jobs
-        under-predicted by more than ``under_tol`` (and never below the median ratio)."""
+        under-predicted by more than ``under_tol`` (and never below the median ratio).
+        With ``family`` the factor applies only to that family's jobs on ``gpu`` (predictions
+        that pass the same ``family``): observations of one family say little about others."""
         measured = np.asarray(measured_mib, float)
         if len(rows) != len(measured) or len(rows) == 0:
             raise ValueError(f"calibration needs matching, non-empty rows and measurements ({len(rows)} vs "
                              f"{len(measured)})")
         if not np.all(np.isfinite(measured)) or np.any(measured <= 0):
             raise ValueError("measured memory must be positive MiB in every row")
-        self.mem_calibration.pop(gpu.lower(), None)
+        key = self._mem_key(gpu, family)
+        saved = dict(self.mem_calibration)
+        self.mem_calibration.pop(key, None)
+        if family:  # the family's factor replaces the GPU's for its jobs: measure against the uncorrected model
+            self.mem_calibration.pop(gpu.lower(), None)
         metas = metas or [None] * len(rows)
         raw = []
         for f, meta in zip(rows, metas):
             pred = self.predict_mem_mib(f, gpu, meta=meta)
             if pred is None:
+                self.mem_calibration = saved
                 raise ValueError("this predictor has no memory model to calibrate")
             raw.append(pred[0])
-        self.mem_calibration[gpu.lower()] = calibration_factor(measured, raw, under_tol, under_share)
+        factor = calibration_factor(measured, raw, under_tol, under_share)
+        self.mem_calibration = {k: v for k, v in saved.items() if k != key}
+        self.mem_calibration[key] = factor
         return self
 
     def calibrate(self, rows: list[Mapping[str, float]], measured: np.ndarray, gpu: str) -> Predictor:

@@ -77,9 +77,11 @@ class RooflineRegressor(Regressor):
 
     kind: ClassVar[str] = "roofline"
 
-    def __init__(self, f_scale: float = 0.15, seed: int = 0) -> None:
+    def __init__(self, f_scale: float = 0.15, seed: int = 0, fixed: dict[str, float] | None = None) -> None:
         self.f_scale = f_scale  # residual (log units) beyond which the loss turns linear
         self.seed = seed        # unused: the fit is deterministic; kept for the common contract
+        # constants held at the given values (e.g. a GPU's data-sheet peaks); the rest are fitted
+        self.fixed = fixed
 
     @staticmethod
     def _raw(X: Any) -> np.ndarray:
@@ -97,12 +99,25 @@ class RooflineRegressor(Regressor):
         if len(z) != len(raw):
             raise ValueError(f"X has {len(raw)} rows but y has {len(z)}")
 
-        def residuals(theta: np.ndarray) -> np.ndarray:
+        fixed = dict(self.fixed or {})
+        unknown = set(fixed) - set(CONSTANTS)
+        if unknown:
+            raise ValueError(f"unknown roofline constant(s) {sorted(unknown)}; known: {', '.join(CONSTANTS)}")
+        theta0 = np.log([float(fixed.get(k, v)) for k, v in zip(CONSTANTS, START)])
+        free = [i for i, k in enumerate(CONSTANTS) if k not in fixed]
+        if not free:
+            self.theta_ = theta0
+            return self
+
+        def residuals(t: np.ndarray) -> np.ndarray:
+            theta = theta0.copy()
+            theta[free] = t
             return np.log1p(utilisation(theta, raw)) - z
 
-        res = least_squares(residuals, np.log(START), bounds=(np.log(LOWER), np.log(UPPER)),
+        res = least_squares(residuals, theta0[free], bounds=(np.log(LOWER)[free], np.log(UPPER)[free]),
                             loss="soft_l1", f_scale=self.f_scale)
-        self.theta_ = res.x
+        self.theta_ = theta0.copy()
+        self.theta_[free] = res.x
         return self
 
     @classmethod
