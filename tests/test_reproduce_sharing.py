@@ -12,7 +12,7 @@ from dlsched.cli.main import app
 from dlsched.reproduce.interference import Interference
 from dlsched.reproduce.registry import REPRODUCTIONS
 from dlsched.reproduce.render import run_reproduction
-from dlsched.reproduce.sharing import CoScheML, ColocationOracle, HorusTable6, HorusTable7
+from dlsched.reproduce.sharing import ColocationOracle, CoScheML, HorusTable6, HorusTable7
 
 runner = CliRunner()
 SHARING = ("horus-table6", "horus-table7", "coscheml", "colocation-oracle", "interference")

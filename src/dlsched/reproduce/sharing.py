@@ -18,7 +18,7 @@ def _r(value, digits: int = 1):
     """Rounded figure, or NA for a missing/NaN one (the paper gives none, or FIFO has no gain)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return NA
-    return int(round(float(value))) if digits == 0 else round(float(value), digits)
+    return round(float(value)) if digits == 0 else round(float(value), digits)
 
 
 def _pct(value, digits: int = 1):
