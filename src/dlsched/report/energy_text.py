@@ -71,6 +71,8 @@ def _value(key: str, value: object) -> str:
         return "—"
     if key in PERCENT:
         return f"{100 * value:.1f}"
+    if key == "price_per_kwh":
+        return f"{value:.2f}"
     return _num(value, 2 if key in ("smape", "rmse", "daily_wakeups", "price_per_kwh", "cooling_factor") else 1)
 
 
@@ -118,7 +120,7 @@ def energy_sentences(summary: Mapping, forecast: bool = True) -> str:
                      + (f" ({_num(s['powered_off_node_hours'])} node-hours)" if "powered_off_node_hours" in s else "")
                      + ".")
     if "wakeups" in s:
-        parts.append(f"It woke nodes {s['wakeups']:,} times ({_num(s.get('daily_wakeups', 0.0), 2)} per day), "
+        parts.append(f"It woke nodes {s['wakeups']:,} times ({s.get('daily_wakeups', 0.0):.1f} per day), "
                      f"{_num(s.get('nodes_per_wakeup', 0.0))} nodes per wake-up"
                      + (f"; demand waited {_num(s['waiting_node_minutes'])} node-minutes for booting nodes"
                         if "waiting_node_minutes" in s else "")
