@@ -62,7 +62,9 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     wide = root / ("sharing_" + "x" * 160)
     res = runner.invoke(app, ["experiment", "horus-table6", "--seeds", "1", "--out", str(wide)])
     assert res.exit_code == 0, res.output
-    pages = {"comparison": build_report(root / "cmp"), "run": build_report(root / "cmp" / "sjf"),
+    res = runner.invoke(app, ["reproduce", "topo-table1", "horus-table6", "--html", str(root / "reproduce.html")])
+    assert res.exit_code == 0, res.output
+    pages = {"reproduce": root / "reproduce.html", "comparison": build_report(root / "cmp"), "run": build_report(root / "cmp" / "sjf"),
              "energy": build_report(root / "energy"), "sharing": build_report(wide, root / "sharing.html")}
     for name, page in pages.items():
         if page.name == "report.html":
@@ -70,7 +72,7 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     return pages
 
 
-@pytest.mark.parametrize("kind", ["comparison", "run", "energy", "sharing"])
+@pytest.mark.parametrize("kind", ["comparison", "run", "energy", "sharing", "reproduce"])
 def test_report_fits_a_1400px_window(reports, kind, tmp_path):
     width, shot = measure(reports[kind], tmp_path)
     assert width <= WIDTH, f"{kind} report is {width} px wide at a {WIDTH} px window"
