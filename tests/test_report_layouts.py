@@ -37,7 +37,9 @@ def test_single_run_report(dirs):
     assert images(html) == 3  # JCT CDF, queue delay per VC, utilisation over time
     for text in ("fifo", "consolidate", "synthetic-venus", "Helios Table 4", "Per-VC metrics", "Energy",
                  f"{summary['avg_jct']:.1f}", f"{summary['groups']['long']['avg_jct']:.1f}",
-                 f"{summary['per_vc']['vc0']['avg_queue_delay']:.1f}", "1234.5", "61.2%"):
+                 f"{summary['per_vc']['vc0']['avg_queue_delay']:.1f}", "61.2%",
+                 # energy figures with their units, not raw keys
+                 "<td>1,234.5</td><td>kWh</td>", "<th scope=\"row\">Saved</th><td>98.7</td><td>kWh</td>"):
         assert text in html, text
     assert "<script" not in html and "http://" not in html and "https://" not in html
 

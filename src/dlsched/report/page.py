@@ -21,7 +21,12 @@ dl.meta { display:flex; flex-wrap:wrap; gap:4px 24px; margin:10px 0 0; }
 dl.meta div { display:flex; gap:6px; } dl.meta dt { color:var(--muted); } dl.meta dd { margin:0; font-weight:600; }
 nav { padding:10px 32px; border-bottom:1px solid var(--line); font-size:14px; }
 nav a { color:var(--accent); text-decoration:none; margin-right:18px; }
-main { padding:8px 32px 40px; max-width:1200px; }
+main { padding:8px 32px 40px; max-width:1200px; min-width:0; }
+/* nothing may widen the page past the window (1,400 px and less): long paths and names break,
+   wide tables scroll inside their own box and their headers wrap */
+p, dd, dt, figcaption, summary, h1, h2, h3, code, footer, nav a { overflow-wrap:anywhere; }
+nav a { display:inline-block; }
+dl.meta div { min-width:0; flex-wrap:wrap; } pre { max-width:100%; overflow-x:auto; }
 section { margin-top:28px; }
 h2 { font-size:18px; margin:0 0 10px; padding-bottom:4px; border-bottom:2px solid var(--line); }
 h3 { font-size:15px; margin:18px 0 6px; }
@@ -31,10 +36,12 @@ p.note { color:var(--muted); font-size:13px; margin:4px 0 10px; }
 .card .v { font-size:20px; font-weight:600; } .card .k { color:var(--muted); font-size:12px; }
 figure { margin:8px 0 0; } figure img { max-width:100%; height:auto; border:1px solid var(--line); border-radius:6px; }
 figcaption { color:var(--muted); font-size:13px; margin-top:4px; }
-.table-wrap { overflow-x:auto; margin:6px 0 12px; }
+.table-wrap { overflow-x:auto; max-width:100%; margin:6px 0 12px; }
 table { border-collapse:collapse; font-size:13.5px; font-variant-numeric:tabular-nums; }
 th, td { padding:5px 12px; border-bottom:1px solid var(--line); white-space:nowrap; }
-thead th { background:var(--soft); text-align:center; font-weight:600; border-bottom:2px solid var(--line); }
+thead th { background:var(--soft); text-align:center; font-weight:600; border-bottom:2px solid var(--line);
+           white-space:normal; min-width:4.5em; max-width:13em; vertical-align:bottom; }
+th code, td code { overflow-wrap:normal; }
 tbody th { text-align:left; font-weight:600; } td { text-align:right; }
 tbody tr:hover { background:#fafbfc; }
 th.group { border-left:1px solid var(--line); }

@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
-from dlsched.report.figure import new_figure, style, tidy
+from dlsched.report.figure import marks, new_figure, style, tidy
 from dlsched.report.fmt import time_unit
 from dlsched.report.load import RunData, finite
 from dlsched.report.sample import cdf_points, reduce_steps
@@ -31,7 +31,8 @@ def jct_cdf(runs: Sequence[RunData]) -> Figure | None:
     for i, run, values in curves:
         if values.size:
             x, y = cdf_points(values)
-            ax.step(x, y, where="post", label=f"{run.label} (n={values.size:,})", linewidth=1.6, **style(i))
+            ax.step(x, y, where="post", label=f"{run.label} (n={values.size:,})", linewidth=1.6, **style(i),
+                    **(marks(i) if len(curves) > 1 else {}))
     for boundary, text in ((SHORT_S, "15 min"), (LONG_S, "6 h")):
         ax.axvline(boundary, color="0.55", linewidth=0.8, linestyle=":")
         ax.text(boundary, 0.02, f" {text}", color="0.4", fontsize=8, va="bottom")
@@ -127,7 +128,7 @@ def timeline(runs: Sequence[RunData]) -> Figure | None:
             x, y, raw = reduce_steps(t, values, start, end)
             if x.size:
                 ax.plot(x / divisor, y, drawstyle="steps-post" if raw else "default",
-                        linewidth=1.1, label=run.label, **style(i))
+                        linewidth=1.1, label=run.label, **style(i), **(marks(i, 0.12) if len(lines) > 1 else {}))
     for ax, (key, name) in zip(axes, panels):
         ax.set_ylabel(name)
         ax.set_ylim(bottom=0)

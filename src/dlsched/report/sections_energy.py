@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from dlsched.report.energy_text import energy_sentences, units_table
 from dlsched.report.figure import to_data_uri
 from dlsched.report.fmt import cell, label
 from dlsched.report.load import EnergyData
 from dlsched.report.page import Section, figure, note
 from dlsched.report.plots_energy import node_series
-from dlsched.report.tables import kv_table
 
 HEADLINE = ("avg_powered_off_nodes", "daily_wakeups", "nodes_per_wakeup", "node_util_before",
             "node_util_after", "smape", "rmse")
@@ -30,6 +30,20 @@ def energy_headline(summary: dict) -> list[tuple[str, str]]:
     return [(label(k), cell(k, summary[k])) for k in shown if k in summary]
 
 
+def summary_body(summary: dict, forecast: bool) -> str:
+    """Sentences first, then the figures with units, the energy model and the controller's parameters."""
+    skip = () if forecast else FORECAST_KEYS
+    energy = summary.get("energy") if isinstance(summary.get("energy"), dict) else {}
+    currency = str(energy.get("currency", "USD"))
+    body = energy_sentences(summary, forecast) + units_table(summary, currency, skip)
+    if energy:
+        body += "<h3>Energy model and savings</h3>" + units_table(energy, currency)
+    params = summary.get("ces_params")
+    if forecast and isinstance(params, dict):
+        body += "<h3>CES parameters</h3>" + units_table(params, currency)
+    return body
+
+
 def energy_sections(data: EnergyData) -> list[Section]:
     """Whole-replay plot, a one-week zoom for long replays, and the summary table."""
     series = data.series
@@ -47,6 +61,5 @@ def energy_sections(data: EnergyData) -> list[Section]:
             body += figure(to_data_uri(zoom), "Node counts, first week", "Zoom into the first seven days.")
     return [
         Section("nodes", "Nodes over time", body),
-        Section("energy-summary", "Summary figures",
-                kv_table(data.summary, skip=() if forecast else FORECAST_KEYS)),
+        Section("energy-summary", "Summary figures", summary_body(data.summary, forecast)),
     ]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Mapping, Sequence
 
+from dlsched.report.energy_text import energy_sentences, units_table
 from dlsched.report.figure import to_data_uri
 from dlsched.report.fmt import cell
 from dlsched.report.load import RunData
 from dlsched.report.page import Section, figure, note
 from dlsched.report.plots_runs import jct_cdf, timeline, vc_queue_delay
-from dlsched.report.tables import groups_overview, groups_table, kv_table, per_vc_table, summary_table
+from dlsched.report.tables import groups_overview, groups_table, per_vc_table, summary_table
 
 CARD_KEYS = (("avg_jct", "Avg JCT"), ("avg_queue_delay", "Avg queue delay"), ("queued_jobs", "Queued jobs"),
              ("gpu_utilization", "GPU utilisation"), ("makespan", "Makespan"))
@@ -46,8 +47,16 @@ def run_sections(runs: Sequence[RunData], records: Sequence[Mapping], baseline_n
     out.append(Section("per-vc", "Per-VC metrics", per_policy(runs, per_vc_table, "No per_vc in summary.json.")))
     if any(isinstance(run.summary.get("energy"), Mapping) for run in runs):
         out.append(Section("energy", "Energy", per_policy(
-            runs, lambda s: kv_table(s["energy"]) if isinstance(s.get("energy"), Mapping) else None, "")))
+            runs, _energy_body, "")))
     return out
+
+
+def _energy_body(summary: Mapping) -> str | None:
+    """The run's power controller and savings as sentences, then figures with units."""
+    energy = summary.get("energy")
+    if not isinstance(energy, Mapping):
+        return None
+    return energy_sentences(energy) + units_table(energy, str(energy.get("currency", "USD")))
 
 
 def groups_body(runs: Sequence[RunData], many: bool) -> str:

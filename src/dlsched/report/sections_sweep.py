@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from dlsched.report.errors import ReportError
-from dlsched.report.figure import new_figure, style, tidy, to_data_uri
+from dlsched.report.figure import MARKERS, new_figure, style, tidy, to_data_uri
 from dlsched.report.fmt import cell, label
 from dlsched.report.layout import read_json, require_file
 from dlsched.report.page import Section, figure, note
@@ -62,7 +62,7 @@ def _plot(stats, param: str, others: list[str], figures: list[str]) -> str:
             py = [r[f"{fig_name}.mean"] for _, r in points]
             err = [0.0 if math.isnan(r[f"{fig_name}.ci95"]) else r[f"{fig_name}.ci95"] for _, r in points]
             name = ", ".join(f"{k}={v}" for k, v in zip(others, key)) if others else fig_name
-            ax.errorbar(px, py, yerr=err, marker="o", capsize=3, label=name, **style(i))
+            ax.errorbar(px, py, yerr=err, marker=MARKERS[i % len(MARKERS)], capsize=3, label=name, **style(i))
         if not numeric:
             ax.set_xticks(range(len(xs)), [str(x) for x in xs])
         ax.set_xlabel(param)

@@ -1,6 +1,6 @@
 """Every paper result ``dlsched reproduce`` knows: name -> reproduction (one line each).
 
-Adding one (e.g. Horus Tables 6-7, Co-scheML Figs. 7-9) = a module with a
+Adding one = a module with a
 :class:`~dlsched.reproduce.base.Reproduction` subclass + one line here + its test.
 """
 
@@ -11,6 +11,8 @@ from dlsched.reproduce.helios_fidelity import HeliosFidelity
 from dlsched.reproduce.helios_qssf_builtin import HeliosQSSFBuiltin
 from dlsched.reproduce.helios_qssf_philly import HeliosQSSFPhilly
 from dlsched.reproduce.helios_table5 import HeliosTable5
+from dlsched.reproduce.interference import Interference
+from dlsched.reproduce.sharing import ColocationOracle, CoScheML, HorusTable6, HorusTable7
 from dlsched.reproduce.topology import TopoScenario1, TopoScenario2, TopoTable1
 
 REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in (
@@ -21,4 +23,9 @@ REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in (
     TopoTable1(),
     TopoScenario1(),
     TopoScenario2(),
+    HorusTable6(),
+    HorusTable7(),
+    CoScheML(),
+    ColocationOracle(),
+    Interference(),
 )}
