@@ -74,6 +74,8 @@ class SchedulerCore:
         self.gone_nodes: set[str] = set()          # deleted nodes still holding pods (removed when empty)
         self.counters: Counter[str] = Counter()
         self.passes = 0
+        self.observed: dict[str, tuple[float, float, float]] = {}   # pod uid -> (util, mem MiB, at) last read
+        self.filter_outcomes: Counter[str] = Counter()   # nominated / waiting / re-deciding
         self._dirty: set[int] = set()
         self._now = 0.0
         on_prepare = getattr(policy, "prepare", None)
@@ -327,6 +329,7 @@ class SchedulerCore:
         self.pods.pop(uid, None)
         self.slots.pop(uid, None)
         self.waiting.pop(uid, None)
+        self.observed.pop(uid, None)
         node_names = [n for n in self.gone_nodes if not st.node_holders[st.node_index[n]]]
         for name in node_names:
             st.remove_node(st.node_index[name], now)
@@ -403,11 +406,14 @@ class SchedulerCore:
             if job is not None and job.state is ASSUMED:
                 node = self.state.node_ids[job.placement[0][0]]
                 if node in node_names:
+                    self.filter_outcomes["nominated"] += 1
                     why = f"dlsched ({self.policy.name}) nominated {node} for this pod"
                     return [node], {n: why for n in node_names if n != node}
                 self._forget(job, f"nominated {node}, which the scheduler did not offer")
+                self.filter_outcomes["re-deciding"] += 1
                 why = f"dlsched nominated {node}, which the scheduler did not offer; re-deciding"
                 return [], {n: why for n in node_names}
+            self.filter_outcomes["waiting"] += 1
             why = self.why_waiting(pod.uid)
             return [], {n: why for n in node_names}
 
@@ -457,6 +463,24 @@ class SchedulerCore:
                 return
             self.state.confirm(job, self.now())
             self.store.bound(uid, self.pods[uid].key, node, self._gpus_text(uid), self.now(), kind="bind")
+
+    # -- observations (node agent) -------------------------------------------------------------
+    def observe(self, uid: str, util: float, mem_mib: float, warmup: float) -> str:
+        """A node agent's reading of a running pod: kept for the operator's predicted-vs-observed view;
+        once the pod has run ``warmup`` seconds it replaces the predictions (the simulator's
+        :class:`~dlsched.sim.observe.ObservedCorrection`). Returns what happened."""
+        from dlsched.sim.observe import ObservedCorrection
+
+        with self.lock:
+            job = self.jobs.get(uid)
+            if job is None or job.state is not RUNNING:
+                return "unknown"
+            now = self.now()
+            self.observed[uid] = (util, mem_mib, now)
+            if now - job.run_since < warmup:
+                return "warming up"
+            ObservedCorrection(warmup).correct(job, util, mem_mib, now)
+            return "corrected"
 
     # -- the operator's view -----------------------------------------------------------------
     def snapshot(self) -> dict:
