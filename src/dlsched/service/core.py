@@ -51,7 +51,7 @@ class SchedulerCore:
 
     def __init__(self, policy, store: Store, vc_mapping: VcMapping | None = None, max_jobs_per_gpu: int = 1,
                  clock: Callable[[], float] = time.time, default_gpu: GpuType | None = None,
-                 predict: Callable[[Job], None] | None = None) -> None:
+                 predict: Callable[[Job], None] | None = None, recorder=None) -> None:
         self.check_policy(policy)
         self.policy = policy
         self.store = store
@@ -59,6 +59,7 @@ class SchedulerCore:
         self.clock = clock
         self.default_gpu = default_gpu or GpuType()
         self.predict = predict   # fills a new job's predicted GPU utilisation / memory from its model
+        self.recorder = recorder  # the replayable event log (dlsched.service.record), or None
         self.state = ClusterState(ClusterSpec([], {}), new_queue=policy.new_queue, max_jobs_per_gpu=max_jobs_per_gpu)
         for plugin in getattr(getattr(policy, "placer", None), "observers", ()):
             if hasattr(plugin, "attach"):
@@ -81,6 +82,13 @@ class SchedulerCore:
         on_prepare = getattr(policy, "prepare", None)
         if on_prepare is not None:
             on_prepare(self.view)
+        self._record("config", policy=policy.name, placement=getattr(policy, "placement_name", ""),
+                     backfill=bool(getattr(policy, "backfill", False)), max_jobs_per_gpu=max_jobs_per_gpu,
+                     default_gpu=self.default_gpu.name)
+
+    def _record(self, kind: str, **fields: object) -> None:
+        if self.recorder is not None:
+            self.recorder.write(kind, self._now, **fields)
 
     @staticmethod
     def check_policy(policy) -> None:
@@ -122,6 +130,9 @@ class SchedulerCore:
                         self.counters["unknown GPU type labels"] += 1
                 idx = st.add_node(NodeSpec(node.name, node.vc, node.gpus, gtype), now)
             self.gone_nodes.discard(node.name)
+            spec = st.node_specs[idx]
+            self._record("node", name=node.name, vc=node.vc, gpus=node.gpus, gpu_type=spec.gpu_type.name,
+                         cordoned=node.cordoned)
             if node.cordoned:
                 st.cordon(idx, now)
             else:
@@ -135,6 +146,7 @@ class SchedulerCore:
             idx = self.state.node_index.get(name)
             if idx is None:
                 return
+            self._record("node_gone", name=name)
             for job in list(self.state.node_holders[idx]):
                 if job.state is ASSUMED:
                     self._forget(job, f"node {name} was deleted")
@@ -217,6 +229,9 @@ class SchedulerCore:
         self.pods[pod.uid] = pod
         self._dirty.add(vcs.vid)
         self.store.log("submit", pod.uid, pod.key, now, detail=f"vc={vc} gpus={pod.gpus}")
+        self._record("submit", uid=pod.uid, pod=pod.key, vc=vc, gpus=pod.gpus, submit_time=job.submit_time,
+                     model=job.model_name or job.onnx_ref, batch_size=job.batch_size,
+                     pred_gpu_util=job.pred_gpu_util, pred_gpu_mem_mib=job.pred_gpu_mem_mib)
 
     def _retry_parked(self) -> None:
         for uid, pod in list(self.parked.items()):
@@ -234,6 +249,7 @@ class SchedulerCore:
                 st.confirm(job, self.now())
                 self.store.bound(pod.uid, pod.key, node, self._gpus_text(pod.uid), self.now(), kind="confirm",
                                  detail="seen bound by the API server")
+                self._record("confirm", uid=pod.uid)
                 return
             self._forget(job, f"bound to {pod.node_name} by someone else")
         if job is not None and job.state is RUNNING:
@@ -268,6 +284,7 @@ class SchedulerCore:
         if reclose:
             st.cordon(idx, now)
         slots = self._take_slots(pod.uid, idx, mask)
+        self._record("start", uid=pod.uid, node=pod.node_name, gpus=gpu_list(mask), adopted=True)
         try:
             self.store.adopt(pod.uid, pod.key, pod.node_name, slots, now, detail="bound pod seen")
         except DoubleAssignment:
@@ -322,8 +339,10 @@ class SchedulerCore:
                 on_finish(job, now)
             self._dirty.add(vid)
             self.store.release(uid, pod.key, "finish", now, detail=why)
+            self._record("finish", uid=uid, why=why)
         else:
             self.store.release(uid, pod.key, "withdraw", now, detail=why)
+            self._record("withdraw", uid=uid, why=why)
         st.withdraw(job, now)
         self.jobs.pop(uid, None)
         self.pods.pop(uid, None)
@@ -342,6 +361,7 @@ class SchedulerCore:
         self.slots.pop(job.job_id, None)
         self._dirty.add(job.vc_state.vid)
         self.store.release(job.job_id, pod.key, "forget", now, detail=why)
+        self._record("forget", uid=job.job_id, why=why)
 
     # -- passes ------------------------------------------------------------------------------
     def run_pass(self) -> int:
@@ -392,6 +412,7 @@ class SchedulerCore:
             self.waiting[uid] = str(exc)
             return False
         self.waiting.pop(uid, None)
+        self._record("start", uid=uid, node=st.node_ids[idx], gpus=[g for g, _ in slots], shared=bool(shared))
         return True
 
     # -- the extender's questions ---------------------------------------------------------------
@@ -463,6 +484,7 @@ class SchedulerCore:
                 return
             self.state.confirm(job, self.now())
             self.store.bound(uid, self.pods[uid].key, node, self._gpus_text(uid), self.now(), kind="bind")
+            self._record("confirm", uid=uid)
 
     # -- observations (node agent) -------------------------------------------------------------
     def observe(self, uid: str, util: float, mem_mib: float, warmup: float) -> str:
@@ -477,6 +499,7 @@ class SchedulerCore:
                 return "unknown"
             now = self.now()
             self.observed[uid] = (util, mem_mib, now)
+            self._record("observe", uid=uid, gpu_util=util, gpu_mem_mib=mem_mib)
             if now - job.run_since < warmup:
                 return "warming up"
             ObservedCorrection(warmup).correct(job, util, mem_mib, now)
