@@ -83,6 +83,8 @@ class Observations(BaseModel):
 
     node: str = Field(min_length=1, max_length=253)
     pods: list[Observation] = Field(default_factory=list, max_length=4096)
+    gpus: list[dict] = Field(default_factory=list, max_length=64)   # the agent's inventory (kept as sent)
+    topology: dict | None = None
 
 
 def _metrics(service: LiveService):
@@ -202,6 +204,7 @@ def build_app(service: LiveService) -> "BodyLimit":
     def observe(obs: Observations) -> dict:
         """A node agent's readings: kept for predicted-vs-observed, and after the warm-up they
         replace the pods' predictions (an observed pod over its GPU's memory fails as an OOM)."""
+        service.agents[obs.node] = {"gpus": obs.gpus, "topology": obs.topology, "at": core.now()}
         return service.observe(obs.node, [(p.uid, p.gpu_util, p.gpu_mem_mib) for p in obs.pods])
 
     @app.post("/api/v1/predictions", tags=["operator"], dependencies=[Depends(require_token)])

@@ -500,10 +500,59 @@ class SchedulerCore:
             now = self.now()
             self.observed[uid] = (util, mem_mib, now)
             self._record("observe", uid=uid, gpu_util=util, gpu_mem_mib=mem_mib)
+            over = self._over_memory(job, mem_mib)
+            if over:
+                self._oom(job, mem_mib, over, now)
+                return "oom"
             if now - job.run_since < warmup:
                 return "warming up"
             ObservedCorrection(warmup).correct(job, util, mem_mib, now)
             return "corrected"
+
+    def _over_memory(self, job: Job, mem_mib: float) -> str:
+        """Why the reading means the job ran out of GPU memory, or ''. Over the GPU alone; or, on a
+        shared GPU, the holders' memory (observed, else predicted) over it, with this job the
+        newest holder (the one whose allocation fails)."""
+        if mem_mib != mem_mib:
+            return ""
+        st = self.state
+        for idx, mask in job.placement or ():
+            cap = st.node_mem[idx]
+            if mem_mib > cap:
+                return f"observed {mem_mib:.0f} MiB on a {cap:.0f} MiB GPU"
+            for g in gpu_list(mask):
+                holders = st.gpu_holders(idx, g)
+                if len(holders) < 2 or max(h.run_seq for h in holders) != job.run_seq:
+                    continue
+                total = sum(self._seen_mem(h) for h in holders)
+                if total > cap:
+                    return f"GPU {g} of {st.node_ids[idx]} holds {total:.0f} MiB of {cap:.0f} MiB"
+        return ""
+
+    def _seen_mem(self, job: Job) -> float:
+        seen = self.observed.get(job.job_id)
+        if seen is not None and seen[1] == seen[1]:
+            return seen[1]
+        return job.pred_gpu_mem_mib if job.pred_gpu_mem_mib == job.pred_gpu_mem_mib else 0.0
+
+    def _oom(self, job: Job, mem_mib: float, why: str, now: float) -> None:
+        """The OOM failover, as in the simulator: GPUs freed, the job queued again with its
+        observed memory, and the policy's ``job_failed`` told (it corrects the prediction)."""
+        uid = job.job_id
+        pod = self.pods[uid]
+        reason = f"out of GPU memory: {why}"
+        job.observed_mem_mib = mem_mib
+        vid = job.vc_state.vid
+        self.state.fail(job, now, reason)
+        on_failed = getattr(self.policy, "job_failed", None)
+        if on_failed is not None:
+            on_failed(job, now, reason)
+        self.slots.pop(uid, None)
+        self.observed.pop(uid, None)
+        self.waiting[uid] = reason
+        self._dirty.add(vid)
+        self.store.release(uid, pod.key, "oom", now, detail=reason)
+        self._record("oom", uid=uid, why=reason, gpu_mem_mib=mem_mib)
 
     # -- the operator's view -----------------------------------------------------------------
     def snapshot(self) -> dict:
@@ -516,7 +565,11 @@ class SchedulerCore:
                 nodes.append({"name": name, "vc": st.vcs[st.node_vc[idx]].name, "gpus": st.node_gpus[idx],
                               "cordoned": st.node_cordoned[idx],
                               "holders": {self.pods[j.job_id].key: gpu_list(m)
-                                          for j, m in st.node_holders[idx].items() if j.job_id in self.pods}})
+                                          for j, m in st.node_holders[idx].items() if j.job_id in self.pods},
+                              "gpu_mem_mib": st.node_mem[idx],
+                              "pods": [{"uid": j.job_id, "pod": self.pods[j.job_id].key, "gpus": gpu_list(m),
+                                        "state": j.state.name.lower()}
+                                       for j, m in st.node_holders[idx].items() if j.job_id in self.pods]})
             return {"policy": self.policy.name, "nodes": nodes, "running": st.n_running, "pending": st.n_pending,
                     "passes": self.passes, "counters": dict(self.counters),
                     "vcs": [{"name": vc.name, "gpus": vc.total_gpus, "free": vc.free, "pending": vc.pending}

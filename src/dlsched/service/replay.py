@@ -69,7 +69,7 @@ def load_log(path: str | Path) -> Recorded:
             runs[uid] = [e, bool(e.get("adopted")), None]
         elif kind == "confirm" and uid in runs:
             runs[uid][1] = True
-        elif kind == "forget":
+        elif kind in ("forget", "oom"):   # the start did not run to the end: a later start counts
             runs.pop(uid, None)
         elif kind in ("finish", "withdraw"):
             ended[uid] = kind

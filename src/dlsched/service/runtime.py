@@ -59,6 +59,7 @@ class LiveService:
     model_dir: Path | None = None
     observe_after: float = 60.0   # seconds a pod runs before agent readings replace its predictions
     stats: dict = field(default_factory=lambda: {"binds": 0, "bind_failures": 0})
+    agents: dict = field(default_factory=dict)   # node -> the last inventory its agent posted
 
     def start(self) -> dict:
         """Reconcile with the API server and start watching; returns what reconciliation found."""
