@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("fastapi")
+from support.live_app import FakeBridge, LiveApp
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
@@ -16,7 +17,6 @@ from dlsched.service.core import SchedulerCore
 from dlsched.service.pods import NodeFacts
 from dlsched.service.runtime import LiveService
 from dlsched.service.store import Store
-from support.live_app import FakeBridge, LiveApp
 
 TOKEN = "agent-token"
 

@@ -17,13 +17,14 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("prometheus_client")
 
+from support.live_app import FakeBridge, LiveApp, free_port
+
 from dlsched.registry import make_policy
 from dlsched.service.app import build_app
 from dlsched.service.core import SchedulerCore
 from dlsched.service.pods import NodeFacts
 from dlsched.service.runtime import LiveService
 from dlsched.service.store import Store
-from support.live_app import FakeBridge, LiveApp, free_port
 
 PROMETHEUS = shutil.which("prometheus")
 TOKEN = "op-token"

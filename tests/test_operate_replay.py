@@ -10,6 +10,7 @@ import json
 import pytest
 
 pytest.importorskip("sqlalchemy")
+from support.live_app import FakeBridge
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
@@ -20,7 +21,6 @@ from dlsched.service.record import Recorder, read_events
 from dlsched.service.replay import load_log, replay
 from dlsched.service.runtime import LiveService
 from dlsched.service.store import Store
-from support.live_app import FakeBridge
 
 T0 = 1_700_000_000.0
 # (time, event, pod, GPUs): arrivals and ends as the live cluster saw them

@@ -54,7 +54,7 @@ class LiveApp:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "LiveApp":
+    def __enter__(self) -> LiveApp:
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:

@@ -14,7 +14,7 @@ import secrets
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from dlsched.service.extender import (
@@ -166,6 +166,20 @@ def build_app(service: LiveService) -> "BodyLimit":
         if metrics is None:
             raise HTTPException(501, "metrics need prometheus-client (pip install 'dlsched[service]')")
         return Response(metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/dashboard", tags=["meta"], response_class=HTMLResponse)
+    def dashboard() -> HTMLResponse:
+        """The live dashboard: nodes x GPUs, queues, decisions, predicted vs observed."""
+        from dlsched.service.dashboard import dashboard_data, render_page
+
+        return HTMLResponse(render_page(dashboard_data(service)))
+
+    @app.get("/api/v1/dashboard", tags=["operator"])
+    def dashboard_json() -> dict:
+        """What the dashboard shows, as JSON (its script refreshes from here)."""
+        from dlsched.service.dashboard import dashboard_data
+
+        return dashboard_data(service)
 
     @app.post("/empty", tags=["meta"], include_in_schema=False)
     async def empty() -> JSONResponse:

@@ -150,9 +150,7 @@ def replay(path: str | Path, out_dir: str | Path, policy: str | None = None, pla
     summary = run_one(rec.jobs, rec.cluster, spec, out_dir, observers=(log,))
     out = Path(out_dir)
     with open(out / "decisions.jsonl", "w", encoding="utf-8") as fh:
-        for s in log.ordered():
-            fh.write(json.dumps(s) + "\n")
+        fh.writelines(json.dumps(s) + "\n" for s in log.ordered())
     with open(out / "recorded_decisions.jsonl", "w", encoding="utf-8") as fh:
-        for s in rec.starts:
-            fh.write(json.dumps(s) + "\n")
+        fh.writelines(json.dumps(s) + "\n" for s in rec.starts)
     return summary
