@@ -111,3 +111,22 @@ def test_agent_bad_input_is_one_error_line():
     res = runner.invoke(app, ["agent", "--service", "http://127.0.0.1:9", "--token", "t", "--fake-gpus", "2",
                               "--rounds", "1"])
     assert res.exit_code == 2 and res.output.strip().startswith("error: --service http://127.0.0.1:9")
+
+
+def test_daemonset_runs_the_agent_with_the_node_name_and_token():
+    yaml = pytest.importorskip("yaml")
+    from pathlib import Path
+
+    ds, = [d for d in yaml.safe_load_all((Path(__file__).parents[1] / "deploy/agent-daemonset.yaml").read_text())
+           if d]
+    assert ds["kind"] == "DaemonSet" and ds["spec"]["template"]["spec"]["hostPID"] is True
+    container, = ds["spec"]["template"]["spec"]["containers"]
+    assert container["command"][:2] == ["dlsched", "agent"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert env["DLSCHED_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "dlsched-operator"
+    # every option the manifest passes is one the agent takes
+    from dlsched.cli.agent_cmd import register  # noqa: F401 - the command module exists
+    res = CliRunner().invoke(app, ["agent", "--help"])
+    for opt in (a for a in container["command"] if a.startswith("--")):
+        assert opt in res.output
