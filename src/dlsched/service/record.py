@@ -40,6 +40,8 @@ class Recorder:
         line = json.dumps({"kind": kind, "at": at, **{k: _clean(v) for k, v in fields.items()}},
                           separators=(",", ":"))
         with self._lock:
+            if self._file.closed:
+                return   # the service is stopping: a late watch event is not recorded
             self._file.write(line + "\n")
             self._file.flush()
 

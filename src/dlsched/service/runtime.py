@@ -74,6 +74,8 @@ class LiveService:
     def stop(self) -> None:
         if self.bridge is not None:
             self.bridge.stop()
+        if self.core.recorder is not None:
+            self.core.recorder.close()
 
     # -- extender bind ------------------------------------------------------------------
     def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
