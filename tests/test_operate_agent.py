@@ -130,3 +130,16 @@ def test_daemonset_runs_the_agent_with_the_node_name_and_token():
     res = CliRunner().invoke(app, ["agent", "--help"])
     for opt in (a for a in container["command"] if a.startswith("--")):
         assert opt in res.output
+
+
+def test_nvml_path_reads_real_gpus_or_says_why_not():
+    """On a GPU machine the NVML source reads every GPU; elsewhere one error line naming NVML."""
+    import json
+
+    res = CliRunner().invoke(app, ["agent", "--print-reading", "--rounds", "1", "--node", "here"])
+    if res.exit_code == 0:
+        reading = json.loads(res.output.strip().splitlines()[-1])
+        assert reading["node"] == "here" and reading["gpus"]
+        assert all(g["memory_total_mib"] > 0 and 0 <= g["util"] <= 1 for g in reading["gpus"])
+    else:
+        assert res.exit_code == 2 and res.output.startswith("error: ") and "NVML" in res.output
