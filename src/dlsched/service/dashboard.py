@@ -54,10 +54,10 @@ def dashboard_data(service, decisions: int = 50) -> dict:
                           "pred_mem_mib": _num(job.pred_gpu_mem_mib) if job else None})
         pvo = [{k: (_num(v) if isinstance(v, float) else v) for k, v in r.items()} for r in predicted_vs_observed(core)]
         policy = core.policy.name
-    log = core.store.decision_log(10**9)[-decisions:]
+    log = core.store.recent_decisions(decisions)
     return {"policy": policy, "nodes": nodes, "queue": queue,
             "decisions": [{"id": d["id"], "at": d["at"], "kind": d["kind"], "pod": d["pod"], "node": d["node"],
-                           "gpus": d["gpus"], "detail": d["detail"]} for d in reversed(log)],
+                           "gpus": d["gpus"], "detail": d["detail"]} for d in log],
             "predicted_vs_observed": pvo}
 
 

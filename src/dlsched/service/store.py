@@ -167,6 +167,12 @@ class Store:
             q = select(decisions.c.kind, func.count()).group_by(decisions.c.kind)
             return {kind: n for kind, n in conn.execute(q)}
 
+    def recent_decisions(self, limit: int = 50) -> list[dict]:
+        """The newest ``limit`` decisions, newest first (the dashboard's log)."""
+        with self.engine.connect() as conn:
+            q = select(decisions).order_by(decisions.c.id.desc()).limit(limit)
+            return [dict(r._mapping) for r in conn.execute(q)]
+
     def decision_log(self, limit: int = 100, after: int = 0) -> list[dict]:
         with self.engine.connect() as conn:
             q = select(decisions).where(decisions.c.id > after).order_by(decisions.c.id).limit(limit)
