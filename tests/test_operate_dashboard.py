@@ -96,6 +96,13 @@ def test_dashboard_in_chromium_matches_the_service_state(live, tmp_path):
     assert [r[1] for r in rows].count("assume") == 4 and any("policy=fifo" in r[5] for r in rows)
     # predicted vs observed
     assert cells(dom, "pvo") == [["default/p2", "50%", "70%", "8000", "9000"]]
+    # the extender's answers, newest first: why the other node was rejected, why p5/p6 wait
+    answers = cells(dom, "filters")
+    assert [r[:2] for r in answers] == [["default/p6", "waiting"], ["default/p5", "waiting"],
+                                        ["default/p4", "nominated"], ["default/p3", "nominated"],
+                                        ["default/p2", "nominated"], ["default/p1", "nominated"]]
+    assert answers[2][2:] == ["n2", "1", "dlsched (fifo) nominated n2 for this pod"]
+    assert answers[0][3] == "2" and answers[0][4].startswith("queued by dlsched (fifo): 1 of 2 pending")
 
 
 def test_dashboard_refreshes_and_screenshot(live, tmp_path):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
@@ -77,6 +77,7 @@ class SchedulerCore:
         self.passes = 0
         self.observed: dict[str, tuple[float, float, float]] = {}   # pod uid -> (util, mem MiB, at) last read
         self.filter_outcomes: Counter[str] = Counter()   # nominated / waiting / re-deciding
+        self.recent_filters: deque[dict] = deque(maxlen=50)   # the last answers, with the reasons given
         self._dirty: set[int] = set()
         self._now = 0.0
         on_prepare = getattr(policy, "prepare", None)
@@ -427,16 +428,21 @@ class SchedulerCore:
             if job is not None and job.state is ASSUMED:
                 node = self.state.node_ids[job.placement[0][0]]
                 if node in node_names:
-                    self.filter_outcomes["nominated"] += 1
                     why = f"dlsched ({self.policy.name}) nominated {node} for this pod"
-                    return [node], {n: why for n in node_names if n != node}
+                    return self._answer(pod, "nominated", [node], {n: why for n in node_names if n != node}, why)
                 self._forget(job, f"nominated {node}, which the scheduler did not offer")
-                self.filter_outcomes["re-deciding"] += 1
                 why = f"dlsched nominated {node}, which the scheduler did not offer; re-deciding"
-                return [], {n: why for n in node_names}
-            self.filter_outcomes["waiting"] += 1
+                return self._answer(pod, "re-deciding", [], {n: why for n in node_names}, why)
             why = self.why_waiting(pod.uid)
-            return [], {n: why for n in node_names}
+            return self._answer(pod, "waiting", [], {n: why for n in node_names}, why)
+
+    def _answer(self, pod: PodFacts, outcome: str, passed: list[str], failed: dict[str, str],
+                why: str) -> tuple[list[str], dict[str, str]]:
+        """Count a filter answer and keep it (with the reason the other nodes were rejected)."""
+        self.filter_outcomes[outcome] += 1
+        self.recent_filters.append({"at": self._now, "pod": pod.key, "outcome": outcome, "passed": passed,
+                                    "rejected": len(failed), "reason": why})
+        return passed, failed
 
     def prioritize(self, pod: PodFacts, node_names: list[str]) -> list[tuple[str, int]]:
         with self.lock:

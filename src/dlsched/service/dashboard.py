@@ -54,11 +54,12 @@ def dashboard_data(service, decisions: int = 50) -> dict:
                           "pred_mem_mib": _num(job.pred_gpu_mem_mib) if job else None})
         pvo = [{k: (_num(v) if isinstance(v, float) else v) for k, v in r.items()} for r in predicted_vs_observed(core)]
         policy = core.policy.name
+        filters = list(reversed(core.recent_filters))
     log = core.store.recent_decisions(decisions)
     return {"policy": policy, "nodes": nodes, "queue": queue,
             "decisions": [{"id": d["id"], "at": d["at"], "kind": d["kind"], "pod": d["pod"], "node": d["node"],
                            "gpus": d["gpus"], "detail": d["detail"]} for d in log],
-            "predicted_vs_observed": pvo}
+            "predicted_vs_observed": pvo, "filters": filters}
 
 
 def _e(x: object) -> str:
@@ -104,6 +105,11 @@ def render_body(data: dict) -> str:
     for d in data["decisions"]:
         out.append(f'<tr data-id="{d["id"]}"><td>{d["id"]}</td><td>{_e(d["kind"])}</td><td>{_e(d["pod"])}</td>'
                    f'<td>{_e(d["node"])}</td><td>{_e(d["gpus"])}</td><td>{_e(d["detail"])}</td></tr>')
+    out.append('</table><h2>Extender answers</h2><table id="filters"><tr><th>pod</th><th>outcome</th>'
+               '<th>passed</th><th>nodes rejected</th><th>why</th></tr>')
+    for x in data["filters"]:
+        out.append(f'<tr><td>{_e(x["pod"])}</td><td>{_e(x["outcome"])}</td><td>{_e(",".join(x["passed"]))}</td>'
+                   f'<td>{x["rejected"]}</td><td>{_e(x["reason"])}</td></tr>')
     out.append("</table>")
     return "".join(out)
 
@@ -134,6 +140,8 @@ function render(d) {
   for (const r of d.predicted_vs_observed) o.push(`<tr data-pod="${e(r.pod)}"><td>${e(r.pod)}</td><td>${f(r.predicted_util, true)}</td><td>${f(r.observed_util, true)}</td><td>${f(r.predicted_mem_mib)}</td><td>${f(r.observed_mem_mib)}</td></tr>`);
   o.push('</table><h2>Decisions</h2><table id="decisions"><tr><th>id</th><th>kind</th><th>pod</th><th>node</th><th>GPUs</th><th>reason</th></tr>');
   for (const x of d.decisions) o.push(`<tr data-id="${x.id}"><td>${x.id}</td><td>${e(x.kind)}</td><td>${e(x.pod)}</td><td>${e(x.node)}</td><td>${e(x.gpus)}</td><td>${e(x.detail)}</td></tr>`);
+  o.push('</table><h2>Extender answers</h2><table id="filters"><tr><th>pod</th><th>outcome</th><th>passed</th><th>nodes rejected</th><th>why</th></tr>');
+  for (const x of d.filters) o.push(`<tr><td>${e(x.pod)}</td><td>${e(x.outcome)}</td><td>${e(x.passed.join(","))}</td><td>${x.rejected}</td><td>${e(x.reason)}</td></tr>`);
   o.push("</table>");
   document.getElementById("main").innerHTML = o.join("");
 }
