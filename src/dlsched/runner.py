@@ -83,8 +83,9 @@ def keep_cluster_vcs(jobs: list[Job], cluster: ClusterSpec) -> tuple[list[Job], 
 
 
 def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str | Path,
-            progress: Callable[[int, int], None] | None = None) -> dict:
-    """Simulate one policy and write its run directory; returns the summary."""
+            progress: Callable[[int, int], None] | None = None, observers: tuple = ()) -> dict:
+    """Simulate one policy and write its run directory; returns the summary. ``observers``: the
+    caller's own kernel observers (e.g. replay's start log), each with ``summary(metrics)``."""
     options = dict(spec.policy_options)
     if spec.backfill:
         options["backfill"] = True
@@ -97,7 +98,7 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
     power = make_power_manager(spec, cluster) if spec.energy else None
     speed = spec.speed_model if spec.speed_model is not None else default_speed_model(policy.placer, cluster)
     speed_model = make_speed_model(speed, cluster, **(spec.speed_options if speed == spec.speed_model else {}))
-    observers = run_observers(spec, speed_model is not None)
+    observers = run_observers(spec, speed_model is not None) + tuple(observers)
     sim = Simulator(cluster, policy, spec.config, power_manager=power, speed_model=speed_model,
                     failure_model=make_failure_model(spec.failure_model, **spec.failure_options),
                     observers=observers)

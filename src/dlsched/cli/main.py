@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "sweep": ("sweep_cmd",),
     "reproduce": ("reproduce_cmd",),
     "serve": ("serve_cmd",),
+    "replay": ("replay_cmd",),
+    "agent": ("agent_cmd",),
     "trace": ("trace_cmd",),
     "predictor": ("predictor_cmd",),
     "energy": ("energy_cmd",),
@@ -44,7 +46,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 # Every command module, in the order they were registered when all were imported eagerly.
 COMMAND_MODULES: list[str] = ["trace_cmd", "sim_cmd", "predictor_cmd", "estimate_cmd", "energy_cmd",
                               "topology_cmd", "predict_cmd", "report_cmd", "interference_cmd", "sweep_cmd",
-                              "reproduce_cmd", "serve_cmd", "cluster_cmd",
+                              "reproduce_cmd", "serve_cmd", "replay_cmd", "agent_cmd", "cluster_cmd",
                               "sharing_exp_cmd"]
 
 

@@ -37,12 +37,17 @@ def register(app: typer.Typer) -> None:
         predict_resources: bool = typer.Option(False, help="predict each pod's GPU utilisation and memory from "
                                                "its dlsched.io/model annotation (needed to share GPUs)"),
         gpu: str = typer.Option("V100", help="GPU type of the nodes without a dlsched.io/gpu-type label"),
+        record: Optional[Path] = typer.Option(None, help="append every event seen and decision made to this JSONL "
+                                              "log (for `dlsched replay`)"),
+        observe_after: float = typer.Option(60.0, min=0.0, help="seconds a pod runs before node-agent "
+                                            "readings replace its predictions"),
     ) -> None:
         """Run the kube-scheduler extender (filter, prioritize, bind) and the operator API."""
         with clear_errors():
             service, app = build_service(policy, placement, backfill, kubeconfig, api_server, api_token,
                                          insecure_skip_tls_verify, db, token, scheduler_name, vc_map, default_vc,
-                                         max_jobs_per_gpu, model_dir, predict_resources, gpu)
+                                         max_jobs_per_gpu, model_dir, predict_resources, gpu, record,
+                                         observe_after)
         import uvicorn
 
         console.print(f"dlsched serve: policy {policy}, placement {placement}, store {_safe_url(db)}, "
@@ -65,7 +70,8 @@ def _safe_url(url: str) -> str:
 def build_service(policy: str, placement: str, backfill: bool, kubeconfig: Path | None, api_server: str | None,
                   api_token: str | None, insecure: bool, db: str, token: str | None, scheduler_name: str,
                   vc_map: str, default_vc: str, max_jobs_per_gpu: int, model_dir: Path | None,
-                  predict_resources: bool = False, gpu: str = "V100"):
+                  predict_resources: bool = False, gpu: str = "V100", record: Path | None = None,
+                  observe_after: float = 60.0):
     """Everything ``serve`` starts, checked in order; bad input raises ValueError naming the option."""
     try:
         import fastapi  # noqa: F401
@@ -100,14 +106,23 @@ def build_service(policy: str, placement: str, backfill: bool, kubeconfig: Path 
     except ValueError as exc:
         raise ValueError(f"--gpu: {exc}") from None
     predict = resource_predictor(gtype.name, model_dir) if predict_resources else None
-    core = SchedulerCore(pol, store, mapping, max_jobs_per_gpu, default_gpu=gtype, predict=predict)
+    recorder = None
+    if record is not None:
+        from dlsched.cli.checks import check_out_file
+        from dlsched.service.record import Recorder
+
+        check_out_file(record, "--record")
+        record.parent.mkdir(parents=True, exist_ok=True)
+        recorder = Recorder(record)
+    core = SchedulerCore(pol, store, mapping, max_jobs_per_gpu, default_gpu=gtype, predict=predict,
+                         recorder=recorder)
     if not token:
         token = secrets.token_urlsafe(24)
         console.print(f"operator API token (give --token or DLSCHED_TOKEN to choose one): {token}",
                       soft_wrap=True, highlight=False)
     api = make_api(str(kubeconfig) if kubeconfig else None, api_server, api_token, insecure)
     bridge = KubeBridge(api, core, scheduler_name, default_vc)
-    service = LiveService(core, bridge, token, scheduler_name, model_dir)
+    service = LiveService(core, bridge, token, scheduler_name, model_dir, observe_after=observe_after)
     try:
         found = service.start()
     except Exception as exc:  # noqa: BLE001 - connection refused, TLS, 401: one line naming the server

@@ -14,7 +14,7 @@ import secrets
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from dlsched.service.extender import (
@@ -70,7 +70,46 @@ async def _body(request: Request, limit: int) -> object:
         raise HTTPException(400, f"body is not JSON: {exc}") from None
 
 
+class Observation(BaseModel):
+    """One agent reading of a pod: GPU utilisation (0-1) and memory (MiB), null when not measured."""
+
+    uid: str = Field(min_length=1, max_length=128)
+    gpu_util: float | None = Field(None, ge=0, le=1)
+    gpu_mem_mib: float | None = Field(None, ge=0, le=1 << 24)
+
+
+class Observations(BaseModel):
+    """What a node agent posts: its node and one reading per pod it sees on its GPUs."""
+
+    node: str = Field(min_length=1, max_length=253)
+    pods: list[Observation] = Field(default_factory=list, max_length=4096)
+    gpus: list[dict] = Field(default_factory=list, max_length=64)   # the agent's inventory (kept as sent)
+    topology: dict | None = None
+
+
+def _metrics(service: LiveService):
+    """The service's metrics, or None when prometheus-client is not installed."""
+    try:
+        from dlsched.service.metrics import ServiceMetrics
+    except ImportError:
+        return None
+    return ServiceMetrics(service.core)
+
+
+class _NoTimer:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
 def build_app(service: LiveService) -> "BodyLimit":
+    metrics = _metrics(service)
+
+    def timed(verb: str):
+        return metrics.timed(verb) if metrics is not None else _NoTimer()
+
     app = FastAPI(title="dlsched scheduler extender", version="1",
                   description="kube-scheduler extender (filter, prioritize, bind) and operator API of dlsched.")
     core = service.core
@@ -89,34 +128,58 @@ def build_app(service: LiveService) -> "BodyLimit":
     @app.post("/scheduler/filter", tags=["extender"], openapi_extra=ext)
     async def extender_filter(request: Request) -> JSONResponse:
         """ExtenderArgs -> ExtenderFilterResult: only the node dlsched nominated passes."""
-        try:
-            pod, names, items = parse_args(await _body(request, EXTENDER_MAX_BYTES))
-        except WireError as exc:
-            raise HTTPException(400, str(exc)) from None
-        passed, failed = core.filter(pod, names)
-        return JSONResponse(filter_result(passed, failed, items))
+        with timed("filter"):
+            try:
+                pod, names, items = parse_args(await _body(request, EXTENDER_MAX_BYTES))
+            except WireError as exc:
+                raise HTTPException(400, str(exc)) from None
+            passed, failed = core.filter(pod, names)
+            return JSONResponse(filter_result(passed, failed, items))
 
     @app.post("/scheduler/prioritize", tags=["extender"], openapi_extra=ext)
     async def extender_prioritize(request: Request) -> JSONResponse:
         """ExtenderArgs -> HostPriorityList: the nominated node scores 10, the others 0."""
-        try:
-            pod, names, _ = parse_args(await _body(request, EXTENDER_MAX_BYTES))
-        except WireError as exc:
-            raise HTTPException(400, str(exc)) from None
-        return JSONResponse(priority_result(core.prioritize(pod, names)))
+        with timed("prioritize"):
+            try:
+                pod, names, _ = parse_args(await _body(request, EXTENDER_MAX_BYTES))
+            except WireError as exc:
+                raise HTTPException(400, str(exc)) from None
+            return JSONResponse(priority_result(core.prioritize(pod, names)))
 
     @app.post("/scheduler/bind", tags=["extender"], openapi_extra=bind_body)
     def extender_bind(args: dict) -> dict:
         """ExtenderBindingArgs -> ExtenderBindingResult: annotate the GPUs, bind via the API server."""
-        try:
-            namespace, name, uid, node = parse_bind(args)
-        except WireError as exc:
-            raise HTTPException(400, str(exc)) from None
-        return {"Error": service.bind(namespace, name, uid, node)}
+        with timed("bind"):
+            try:
+                namespace, name, uid, node = parse_bind(args)
+            except WireError as exc:
+                raise HTTPException(400, str(exc)) from None
+            return {"Error": service.bind(namespace, name, uid, node)}
 
     @app.get("/healthz", tags=["meta"])
     def healthz() -> dict:
         return {"ok": True}
+
+    @app.get("/metrics", tags=["meta"])
+    def prometheus_metrics() -> Response:
+        """Prometheus text exposition: queues, GPUs, decisions, latencies, predicted vs observed."""
+        if metrics is None:
+            raise HTTPException(501, "metrics need prometheus-client (pip install 'dlsched[service]')")
+        return Response(metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/dashboard", tags=["meta"], response_class=HTMLResponse)
+    def dashboard() -> HTMLResponse:
+        """The live dashboard: nodes x GPUs, queues, decisions, predicted vs observed."""
+        from dlsched.service.dashboard import dashboard_data, render_page
+
+        return HTMLResponse(render_page(dashboard_data(service)))
+
+    @app.get("/api/v1/dashboard", tags=["operator"])
+    def dashboard_json() -> dict:
+        """What the dashboard shows, as JSON (its script refreshes from here)."""
+        from dlsched.service.dashboard import dashboard_data
+
+        return dashboard_data(service)
 
     @app.post("/empty", tags=["meta"], include_in_schema=False)
     async def empty() -> JSONResponse:
@@ -150,6 +213,13 @@ def build_app(service: LiveService) -> "BodyLimit":
             raise HTTPException(409, str(exc)) from None
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
+
+    @app.post("/api/v1/observations", tags=["operator"], dependencies=[Depends(require_token)])
+    def observe(obs: Observations) -> dict:
+        """A node agent's readings: kept for predicted-vs-observed, and after the warm-up they
+        replace the pods' predictions (an observed pod over its GPU's memory fails as an OOM)."""
+        service.agents[obs.node] = {"gpus": obs.gpus, "topology": obs.topology, "at": core.now()}
+        return service.observe(obs.node, [(p.uid, p.gpu_util, p.gpu_mem_mib) for p in obs.pods])
 
     @app.post("/api/v1/predictions", tags=["operator"], dependencies=[Depends(require_token)])
     def predict(req: PredictRequest) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
@@ -51,7 +51,7 @@ class SchedulerCore:
 
     def __init__(self, policy, store: Store, vc_mapping: VcMapping | None = None, max_jobs_per_gpu: int = 1,
                  clock: Callable[[], float] = time.time, default_gpu: GpuType | None = None,
-                 predict: Callable[[Job], None] | None = None) -> None:
+                 predict: Callable[[Job], None] | None = None, recorder=None) -> None:
         self.check_policy(policy)
         self.policy = policy
         self.store = store
@@ -59,6 +59,7 @@ class SchedulerCore:
         self.clock = clock
         self.default_gpu = default_gpu or GpuType()
         self.predict = predict   # fills a new job's predicted GPU utilisation / memory from its model
+        self.recorder = recorder  # the replayable event log (dlsched.service.record), or None
         self.state = ClusterState(ClusterSpec([], {}), new_queue=policy.new_queue, max_jobs_per_gpu=max_jobs_per_gpu)
         for plugin in getattr(getattr(policy, "placer", None), "observers", ()):
             if hasattr(plugin, "attach"):
@@ -74,11 +75,21 @@ class SchedulerCore:
         self.gone_nodes: set[str] = set()          # deleted nodes still holding pods (removed when empty)
         self.counters: Counter[str] = Counter()
         self.passes = 0
+        self.observed: dict[str, tuple[float, float, float]] = {}   # pod uid -> (util, mem MiB, at) last read
+        self.filter_outcomes: Counter[str] = Counter()   # nominated / waiting / re-deciding
+        self.recent_filters: deque[dict] = deque(maxlen=50)   # the last answers, with the reasons given
         self._dirty: set[int] = set()
         self._now = 0.0
         on_prepare = getattr(policy, "prepare", None)
         if on_prepare is not None:
             on_prepare(self.view)
+        self._record("config", policy=policy.name, placement=getattr(policy, "placement_name", ""),
+                     backfill=bool(getattr(policy, "backfill", False)), max_jobs_per_gpu=max_jobs_per_gpu,
+                     default_gpu=self.default_gpu.name)
+
+    def _record(self, kind: str, **fields: object) -> None:
+        if self.recorder is not None:
+            self.recorder.write(kind, self._now, **fields)
 
     @staticmethod
     def check_policy(policy) -> None:
@@ -120,6 +131,9 @@ class SchedulerCore:
                         self.counters["unknown GPU type labels"] += 1
                 idx = st.add_node(NodeSpec(node.name, node.vc, node.gpus, gtype), now)
             self.gone_nodes.discard(node.name)
+            spec = st.node_specs[idx]
+            self._record("node", name=node.name, vc=node.vc, gpus=node.gpus, gpu_type=spec.gpu_type.name,
+                         cordoned=node.cordoned)
             if node.cordoned:
                 st.cordon(idx, now)
             else:
@@ -133,6 +147,7 @@ class SchedulerCore:
             idx = self.state.node_index.get(name)
             if idx is None:
                 return
+            self._record("node_gone", name=name)
             for job in list(self.state.node_holders[idx]):
                 if job.state is ASSUMED:
                     self._forget(job, f"node {name} was deleted")
@@ -215,6 +230,9 @@ class SchedulerCore:
         self.pods[pod.uid] = pod
         self._dirty.add(vcs.vid)
         self.store.log("submit", pod.uid, pod.key, now, detail=f"vc={vc} gpus={pod.gpus}")
+        self._record("submit", uid=pod.uid, pod=pod.key, vc=vc, gpus=pod.gpus, submit_time=job.submit_time,
+                     model=job.model_name or job.onnx_ref, batch_size=job.batch_size,
+                     pred_gpu_util=job.pred_gpu_util, pred_gpu_mem_mib=job.pred_gpu_mem_mib)
 
     def _retry_parked(self) -> None:
         for uid, pod in list(self.parked.items()):
@@ -232,6 +250,7 @@ class SchedulerCore:
                 st.confirm(job, self.now())
                 self.store.bound(pod.uid, pod.key, node, self._gpus_text(pod.uid), self.now(), kind="confirm",
                                  detail="seen bound by the API server")
+                self._record("confirm", uid=pod.uid)
                 return
             self._forget(job, f"bound to {pod.node_name} by someone else")
         if job is not None and job.state is RUNNING:
@@ -266,6 +285,7 @@ class SchedulerCore:
         if reclose:
             st.cordon(idx, now)
         slots = self._take_slots(pod.uid, idx, mask)
+        self._record("start", uid=pod.uid, node=pod.node_name, gpus=gpu_list(mask), adopted=True)
         try:
             self.store.adopt(pod.uid, pod.key, pod.node_name, slots, now, detail="bound pod seen")
         except DoubleAssignment:
@@ -320,13 +340,16 @@ class SchedulerCore:
                 on_finish(job, now)
             self._dirty.add(vid)
             self.store.release(uid, pod.key, "finish", now, detail=why)
+            self._record("finish", uid=uid, why=why)
         else:
             self.store.release(uid, pod.key, "withdraw", now, detail=why)
+            self._record("withdraw", uid=uid, why=why)
         st.withdraw(job, now)
         self.jobs.pop(uid, None)
         self.pods.pop(uid, None)
         self.slots.pop(uid, None)
         self.waiting.pop(uid, None)
+        self.observed.pop(uid, None)
         node_names = [n for n in self.gone_nodes if not st.node_holders[st.node_index[n]]]
         for name in node_names:
             st.remove_node(st.node_index[name], now)
@@ -339,6 +362,7 @@ class SchedulerCore:
         self.slots.pop(job.job_id, None)
         self._dirty.add(job.vc_state.vid)
         self.store.release(job.job_id, pod.key, "forget", now, detail=why)
+        self._record("forget", uid=job.job_id, why=why)
 
     # -- passes ------------------------------------------------------------------------------
     def run_pass(self) -> int:
@@ -389,6 +413,7 @@ class SchedulerCore:
             self.waiting[uid] = str(exc)
             return False
         self.waiting.pop(uid, None)
+        self._record("start", uid=uid, node=st.node_ids[idx], gpus=[g for g, _ in slots], shared=bool(shared))
         return True
 
     # -- the extender's questions ---------------------------------------------------------------
@@ -404,12 +429,20 @@ class SchedulerCore:
                 node = self.state.node_ids[job.placement[0][0]]
                 if node in node_names:
                     why = f"dlsched ({self.policy.name}) nominated {node} for this pod"
-                    return [node], {n: why for n in node_names if n != node}
+                    return self._answer(pod, "nominated", [node], {n: why for n in node_names if n != node}, why)
                 self._forget(job, f"nominated {node}, which the scheduler did not offer")
                 why = f"dlsched nominated {node}, which the scheduler did not offer; re-deciding"
-                return [], {n: why for n in node_names}
+                return self._answer(pod, "re-deciding", [], {n: why for n in node_names}, why)
             why = self.why_waiting(pod.uid)
-            return [], {n: why for n in node_names}
+            return self._answer(pod, "waiting", [], {n: why for n in node_names}, why)
+
+    def _answer(self, pod: PodFacts, outcome: str, passed: list[str], failed: dict[str, str],
+                why: str) -> tuple[list[str], dict[str, str]]:
+        """Count a filter answer and keep it (with the reason the other nodes were rejected)."""
+        self.filter_outcomes[outcome] += 1
+        self.recent_filters.append({"at": self._now, "pod": pod.key, "outcome": outcome, "passed": passed,
+                                    "rejected": len(failed), "reason": why})
+        return passed, failed
 
     def prioritize(self, pod: PodFacts, node_names: list[str]) -> list[tuple[str, int]]:
         with self.lock:
@@ -457,6 +490,75 @@ class SchedulerCore:
                 return
             self.state.confirm(job, self.now())
             self.store.bound(uid, self.pods[uid].key, node, self._gpus_text(uid), self.now(), kind="bind")
+            self._record("confirm", uid=uid)
+
+    # -- observations (node agent) -------------------------------------------------------------
+    def observe(self, uid: str, util: float, mem_mib: float, warmup: float) -> str:
+        """A node agent's reading of a running pod: kept for the operator's predicted-vs-observed view;
+        once the pod has run ``warmup`` seconds it replaces the predictions (the simulator's
+        :class:`~dlsched.sim.observe.ObservedCorrection`). Returns what happened."""
+        from dlsched.sim.observe import ObservedCorrection
+
+        with self.lock:
+            job = self.jobs.get(uid)
+            if job is None or job.state is not RUNNING:
+                return "unknown"
+            now = self.now()
+            self.observed[uid] = (util, mem_mib, now)
+            self._record("observe", uid=uid, gpu_util=util, gpu_mem_mib=mem_mib)
+            over = self._over_memory(job, mem_mib)
+            if over:
+                self._oom(job, mem_mib, over, now)
+                return "oom"
+            if now - job.run_since < warmup:
+                return "warming up"
+            ObservedCorrection(warmup).correct(job, util, mem_mib, now)
+            return "corrected"
+
+    def _over_memory(self, job: Job, mem_mib: float) -> str:
+        """Why the reading means the job ran out of GPU memory, or ''. Over the GPU alone; or, on a
+        shared GPU, the holders' memory (observed, else predicted) over it, with this job the
+        newest holder (the one whose allocation fails)."""
+        if mem_mib != mem_mib:
+            return ""
+        st = self.state
+        for idx, mask in job.placement or ():
+            cap = st.node_mem[idx]
+            if mem_mib > cap:
+                return f"observed {mem_mib:.0f} MiB on a {cap:.0f} MiB GPU"
+            for g in gpu_list(mask):
+                holders = st.gpu_holders(idx, g)
+                if len(holders) < 2 or max(h.run_seq for h in holders) != job.run_seq:
+                    continue
+                total = sum(self._seen_mem(h) for h in holders)
+                if total > cap:
+                    return f"GPU {g} of {st.node_ids[idx]} holds {total:.0f} MiB of {cap:.0f} MiB"
+        return ""
+
+    def _seen_mem(self, job: Job) -> float:
+        seen = self.observed.get(job.job_id)
+        if seen is not None and seen[1] == seen[1]:
+            return seen[1]
+        return job.pred_gpu_mem_mib if job.pred_gpu_mem_mib == job.pred_gpu_mem_mib else 0.0
+
+    def _oom(self, job: Job, mem_mib: float, why: str, now: float) -> None:
+        """The OOM failover, as in the simulator: GPUs freed, the job queued again with its
+        observed memory, and the policy's ``job_failed`` told (it corrects the prediction)."""
+        uid = job.job_id
+        pod = self.pods[uid]
+        reason = f"out of GPU memory: {why}"
+        job.observed_mem_mib = mem_mib
+        vid = job.vc_state.vid
+        self.state.fail(job, now, reason)
+        on_failed = getattr(self.policy, "job_failed", None)
+        if on_failed is not None:
+            on_failed(job, now, reason)
+        self.slots.pop(uid, None)
+        self.observed.pop(uid, None)
+        self.waiting[uid] = reason
+        self._dirty.add(vid)
+        self.store.release(uid, pod.key, "oom", now, detail=reason)
+        self._record("oom", uid=uid, why=reason, gpu_mem_mib=mem_mib)
 
     # -- the operator's view -----------------------------------------------------------------
     def snapshot(self) -> dict:
@@ -469,7 +571,11 @@ class SchedulerCore:
                 nodes.append({"name": name, "vc": st.vcs[st.node_vc[idx]].name, "gpus": st.node_gpus[idx],
                               "cordoned": st.node_cordoned[idx],
                               "holders": {self.pods[j.job_id].key: gpu_list(m)
-                                          for j, m in st.node_holders[idx].items() if j.job_id in self.pods}})
+                                          for j, m in st.node_holders[idx].items() if j.job_id in self.pods},
+                              "gpu_mem_mib": st.node_mem[idx],
+                              "pods": [{"uid": j.job_id, "pod": self.pods[j.job_id].key, "gpus": gpu_list(m),
+                                        "state": j.state.name.lower()}
+                                       for j, m in st.node_holders[idx].items() if j.job_id in self.pods]})
             return {"policy": self.policy.name, "nodes": nodes, "running": st.n_running, "pending": st.n_pending,
                     "passes": self.passes, "counters": dict(self.counters),
                     "vcs": [{"name": vc.name, "gpus": vc.total_gpus, "free": vc.free, "pending": vc.pending}

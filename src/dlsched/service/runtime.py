@@ -57,7 +57,9 @@ class LiveService:
     token: str = ""
     scheduler_name: str = "default-scheduler"
     model_dir: Path | None = None
+    observe_after: float = 60.0   # seconds a pod runs before agent readings replace its predictions
     stats: dict = field(default_factory=lambda: {"binds": 0, "bind_failures": 0})
+    agents: dict = field(default_factory=dict)   # node -> the last inventory its agent posted
 
     def start(self) -> dict:
         """Reconcile with the API server and start watching; returns what reconciliation found."""
@@ -72,6 +74,8 @@ class LiveService:
     def stop(self) -> None:
         if self.bridge is not None:
             self.bridge.stop()
+        if self.core.recorder is not None:
+            self.core.recorder.close()
 
     # -- extender bind ------------------------------------------------------------------
     def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
@@ -89,6 +93,17 @@ class LiveService:
         self.core.end_bind(uid, node, error)
         self.stats["binds" if not error else "bind_failures"] += 1
         return error
+
+    # -- node agent -----------------------------------------------------------------------
+    def observe(self, node: str, readings: list[tuple[str, float | None, float | None]]) -> dict:
+        """Feed an agent's readings to the core; counts what happened to them."""
+        nan = float("nan")
+        out: dict[str, int] = {}
+        for uid, util, mem in readings:
+            what = self.core.observe(uid, nan if util is None else util, nan if mem is None else mem,
+                                     self.observe_after)
+            out[what] = out.get(what, 0) + 1
+        return {"node": node, **out}
 
     # -- operator API ---------------------------------------------------------------------
     def submit_pod(self, namespace: str, name: str, gpus: int, image: str, vc: str | None, model: str | None,

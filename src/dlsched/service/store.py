@@ -24,6 +24,7 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
+    func,
     insert,
     select,
     update,
@@ -159,6 +160,18 @@ class Store:
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(select(assignments).order_by(
                 assignments.c.node, assignments.c.gpu, assignments.c.slot))]
+
+    def decision_counts(self) -> dict[str, int]:
+        """Decisions logged so far, by kind (the metrics' counter: it survives restarts)."""
+        with self.engine.connect() as conn:
+            q = select(decisions.c.kind, func.count()).group_by(decisions.c.kind)
+            return {kind: n for kind, n in conn.execute(q)}
+
+    def recent_decisions(self, limit: int = 50) -> list[dict]:
+        """The newest ``limit`` decisions, newest first (the dashboard's log)."""
+        with self.engine.connect() as conn:
+            q = select(decisions).order_by(decisions.c.id.desc()).limit(limit)
+            return [dict(r._mapping) for r in conn.execute(q)]
 
     def decision_log(self, limit: int = 100, after: int = 0) -> list[dict]:
         with self.engine.connect() as conn:

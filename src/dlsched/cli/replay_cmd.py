@@ -1,0 +1,47 @@
+"""``dlsched replay LOG``: the live service's recorded arrivals through the simulator, any policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dlsched.cli.common import clear_errors, console
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("replay")
+    def replay_cmd(
+        log: Path = typer.Argument(..., metavar="LOG", help="Event log written by `dlsched serve --record LOG`."),
+        out: Path = typer.Option(..., "--out", "-o", help="Run directory to write (as `dlsched simulate`)."),
+        policy: Optional[str] = typer.Option(None, help="Policy from the registry (default: the recorded one)."),
+        placement: Optional[str] = typer.Option(None, help="Placement (default: the recorded one with the "
+                                                "recorded policy, else the policy's own)."),
+    ) -> None:
+        """Replay what the live service saw in the simulator; `dlsched report OUT` reads the result."""
+        from dlsched.cli.checks import check_out_dir
+        from dlsched.registry import make_policy
+
+        with clear_errors():
+            if not log.is_file():
+                raise FileNotFoundError(f"LOG: {log} is not a file")
+            check_out_dir(out, "--out")
+            if policy is not None:
+                try:
+                    make_policy(policy, placement)
+                except (KeyError, ValueError) as exc:
+                    raise ValueError(f"--policy {policy} / --placement {placement}: {exc}") from None
+            from dlsched.service.replay import replay
+
+            try:
+                summary = replay(log, out, policy, placement)
+            except UnicodeDecodeError:
+                raise ValueError(f"LOG: {log} is not a text event log") from None
+            except IsADirectoryError:
+                raise ValueError(f"LOG: {log} is not a file") from None
+        left = summary.get("left_out") or {}
+        console.print(f"replayed {summary.get('jobs')} jobs with {summary.get('policy')}: avg JCT "
+                      f"{summary.get('avg_jct', float('nan')):.1f} s, avg queue delay "
+                      f"{summary.get('avg_queue_delay', float('nan')):.1f} s; written to {out}"
+                      + (f" (left out: {left})" if left else ""), soft_wrap=True, highlight=False)

@@ -1,0 +1,71 @@
+"""The service's event log: everything it saw and decided, one JSON object per line.
+
+``dlsched replay`` reads it back (:mod:`dlsched.service.replay`). The durable store keeps the
+decisions a restart needs; this log adds what a replay needs besides: the configuration, each
+node's inventory, each job's request and predictions. Lines are appended and flushed one by one,
+so a crash loses at most the line being written (the reader skips a torn last line).
+
+Kinds: ``config`` (policy, placement, backfill, max_jobs_per_gpu), ``node`` (name, vc, gpus,
+gpu_type, cordoned), ``node_gone``, ``submit`` (uid, pod, vc, gpus, submit_time, model,
+batch_size, pred_gpu_util, pred_gpu_mem_mib), ``start`` (uid, node, gpus), ``confirm``,
+``forget``, ``finish``, ``withdraw``, ``observe`` (uid, gpu_util, gpu_mem_mib). Every line has
+``at``: the service's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from pathlib import Path
+from typing import IO
+
+
+def _clean(value: object) -> object:
+    """JSON has no NaN: a missing number is null."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+class Recorder:
+    """Appends events to a JSONL file (one writer: the service holds its core's lock)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._file: IO[str] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the service
+        self._lock = threading.Lock()
+
+    def write(self, kind: str, at: float, **fields: object) -> None:
+        line = json.dumps({"kind": kind, "at": at, **{k: _clean(v) for k, v in fields.items()}},
+                          separators=(",", ":"))
+        with self._lock:
+            if self._file.closed:
+                return   # the service is stopping: a late watch event is not recorded
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def read_events(path: str | Path) -> list[dict]:
+    """The events of a log, in order. A torn last line (a crash mid-write) is skipped; any other
+    bad line raises ValueError naming its line number."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    events = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            if number == len(lines):
+                break
+            raise ValueError(f"{path}: line {number} is not JSON") from None
+        if not isinstance(event, dict) or not isinstance(event.get("kind"), str) \
+                or not isinstance(event.get("at"), (int, float)):
+            raise ValueError(f"{path}: line {number} is not an event (needs 'kind' and a numeric 'at')")
+        events.append(event)
+    return events
