@@ -22,12 +22,15 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
+import numpy as np
+
 from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Fit, Placement, Status
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.gpus import nodes_with_at_least, take_lowest
+from dlsched.sched.sharing.index import load_index
 
 _FITS, _UNSCHED = Status.FITS, Status.UNSCHEDULABLE
 
@@ -47,6 +50,8 @@ class Filter(Protocol):
 class PlacementPipeline:
     """Filters, weighted scorers, a GPU picker and permits for one job at a time."""
 
+    use_index = True  # sharing: room and scores from the load index (False: the per-node scan)
+
     def __init__(self, scorers: Sequence[tuple[object, float]], filters: Sequence[object] = (),
                  share: bool = False, name: str | None = None) -> None:
         if not scorers:
@@ -64,6 +69,8 @@ class PlacementPipeline:
         self.permits = [p for p in plugins if hasattr(p, "permit")]
         self.observers = [p for p in plugins if hasattr(p, "started") or hasattr(p, "stopped")]
         # a job that fits one node never spans nodes when a scorer says so (Helios consolidate)
+        # all scorers can score every candidate node at once and nothing filters: vectorised
+        self.vector_scores = not self.filters and all(hasattr(s, "score_rows") for s, _ in self.scorers)
         self.single_node_only = any(getattr(s, "single_node_only", False) for s, _ in self.scorers)
         only = self.scorers[0][0]
         if len(self.scorers) == 1 and not self.filters and not share and hasattr(only, "fast_place"):
@@ -120,9 +127,15 @@ class PlacementPipeline:
     def _candidates(self, view: SchedulingView, vc: VcState, job: Job, share: bool) -> int:
         need = job.gpus
         cand = nodes_with_at_least(vc, need) if vc.free >= need else 0
-        if share:
-            extra = vc.share_nodes & ~cand
-            for local in set_bits(extra):
+        if share and vc.share_nodes & ~cand and self.use_index:
+            # the room of every node at once from the load index (same floats as room())
+            _, _, counts = load_index(view.state).room_counts(vc, job)
+            ok = counts >= need
+            for local in np.flatnonzero(ok).tolist():
+                if vc.share_nodes >> local & 1:
+                    cand |= 1 << local
+        elif share:
+            for local in set_bits(vc.share_nodes & ~cand):
                 if self.room(view, job, vc.nodes[local]).bit_count() >= need:
                     cand |= 1 << local
         return cand
@@ -135,6 +148,16 @@ class PlacementPipeline:
         rejected: dict[str, int] = {}
         best_node, best_score = -1, 0.0
         nodes = vc.nodes
+        if share and self.vector_scores and self.use_index and cand & (cand - 1):
+            # every scorer scores all candidates at once (load index arrays); same floats, and
+            # argmax keeps the first (lowest VC index) of equal scores, as the loop below does
+            rows = np.array(set_bits(cand), dtype=np.int64)
+            total = 0.0
+            for scorer, weight in self.scorers:
+                total = total + weight * scorer.score_rows(view, vc, job, rows)
+            best = int(np.argmax(total))
+            best_node, best_score = nodes[int(rows[best])], float(total[best])
+            cand = 0
         for local in set_bits(cand):
             node = nodes[local]
             for f in self.filters:
