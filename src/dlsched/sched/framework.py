@@ -30,7 +30,7 @@ from dlsched.kernel.decisions import Fit, Placement, Status
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.gpus import nodes_with_at_least, take_lowest
-from dlsched.sched.sharing.index import load_index
+from dlsched.sched.sharing.index import bits_mask, load_index, mask_rows
 
 _FITS, _UNSCHED = Status.FITS, Status.UNSCHEDULABLE
 
@@ -130,10 +130,7 @@ class PlacementPipeline:
         if share and vc.share_nodes & ~cand and self.use_index:
             # the room of every node at once from the load index (same floats as room())
             _, _, counts = load_index(view.state).room_counts(vc, job)
-            ok = counts >= need
-            for local in np.flatnonzero(ok).tolist():
-                if vc.share_nodes >> local & 1:
-                    cand |= 1 << local
+            cand |= bits_mask(counts >= need) & vc.share_nodes
         elif share:
             for local in set_bits(vc.share_nodes & ~cand):
                 if self.room(view, job, vc.nodes[local]).bit_count() >= need:
@@ -151,7 +148,7 @@ class PlacementPipeline:
         if share and self.vector_scores and self.use_index and cand & (cand - 1):
             # every scorer scores all candidates at once (load index arrays); same floats, and
             # argmax keeps the first (lowest VC index) of equal scores, as the loop below does
-            rows = np.array(set_bits(cand), dtype=np.int64)
+            rows = mask_rows(cand, len(nodes))
             total = 0.0
             for scorer, weight in self.scorers:
                 total = total + weight * scorer.score_rows(view, vc, job, rows)

@@ -78,47 +78,40 @@ class HorusCostScorer:
         arithmetic in the same order (float for float), so the same node wins."""
         arr = load_index(view.state).arrays(vc)
         need = job.gpus
-        capm = arr.cap[rows]
+        capm = arr.cap
         u = pred_util(job)
         m_raw = job.pred_gpu_mem_mib
         no_mem = m_raw != m_raw
         m = capm if no_mem else m_raw
-        f = self.curve
-        fu = f(u)
-        out = np.empty(len(rows))
-        full = arr.node_free[rows] >= need
-        if full.any():  # free GPUs all cost the same and beat shared ones
-            out[full] = (1.0 / (1.0 + self.w_mem * m / capm + self.w_util * fu))[full]
-        part = ~full
-        if part.any():
-            sel = rows[part]
-            cp = capm[part]
-            mp = m[part] if no_mem else m
-            wm = self.w_mem / cp
-            wu = self.w_util
-            base = wm * mp + wu * fu
-            free_ok = arr.free_ok[sel]
-            costs = np.where(free_ok, base[:, None], np.inf)
-            if not no_mem:  # a job without a memory prediction never shares
-                mem = arr.mem[sel] + mp
-                ok = arr.share_ok[sel] & (mem <= cp[:, None])
-                if ok.any():
-                    util = arr.util[sel] + u
-                    fv = _vector(f, util, ok)
-                    costs = np.where(ok, wm[:, None] * mem + wu * fv, costs)
+        fu = self.curve(u)
+        # a node with `need` free GPUs: free GPUs all cost the same and beat shared ones
+        full = 1.0 / (1.0 + self.w_mem * m / capm + self.w_util * fu)
+        nf = arr.node_free
+        if (nf[rows] >= need).all():
+            return full[rows]
+        wm = self.w_mem / capm
+        wu = self.w_util
+        base = wm * m + wu * fu
+        costs = np.where(arr.free_ok, base[:, None], np.inf)
+        if not no_mem:  # a job without a memory prediction never shares
+            mem = arr.mem + m_raw
+            ok = arr.share_ok & (mem <= capm[:, None])
+            np.copyto(costs, wm[:, None] * mem + wu * _vector(self.curve, arr.util + u, ok), where=ok)
+        if need == 1:
+            total = costs.min(axis=1)
+            k = np.isfinite(total)
+            part = np.where(k, 1.0 / (1.0 + total), 0.0)  # total / 1 == total
+        else:
             costs.sort(axis=1)
-            count = np.isfinite(costs).sum(axis=1)
-            k = np.minimum(need, count)
+            k = np.minimum(need, np.isfinite(costs).sum(axis=1))
             total = costs[:, 0].copy()
-            for c in range(1, need):
+            for c in range(1, need):  # in sorted order, as the scalar sum does
                 more = c < k
                 if not more.any():
                     break
                 total = np.where(more, total + costs[:, c], total)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                score = np.where(k > 0, 1.0 / (1.0 + total / np.maximum(k, 1)), 0.0)
-            out[part] = score
-        return out
+            part = np.where(k > 0, 1.0 / (1.0 + total / np.maximum(k, 1)), 0.0)
+        return np.where(nf >= need, full, part)[rows]
 
     @staticmethod
     def free_fit(view: SchedulingView, vc: VcState, job: Job) -> Fit | None:

@@ -50,6 +50,27 @@ def predictions_changed(state: ClusterState, job: Job) -> None:
             idx.dirty.add(node)
 
 
+_BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)  # byte -> its 8 bits
+
+
+def mask_bits(mask: int, width: int) -> np.ndarray:
+    """Bitmask -> boolean array of ``width`` (bit i -> element i)."""
+    if width <= 8:
+        return _BYTE_BITS[mask & 0xFF, :width]
+    raw = np.frombuffer(mask.to_bytes((width + 7) // 8, "little"), dtype=np.uint8)
+    return _BYTE_BITS[raw].reshape(-1)[:width]
+
+
+def bits_mask(flags: np.ndarray) -> int:
+    """Boolean array -> bitmask (element i -> bit i)."""
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
+
+
+def mask_rows(mask: int, width: int) -> np.ndarray:
+    """Indices of the set bits of ``mask`` (ascending), as an array."""
+    return np.flatnonzero(mask_bits(mask, width))
+
+
 class VcArrays:
     """One VC's per-GPU arrays (row = VC-local node index, column = GPU)."""
 
@@ -130,23 +151,18 @@ class LoadIndex:
                 mask ^= low
         arr.util[r, :n] = util
         arr.mem[r, :n] = mem
-        arr.util[r, n:] = 0.0
-        arr.mem[r, n:] = 0.0
+        if n < arr.util.shape[1]:
+            arr.util[r, n:] = 0.0
+            arr.mem[r, n:] = 0.0
         arr.cap[r] = cap
-        busy = state.node_mask[node]
-        share = state.node_share[node] if state.cap > 1 else 0
-        is_open = state.node_slot[node] >= 0
-        fr = arr.free_ok[r]
-        sh = arr.share_ok[r]
-        fr[:] = False
-        sh[:] = False
-        if is_open:
-            for g in range(n):
-                bit = 1 << g
-                if not busy & bit:
-                    fr[g] = True
-                elif share & bit:
-                    sh[g] = True
+        width = arr.free_ok.shape[1]
+        if state.node_slot[node] >= 0:
+            busy = state.node_mask[node]
+            arr.free_ok[r] = mask_bits(~busy & ((1 << n) - 1), width)
+            arr.share_ok[r] = mask_bits(state.node_share[node] if state.cap > 1 else 0, width)
+        else:
+            arr.free_ok[r] = False
+            arr.share_ok[r] = False
         arr.node_free[r] = state.node_free[node]
 
     def room_counts(self, vc: VcState, job: Job) -> tuple[VcArrays, np.ndarray, np.ndarray]:
