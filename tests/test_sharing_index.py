@@ -85,3 +85,53 @@ def test_index_follows_transitions_and_corrections():
     _, room, counts = idx.room_counts(vc, job)
     for local, n in enumerate(vc.nodes):
         assert counts[local] == PlacementPipeline.room(view, job, n).bit_count()
+
+
+def _two_nodes(policy_name: str):
+    policy = make_policy(policy_name, share=True)
+    cluster = ClusterSpec.from_vc_sizes({"all": 2}, 2, gpu_type("V100"))
+    state = ClusterState(cluster, new_queue=policy.new_queue, max_jobs_per_gpu=2)
+    for g in range(2):  # node 0: both GPUs hold one small job each
+        j = Job(f"r{g}", "all", 1, 0.0, 100.0)
+        j.pred_gpu_util, j.pred_gpu_mem_mib = 30.0, 1000.0
+        state.submit(j, 0.0)
+        state.start(j, ((0, 1 << g),), 0.0)
+    view = SchedulingView(state, False)
+    return policy, state, view
+
+
+def _submit(state, name: str, gpus: int = 1) -> Job:
+    j = Job(name, "all", gpus, 1.0, 100.0)
+    j.pred_gpu_util, j.pred_gpu_mem_mib = 30.0, 1000.0
+    state.submit(j, 1.0)
+    return j
+
+
+@pytest.mark.parametrize("placement", ["consolidate", "best-fit", "first-fit", "spread"])
+def test_fifo_sharing_takes_idle_gpus_first(placement):
+    policy = make_policy("fifo", placement, share=True)
+    cluster = ClusterSpec.from_vc_sizes({"all": 2}, 2, gpu_type("V100"))
+    state2 = ClusterState(cluster, new_queue=policy.new_queue, max_jobs_per_gpu=2)
+    for g in range(2):
+        j = Job(f"r{g}", "all", 1, 0.0, 100.0)
+        j.pred_gpu_util, j.pred_gpu_mem_mib = 30.0, 1000.0
+        state2.submit(j, 0.0)
+        state2.start(j, ((0, 1 << g),), 0.0)
+    view = SchedulingView(state2, False)
+    vc = state2.vcs[0]
+    a, b, c = _submit(state2, "a"), _submit(state2, "b"), _submit(state2, "c", 2)
+    out = []
+    for d in policy.schedule(view, vc):
+        state2.apply(d, 1.0)
+        out.append((d.job, d.placement, d.shared))
+    # node 1 is idle: a and b take its GPUs alone (before: both packed beside node 0's jobs);
+    # then no idle GPU is left and c (2 GPUs) shares node 0's GPUs
+    assert out == [(a, ((1, 0b01),), False), (b, ((1, 0b10),), False), (c, ((0, 0b11),), True)]
+    state2.check_invariants()
+
+
+def test_binpack_still_packs_beside_busy_gpus():
+    policy, state, view = _two_nodes("binpack")
+    a = _submit(state, "a")
+    d = next(policy.schedule(view, state.vcs[0]))
+    assert d.job is a and d.placement[0][0] == 0 and d.shared  # the fullest GPU, though node 1 is idle

@@ -16,6 +16,13 @@ The result is a :class:`~dlsched.kernel.decisions.Fit` with one of three statuse
 made of one bucket-based scorer and nothing else (the Helios consolidate, best-fit, first-fit,
 spread) uses that scorer's exact ``fast_place``: a few integer operations per job instead of a
 scan over nodes, and exactly the reference's choices.
+
+**Sharing** (``share=True`` and ``max_jobs_per_gpu > 1``): such a pipeline first tries that same
+exclusive ``fast_place`` -- idle GPUs first, as without sharing -- and joins busy GPUs (the
+stages above, with the room of shared GPUs) only when idle GPUs cannot take the job. A placer
+that wants packing says so with ``packs = True`` and always goes through the stages. Room and the
+scores of plug-ins that define ``score_rows`` (Horus's cost) come from the per-GPU load index
+(:mod:`dlsched.sched.sharing.index`), decision for decision the same as the per-node scan.
 """
 
 from __future__ import annotations
@@ -73,14 +80,24 @@ class PlacementPipeline:
         self.vector_scores = not self.filters and all(hasattr(s, "score_rows") for s, _ in self.scorers)
         self.single_node_only = any(getattr(s, "single_node_only", False) for s, _ in self.scorers)
         only = self.scorers[0][0]
-        if len(self.scorers) == 1 and not self.filters and not share and hasattr(only, "fast_place"):
-            self.place = only.fast_place  # exact bucket algorithm, no per-node scan
+        # sharing on, a bucket placer alone that does not ask for packing: idle GPUs first, by its
+        # exact exclusive choice; the per-node sharing stages only when idle GPUs cannot take the job
+        self.idle_first = None
+        if len(self.scorers) == 1 and not self.filters and hasattr(only, "fast_place"):
+            if not share:
+                self.place = only.fast_place  # exact bucket algorithm, no per-node scan
+            elif not getattr(only, "packs", False):
+                self.idle_first = only.fast_place
 
     def place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
         """Run the stages for ``job``; see the module docstring."""
         need = job.gpus
         state = view.state
         share = self.share and state.cap > 1
+        if share and self.idle_first is not None:
+            fit = self.idle_first(view, vc, job)
+            if fit.status is _FITS:
+                return fit
         if need <= vc.max_node_gpus:
             fit = self._single_node(view, vc, job, share)
             if fit.status is not _FITS and not self.single_node_only and vc.free >= need:
