@@ -94,6 +94,7 @@ class LoadIndex:
         self.dirty: set[int] = set()
         self._new: list[Job] = []
         self._vcs: dict[int, VcArrays] = {}
+        self._pending: dict[int, set[int]] = {}  # VC id -> its marked nodes, not yet re-read
 
     # -- observer callbacks (before the change) ---------------------------------------------
     def started(self, job: Job, vc, now: float) -> None:
@@ -121,14 +122,18 @@ class LoadIndex:
             for node in vc.nodes:
                 self._row(arr, node)
             self.dirty.difference_update(vc.nodes)
+            self._pending.pop(vc.vid, None)
             return arr
-        if self.dirty:
-            vid = vc.vid
-            node_vc = state.node_vc
-            done = [n for n in self.dirty if n < len(node_vc) and node_vc[n] == vid]
-            for node in done:
+        if self.dirty:  # sort the marks by VC once; other VCs' rows wait for their next look
+            node_vc, n_nodes, pend = state.node_vc, len(state.node_vc), self._pending
+            for node in self.dirty:
+                if node < n_nodes:
+                    pend.setdefault(node_vc[node], set()).add(node)
+            self.dirty.clear()
+        rows = self._pending.pop(vc.vid, None)
+        if rows:
+            for node in rows:
                 self._row(arr, node)
-            self.dirty.difference_update(done)
         return arr
 
     def _row(self, arr: VcArrays, node: int) -> None:
