@@ -16,11 +16,20 @@ The result is a :class:`~dlsched.kernel.decisions.Fit` with one of three statuse
 made of one bucket-based scorer and nothing else (the Helios consolidate, best-fit, first-fit,
 spread) uses that scorer's exact ``fast_place``: a few integer operations per job instead of a
 scan over nodes, and exactly the reference's choices.
+
+**Sharing** (``share=True`` and ``max_jobs_per_gpu > 1``): such a pipeline first tries that same
+exclusive ``fast_place`` -- idle GPUs first, as without sharing -- and joins busy GPUs (the
+stages above, with the room of shared GPUs) only when idle GPUs cannot take the job. A placer
+that wants packing says so with ``packs = True`` and always goes through the stages. Room and the
+scores of plug-ins that define ``score_rows`` (Horus's cost) come from the per-GPU load index
+(:mod:`dlsched.sched.sharing.index`), decision for decision the same as the per-node scan.
 """
 
 from __future__ import annotations
 
 from typing import Protocol, Sequence
+
+import numpy as np
 
 from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
@@ -28,6 +37,7 @@ from dlsched.kernel.decisions import Fit, Placement, Status
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.gpus import nodes_with_at_least, take_lowest
+from dlsched.sched.sharing.index import bits_mask, load_index, mask_rows
 
 _FITS, _UNSCHED = Status.FITS, Status.UNSCHEDULABLE
 
@@ -47,6 +57,8 @@ class Filter(Protocol):
 class PlacementPipeline:
     """Filters, weighted scorers, a GPU picker and permits for one job at a time."""
 
+    use_index = True  # sharing: room and scores from the load index (False: the per-node scan)
+
     def __init__(self, scorers: Sequence[tuple[object, float]], filters: Sequence[object] = (),
                  share: bool = False, name: str | None = None) -> None:
         if not scorers:
@@ -64,16 +76,28 @@ class PlacementPipeline:
         self.permits = [p for p in plugins if hasattr(p, "permit")]
         self.observers = [p for p in plugins if hasattr(p, "started") or hasattr(p, "stopped")]
         # a job that fits one node never spans nodes when a scorer says so (Helios consolidate)
+        # all scorers can score every candidate node at once and nothing filters: vectorised
+        self.vector_scores = not self.filters and all(hasattr(s, "score_rows") for s, _ in self.scorers)
         self.single_node_only = any(getattr(s, "single_node_only", False) for s, _ in self.scorers)
         only = self.scorers[0][0]
-        if len(self.scorers) == 1 and not self.filters and not share and hasattr(only, "fast_place"):
-            self.place = only.fast_place  # exact bucket algorithm, no per-node scan
+        # sharing on, a bucket placer alone that does not ask for packing: idle GPUs first, by its
+        # exact exclusive choice; the per-node sharing stages only when idle GPUs cannot take the job
+        self.idle_first = None
+        if len(self.scorers) == 1 and not self.filters and hasattr(only, "fast_place"):
+            if not share:
+                self.place = only.fast_place  # exact bucket algorithm, no per-node scan
+            elif not getattr(only, "packs", False):
+                self.idle_first = only.fast_place
 
     def place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
         """Run the stages for ``job``; see the module docstring."""
         need = job.gpus
         state = view.state
         share = self.share and state.cap > 1
+        if share and self.idle_first is not None:
+            fit = self.idle_first(view, vc, job)
+            if fit.status is _FITS:
+                return fit
         if need <= vc.max_node_gpus:
             fit = self._single_node(view, vc, job, share)
             if fit.status is not _FITS and not self.single_node_only and vc.free >= need:
@@ -120,9 +144,12 @@ class PlacementPipeline:
     def _candidates(self, view: SchedulingView, vc: VcState, job: Job, share: bool) -> int:
         need = job.gpus
         cand = nodes_with_at_least(vc, need) if vc.free >= need else 0
-        if share:
-            extra = vc.share_nodes & ~cand
-            for local in set_bits(extra):
+        if share and vc.share_nodes & ~cand and self.use_index:
+            # the room of every node at once from the load index (same floats as room())
+            _, _, counts = load_index(view.state).room_counts(vc, job)
+            cand |= bits_mask(counts >= need) & vc.share_nodes
+        elif share:
+            for local in set_bits(vc.share_nodes & ~cand):
                 if self.room(view, job, vc.nodes[local]).bit_count() >= need:
                     cand |= 1 << local
         return cand
@@ -135,6 +162,16 @@ class PlacementPipeline:
         rejected: dict[str, int] = {}
         best_node, best_score = -1, 0.0
         nodes = vc.nodes
+        if share and self.vector_scores and self.use_index and cand & (cand - 1):
+            # every scorer scores all candidates at once (load index arrays); same floats, and
+            # argmax keeps the first (lowest VC index) of equal scores, as the loop below does
+            rows = mask_rows(cand, len(nodes))
+            total = 0.0
+            for scorer, weight in self.scorers:
+                total = total + weight * scorer.score_rows(view, vc, job, rows)
+            best = int(np.argmax(total))
+            best_node, best_score = nodes[int(rows[best])], float(total[best])
+            cand = 0
         for local in set_bits(cand):
             node = nodes[local]
             for f in self.filters:

@@ -33,7 +33,7 @@ from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.kmeans import l1_kmeans
 from dlsched.sched.ordering import OrderingPolicy
-from dlsched.sched.sharing.load import pred_mem, pred_util
+from dlsched.sched.sharing.load import FULL_UTIL, pred_mem, pred_util
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 
@@ -67,6 +67,17 @@ def allot(weights: list[float], lengths: list[int], beta: int) -> list[int]:
     return take
 
 
+def _median(values: list[float]) -> float:
+    """``float(np.median(values))`` without numpy's per-call overhead (same value: the middle
+    element, or the mean of the two middle ones)."""
+    values.sort()
+    n = len(values)
+    mid = n // 2
+    if n % 2:
+        return values[mid]
+    return (values[mid - 1] + values[mid]) / 2
+
+
 class HorusPolicy(OrderingPolicy):
     """Horus: k-means job queues, weighted-fair rounds of beta jobs, Eq. 7-10 cost placement."""
 
@@ -93,11 +104,14 @@ class HorusPolicy(OrderingPolicy):
     def features(self, jobs: list[Job], vc: VcState, capacity: float) -> np.ndarray:
         """Per job: tasks, predicted utilisation, GPUs per task, predicted memory (Horus §4.2.2)."""
         per_node = max(1, vc.max_node_gpus)
-        out = np.empty((len(jobs), 4))
-        for i, job in enumerate(jobs):
-            tasks = max(1, math.ceil(job.gpus / per_node))
-            out[i] = (tasks, pred_util(job), job.gpus / tasks, pred_mem(job, capacity))
-        return out
+        rows = []
+        add = rows.append
+        for job in jobs:
+            g = job.gpus
+            tasks = max(1, math.ceil(g / per_node))
+            u, m = job.pred_gpu_util, job.pred_gpu_mem_mib
+            add((tasks, u if u == u else FULL_UTIL, g / tasks, m if m == m else capacity))
+        return np.array(rows, dtype=float).reshape(len(jobs), 4)
 
     def queues(self, jobs: list[Job], vc: VcState, capacity: float) -> list[list[Job]]:
         """The k queues, each in queue order (longest waiting first)."""
@@ -125,7 +139,7 @@ class HorusPolicy(OrderingPolicy):
         state, now = view.state, view.now
         capacity = state.node_mem[vc.nodes[0]] if vc.nodes else 0.0
         queues = self.queues(pending, vc, capacity)
-        medians = [float(np.median([j.queue_delay + now - j.wait_since for j in q])) for q in queues]
+        medians = [_median([j.queue_delay + now - j.wait_since for j in q]) for q in queues]
         share = getattr(self.placer, "share", False) and state.cap > 1
         place = self.placer.place
         free_fit = self._free_fit()

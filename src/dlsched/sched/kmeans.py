@@ -26,15 +26,25 @@ def l1_kmeans(features: np.ndarray, k: int, iterations: int = 8) -> np.ndarray:
     order = np.argsort(x.sum(axis=1), kind="stable")
     centres = x[order[np.linspace(0, n - 1, k).round().astype(int)]].copy()
     labels = np.zeros(n, dtype=np.int64)
+    cols = [np.ascontiguousarray(x[:, f]) for f in range(x.shape[1])]
+    dist = np.empty((n, k))
     for it in range(iterations):
-        dist = np.abs(x[:, None, :] - centres[None, :, :]).sum(axis=2)
+        # L1 distance to each centre, summed feature by feature in order (the same floats as
+        # np.abs(x[:, None] - centres[None]).sum(axis=2), without the n x k x d temporary)
+        for c in range(k):
+            d = np.abs(cols[0] - centres[c, 0])
+            for f in range(1, len(cols)):
+                d += np.abs(cols[f] - centres[c, f])
+            dist[:, c] = d
         new = dist.argmin(axis=1)
         if it and np.array_equal(new, labels):
             break
         labels = new
         for c in range(k):
             members = x[labels == c]
-            if len(members):
-                centres[c] = np.median(members, axis=0)
+            m = len(members)
+            if m:  # per-feature median (np.median's value: middle row, or mean of the two middle)
+                s = np.sort(members, axis=0)
+                centres[c] = s[m // 2] if m % 2 else (s[m // 2 - 1] + s[m // 2]) / 2
     rank = np.argsort(np.argsort(centres.sum(axis=1), kind="stable"), kind="stable")
     return rank[labels]

@@ -36,9 +36,11 @@ class ObservedCorrection:
         self._due: list[tuple[float, int, Job]] = []
         self._since: dict[Job, float] = {}
         self._seq = 0
+        self.state = None
 
     def attach(self, state) -> None:
         self.corrected, self._due, self._since, self._seq = 0, [], {}, 0
+        self.state = state
 
     # -- observer callbacks (before each transition) -------------------------------------------
     def submitted(self, job: Job, vc, now: float) -> None:
@@ -86,6 +88,10 @@ class ObservedCorrection:
         if not math.isnan(mem_mib):
             job.pred_gpu_mem_mib = float(mem_mib)
         self.corrected += 1
+        if self.state is not None and job.placement:
+            from dlsched.sched.sharing.index import predictions_changed
+
+            predictions_changed(self.state, job)  # sharing placements' load index re-reads its GPUs
 
     def summary(self, metrics) -> dict:
         return {"observe_after": self.warmup, "predictions_corrected": self.corrected}

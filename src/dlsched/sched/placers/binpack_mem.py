@@ -16,6 +16,7 @@ from dlsched.sched.sharing.load import cheapest, room_of
 
 class BinpackMemPlacer:
     name = "binpack-mem"
+    packs = True  # joins busy GPUs by its own rule, never the idle-first shortcut
 
     def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
         room = room_of(view, job, node)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Fit, fits
@@ -24,6 +26,7 @@ from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.gpus import lowest, nodes_with_at_least, take_gpus
 from dlsched.sched.sharing.curve import PAPER_CURVE
+from dlsched.sched.sharing.index import load_index
 from dlsched.sched.sharing.load import NodeLoad, cheapest, pred_mem, pred_util
 
 
@@ -70,6 +73,46 @@ class HorusCostScorer:
         total, _ = cheapest(costs, need)
         return 1.0 / (1.0 + total / need)
 
+    def score_rows(self, view: SchedulingView, vc: VcState, job: Job, rows: np.ndarray) -> np.ndarray:
+        """:meth:`score` of the VC-local nodes ``rows`` at once, from the load index: the same
+        arithmetic in the same order (float for float), so the same node wins."""
+        arr = load_index(view.state).arrays(vc)
+        need = job.gpus
+        capm = arr.cap
+        u = pred_util(job)
+        m_raw = job.pred_gpu_mem_mib
+        no_mem = m_raw != m_raw
+        m = capm if no_mem else m_raw
+        fu = self.curve(u)
+        # a node with `need` free GPUs: free GPUs all cost the same and beat shared ones
+        full = 1.0 / (1.0 + self.w_mem * m / capm + self.w_util * fu)
+        nf = arr.node_free
+        if (nf[rows] >= need).all():
+            return full[rows]
+        wm = self.w_mem / capm
+        wu = self.w_util
+        base = wm * m + wu * fu
+        costs = np.where(arr.free_ok, base[:, None], np.inf)
+        if not no_mem:  # a job without a memory prediction never shares
+            mem = arr.mem + m_raw
+            ok = arr.share_ok & (mem <= capm[:, None])
+            np.copyto(costs, wm[:, None] * mem + wu * _vector(self.curve, arr.util + u, ok), where=ok)
+        if need == 1:
+            total = costs.min(axis=1)
+            k = np.isfinite(total)
+            part = np.where(k, 1.0 / (1.0 + total), 0.0)  # total / 1 == total
+        else:
+            costs.sort(axis=1)
+            k = np.minimum(need, np.isfinite(costs).sum(axis=1))
+            total = costs[:, 0].copy()
+            for c in range(1, need):  # in sorted order, as the scalar sum does
+                more = c < k
+                if not more.any():
+                    break
+                total = np.where(more, total + costs[:, c], total)
+            part = np.where(k > 0, 1.0 / (1.0 + total / np.maximum(k, 1)), 0.0)
+        return np.where(nf >= need, full, part)[rows]
+
     @staticmethod
     def free_fit(view: SchedulingView, vc: VcState, job: Job) -> Fit | None:
         """The pipeline's answer when some node has enough free GPUs, in a few bucket look-ups:
@@ -90,3 +133,15 @@ class HorusCostScorer:
         if len(costs) < job.gpus:
             return 0
         return cheapest(costs, job.gpus)[1]
+
+
+def _vector(f: Callable[[float], float], x: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """``f`` of every element of ``x`` (only ``where`` matters): the curve's own ``vector`` when it
+    has one (the same float operations), else ``f`` element by element."""
+    vec = getattr(f, "vector", None)
+    if vec is not None:
+        return vec(x)
+    out = np.zeros_like(x)
+    for i, j in zip(*np.nonzero(where)):
+        out[i, j] = f(float(x[i, j]))
+    return out

@@ -26,6 +26,7 @@ def free_mem_costs(view: SchedulingView, node: int, room: int, sign: float) -> l
 
 class ObpPlacer:
     name = "obp"
+    packs = True  # joins busy GPUs by its own rule, never the idle-first shortcut
 
     def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
         room = room_of(view, job, node)

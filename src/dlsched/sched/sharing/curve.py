@@ -31,6 +31,13 @@ class HorusCurve2080:
             return self.over(x)
         return self.over(1.0) * x
 
+    def vector(self, cumulative_util):
+        """``self(U)`` of each element of an array, with the same float operations."""
+        import numpy as np
+
+        x = cumulative_util / 100.0
+        return np.where(x > 1.0, self.a * x * x + self.b * x + self.c, self.over(1.0) * x)
+
 
 PAPER_CURVE = HorusCurve2080()
 
