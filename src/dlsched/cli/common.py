@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -183,16 +184,18 @@ def progress_bar(label: str, enabled: bool = True):
         yield update
 
 
-def _announce_zoo_exports(jobs) -> None:
+def _announce_zoo_exports(jobs) -> dict[str, str]:
     """Say how many zoo models must be exported to ONNX first (CPU, minutes) and where they go,
-    or that they are skipped because PyTorch is missing."""
+    or that they are skipped because PyTorch is missing. Returns model reference -> zoo name of
+    the exports to come, so that each can report its progress."""
     import importlib.util
 
     try:
         from dlsched.graph.zoo import cache_dir, entry_path, zoo_name_for
     except ImportError:  # onnx missing: the resolver will report the jobs as unresolved
-        return
-    todo = set()
+        return {}
+    todo: set[str] = set()
+    by_ref: dict[str, str] = {}
     for ref in {j.model_name for j in jobs if not j.onnx_ref and j.model_name}:
         try:
             name = zoo_name_for(ref)
@@ -200,14 +203,35 @@ def _announce_zoo_exports(jobs) -> None:
             continue
         if not entry_path(name).is_file():
             todo.add(name)
+            by_ref[ref] = name
     if not todo:
-        return
+        return {}
     if importlib.util.find_spec("torch") is None:
         console.print(Text(f"note: {len(todo)} zoo models are not cached and exporting them needs PyTorch "
                            f"(pip install 'dlsched[export]'): their jobs keep no prediction"), soft_wrap=True)
-        return
+        return {}
     console.print(Text(f"exporting {len(todo)} zoo models to ONNX on CPU (random weights, nothing downloaded; "
                        f"~5-60 s each) into {cache_dir()}: {', '.join(sorted(todo))}"), soft_wrap=True)
+    return by_ref
+
+
+def with_export_progress(resolver, exports: dict[str, str], say=None):
+    """``resolver`` that prints ``exported k/N: NAME (T s)`` after each zoo export it triggers
+    (``exports``: model reference -> zoo name still to export), so a long first run shows progress."""
+    say = say or (lambda line: console.print(Text(line, style="dim"), soft_wrap=True))
+    total = len(set(exports.values()))
+    done: set[str] = set()
+
+    def resolve(ref: str):
+        name = exports.get(ref)
+        t0 = time.perf_counter()
+        result = resolver(ref)
+        if name is not None and name not in done:
+            done.add(name)
+            say(f"exported {len(done)}/{total}: {name} ({time.perf_counter() - t0:.0f} s)")
+        return result
+
+    return resolve
 
 
 def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None) -> None:
@@ -225,7 +249,7 @@ def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None) -> None
     if with_ref and importlib.util.find_spec("onnx") is None:
         raise ValueError("--predict-resources needs the optional 'graph' extra (onnx is not installed): "
                          "pip install -e '.[graph]'")
-    _announce_zoo_exports(with_ref)
+    exports = _announce_zoo_exports(with_ref)
     if predictor_dir is not None:
         from dlsched.predictors.resources.bundle import Predictor
         from dlsched.predictors.resources.persist import PredictorFormatError
@@ -243,9 +267,11 @@ def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None) -> None
         console.print(Text(f"note: {note}"), soft_wrap=True)
     reasons: dict[str, str] = {}
 
+    resolver = with_export_progress(graph_resolver, exports)
+
     def resolve(ref: str):
         try:
-            return graph_resolver(ref)
+            return resolver(ref)
         except Exception as exc:  # noqa: BLE001 - counted and reported below, the run goes on
             from dlsched.cli.errors import missing_extra
 
