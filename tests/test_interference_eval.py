@@ -57,7 +57,10 @@ def test_gavel_forest_beats_baselines_on_regret(report):
         m = p["models"]
         assert m["pair-forest"]["regret_mean"] < m["constant-1"]["regret_mean"]
         assert m["pair-forest"]["mape"] < m["constant-1"]["mape"]
-        if not any("unknown for" in n for n in report["notes"]):  # utilisation predicted (graph extra)
+        if proto == "gavel-loao" and not any("unknown for" in n for n in report["notes"]):
+            # utilisation predicted (graph extra); on an unseen GPU type (gavel-logo) the curve is not
+            # expected to beat s = 2: the utilisation-slowdown relation changes sign between K80 and
+            # V100 (docs/interference.md)
             assert m["horus-curve"]["regret_mean"] < m["constant-2"]["regret_mean"]
 
 
