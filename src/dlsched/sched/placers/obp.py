@@ -25,18 +25,23 @@ def free_mem_costs(view: SchedulingView, node: int, room: int, sign: float) -> l
 
 
 class ObpPlacer:
+    """Least predicted memory in use first. :class:`BinpackMemPlacer` is the same placer with the
+    order reversed (``sign`` -1: most memory in use first)."""
+
     name = "obp"
     packs = True  # joins busy GPUs by its own rule, never the idle-first shortcut
+    sign = 1.0  # +1: emptiest GPUs first; -1: fullest first
 
     def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
         room = room_of(view, job, node)
         need = min(job.gpus, room.bit_count())
         if not need:
             return 0.0
-        used, _ = cheapest(free_mem_costs(view, node, room, 1.0), need)
-        return 1.0 - min(1.0, used / need)
+        cost, _ = cheapest(free_mem_costs(view, node, room, self.sign), need)
+        used = min(1.0, self.sign * cost / need)  # mean share of memory in use on the chosen GPUs
+        return 1.0 - used if self.sign > 0 else used
 
     def gpus(self, view: SchedulingView, vc: VcState, job: Job, node: int, room: int) -> int:
         if room.bit_count() < job.gpus:
             return 0
-        return cheapest(free_mem_costs(view, node, room, 1.0), job.gpus)[1]
+        return cheapest(free_mem_costs(view, node, room, self.sign), job.gpus)[1]
