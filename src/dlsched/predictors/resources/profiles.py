@@ -52,7 +52,8 @@ def load_util_profiles(path: str | Path) -> pd.DataFrame:
 
     Required: ``model``, ``batchsize`` (or ``batch_size``), ``gpu_util`` (0-100). Optional:
     ``amp`` (0/1), ``gmem`` (MiB), ``gpu`` (GPU type; "unknown" if absent), ``onnx`` (path to
-    the model's ONNX file, used instead of the zoo when given).
+    the model's ONNX file, used instead of the zoo when given), ``speed`` (samples/s; kept only
+    when present, for :func:`~dlsched.predictors.resources.util_evidence.busy_idle`).
     """
     df = read_csv(path)
     if "batch_size" in df.columns and "batchsize" not in df.columns:
@@ -65,6 +66,8 @@ def load_util_profiles(path: str | Path) -> pd.DataFrame:
     out["gmem"] = _numeric(df, path, "gmem") if "gmem" in df.columns else np.nan
     out["gpu"] = df["gpu"].astype(str) if "gpu" in df.columns else "unknown"
     out["onnx"] = df["onnx"].fillna("").astype(str) if "onnx" in df.columns else ""
+    if "speed" in df.columns:  # throughput (samples/s), only for the busy/idle evidence
+        out["speed"] = _numeric(df, path, "speed")
     if out["batch"].isna().any() or (out["batch"] <= 0).any():
         raise ProfileError(f"{path}: column 'batchsize' must be a positive number in every row")
     if out["gpu_util"].isna().any() or ((out["gpu_util"] < 0) | (out["gpu_util"] > 100)).any():

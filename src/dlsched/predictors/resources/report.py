@@ -150,6 +150,14 @@ def full_report(shared: Path, profiles_path: Path | None = None, n_estimators: i
         report["training_memory"] = training_memory_section(shared, onnx_dir)
         return report
     report["utilization"].update(util_report(profiles, rows, n_estimators, seed))
+    if profiles_path is None:  # the host constants beside Gavel's throughputs and Orion's kernels
+        from dlsched.predictors.resources.features import vectorize
+        from dlsched.predictors.resources.roofline import ROOFLINE_FEATURES
+        from dlsched.predictors.resources.util_evidence import host_crosscheck
+
+        folds, labels = profiles["model"].factorize()
+        report["utilization"]["host_crosscheck"] = host_crosscheck(
+            shared, vectorize(rows, ROOFLINE_FEATURES), profiles["gpu_util"].to_numpy(float), folds, list(labels))
     report["util_targets"] = util_targets(report["utilization"])
     report["training_memory"] = training_memory_section(shared, onnx_dir, profiles, rows)
     if np.isfinite(profiles["gmem"].to_numpy(float)).all():

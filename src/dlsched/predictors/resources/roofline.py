@@ -61,6 +61,16 @@ def step_times(theta: np.ndarray, raw: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return t_gpu, t_cpu
 
 
+def step_seconds(theta: np.ndarray, raw: np.ndarray) -> np.ndarray:
+    """Predicted wall time of one training step in seconds, ``(t_gpu^q + t_cpu^q)^(1/q)``: the
+    denominator of :func:`utilisation`, which a measured throughput (steps/s) can be checked
+    against without any utilisation measurement."""
+    t_gpu, t_cpu = step_times(theta, raw)
+    q = float(np.exp(theta[-1]))
+    scale = np.maximum(np.maximum(t_gpu, t_cpu), 1e-30)
+    return scale * ((t_gpu / scale) ** q + (t_cpu / scale) ** q) ** (1.0 / q)
+
+
 def utilisation(theta: np.ndarray, raw: np.ndarray) -> np.ndarray:
     """Predicted GPU utilisation in % for raw feature rows."""
     t_gpu, t_cpu = step_times(theta, raw)

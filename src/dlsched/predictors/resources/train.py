@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from dlsched.predictors.ml.folds import lucid_family
-from dlsched.predictors.resources import evaluate
+from dlsched.predictors.resources import evaluate, util_evidence
 from dlsched.predictors.resources.bundle import Predictor
 from dlsched.predictors.resources.calibration import GpuCalibration
 from dlsched.predictors.resources.features import UTIL_FEATURES, mem_inputs, vectorize
@@ -112,7 +112,13 @@ def util_report(profiles: pd.DataFrame, rows: list[dict[str, float]], n_estimato
     lomo["datasheet_apriori"] = evaluate.score_log_predictions(
         y, RooflineRegressor.from_constants(**datasheet_constants(DEFAULT_GPU, APRIORI_HOST_CONSTANTS)).predict(
             X[:, roof_cols]), *splits["leave_one_model_out"])
-    return report | {
+    # why the ranking fails where it does: the default's pooled rho with each model left out, and
+    # (where the table has throughputs) each model's GPU-busy and idle time per sample
+    default_oof = np.clip(np.expm1(evaluate.cross_val_predict(facs["host_roofline"], X[:, roof_cols], np.log1p(y),
+                                                              model_ids)), 0.0, 100.0)
+    evidence = {"rho_without": util_evidence.rho_without(y, default_oof, models),
+                "per_model_evidence": util_evidence.busy_idle(profiles, rows)}
+    return report | evidence | {
         "rows": len(y), "models": len(set(models)), "features": list(UTIL_FEATURES),
         "roofline_constants": constants,
         "host_constants": {k: host[k] for k in ("kernel_floor_s", "launch_s", "step_s", "overlap_q")}}
