@@ -185,6 +185,10 @@ def test_host_constants_beside_permissive_data(shared: Path) -> None:
     assert g["rows"] == 40 and "A3C" in g["excluded"]
     assert 0.5 * HOST_CONSTANTS["launch_s"] < g["constants"]["launch_s"] < 1.5 * HOST_CONSTANTS["launch_s"]
     assert g["lucid_score"]["rmsle"] < 0.45  # still the default's target with Gavel's launch/step
+    # throughputs alone do not pin floor and q: fitted from them (or the floor from Orion) the
+    # default misses the 0.45 target on Lucid
+    assert hc["gavel_all_four"]["constants"]["overlap_q"] < 1.5 and hc["gavel_all_four"]["lucid_score"]["rmsle"] > 0.45
+    assert hc["gavel_orion_floor"]["lucid_score"]["rmsle"] > 0.45
     r50 = hc["orion"]["resnet50_32_fb1"]
     assert 5 < r50["kernels_per_graph_kernel"] < 6.5 and r50["p10_us"] < 4
     assert 0.7 < r50["default_gpu_ms"] / r50["gpu_ms"] < 2.0

@@ -51,6 +51,9 @@ APRIORI_HOST_CONSTANTS = {"kernel_floor_s": 5e-6, "launch_s": 20e-6, "step_s": 5
 #: does not pin them to Lucid's (unrecorded) GPU. ``dlsched predictor evaluate --json |
 #: jq .utilization.host_constants`` refits them; a test checks these match. Scored with the held-out
 #: model left out of the fit each time, this model gets RMSLE 0.33 (docs/predictors.md).
+#: Against permissive data (``predictor evaluate --json | jq .utilization.host_crosscheck``):
+#: Gavel's throughputs (MIT) give launch_s 68 us with floor and q held here; they cannot pin the
+#: floor and q, and constants from Gavel and Orion (MIT) alone score RMSLE 0.71 on Lucid.
 HOST_CONSTANTS = {"kernel_floor_s": 2.0e-5, "launch_s": 7.8e-5, "step_s": 4.3e-3, "overlap_q": 1.8}
 HOST_ATTRIBUTION = ("host constants fitted on Lucid's profiles (Hu et al., ASPLOS 2023; S-Lab License 1.0), "
                     "device constants from NVIDIA data sheets")

@@ -39,7 +39,7 @@ from dlsched.predictors.resources.roofline import CONSTANTS, LOWER, ROOFLINE_FEA
 
 #: Gavel job types left out of the throughput fit, and why (reasons from Gavel's side, not Lucid's)
 GAVEL_EXCLUDED = {
-    "A3C": "a step is a 20-step rollout with Atari emulation on the host; the graph is one forward pass",
+    "A3C": "its step includes Atari environment rollouts on the host (7 steps/s on V100); the graph is one forward pass",
     "Recommendation": "Gavel's two files disagree 10x on V100 (23.3 vs 253.6 steps/s at batch 512) "
                       "and the simulation file has V100 slower than P100",
 }
@@ -172,23 +172,37 @@ def host_crosscheck(shared: Path, X_roof: np.ndarray, util: np.ndarray, folds: n
     from dlsched.predictors.resources.gpu_specs import DEFAULT_GPU, HOST_CONSTANTS, datasheet_constants
     from dlsched.predictors.resources.roofline import RooflineRegressor
 
+    def lucid_score(host: Mapping[str, float]) -> dict[str, Any]:
+        model = RooflineRegressor.from_constants(**datasheet_constants(DEFAULT_GPU, dict(host)))
+        scored = score_log_predictions(util, model.predict(X_roof), folds, labels)
+        return {"rmsle": scored["rmsle"], "spearman": scored["pooled"]["spearman"],
+                "per_group_rmsle": scored["per_group_rmsle"]}
+
     out: dict[str, Any] = {"shipped": dict(HOST_CONSTANTS)}
-    iso_csv = shared / "profiles" / "gavel" / "isolated_throughputs.csv"
-    if iso_csv.is_file():
-        try:
-            iso, raw = gavel_rows(iso_csv, resolver)
-        except FeatureError as exc:
-            out["gavel"] = {"skipped": str(exc)}
-        else:
-            fit = fit_host_on_throughput(iso, raw, HOST_CONSTANTS)
-            fit["excluded"] = dict(GAVEL_EXCLUDED)
-            fit["models"] = sorted(set(iso["model"]))
-            model = RooflineRegressor.from_constants(**datasheet_constants(DEFAULT_GPU, fit["constants"]))
-            scored = score_log_predictions(util, model.predict(X_roof), folds, labels)
-            fit["lucid_score"] = {"rmsle": scored["rmsle"], "spearman": scored["pooled"]["spearman"],
-                                  "per_group_rmsle": scored["per_group_rmsle"]}
-            out["gavel"] = fit
     tar = shared / "profiles" / "orion_kernels" / "orion_kernel_profiles.tar.gz"
     if tar.is_file():
         out["orion"] = orion_kernel_stats(tar, resolver)
+    iso_csv = shared / "profiles" / "gavel" / "isolated_throughputs.csv"
+    if not iso_csv.is_file():
+        return out
+    try:
+        iso, raw = gavel_rows(iso_csv, resolver)
+    except FeatureError as exc:
+        out["gavel"] = {"skipped": str(exc)}
+        return out
+    # launch and step time from throughputs, floor and q held at the shipped (Lucid) values
+    fit = fit_host_on_throughput(iso, raw, HOST_CONSTANTS)
+    out["gavel"] = fit | {"excluded": dict(GAVEL_EXCLUDED), "models": sorted(set(iso["model"])),
+                          "lucid_score": lucid_score(fit["constants"])}
+    # all four from throughputs: shows that a throughput does not pin the floor and q
+    four = fit_host_on_throughput(iso, raw, HOST_CONSTANTS, free=("kernel_floor_s", "launch_s", "step_s", "overlap_q"))
+    out["gavel_all_four"] = four | {"lucid_score": lucid_score(four["constants"])}
+    # no Lucid figure at all: the floor from Orion's shortest kernels (10th percentile, per graph
+    # kernel and pass), the other three from Gavel's throughputs
+    r50 = out.get("orion", {}).get("resnet50_32_fb1", {})
+    if "kernels_per_graph_kernel" in r50:
+        floor = 1e-6 * r50["p10_us"] * r50["kernels_per_graph_kernel"] / 3.0
+        perm = fit_host_on_throughput(iso, raw, {**HOST_CONSTANTS, "kernel_floor_s": floor},
+                                      free=("launch_s", "step_s", "overlap_q"))
+        out["gavel_orion_floor"] = perm | {"lucid_score": lucid_score(perm["constants"])}
     return out
