@@ -140,7 +140,33 @@ def _pairs(name: str, speed_model=None, **options) -> dict[str, int]:
 def test_coscheml_least_predicted_interference_with_oom_check():
     """Summed utilisation (the curve is monotone): B+D 30 is best but 3,000 + 8,000 MiB > 10,000;
     then A+D / B+C at 100: A+D fails memory too, B+C fits -> C joins B. D stays queued."""
-    assert _pairs("coscheml") == {"c": 1}
+    assert _pairs("coscheml", model="horus-paper-curve") == {"c": 1}
+
+
+def test_coscheml_default_model_is_the_pair_forest_fitted_on_the_available_profiles(tmp_path, monkeypatch):
+    """Co-scheML's own model by default: the random forest, fitted on ../shared's Lucid + Gavel
+    when found, else on the built-in table; ``model=`` picks another, ``profiles=`` the data."""
+    from dlsched.models.colocation_table import builtin_table
+    from dlsched.predictors.interference.base import JobProfile
+    from dlsched.predictors.interference.pair_forest import PairForest
+    from dlsched.profiles import location
+    from dlsched.sched.pairing.coscheml import profile_source
+    from dlsched.sched.sharing.curve import CurveSlowdown
+
+    monkeypatch.setattr(location, "candidate_dirs", lambda: [tmp_path / "none", tmp_path / "half"])
+    (tmp_path / "half" / "lucid").mkdir(parents=True)  # a folder without both sets does not count
+    assert profile_source() == "builtin" and profile_source("x.json") == "x.json"
+    (tmp_path / "half" / "gavel").mkdir()
+    assert profile_source() == str((tmp_path / "half").resolve())
+
+    policy = make_policy("coscheml", share=True, profiles="builtin")
+    assert isinstance(policy.model, PairForest)
+    light, heavy = JobProfile("", 10.0, 2000.0, 32), JobProfile("", 95.0, 8000.0, 32)
+    ref = PairForest().fit(builtin_table().observations())
+    assert policy.model.slowdown(light, [heavy]) == pytest.approx(ref.slowdown(light, [heavy]))
+    assert isinstance(make_policy("coscheml", share=True, model="horus-paper-curve").model, CurveSlowdown)
+    with pytest.raises(ValueError, match="unknown interference model 'nope'"):
+        make_policy("coscheml", model="nope")
 
 
 def test_loadbalance_least_summed_utilisation_without_oom_check():
