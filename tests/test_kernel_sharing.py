@@ -78,6 +78,28 @@ def test_oom_failure_and_resubmission_with_a_corrected_request():
     assert res.extra["failures"] == 1 and res.extra["jobs_failed_at_least_once"] == 1
 
 
+def test_the_crash_report_comes_with_the_crash_not_with_the_start():
+    """B's start dooms it (10,000 + 9,000 true MiB on 16 GiB): the failure is due 10 s later, but
+    its observed memory is known only once it has crashed -- a pass in between sees nothing."""
+    import math
+
+    from dlsched.kernel.decisions import Start
+    from dlsched.kernel.state import ClusterState
+
+    a = Job("a", "v", 1, 0, 100, gpu_mem_mib=10_000)
+    b = Job("b", "v", 1, 20, 50, gpu_mem_mib=9_000)
+    a.pred_gpu_mem_mib, b.pred_gpu_mem_mib = 10_000, 4_000
+    state = ClusterState(one_gpu(), new_queue=make_policy("fifo").new_queue, max_jobs_per_gpu=2,
+                         failure_model=OutOfMemory(delay=10))
+    for j, t in ((a, 0), (b, 20)):
+        state.submit(j, t)
+        state.apply(Start(j, ((0, 1),), True), t)
+    (due, job, reason), = state.failures_due
+    assert (due, job) == (30, b) and math.isnan(b.observed_mem_mib)
+    state.fail(b, due, reason)
+    assert b.observed_mem_mib == 9_000 and math.isnan(a.observed_mem_mib)
+
+
 def test_an_oom_observes_the_under_predicted_partner_too():
     """The culprit is the partner: A (predicted 4,000 MiB) truly needs 12,000; B (predicted 4,000,
     truly 5,000) joins at 10 (8,000 predicted fits 16 GiB), truly 17,000 > 16,384: B crashes at 15.

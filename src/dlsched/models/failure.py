@@ -5,7 +5,8 @@
 that just joined crashes ``delay`` seconds later (the time to build the model and reach the
 first training step's peak). It goes back to its queue with the attempt counted, its progress
 since the start lost, and the observed memory recorded on the job (``observed_mem_mib``: the
-crash report says how much it needed), so a policy's ``job_failed`` hook can correct its
+crash report says how much it needed; written when the crash happens, never before, so no pass
+between the start and the crash sees it), so a policy's ``job_failed`` hook can correct its
 request before it runs again. Jobs without a measured memory never fail.
 
 The crash also shows who filled the GPU: when the kernel fails the job it tells the model
@@ -40,17 +41,18 @@ class OutOfMemory:
             for g in set_bits(mask):
                 used = state.gpu_true_mem(node, g)
                 if used > cap:
-                    job.observed_mem_mib = need
                     reason = (f"out of memory on GPU {g} of node {state.node_ids[node]}: its jobs need "
                               f"{used:,.0f} MiB, it has {cap:,.0f} MiB")
                     return [(now + self.delay, job, reason)]
         return []
 
     def failed(self, job: Job, state: ClusterState, now: float, reason: str) -> None:
-        """``job`` crashes now (before it releases its GPUs): its co-runners' peaks are observed
-        on each of its GPUs whose holders truly need more than the GPU has."""
+        """``job`` crashes now (before it releases its GPUs): its crash report gives its peak
+        memory, and its co-runners' peaks are observed on each of its GPUs whose holders truly
+        need more than the GPU has."""
         if not reason.startswith("out of memory"):
             return
+        job.observed_mem_mib = job._gpu_mem_mib  # the crash report: how much it needed
         from dlsched.sim.observe import observe
 
         for node, mask in job.placement or ():
