@@ -100,6 +100,22 @@ def test_the_crash_report_comes_with_the_crash_not_with_the_start():
     assert b.observed_mem_mib == 9_000 and math.isnan(a.observed_mem_mib)
 
 
+def test_the_failover_correction_does_not_leak_into_the_next_run():
+    """The failover's corrected request is an observation of this run: simulating the same jobs
+    again starts from the predictions (B joins A again and crashes again), not from 9,000 MiB."""
+    runs = []
+    a = Job("a", "v", 1, 0, 100, gpu_mem_mib=10_000)
+    b = Job("b", "v", 1, 20, 50, gpu_mem_mib=9_000)
+    a.pred_gpu_mem_mib, b.pred_gpu_mem_mib = 10_000, 4_000
+    for _ in range(2):
+        res = Simulator(one_gpu(), make_policy("fifo", share=True), config(max_jobs_per_gpu=2),
+                        failure_model=OutOfMemory(delay=10)).run([a, b])
+        runs.append((times(res), res.extra["failures"], b.pred_gpu_mem_mib, b.prior_gpu_mem_mib))
+    assert runs[0] == runs[1] == ({"a": (0, 100), "b": (20, 150)}, 1, 9_000, 4_000)
+    b.reset()
+    assert b.pred_gpu_mem_mib == 4_000
+
+
 def test_an_oom_observes_the_under_predicted_partner_too():
     """The culprit is the partner: A (predicted 4,000 MiB) truly needs 12,000; B (predicted 4,000,
     truly 5,000) joins at 10 (8,000 predicted fits 16 GiB), truly 17,000 > 16,384: B crashes at 15.
