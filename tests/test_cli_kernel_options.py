@@ -18,6 +18,7 @@ runner = CliRunner()
     (["--failure-model", "meteor"], "unknown --failure-model 'meteor'"),
     (["--placement", "best-fit:zero"], "the weight after ':' must be a number"),
     (["--gpu", "Z80", "--failure-model", "oom"], "unknown GPU type 'Z80'"),
+    (["--policy", "coscheml", "--interference-model", "tea-leaves"], "unknown --interference-model 'tea-leaves'"),
 ])
 def test_bad_kernel_options_fail_clearly(args, message, tmp_path):
     res = runner.invoke(app, ["simulate", "--jobs", "50", *args, "--out", str(tmp_path)])
@@ -36,3 +37,24 @@ def test_sharing_run_reports_its_ground_truth(tmp_path):
     # one exclusive GPU: jobs run one after another at full speed, nobody fails
     assert summary["avg_slowdown"] == pytest.approx(1.0) and summary["failures"] == 0
     assert summary["placement"] == "best-fit:2+spread" and "speed model time-sliced" in res.output
+
+
+def test_coscheml_interference_model_from_the_command_line(tmp_path):
+    """--interference-model is documented in --help and reaches coscheml (the paper curve: no fit);
+    other policies get a note that they ignore it."""
+    from dlsched.cli.sim_cmd import _prepare
+
+    assert "--interference-model" in runner.invoke(app, ["simulate", "--help"], terminal_width=200).output
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,vc,gpus,submit_time,duration\n" + "\n".join(f"j{i},v,1,{i},50" for i in range(4)) + "\n")
+    args = ["--trace", str(trace), "--nodes", "1", "--gpus-per-node", "1", "--max-jobs-per-gpu", "2"]
+    res = runner.invoke(app, ["simulate", *args, "--policy", "coscheml", "--interference-model", "horus-paper-curve",
+                              "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["simulate", *args, "--interference-model", "pair-forest", "--out", str(tmp_path / "f")])
+    assert res.exit_code == 0 and "--interference-model is read only by coscheml" in res.output
+    *_, spec = _prepare(["coscheml", "fifo"], trace, "auto", None, 1, 1, None, None, None, False, 10, 0, None,
+                        False, None, None, False, "none", False, None, None, 0.1, 86400.0, None, 300.0, 1800.0,
+                        None, profiles="builtin", interference_model="horus-curve", profiles_given=True)
+    assert spec.policy_options["coscheml"] == {"model": "horus-curve", "profiles": "builtin"}
+    assert spec.policy_options["fifo"] == {}

@@ -78,6 +78,81 @@ def test_oom_failure_and_resubmission_with_a_corrected_request():
     assert res.extra["failures"] == 1 and res.extra["jobs_failed_at_least_once"] == 1
 
 
+def test_the_crash_report_comes_with_the_crash_not_with_the_start():
+    """B's start dooms it (10,000 + 9,000 true MiB on 16 GiB): the failure is due 10 s later, but
+    its observed memory is known only once it has crashed -- a pass in between sees nothing."""
+    import math
+
+    from dlsched.kernel.decisions import Start
+    from dlsched.kernel.state import ClusterState
+
+    a = Job("a", "v", 1, 0, 100, gpu_mem_mib=10_000)
+    b = Job("b", "v", 1, 20, 50, gpu_mem_mib=9_000)
+    a.pred_gpu_mem_mib, b.pred_gpu_mem_mib = 10_000, 4_000
+    state = ClusterState(one_gpu(), new_queue=make_policy("fifo").new_queue, max_jobs_per_gpu=2,
+                         failure_model=OutOfMemory(delay=10))
+    for j, t in ((a, 0), (b, 20)):
+        state.submit(j, t)
+        state.apply(Start(j, ((0, 1),), True), t)
+    (due, job, reason), = state.failures_due
+    assert (due, job) == (30, b) and math.isnan(b.observed_mem_mib)
+    state.fail(b, due, reason)
+    assert b.observed_mem_mib == 9_000 and math.isnan(a.observed_mem_mib)
+
+
+def test_the_failover_correction_does_not_leak_into_the_next_run():
+    """The failover's corrected request is an observation of this run: simulating the same jobs
+    again starts from the predictions (B joins A again and crashes again), not from 9,000 MiB."""
+    runs = []
+    a = Job("a", "v", 1, 0, 100, gpu_mem_mib=10_000)
+    b = Job("b", "v", 1, 20, 50, gpu_mem_mib=9_000)
+    a.pred_gpu_mem_mib, b.pred_gpu_mem_mib = 10_000, 4_000
+    for _ in range(2):
+        res = Simulator(one_gpu(), make_policy("fifo", share=True), config(max_jobs_per_gpu=2),
+                        failure_model=OutOfMemory(delay=10)).run([a, b])
+        runs.append((times(res), res.extra["failures"], b.pred_gpu_mem_mib, b.prior_gpu_mem_mib))
+    assert runs[0] == runs[1] == ({"a": (0, 100), "b": (20, 150)}, 1, 9_000, 4_000)
+    b.reset()
+    assert b.pred_gpu_mem_mib == 4_000
+
+
+def test_an_oom_observes_the_under_predicted_partner_too():
+    """The culprit is the partner: A (predicted 4,000 MiB) truly needs 12,000; B (predicted 4,000,
+    truly 5,000) joins at 10 (8,000 predicted fits 16 GiB), truly 17,000 > 16,384: B crashes at 15.
+    The crash shows A's peak: A's prediction becomes 12,000 (an observation, prior kept), so B
+    (corrected to 5,000) no longer fits beside A and waits for A's end at 100. Correcting B alone
+    (4,000 + 5,000 fits) would re-place B beside A until max_failures."""
+    a = Job("a", "v", 1, 0, 100, gpu_mem_mib=12_000)
+    b = Job("b", "v", 1, 10, 50, gpu_mem_mib=5_000)
+    a.pred_gpu_mem_mib = b.pred_gpu_mem_mib = 4_000
+    res = Simulator(one_gpu(), make_policy("fifo", share=True), config(max_jobs_per_gpu=2),
+                    failure_model=OutOfMemory(delay=5)).run([a, b])
+    assert times(res) == {"a": (0, 100), "b": (10, 150)}
+    assert b.failures == 1 and a.failures == 0 and res.extra["failures"] == 1
+    assert (a.pred_gpu_mem_mib, a.prior_gpu_mem_mib, a.observed_at) == (12_000, 4_000, 15.0)
+    assert b.pred_gpu_mem_mib == 5_000
+    a.reset()  # an observation, not a new prediction: the next run starts from the prior again
+    assert (a.pred_gpu_mem_mib, a.observed_at) == (4_000, -1.0)
+
+
+def test_an_oom_corrects_only_the_partners_it_shows_under_predicted():
+    """Three jobs per GPU: A (predicted 4,000, truly 12,000) and B (predicted 6,000, truly 2,000)
+    run; C (4,000, truly 5,000) joins at 20: 14,000 predicted, 19,000 true > 16,384, C crashes at
+    25. A's prediction becomes its observed 12,000; B's over-prediction stays (the crash says
+    nothing against it). C (now 5,000) no longer fits: 23,000 beside A and B, still 17,000 beside
+    A once B ends at 50; it runs after A, 100-110."""
+    a = Job("a", "v", 1, 0, 100, gpu_mem_mib=12_000)
+    b = Job("b", "v", 1, 0, 50, gpu_mem_mib=2_000)
+    c = Job("c", "v", 1, 20, 10, gpu_mem_mib=5_000)
+    a.pred_gpu_mem_mib, b.pred_gpu_mem_mib, c.pred_gpu_mem_mib = 4_000, 6_000, 4_000
+    res = Simulator(one_gpu(), make_policy("fifo", share=True), config(max_jobs_per_gpu=3),
+                    failure_model=OutOfMemory(delay=5)).run([a, b, c])
+    assert times(res) == {"a": (0, 100), "b": (0, 50), "c": (20, 110)}
+    assert (a.pred_gpu_mem_mib, a.observed_at) == (12_000, 25.0)
+    assert (b.pred_gpu_mem_mib, b.observed_at) == (6_000, -1.0)
+    assert (c.failures, c.pred_gpu_mem_mib) == (1, 5_000)
+
+
 def test_a_job_that_never_fits_its_gpu_stops_with_a_clear_error():
     big = Job("big", "v", 1, 0, 10, gpu_mem_mib=20_000)
     with pytest.raises(SimulationError, match="failed 3 times"):

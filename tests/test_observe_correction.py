@@ -79,6 +79,28 @@ def test_a_job_stopped_before_the_warm_up_is_not_observed_and_nan_measurements_k
         ObservedCorrection(-1)
 
 
+def test_a_memory_only_oom_observation_does_not_end_the_watch():
+    """An OOM beside j reports its memory at 5 (j stays watched); j is preempted at 10, before its
+    30 s warm-up: on its restart at 60 it is watched again, its utilisation is observed at 90."""
+    from dlsched.sim.observe import observe
+
+    obs = ObservedCorrection(30)
+    obs.attach(None)
+    j = Job("j", "v", 1, 0, 100, gpu_util=70.0, gpu_mem_mib=9_000.0)
+    j.pred_gpu_util, j.pred_gpu_mem_mib = 10.0, 500.0
+    obs.started(j, None, 0.0)
+    assert observe(j, math.nan, 9_000.0, 5.0)
+    assert (j.pred_gpu_util, j.pred_gpu_mem_mib, j.prior_gpu_mem_mib, j.observed_at) == (10.0, 9_000.0, 500.0, 5.0)
+    obs.stopped(j, None, 10.0, "preempt")
+    obs.started(j, None, 60.0)
+    obs.node_changed(0, 95.0)
+    assert (j.pred_gpu_util, j.observed_at, j.prior_gpu_util, j.prior_gpu_mem_mib) == (70.0, 90.0, 10.0, 500.0)
+    obs.stopped(j, None, 100.0, "preempt")  # past the warm-up: not watched again
+    obs.started(j, None, 120.0)
+    obs.node_changed(0, 200.0)
+    assert obs.corrected == 1
+
+
 def _trace(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("job_id,vc,gpus,submit_time,duration,model_name,batch_size,gpu_util,gpu_mem_mib\n"

@@ -114,13 +114,14 @@ def test_ffd_util_decreasing_order_and_utilisation_bound_by_hand():
 
 
 # -- the pairing family (Co-scheML's Algorithm 1) ---------------------------------------------------
-def _pairs(name: str, **options) -> dict[str, int]:
+def _pairs(name: str, speed_model=None, **options) -> dict[str, int]:
     """GPU 0 runs A (90 %, 3,000 MiB), GPU 1 runs B (20 %, 3,000); waiting: C (80 %, 3,000) and
     D (10 %, 8,000), GPUs of 10,000 MiB. True utilisation of C and D is the other way round
     (10 and 80 %), true memory 3,000 each. Returns waiting job -> GPU it was paired onto."""
     policy = make_policy(name, share=True, **options)
     a, b = job("a", 90, 3000, true_util=90, true_mem=3000), job("b", 20, 3000, true_util=20, true_mem=3000)
     state, view = state_with(policy, [(a, 0, 0b01), (b, 0, 0b10)])
+    state.speed_model = speed_model  # the engine's ground truth (what an oracle is granted)
     c = job("c", 80, 3000, submit=1, true_util=10, true_mem=3000)
     d = job("d", 10, 8000, submit=2, true_util=80, true_mem=3000)
     state.submit(c, 1)
@@ -139,7 +140,33 @@ def _pairs(name: str, **options) -> dict[str, int]:
 def test_coscheml_least_predicted_interference_with_oom_check():
     """Summed utilisation (the curve is monotone): B+D 30 is best but 3,000 + 8,000 MiB > 10,000;
     then A+D / B+C at 100: A+D fails memory too, B+C fits -> C joins B. D stays queued."""
-    assert _pairs("coscheml") == {"c": 1}
+    assert _pairs("coscheml", model="horus-paper-curve") == {"c": 1}
+
+
+def test_coscheml_default_model_is_the_pair_forest_fitted_on_the_available_profiles(tmp_path, monkeypatch):
+    """Co-scheML's own model by default: the random forest, fitted on ../shared's Lucid + Gavel
+    when found, else on the built-in table; ``model=`` picks another, ``profiles=`` the data."""
+    from dlsched.models.colocation_table import builtin_table
+    from dlsched.predictors.interference.base import JobProfile
+    from dlsched.predictors.interference.pair_forest import PairForest
+    from dlsched.profiles import location
+    from dlsched.sched.pairing.coscheml import profile_source
+    from dlsched.sched.sharing.curve import CurveSlowdown
+
+    monkeypatch.setattr(location, "candidate_dirs", lambda: [tmp_path / "none", tmp_path / "half"])
+    (tmp_path / "half" / "lucid").mkdir(parents=True)  # a folder without both sets does not count
+    assert profile_source() == "builtin" and profile_source("x.json") == "x.json"
+    (tmp_path / "half" / "gavel").mkdir()
+    assert profile_source() == str((tmp_path / "half").resolve())
+
+    policy = make_policy("coscheml", share=True, profiles="builtin")
+    assert isinstance(policy.model, PairForest)
+    light, heavy = JobProfile("", 10.0, 2000.0, 32), JobProfile("", 95.0, 8000.0, 32)
+    ref = PairForest().fit(builtin_table().observations())
+    assert policy.model.slowdown(light, [heavy]) == pytest.approx(ref.slowdown(light, [heavy]))
+    assert isinstance(make_policy("coscheml", share=True, model="horus-paper-curve").model, CurveSlowdown)
+    with pytest.raises(ValueError, match="unknown interference model 'nope'"):
+        make_policy("coscheml", model="nope")
 
 
 def test_loadbalance_least_summed_utilisation_without_oom_check():
@@ -152,9 +179,56 @@ def test_mystic_least_similar_first():
 
 
 def test_oracle_pairs_by_true_profiles():
-    """By true utilisation B+C = 30 is best (C to GPU 1), then A+D = 170 with true memory
-    3,000 + 3,000: D to GPU 0 -- where predictions would have kept D out."""
-    assert _pairs("oracle-pairing") == {"c": 1, "d": 0}
+    """With the built-in colocation truth (these jobs have no table type: its curve on true
+    utilisation) B+C = 30 is best (C to GPU 1), then A+D = 170 with true memory 3,000 + 3,000:
+    D to GPU 0 -- where predictions would have kept D out."""
+    from dlsched.models.colocation import ColocationSpeed
+
+    assert _pairs("oracle-pairing", ColocationSpeed()) == {"c": 1, "d": 0}
+
+
+def _oracle_choice(speed_model) -> dict[str, int]:
+    """A (type p, 90 % busy) runs on GPU 0, B (type q, 10 %) on GPU 1; C (type r, 50 %) arrives
+    and is paired: waiting job -> the GPU it joined."""
+    from dlsched.core.job import Job
+
+    jobs = [Job(n, "v", 1, t, 100, model_name=m, batch_size=1, gpu_util=u, gpu_mem_mib=1000)
+            for n, t, m, u in (("a", 0, "p", 90.0), ("b", 1, "q", 10.0), ("c", 2, "r", 50.0))]
+    for j in jobs:
+        j.pred_gpu_util, j.pred_gpu_mem_mib = j._gpu_util, 1000
+
+    class Joined:
+        gpu: dict[str, int] = {}
+
+        def stopped(self, job, vc, now, why):  # before its GPUs are released
+            if job.job_id == "c":
+                self.gpu["c"] = job.placement[0][1].bit_length() - 1
+
+    seen = Joined()
+    Simulator(cluster(1, 2), make_policy("oracle-pairing", share=True), config(2), speed_model=speed_model,
+              observers=(seen,)).run(jobs)
+    return seen.gpu
+
+
+def test_the_oracle_pairs_by_the_engines_selected_truth():
+    """The built-in table has none of these types: its curve (true utilisation) puts C beside
+    the light B (60 % < 140 %). A table that measured r beside p at 1.1 and beside q at 3.0 is
+    the engine's truth here: the oracle is granted that model and puts C beside A."""
+    from dlsched.models.colocation import ColocationSpeed
+    from dlsched.models.colocation_table import ColocationTable, JobType
+    from dlsched.sched.sharing.curve import CurveSlowdown
+
+    assert _oracle_choice(ColocationSpeed()) == {"c": 1}
+    types = [JobType(m, m, 1, {"T": u}, 1000) for m, u in (("p", 90.0), ("q", 10.0), ("r", 50.0))]
+    pairs = {"T": {(2, 0): 1.1, (0, 2): 1.1, (2, 1): 3.0, (1, 2): 3.0}}
+    measured = ColocationSpeed(ColocationTable("hand", types, pairs), fallback=CurveSlowdown())
+    assert _oracle_choice(measured) == {"c": 0}
+
+
+def test_the_oracle_without_pair_truth_keeps_arrival_order():
+    """With no pair model in the engine (no speed model: no interference) every pair is worth
+    the same; the first running job's GPU is taken."""
+    assert _oracle_choice(None) == {"c": 0}
 
 
 def test_random_pairing_is_seeded_and_never_breaks_the_oom_check():

@@ -42,6 +42,9 @@ def unused_options(ctx: typer.Context, policies: list[str], placement: str | Non
             notes.append(f"{flag} does nothing without --energy ces|vanilla")
         elif name in ENERGY_OWNER and ENERGY_OWNER[name] != energy:
             notes.append(f"{flag} is read only by --energy {ENERGY_OWNER[name]}, not {energy}")
+    if given(ctx, "interference_model") and "coscheml" not in policies:
+        notes.append(f"--interference-model is read only by coscheml; {', '.join(policies)} "
+                     f"{'ignores' if len(policies) == 1 else 'ignore'} it")
     if given(ctx, "topology") and not any(p.split(":")[0].strip() in TOPOLOGY_PLACERS
                                           for p in placement.split(",")):
         notes.append(f"--topology sets the node topology for the speed model only: placement {placement} "

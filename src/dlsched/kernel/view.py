@@ -2,8 +2,8 @@
 
 The same view type serves the simulator and the live service. It exposes occupancy (nodes,
 GPUs with their holders and predicted memory, VCs and queues) and the clock; ground truth
-(true durations and remaining times) only to policies that declare themselves oracles — that
-declaration is the explicit grant. Everything else about a job that a policy may read is on the
+(true durations and remaining times, the engine's ground-truth speed model) only to policies that
+declare themselves oracles — that declaration is the explicit grant. Everything else about a job that a policy may read is on the
 job itself (request and predictions); its truth fields raise
 :class:`~dlsched.core.job.OracleAccessError` while a non-oracle policy runs.
 """
@@ -72,6 +72,13 @@ class SchedulingView:
             left = job._remaining - (self.now - job.run_since) * job.speed
             return left if left > 0.0 else 0.0
         return job._remaining
+
+    def speed_model(self):
+        """The ground-truth speed model the engine runs (e.g. ``--speed-model colocation`` with
+        its pair table; None: no model), so an oracle knows the same truth the engine applies."""
+        if not self.oracle:
+            raise OracleAccessError("policy is not an oracle: the ground-truth speed model is hidden")
+        return self.state.speed_model
 
     # timers ------------------------------------------------------------------------------
     def wake_at(self, time: float, vc: VcState) -> None:

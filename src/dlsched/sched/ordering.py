@@ -50,10 +50,13 @@ class OrderingPolicy:
 
     def job_failed(self, job: Job, now: float, reason: str) -> None:
         """Failover (Horus §4.2): a job that crashed for lack of memory is resubmitted with its
-        request corrected to the memory its crash report showed."""
+        request corrected to the memory its crash report showed -- an observation (prior kept,
+        restored by ``Job.reset`` before another run, as ``--observe-after``'s corrections)."""
         seen = job.observed_mem_mib
         if seen == seen and not job.pred_gpu_mem_mib >= seen:
-            job.pred_gpu_mem_mib = seen
+            from dlsched.sim.observe import observe
+
+            observe(job, float("nan"), seen, now)
 
     def new_queue(self) -> KeyedQueue:
         return KeyedQueue(attrgetter(self.key_attr) if self.key_attr is not None else self.key)

@@ -14,6 +14,11 @@ transition first applies the corrections that fell due at or before it. Every sc
 follows a transition at its instant (a finish, a failure, an arrival), so no decision after a
 due time sees the prior — except a pass woken by a policy timer alone, which sees it until the
 next transition.
+
+An out-of-memory crash is an observation too: the failure model reports, through the same
+:func:`observe`, the peak memory of the crashed job's co-runners whose prediction it showed too
+low (:meth:`~dlsched.models.failure.OutOfMemory.failed`). Such a memory-only observation does not
+end a job's watch: its utilisation is still observed after the warm-up.
 """
 
 from __future__ import annotations
@@ -35,11 +40,12 @@ class ObservedCorrection:
         self.corrected = 0
         self._due: list[tuple[float, int, Job]] = []
         self._since: dict[Job, float] = {}
+        self._cut: set[Job] = set()  # jobs stopped before their warm-up ended: watched again
         self._seq = 0
         self.state = None
 
     def attach(self, state) -> None:
-        self.corrected, self._due, self._since, self._seq = 0, [], {}, 0
+        self.corrected, self._due, self._since, self._cut, self._seq = 0, [], {}, set(), 0
         self.state = state
 
     # -- observer callbacks (before each transition) -------------------------------------------
@@ -50,8 +56,9 @@ class ObservedCorrection:
     def started(self, job: Job, vc, now: float) -> None:
         if self._due and self._due[0][0] <= now:
             self._apply(now)
-        if job.observed_at >= 0:
+        if job.observed_at >= 0 and job not in self._cut:
             return  # observed before (it ran past the warm-up, then was preempted or failed)
+        self._cut.discard(job)
         self._since[job] = now
         self._seq += 1
         heapq.heappush(self._due, (now + self.warmup, self._seq, job))
@@ -59,7 +66,9 @@ class ObservedCorrection:
     def stopped(self, job: Job, vc, now: float, why: str) -> None:
         if self._due and self._due[0][0] <= now:
             self._apply(now)
-        self._since.pop(job, None)  # a stop before the warm-up ends: nothing was observed
+        # a stop before the warm-up ends: nothing was observed (a memory-only OOM observation aside)
+        if self._since.pop(job, None) is not None and why != "finish":
+            self._cut.add(job)  # it will run again: watch it again
 
     def node_changed(self, node: int, now: float) -> None:
         if self._due and self._due[0][0] <= now:
@@ -78,20 +87,29 @@ class ObservedCorrection:
     def correct(self, job: Job, util: float, mem_mib: float, at: float) -> None:
         """Replace the job's predictions by values measured at time ``at`` (NaN: nothing was
         measured, that prediction stays)."""
-        if math.isnan(util) and math.isnan(mem_mib):
-            return
-        if job.observed_at < 0:
-            job.prior_gpu_util, job.prior_gpu_mem_mib = job.pred_gpu_util, job.pred_gpu_mem_mib
-        job.observed_at = at
-        if not math.isnan(util):
-            job.pred_gpu_util = float(util)
-        if not math.isnan(mem_mib):
-            job.pred_gpu_mem_mib = float(mem_mib)
-        self.corrected += 1
-        if self.state is not None and job.placement:
-            from dlsched.sched.sharing.index import predictions_changed
-
-            predictions_changed(self.state, job)  # sharing placements' load index re-reads its GPUs
+        if observe(job, util, mem_mib, at, self.state):
+            self.corrected += 1
 
     def summary(self, metrics) -> dict:
         return {"observe_after": self.warmup, "predictions_corrected": self.corrected}
+
+
+def observe(job: Job, util: float, mem_mib: float, at: float, state=None) -> bool:
+    """Replace ``job``'s predictions by values measured at time ``at`` (NaN: not measured, that
+    prediction stays); the first observation keeps the predictions as the priors that
+    :meth:`Job.reset` restores. With ``state``, a running job's sharing load index re-reads its
+    GPUs. Returns whether anything was measured."""
+    if math.isnan(util) and math.isnan(mem_mib):
+        return False
+    if job.observed_at < 0:
+        job.prior_gpu_util, job.prior_gpu_mem_mib = job.pred_gpu_util, job.pred_gpu_mem_mib
+    job.observed_at = at
+    if not math.isnan(util):
+        job.pred_gpu_util = float(util)
+    if not math.isnan(mem_mib):
+        job.pred_gpu_mem_mib = float(mem_mib)
+    if state is not None and job.placement:
+        from dlsched.sched.sharing.index import predictions_changed
+
+        predictions_changed(state, job)  # sharing placements' load index re-reads its GPUs
+    return True

@@ -2,17 +2,66 @@
 
 A pair's value is the slowdown both jobs are predicted to suffer, ``s(a | b) + s(b | a)``, from
 an :class:`~dlsched.predictors.interference.base.InterferenceModel` on the jobs' predicted
-profiles (Co-scheML uses a random forest on both jobs' profiled metrics; give it a fitted model
-with ``model=``). Without one, the Horus utilisation curve stands in
-(:class:`~dlsched.sched.sharing.curve.CurveSlowdown`).
+profiles. By default that is Co-scheML's own model: a random forest on both jobs' profiled
+metrics (:class:`~dlsched.predictors.interference.pair_forest.PairForest`), fitted on the
+measured pairs of the available profiles -- ``profiles=`` when given (``"builtin"``, a profiles
+folder or a ``.json`` table), else the Lucid and Gavel sets of ``../shared/profiles`` when present
+(:func:`~dlsched.profiles.location.candidate_dirs`), else the built-in Gavel-derived table.
+``model=`` picks another: a name of :data:`MODELS` (``horus-paper-curve``: the Horus paper's
+utilisation curve, :class:`~dlsched.sched.sharing.curve.CurveSlowdown`, no data; the others are
+fitted on the same profiles) or any fitted model object. The model is built at the first pairing
+decision, so building the policy (e.g. to check its name) costs nothing.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
 
 from dlsched.core.job import Job
 from dlsched.sched.pairing.base import PairingPolicy
 from dlsched.sched.sharing.curve import CurveSlowdown
 from dlsched.sched.sharing.profile import predicted_profile
+
+DEFAULT_MODEL = "pair-forest"
+#: model names ``model=`` (``--interference-model``) takes: the interference registry's models,
+#: fitted on the profiles, plus the paper curve (no fitting)
+MODELS = ("pair-forest", "horus-paper-curve", "horus-curve", "lookup", "constant-1", "constant-2")
+
+
+def profile_source(profiles: str | Path | None = None) -> str:
+    """The profiles a model is fitted on: ``profiles`` when given; else the shared profiles folder
+    (Lucid and Gavel) when one is found; else ``"builtin"``."""
+    if profiles is not None:
+        return str(profiles)
+    from dlsched.profiles.location import candidate_dirs
+
+    for path in candidate_dirs():
+        if (path / "lucid").is_dir() and (path / "gavel").is_dir():
+            return str(path.resolve())
+    return "builtin"
+
+
+@lru_cache(maxsize=8)
+def _fitted(name: str, source: str):
+    from dlsched.models.colocation_table import load_table
+    from dlsched.predictors.interference.registry import make_model
+
+    return make_model(name).fit(load_table(source).observations())
+
+
+def interference_model(model=None, profiles: str | Path | None = None):
+    """Co-scheML's interference model: ``model`` itself when it is a model object; by name (None:
+    :data:`DEFAULT_MODEL`) ``horus-paper-curve`` or a registry model fitted on
+    :func:`profile_source` ``(profiles)`` (one fit per name and source in a process)."""
+    name = DEFAULT_MODEL if model is None else model
+    if not isinstance(name, str):
+        return name
+    if name not in MODELS:
+        raise ValueError(f"unknown interference model {name!r} for coscheml; choose from {', '.join(MODELS)}")
+    if name == "horus-paper-curve":
+        return CurveSlowdown()
+    return _fitted(name, profile_source(profiles))
 
 
 class CoschemlPolicy(PairingPolicy):
@@ -20,13 +69,26 @@ class CoschemlPolicy(PairingPolicy):
 
     name = "coscheml"
 
-    def __init__(self, placer, backfill: bool = False, window: int = 64, model=None) -> None:
+    def __init__(self, placer, backfill: bool = False, window: int = 64, model=None,
+                 profiles: str | Path | None = None) -> None:
         super().__init__(placer, backfill, window)
-        self.model = model if model is not None else CurveSlowdown()
+        if isinstance(model, str) and model not in MODELS:
+            raise ValueError(f"unknown interference model {model!r} for coscheml; choose from {', '.join(MODELS)}")
+        self.model_spec = DEFAULT_MODEL if model is None else model
+        self.profiles = profiles
+        self._model = None if isinstance(self.model_spec, str) else self.model_spec
+
+    @property
+    def model(self):
+        """The interference model (built or fitted on first use)."""
+        if self._model is None:
+            self._model = interference_model(self.model_spec, self.profiles)
+        return self._model
 
     def pair_value(self, running: Job, waiting: Job, gpu_type: str, capacity: float) -> float:
         a, b = predicted_profile(running), predicted_profile(waiting)
-        return self.model.slowdown(a, [b], gpu_type) + self.model.slowdown(b, [a], gpu_type)
+        model = self.model
+        return model.slowdown(a, [b], gpu_type) + model.slowdown(b, [a], gpu_type)
 
     def pair_values(self, pairs: list[tuple[Job, Job, str, float]]) -> list[float]:
         """All pairs of a pass in two batched predictions (a forest predicts ~1,000 rows in the
@@ -43,5 +105,6 @@ class CoschemlPolicy(PairingPolicy):
         run = [profiles[r] for r, _, _, _ in pairs]
         wait = [profiles[w] for _, w, _, _ in pairs]
         gpus = [g for _, _, g, _ in pairs]
-        both = pair_predictions(self.model, run, wait, gpus) + pair_predictions(self.model, wait, run, gpus)
+        model = self.model
+        both = pair_predictions(model, run, wait, gpus) + pair_predictions(model, wait, run, gpus)
         return both.tolist()

@@ -1,40 +1,54 @@
 """The co-location oracle (upper bound): pairs with the least *true* interference.
 
-It reads ground truth -- the true pair table and each job's true memory -- so it declares
-``oracle = True`` (the explicit grant). ``truth`` answers ``pair(job, other, gpu) -> s(job |
-other)`` from the measured pairs: the simulation's own ground-truth model
-(:class:`~dlsched.models.colocation.ColocationSpeed`; by default one on the built-in table, the
-same the ``colocation`` speed model uses). Its OOM check uses the true memory, so it never
-crashes a job.
+It reads ground truth -- the engine's pair slowdowns and each job's true memory -- so it declares
+``oracle = True`` (the explicit grant). Its truth is the engine's own ground-truth speed model,
+taken from the view at every pass (:meth:`~dlsched.kernel.view.SchedulingView.speed_model`, the
+kernel's grant to oracles): with ``--speed-model colocation`` the selected pair table (built in,
+``--profiles`` folder or ``.json``), ``pair(job, other, gpu) -> s(job | other)``. A model
+without pair slowdowns (none, time-sliced, topology) tells pairs apart by nothing: every pair is
+worth the same and the first running job's GPU in running order is taken. Its OOM check uses the
+true memory, so it never crashes a job.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from dlsched.core.job import Job
+from dlsched.kernel.decisions import Decision
+from dlsched.kernel.state import VcState
+from dlsched.kernel.view import SchedulingView
 from dlsched.sched.pairing.base import PairingPolicy
 
 
 class OraclePairingPolicy(PairingPolicy):
-    """Oracle pairing: the least true interference (true pair table), true memory."""
+    """Oracle pairing: the least true interference (the engine's pair truth), true memory."""
 
     name = "oracle-pairing"
     oracle = True
 
-    def __init__(self, placer, backfill: bool = False, window: int = 64, truth=None) -> None:
+    def __init__(self, placer, backfill: bool = False, window: int = 64) -> None:
         super().__init__(placer, backfill, window)
-        if truth is None:
-            from dlsched.models.colocation import ColocationSpeed
-
-            truth = ColocationSpeed()
-        self.truth = truth
+        self.truth = None  # the engine's speed model, granted at each pass
         self._keys: dict[str, str] = {}
+
+    def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
+        truth = view.speed_model()
+        if truth is not self.truth:
+            pairs = callable(getattr(truth, "pair", None)) and hasattr(truth, "table")
+            self.truth = truth if pairs else None
+            self._keys = {}
+        return super().schedule(view, vc)
 
     def memory(self, job: Job, capacity: float) -> float:
         m = job._gpu_mem_mib
         return m if m == m else super().memory(job, capacity)
 
     def pair_value(self, running: Job, waiting: Job, gpu_type: str, capacity: float) -> float:
+        truth = self.truth
+        if truth is None:
+            return 0.0
         gpu = self._keys.get(gpu_type)
         if gpu is None:
-            gpu = self._keys[gpu_type] = self.truth.table.gpu_key(gpu_type)
-        return self.truth.pair(waiting, running, gpu) + self.truth.pair(running, waiting, gpu)
+            gpu = self._keys[gpu_type] = truth.table.gpu_key(gpu_type)
+        return truth.pair(waiting, running, gpu) + truth.pair(running, waiting, gpu)
