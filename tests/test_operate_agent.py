@@ -143,3 +143,25 @@ def test_nvml_path_reads_real_gpus_or_says_why_not():
         assert all(g["memory_total_mib"] > 0 and 0 <= g["util"] <= 1 for g in reading["gpus"])
     else:
         assert res.exit_code == 2 and res.output.startswith("error: ") and "NVML" in res.output
+
+
+def test_a_live_oom_corrects_the_co_runner_whose_reading_is_over_its_prediction():
+    """The co-runner is still in its warm-up (no correction of its own yet), but its reading of 60 %
+    of the GPU is above its 8,000 MiB prediction: the OOM of the newest holder corrects it too."""
+    service, now = make(share=2, warmup=600.0)
+    core = service.core
+    with LiveApp(build_app(service)) as live:
+        for uid, gpus in (("p1", 2), ("p2", 2), ("p3", 1)):
+            assert live.schedule(uid, gpus, ["n1"], model="m") == "n1"
+        shared_gpu = core.slots["p3"][0][0]
+        older = next(u for u in ("p1", "p2") if any(g == shared_gpu for g, _ in core.slots[u]))
+        other = "p2" if older == "p1" else "p1"
+        now[0] += 5
+        answer = run_round(FakeSource(4, seed=1, mem_fraction=(0.6, 0.6)), live.url, TOKEN, "n1")
+        assert answer == {"node": "n1", "warming up": 2, "oom": 1}
+        partner = core.jobs[older]
+        assert partner.state.name == "RUNNING"
+        assert partner.pred_gpu_mem_mib == pytest.approx(0.6 * 32768)   # the reading, not 8,000
+        assert partner.prior_gpu_mem_mib == 8000.0 and partner.observed_at == now[0]
+        assert core.jobs[other].pred_gpu_mem_mib == 8000.0                # not on the shared GPU
+        core.state.check_invariants()

@@ -497,7 +497,7 @@ class SchedulerCore:
         """A node agent's reading of a running pod: kept for the operator's predicted-vs-observed view;
         once the pod has run ``warmup`` seconds it replaces the predictions (the simulator's
         :class:`~dlsched.sim.observe.ObservedCorrection`). Returns what happened."""
-        from dlsched.sim.observe import ObservedCorrection
+        from dlsched.sim.observe import observe
 
         with self.lock:
             job = self.jobs.get(uid)
@@ -512,7 +512,7 @@ class SchedulerCore:
                 return "oom"
             if now - job.run_since < warmup:
                 return "warming up"
-            ObservedCorrection(warmup).correct(job, util, mem_mib, now)
+            observe(job, util, mem_mib, now, self.state)  # the sharing load index re-reads its GPUs
             return "corrected"
 
     def _over_memory(self, job: Job, mem_mib: float) -> str:
@@ -549,6 +549,7 @@ class SchedulerCore:
         reason = f"out of GPU memory: {why}"
         job.observed_mem_mib = mem_mib
         vid = job.vc_state.vid
+        self._correct_partners(job, now)
         self.state.fail(job, now, reason)
         on_failed = getattr(self.policy, "job_failed", None)
         if on_failed is not None:
@@ -559,6 +560,23 @@ class SchedulerCore:
         self._dirty.add(vid)
         self.store.release(uid, pod.key, "oom", now, detail=reason)
         self._record("oom", uid=uid, why=reason, gpu_mem_mib=mem_mib)
+
+    def _correct_partners(self, job: Job, now: float) -> None:
+        """Co-runners on the failed job's GPUs whose agent reading is above their predicted memory
+        get that reading as their prediction now (as the simulator's OOM model does), even inside
+        their warm-up: otherwise the failed pod is re-placed beside a partner that is bigger than the
+        policy believes, and the same collision repeats."""
+        from dlsched.sim.observe import observe
+
+        st = self.state
+        for idx, mask in job.placement or ():
+            for g in gpu_list(mask):
+                for h in st.gpu_holders(idx, g):
+                    seen = self.observed.get(h.job_id)
+                    if h is job or seen is None or not seen[1] > h.pred_gpu_mem_mib:
+                        continue
+                    observe(h, float("nan"), seen[1], seen[2], st)
+                    self._record("corrected", uid=h.job_id, gpu_mem_mib=seen[1], why=f"co-runner of {job.job_id} ran out of memory")
 
     # -- the operator's view -----------------------------------------------------------------
     def snapshot(self) -> dict:
