@@ -237,3 +237,28 @@ def test_policies_see_no_future_jobs():
 
     sim.run([Job("a", "v", 1, 0, 5), Job("b", "v", 1, 3, 5)])
     assert seen == [0, ("a", 0, 0), ("b", 3, 1)]
+
+
+class _StatePeeker(_Peeker):
+    """Not an oracle, and goes around the view to the kernel's state for truth."""
+
+    def schedule(self, view, vc):
+        from dlsched.kernel.decisions import Start
+
+        job = vc.queue.head()
+        if self.attr == "speed_model":
+            view.state.speed_model  # the engine's ground-truth model (pair slowdowns)
+        else:
+            view.state.gpu_true_mem(0, 0)
+        yield Start(job, self.placer.place(view, vc, job).placement)
+
+
+@pytest.mark.parametrize("attr", ["speed_model", "gpu_true_mem"])
+def test_a_non_oracle_policy_reading_truth_through_the_state_fails_loudly(attr):
+    with pytest.raises(OracleAccessError, match="not an oracle"):
+        Simulator(one_gpu(), _StatePeeker(attr)).run([Job("a", "v", 1, 0, 5)])
+    peeker = _StatePeeker(attr)
+    peeker.oracle = True  # the explicit grant
+    job = Job("a", "v", 1, 0, 5)
+    Simulator(one_gpu(), peeker).run([job])
+    assert job.end_time == 5

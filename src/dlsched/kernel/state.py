@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Sequence
 
 from dlsched.core.bits import set_bits
 from dlsched.core.cluster import ClusterSpec, NodeSpec
-from dlsched.core.job import Job, JobState
+from dlsched.core.job import Job, JobState, OracleAccessError
 from dlsched.kernel.decisions import Postpone, Preempt, Start
 
 _CREATED, _PENDING, _RUNNING = JobState.CREATED, JobState.PENDING, JobState.RUNNING
@@ -74,7 +74,7 @@ class ClusterState:
         self.cluster = cluster
         self.new_queue = new_queue
         self.cap = max_jobs_per_gpu
-        self.speed_model = speed_model
+        self._speed_model = speed_model   # ground truth: public name guarded below
         self.failure_model = failure_model
         self.preemption_overhead = preemption_overhead
         self.node_specs: list[NodeSpec] = []
@@ -215,7 +215,26 @@ class ClusterState:
         """Memory left on the GPU by its holders' predictions (MiB)."""
         return self.node_mem[node] - self.gpu_pred_mem(node, gpu)
 
+    @property
+    def speed_model(self):
+        """The ground-truth speed model (engine and models; oracles through the view's grant).
+        Raises :class:`OracleAccessError` while a non-oracle policy runs."""
+        if Job.truth_is_hidden:
+            raise OracleAccessError("the policy is not an oracle: the ground-truth speed model is hidden")
+        return self._speed_model
+
+    @speed_model.setter
+    def speed_model(self, model) -> None:
+        self._speed_model = model
+
     def gpu_true_mem(self, node: int, gpu: int) -> float:
+        """True memory of the GPU's holders (raises :class:`OracleAccessError` while a non-oracle
+        policy runs; the engine's failure models call :meth:`_gpu_true_mem`)."""
+        if Job.truth_is_hidden:
+            raise OracleAccessError("the policy is not an oracle: true GPU memory is hidden")
+        return self._gpu_true_mem(node, gpu)
+
+    def _gpu_true_mem(self, node: int, gpu: int) -> float:
         """True memory of the GPU's holders: ground truth, for the engine and models only."""
         total = 0.0
         for job in self.gpu_holders(node, gpu):
@@ -387,7 +406,7 @@ class ClusterState:
         if self._on_stop:
             for cb in self._on_stop:
                 cb(job, vc, now, "finish")
-        model = self.speed_model
+        model = self._speed_model
         affected = self.co_runners(job, model.scope) if model is not None else None
         placement = job.placement
         node, mask = placement[0]
@@ -446,7 +465,7 @@ class ClusterState:
         return affected
 
     def _stop(self, job: Job, vc: VcState, now: float) -> Sequence[Job]:
-        model = self.speed_model
+        model = self._speed_model
         affected = self.co_runners(job, model.scope) if model is not None else _NOTHING
         self._release(job, vc)
         del vc.running[job]
@@ -470,7 +489,7 @@ class ClusterState:
         if kind is Start:
             job, placement, shared = decision
             self.start(job, placement, now, shared)
-            if self.speed_model is None and self.failure_model is None:
+            if self._speed_model is None and self.failure_model is None:
                 return (job,)
             return self._modelled_start(job, now)
         if kind is Preempt:
@@ -485,7 +504,7 @@ class ClusterState:
         and co-runners whose set changed are re-rated."""
         if self.failure_model is not None:
             self.failures_due.extend(self.failure_model.on_start(job, self, now))
-        model = self.speed_model
+        model = self._speed_model
         if model is None:
             return [job]
         job.speed = model.rate(job, self)
@@ -500,7 +519,7 @@ class ClusterState:
         job.run_since = now
 
     def _respeed(self, jobs: Iterable[Job], now: float) -> list[Job]:
-        model = self.speed_model
+        model = self._speed_model
         changed = []
         for other in jobs:
             if other.state is not _RUNNING:

@@ -78,7 +78,7 @@ class SchedulingView:
         its pair table; None: no model), so an oracle knows the same truth the engine applies."""
         if not self.oracle:
             raise OracleAccessError("policy is not an oracle: the ground-truth speed model is hidden")
-        return self.state.speed_model
+        return self.state._speed_model
 
     # timers ------------------------------------------------------------------------------
     def wake_at(self, time: float, vc: VcState) -> None:

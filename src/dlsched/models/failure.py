@@ -39,7 +39,7 @@ class OutOfMemory:
         for node, mask in job.placement:
             cap = state.node_mem[node]
             for g in set_bits(mask):
-                used = state.gpu_true_mem(node, g)
+                used = state._gpu_true_mem(node, g)
                 if used > cap:
                     reason = (f"out of memory on GPU {g} of node {state.node_ids[node]}: its jobs need "
                               f"{used:,.0f} MiB, it has {cap:,.0f} MiB")
@@ -58,7 +58,7 @@ class OutOfMemory:
         for node, mask in job.placement or ():
             cap = state.node_mem[node]
             for g in set_bits(mask):
-                if not state.gpu_true_mem(node, g) > cap:
+                if not state._gpu_true_mem(node, g) > cap:
                     continue
                 for other in state.gpu_holders(node, g):
                     peak = other._gpu_mem_mib
