@@ -16,10 +16,11 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import replace
 
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
 from dlsched.core.job import Job, JobState, truth_hidden
-from dlsched.kernel.decisions import Start
+from dlsched.kernel.decisions import Preempt, Start
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.view import SchedulingView
 from dlsched.service.pods import (
@@ -93,11 +94,13 @@ class SchedulerCore:
 
     @staticmethod
     def check_policy(policy) -> None:
-        """Live scheduling has no ground truth and does not preempt pods."""
+        """Live scheduling has no ground truth and does not preempt pods (docs/service.md)."""
         if getattr(policy, "oracle", False):
-            raise ValueError(f"policy {policy.name} is an oracle (it reads true durations): it cannot run live")
-        if getattr(policy, "preemptive", False):
-            raise ValueError(f"policy {policy.name} is preemptive: the live service does not preempt pods")
+            raise ValueError(f"policy {policy.name} is an oracle (it reads the true durations or co-location "
+                             f"speeds a simulation knows): a live cluster has no such ground truth")
+        if getattr(policy, "preemptive", False) or getattr(policy, "requeues_running", False):
+            raise ValueError(f"policy {policy.name} preempts running jobs: the live service does not evict pods "
+                             f"(see 'Preemptive and oracle policies' in docs/service.md)")
 
     # -- time ----------------------------------------------------------------------------
     def now(self) -> float:
@@ -111,9 +114,10 @@ class SchedulerCore:
         with self.lock:
             st, now = self.state, self.now()
             idx = st.node_index.get(node.name)
+            gtype = self._gpu_type_of(node)
             if idx is not None:
                 spec = st.node_specs[idx]
-                if spec.gpus != node.gpus or spec.vc != node.vc:
+                if spec.gpus != node.gpus or spec.vc != node.vc or spec.gpu_type != gtype:
                     if st.node_holders[idx]:
                         self.counters["node changes deferred while busy"] += 1
                     else:
@@ -123,23 +127,29 @@ class SchedulerCore:
                 if node.gpus == 0:
                     self.counters["nodes without GPUs ignored"] += 1
                     return
-                gtype = self.default_gpu
-                if node.gpu_type:
-                    try:
-                        gtype = gpu_type(node.gpu_type)
-                    except ValueError:
-                        self.counters["unknown GPU type labels"] += 1
                 idx = st.add_node(NodeSpec(node.name, node.vc, node.gpus, gtype), now)
             self.gone_nodes.discard(node.name)
             spec = st.node_specs[idx]
             self._record("node", name=node.name, vc=node.vc, gpus=node.gpus, gpu_type=spec.gpu_type.name,
-                         cordoned=node.cordoned)
+                         gpu_mem_mib=spec.gpu_type.memory_mib, cordoned=node.cordoned)
             if node.cordoned:
                 st.cordon(idx, now)
             else:
                 st.uncordon(idx, now)
             self._dirty.add(st.node_vc[idx])
             self._retry_parked()
+
+    def _gpu_type_of(self, node: NodeFacts) -> GpuType:
+        """The node's GPU type (its label, else ``--gpu``), with the memory of its memory label."""
+        gtype = self.default_gpu
+        if node.gpu_type:
+            try:
+                gtype = gpu_type(node.gpu_type)
+            except ValueError:
+                self.counters["unknown GPU type labels"] += 1
+        if node.gpu_mem_mib and node.gpu_mem_mib != gtype.memory_mib:
+            gtype = replace(gtype, memory_mib=node.gpu_mem_mib)
+        return gtype
 
     def node_gone(self, name: str) -> None:
         """A node was deleted: closed at once, removed once its pods are gone."""
@@ -385,6 +395,10 @@ class SchedulerCore:
                             if not self._assume(decision, now):
                                 break
                             started += 1
+                        elif type(decision) is Preempt:
+                            # refused at start-up (check_policy); never free the GPUs of a pod
+                            # that keeps running
+                            self.counters["preemptions not carried out"] += 1
                         else:
                             st.apply(decision, now)
                             if hasattr(decision, "reason"):
@@ -445,12 +459,44 @@ class SchedulerCore:
         return passed, failed
 
     def prioritize(self, pod: PodFacts, node_names: list[str]) -> list[tuple[str, int]]:
+        """The nominated node scores MAX_SCORE (10); every other node the policy's placement
+        scores for this pod on it, mapped to 1..9 (:meth:`policy_scores`), or 0 where the pod
+        cannot go (no room, the placement's filters, another VC, unknown to dlsched)."""
         with self.lock:
             job = self.jobs.get(pod.uid)
-            nominated = ""
-            if job is not None and job.state is ASSUMED:
-                nominated = self.state.node_ids[job.placement[0][0]]
-            return [(n, MAX_SCORE if n == nominated else 0) for n in node_names]
+            if job is None or job.state is RUNNING:
+                return [(n, 0) for n in node_names]
+            nominated = self.state.node_ids[job.placement[0][0]] if job.state is ASSUMED else ""
+            scores = self.policy_scores(job)
+            return [(n, MAX_SCORE if n == nominated else scores.get(n, 0)) for n in node_names]
+
+    def policy_scores(self, job: Job) -> dict[str, int]:
+        """The placement's score stage for ``job`` on every node of its VC that could take it now
+        (the pipeline's candidates with room -- shared GPUs included when sharing is on -- that
+        pass its filters): the weighted sum of the scorers (each in [0, 1]) over the sum of the
+        weights, as ``1 + floor(8 * s + 0.5)`` in 1..9, so that any node the policy would accept
+        outranks one it would not, and the nominated node (10) outranks them all. A node the
+        job holds GPUs on (its nomination) is scored as it stands, the job's GPUs taken."""
+        placer = getattr(self.policy, "placer", None)
+        scorers = getattr(placer, "scorers", None)
+        if not scorers or not hasattr(placer, "_candidates"):
+            return {}
+        st, view, vc = self.state, self.view, job.vc_state
+        view.now = self.now()
+        share = bool(getattr(placer, "share", False)) and st.cap > 1
+        wsum = sum(w for _, w in scorers)
+        out: dict[str, int] = {}
+        with truth_hidden(True):
+            cand = placer._candidates(view, vc, job, share)
+            while cand:
+                low = cand & -cand
+                cand ^= low
+                node = vc.nodes[low.bit_length() - 1]
+                if any(f.filter(view, vc, job, node) for f in placer.filters):
+                    continue
+                total = sum(w * s.score(view, vc, job, node) for s, w in scorers) / wsum
+                out[st.node_ids[node]] = 1 + int((MAX_SCORE - 2) * min(max(total, 0.0), 1.0) + 0.5)
+        return out
 
     def why_waiting(self, uid: str) -> str:
         job = self.jobs.get(uid)
