@@ -153,3 +153,16 @@ def test_the_memory_label_decides_what_shares():
 def test_oracle_and_preemptive_policies_are_refused(policy, message):
     with pytest.raises(ValueError, match=message):
         SchedulerCore.check_policy(make_policy(policy))
+
+
+def test_a_waiting_pod_under_horus_gets_a_reason_and_a_queue_rank():
+    """Horus's queue has no key (its rounds pick among the pending jobs): a pod it keeps waiting
+    is answered with a reason, not an error, and the queue lists pods in arrival order."""
+    preds = {"m": (40.0, 20000.0)}
+    core, service = make_core("horus", None, [NodeFacts("n", 1, "default", "", False)], cap=2, preds=preds)
+    assert place(core, service, pod(core, "j1", 1, "m"), ["n"]) == "n"
+    passed, failed = core.filter(pod(core, "j2", 1, "m"), ["n"])      # 2 x 20,000 MiB > 32 GiB
+    assert passed == [] and failed["n"].startswith("queued by dlsched (horus): no room the policy accepts")
+    core.pod_seen(pod(core, "j3", 1, "m"))
+    assert [(q["pod"], q["rank"]) for q in core.queue()] == [("default/j2", 0), ("default/j3", 1)]
+    assert "1 of 2 pending jobs of VC default arrived earlier" in core.why_waiting("j3")

@@ -21,6 +21,7 @@ from dataclasses import replace
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
 from dlsched.core.job import Job, JobState, truth_hidden
 from dlsched.kernel.decisions import Preempt, Start
+from dlsched.kernel.queues import KeyedQueue
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.view import SchedulingView
 from dlsched.service.pods import (
@@ -67,6 +68,8 @@ class SchedulerCore:
                 plugin.attach(self.state)
             self.state.add_observer(plugin)
         self.view = SchedulingView(self.state, oracle=False)
+        # the queue is ordered by policy.key (FIFO, QSSF, ...), or by arrival (Horus's ArrivalQueue)
+        self.keyed = isinstance(policy.new_queue(), KeyedQueue)
         self.lock = threading.RLock()
         self.jobs: dict[str, Job] = {}            # pod uid -> job (pending, assumed or running)
         self.pods: dict[str, PodFacts] = {}        # pod uid -> latest facts of a pod with a job
@@ -507,10 +510,18 @@ class SchedulerCore:
         if uid in self.waiting:
             return self.waiting[uid]
         vc = job.vc_state
-        ahead = sum(1 for other in vc.queue if (self.policy.key(other), other.enq_seq) <
-                    (self.policy.key(job), job.enq_seq))
+        mine = self._rank(job)
+        ahead = sum(1 for other in vc.queue if self._rank(other) < mine)
+        if not self.keyed:   # e.g. Horus: its own rounds pick among the pending jobs, skipping misfits
+            return (f"queued by dlsched ({self.policy.name}): no room the policy accepts in its last pass; "
+                    f"{ahead} of {vc.pending} pending jobs of VC {vc.name} arrived earlier; {vc.free} GPUs free")
         return (f"queued by dlsched ({self.policy.name}): {ahead} of {vc.pending} pending jobs of VC {vc.name} "
                 f"go first; {vc.free} GPUs free")
+
+    def _rank(self, job: Job) -> tuple:
+        """A pending job's place in the policy's queue order: its key, or for a policy whose
+        queue has none (Horus, Horus-f: arrival order, their rounds decide) its arrival."""
+        return (self.policy.key(job), job.enq_seq) if self.keyed else (job.enq_seq,)
 
     def begin_bind(self, uid: str, node: str) -> tuple[PodFacts, list[int]]:
         """Check a bind against the nomination; returns the pod and its GPU indices."""
@@ -631,7 +642,7 @@ class SchedulerCore:
         with self.lock:
             out = []
             for vc in self.state.vcs:
-                jobs = sorted(vc.queue, key=lambda j: (self.policy.key(j), j.enq_seq))
+                jobs = sorted(vc.queue, key=self._rank)
                 for rank, job in enumerate(jobs):
                     out.append({"pod": self.pods[job.job_id].key, "uid": job.job_id, "vc": vc.name, "rank": rank,
                                 "gpus": job.gpus, "priority": _num(job.priority),
