@@ -103,7 +103,7 @@ class SchedulerCore:
                              f"speeds a simulation knows): a live cluster has no such ground truth")
         if getattr(policy, "preemptive", False) or getattr(policy, "requeues_running", False):
             raise ValueError(f"policy {policy.name} preempts running jobs: the live service does not evict pods "
-                             f"(see 'Preemptive and oracle policies' in docs/service.md)")
+                             f"(docs/service.md: 'Policies that cannot run live')")
 
     # -- time ----------------------------------------------------------------------------
     def now(self) -> float:
