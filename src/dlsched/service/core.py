@@ -18,12 +18,15 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import replace
 
+import numpy as np
+
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
 from dlsched.core.job import Job, JobState, truth_hidden
 from dlsched.kernel.decisions import Preempt, Start
 from dlsched.kernel.queues import KeyedQueue
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.sharing.index import mask_rows
 from dlsched.service.pods import (
     BATCH_ANNOTATION,
     GPUS_ANNOTATION,
@@ -488,17 +491,37 @@ class SchedulerCore:
         view.now = self.now()
         share = bool(getattr(placer, "share", False)) and st.cap > 1
         wsum = sum(w for _, w in scorers)
+        top = MAX_SCORE - 2
+        ids, nodes, filters = st.node_ids, vc.nodes, placer.filters
         out: dict[str, int] = {}
         with truth_hidden(True):
             cand = placer._candidates(view, vc, job, share)
+            if share and cand & (cand - 1) and getattr(placer, "vector_scores", False) and placer.use_index:
+                # every scorer scores all candidates at once from the load index (Horus's cost), the
+                # same floats as score(), as in the pipeline's own sharing stage
+                rows = mask_rows(cand, len(nodes))
+                total = sum(w * s.score_rows(view, vc, job, rows) for s, w in scorers) / wsum
+                mapped = 1 + np.floor(top * np.clip(total, 0.0, 1.0) + 0.5).astype(int)
+                return {ids[nodes[r]]: v for r, v in zip(rows.tolist(), mapped.tolist())}
+            one = scorers[0][0].score if len(scorers) == 1 and not filters else None
+            by_free: dict[int, float] | None = {} if one is not None and getattr(
+                scorers[0][0], "score_by_free", False) else None
+            free = st.node_free
             while cand:
                 low = cand & -cand
                 cand ^= low
-                node = vc.nodes[low.bit_length() - 1]
-                if any(f.filter(view, vc, job, node) for f in placer.filters):
+                node = nodes[low.bit_length() - 1]
+                if by_free is not None:   # best fit / consolidate: one score per free-GPU count
+                    total = by_free.get(free[node])
+                    if total is None:
+                        total = by_free[free[node]] = one(view, vc, job, node)
+                elif one is not None:     # one scorer, no filter: its score as it is
+                    total = one(view, vc, job, node)
+                elif any(f.filter(view, vc, job, node) for f in filters):
                     continue
-                total = sum(w * s.score(view, vc, job, node) for s, w in scorers) / wsum
-                out[st.node_ids[node]] = 1 + int((MAX_SCORE - 2) * min(max(total, 0.0), 1.0) + 0.5)
+                else:
+                    total = sum(w * s.score(view, vc, job, node) for s, w in scorers) / wsum
+                out[ids[node]] = 1 + int(top * (0.0 if total < 0.0 else 1.0 if total > 1.0 else total) + 0.5)
         return out
 
     def why_waiting(self, uid: str) -> str:
