@@ -120,7 +120,7 @@ class SchedulerCore:
         with self.lock:
             st, now = self.state, self.now()
             idx = st.node_index.get(node.name)
-            gtype = self._gpu_type_of(node)
+            gtype, known = self._gpu_type_of(node)
             if idx is not None:
                 spec = st.node_specs[idx]
                 if spec.gpus != node.gpus or spec.vc != node.vc or spec.gpu_type != gtype:
@@ -133,6 +133,8 @@ class SchedulerCore:
                 if node.gpus == 0:
                     self.counters["nodes without GPUs ignored"] += 1
                     return
+                if not known:
+                    self.counters["unknown GPU type labels"] += 1
                 idx = st.add_node(NodeSpec(node.name, node.vc, node.gpus, gtype), now)
             self.gone_nodes.discard(node.name)
             spec = st.node_specs[idx]
@@ -145,17 +147,18 @@ class SchedulerCore:
             self._dirty.add(st.node_vc[idx])
             self._retry_parked()
 
-    def _gpu_type_of(self, node: NodeFacts) -> GpuType:
-        """The node's GPU type (its label, else ``--gpu``), with the memory of its memory label."""
-        gtype = self.default_gpu
+    def _gpu_type_of(self, node: NodeFacts) -> tuple[GpuType, bool]:
+        """The node's GPU type (its label, else ``--gpu``) with the memory of its memory label,
+        and whether a type label it has is known."""
+        gtype, known = self.default_gpu, True
         if node.gpu_type:
             try:
                 gtype = gpu_type(node.gpu_type)
             except ValueError:
-                self.counters["unknown GPU type labels"] += 1
+                known = False
         if node.gpu_mem_mib and node.gpu_mem_mib != gtype.memory_mib:
             gtype = replace(gtype, memory_mib=node.gpu_mem_mib)
-        return gtype
+        return gtype, known
 
     def node_gone(self, name: str) -> None:
         """A node was deleted: closed at once, removed once its pods are gone."""
