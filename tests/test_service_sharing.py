@@ -166,3 +166,28 @@ def test_a_waiting_pod_under_horus_gets_a_reason_and_a_queue_rank():
     core.pod_seen(pod(core, "j3", 1, "m"))
     assert [(q["pod"], q["rank"]) for q in core.queue()] == [("default/j2", 0), ("default/j3", 1)]
     assert "1 of 2 pending jobs of VC default arrived earlier" in core.why_waiting("j3")
+
+
+def test_a_preempt_from_a_live_pass_is_counted_not_applied():
+    """A policy that yields Preempt without saying so (check_policy lets it through): the running
+    pod keeps its GPUs in the kernel, since nothing evicts it."""
+    from dlsched.kernel.decisions import Preempt
+    from dlsched.sched.orders.fifo import FifoPolicy
+
+    class Sneaky(FifoPolicy):
+        name = "sneaky"
+
+        def schedule(self, view, vc):
+            for job in [j for j in core.jobs.values() if j.state.name == "RUNNING"]:
+                yield Preempt(job)
+            yield from super().schedule(view, vc)
+
+    core = SchedulerCore(Sneaky(make_policy("fifo").placer), Store("sqlite://"),
+                         clock=iter(range(1000, 10**6)).__next__)
+    core.node_seen(NodeFacts("n", 2, "default", "", False))
+    service = LiveService(core, Bridge())
+    assert place(core, service, pod(core, "a", 1), ["n"]) == "n"
+    assert place(core, service, pod(core, "b", 1), ["n"]) == "n"
+    assert core.counters["preemptions not carried out"] >= 1
+    assert core.jobs["a"].state.name == "RUNNING" and core.state.node_free[0] == 0
+    core.state.check_invariants()
