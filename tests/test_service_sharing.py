@@ -191,3 +191,18 @@ def test_a_preempt_from_a_live_pass_is_counted_not_applied():
     assert core.counters["preemptions not carried out"] >= 1
     assert core.jobs["a"].state.name == "RUNNING" and core.state.node_free[0] == 0
     core.state.check_invariants()
+
+
+def test_a_replayed_log_keeps_the_memory_label(tmp_path):
+    from dlsched.service.record import Recorder
+    from dlsched.service.replay import load_log
+
+    recorder = Recorder(tmp_path / "log.jsonl")
+    core = SchedulerCore(make_policy("fifo"), Store("sqlite://"), clock=iter(range(1000, 10**6)).__next__,
+                         recorder=recorder)
+    core.node_seen(NodeFacts("small", 2, "default", "A100", False, 24576))
+    core.node_seen(NodeFacts("plain", 2, "default", "A100", False))
+    core.pod_seen(pod(core, "p", 1))
+    recorder.close()
+    mem = {n.node_id: n.gpu_type.memory_mib for n in load_log(tmp_path / "log.jsonl").cluster.nodes}
+    assert mem == {"small": 24576, "plain": 40 * 1024}
