@@ -206,3 +206,32 @@ def test_a_replayed_log_keeps_the_memory_label(tmp_path):
     recorder.close()
     mem = {n.node_id: n.gpu_type.memory_mib for n in load_log(tmp_path / "log.jsonl").cluster.nodes}
     assert mem == {"small": 24576, "plain": 40 * 1024}
+
+
+LIVE_POLICIES = ["fifo", "qssf", "horus", "horus-f", "obp", "ffd-util", "coscheml", "binpack", "loadbalance",
+                 "mystic", "random-pairing"]
+
+
+@pytest.mark.parametrize("cap", [1, 2])
+@pytest.mark.parametrize("policy", LIVE_POLICIES)
+def test_every_policy_serve_accepts_runs_through_the_extender(policy, cap):
+    """Every registry policy that check_policy lets through (the others are refused above) places
+    pods, answers a waiting one with a reason, lists its queue and scores nodes, exclusive and
+    with 2 jobs per GPU, keeping the kernel's invariants."""
+    from dlsched.registry import POLICIES
+
+    assert set(LIVE_POLICIES) == set(POLICIES) - {"sjf", "srtf", "oracle-pairing", "pab"}
+    preds = {"a": (40.0, 6000.0), "b": (70.0, 12000.0)}
+    nodes = [NodeFacts("n1", 2, "default", "", False), NodeFacts("n2", 2, "default", "", False)]
+    core, service = make_core(policy, None, nodes, cap=cap, preds=preds)
+    pods = [pod(core, f"p{i}", 1 + i % 2, "ab"[i % 2]) for i in range(6)]
+    placed = [place(core, service, p, ["n1", "n2"]) for p in pods]
+    assert placed[0] == "n1" and placed.count("") < len(pods)
+    waiting = [p for p, node in zip(pods, placed) if not node]
+    assert waiting and len(waiting) <= (3 if cap == 1 else 2)
+    for p in waiting:
+        assert core.filter(p, ["n1", "n2"])[0] == []
+        assert core.why_waiting(p.uid)
+    assert len(core.queue()) == len(waiting)
+    assert all(0 <= s < MAX_SCORE for _, s in core.prioritize(waiting[0], ["n1", "n2"]))
+    core.state.check_invariants()
