@@ -235,3 +235,24 @@ def test_every_policy_serve_accepts_runs_through_the_extender(policy, cap):
     assert len(core.queue()) == len(waiting)
     assert all(0 <= s < MAX_SCORE for _, s in core.prioritize(waiting[0], ["n1", "n2"]))
     core.state.check_invariants()
+
+
+def test_a_stale_copy_of_an_ended_pod_is_not_adopted_again():
+    """Seen once in the kill -9 end-to-end test: a pod deleted after its adoption came back as a
+    bound, non-deleted copy (a late event or a scheduler's stale pod), was parked for lack of room,
+    and adopted when its node freed up — holding 8 GPUs for a pod that no longer exists. A uid
+    never returns once its pod ended, so such copies are ignored."""
+    core, service = make_core("fifo", "consolidate", [NodeFacts("n", 8, "default", "", False)])
+    bound = PodFacts("u1", "default", "old", 8, node_name="n", annotations={"dlsched.io/gpus": "0,1,2,3,4,5,6,7"})
+    core.pod_seen(bound)                                   # adopted (a restart's reconciliation)
+    assert core.jobs["u1"].state.name == "RUNNING"
+    core.pod_gone("u1")                                    # deleted
+    assert place(core, service, pod(core, "next", 4), ["n"]) == "n"
+    core.pod_seen(bound)                                   # the stale copy: no room, would be parked
+    core.filter(bound, ["n"])                              # ... or inside a filter request
+    core.pod_gone("next")
+    core.node_seen(NodeFacts("n", 8, "default", "", False))   # a node update retries parked pods
+    assert "u1" not in core.jobs and "u1" not in core.parked
+    assert core.counters["stale pods of ended uids ignored"] == 2
+    assert core.state.node_free[0] == 8
+    core.state.check_invariants()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -41,6 +41,7 @@ from dlsched.service.store import DoubleAssignment, Store
 
 PENDING, RUNNING, ASSUMED, FINISHED = JobState.PENDING, JobState.RUNNING, JobState.ASSUMED, JobState.FINISHED
 MAX_SCORE = 10  # the extender protocol's highest host priority
+ENDED_KEPT = 100_000   # uids of ended pods remembered, so that a stale copy is not adopted again
 
 
 class BindError(RuntimeError):
@@ -80,6 +81,7 @@ class SchedulerCore:
         self.waiting: dict[str, str] = {}          # pod uid -> why it is not placed (no job / postponed)
         self.parked: dict[str, PodFacts] = {}      # pods that cannot be jobs yet (unknown VC or node)
         self.gone_nodes: set[str] = set()          # deleted nodes still holding pods (removed when empty)
+        self.ended: OrderedDict[str, None] = OrderedDict()   # uids of pods that ended (the newest ENDED_KEPT)
         self.counters: Counter[str] = Counter()
         self.passes = 0
         self.observed: dict[str, tuple[float, float, float]] = {}   # pod uid -> (util, mem MiB, at) last read
@@ -181,6 +183,11 @@ class SchedulerCore:
         """Any news about a pod (watch event, start-up list, or the pod inside a filter call)."""
         with self.lock:
             if pod.gpus == 0:
+                return
+            if pod.uid in self.ended:
+                # a pod's uid never comes back once it finished or was deleted: this is an older
+                # copy (a late event, a scheduler's stale pod); adopting it would hold GPUs forever
+                self.counters["stale pods of ended uids ignored"] += 1
                 return
             job = self.jobs.get(pod.uid)
             if pod.terminal:
@@ -364,6 +371,9 @@ class SchedulerCore:
             self.store.release(uid, pod.key, "withdraw", now, detail=why)
             self._record("withdraw", uid=uid, why=why)
         st.withdraw(job, now)
+        self.ended[uid] = None
+        if len(self.ended) > ENDED_KEPT:
+            self.ended.popitem(last=False)
         self.jobs.pop(uid, None)
         self.pods.pop(uid, None)
         self.slots.pop(uid, None)
