@@ -66,9 +66,11 @@ def test_filter_nodes_mode_passes_only_the_nominated_node(captured):
     assert out["Nodes"]["items"][0] == sent[passed[0]]
     other = ({"gpu-node-a", "gpu-node-b"} - set(passed)).pop()
     assert "nominated" in out["FailedNodes"][other] and passed[0] in out["FailedNodes"][other]
-    # prioritize on the same pod: the nominated node gets the top score
+    # prioritize on the same pod: the nominated node gets the top score, the other one the
+    # placement's (consolidate ranks like best fit: 4 of its 8 GPUs would stay free,
+    # 1 - 4/8 = 0.5 -> 1 + 8 * 0.5 = 5)
     prio = client.post("/scheduler/prioritize", json=captured("prioritize-1.json")).json()
-    assert {p["Host"]: p["Score"] for p in prio} == {passed[0]: 10, other: 0}
+    assert {p["Host"]: p["Score"] for p in prio} == {passed[0]: 10, other: 5}
     # the GPUs are held by the nomination (assume), durably
     rows = service.core.store.assignment_rows()
     assert [(r["node"], r["gpu"], r["state"]) for r in rows] == [(passed[0], g, "assumed") for g in range(4)]

@@ -15,8 +15,10 @@ from dlsched.cli.common import clear_errors, console
 def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve(
-        policy: str = typer.Option("fifo", help="queue order from the registry (fifo, qssf; oracles cannot run live)"),
-        placement: str = typer.Option("consolidate", help="placement from the registry, or name:weight,..."),
+        policy: str = typer.Option("fifo", help="policy from the registry (fifo, qssf, horus, ...; oracle and "
+                                   "preemptive policies cannot run live)"),
+        placement: Optional[str] = typer.Option(None, help="placement from the registry, or name:weight,... "
+                                                "(default: the policy's own, e.g. horus-cost for horus)"),
         backfill: bool = typer.Option(False, help="let later jobs start in gaps the head job cannot use"),
         kubeconfig: Optional[Path] = typer.Option(None, help="kubeconfig file of the cluster"),
         api_server: Optional[str] = typer.Option(None, help="API server URL (instead of --kubeconfig)"),
@@ -50,7 +52,9 @@ def register(app: typer.Typer) -> None:
                                          observe_after)
         import uvicorn
 
-        console.print(f"dlsched serve: policy {policy}, placement {placement}, store {_safe_url(db)}, "
+        placed_by = getattr(service.core.policy, "placement_name", placement)
+        console.print(f"dlsched serve: policy {policy}, placement {placed_by}, "
+                      f"max {max_jobs_per_gpu} job(s) per GPU, store {_safe_url(db)}, "
                       f"listening on http://{host}:{port}", soft_wrap=True, highlight=False)
         try:
             uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
@@ -67,7 +71,7 @@ def _safe_url(url: str) -> str:
     return f"{scheme}://{cred.partition(':')[0]}:***@{tail}"
 
 
-def build_service(policy: str, placement: str, backfill: bool, kubeconfig: Path | None, api_server: str | None,
+def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig: Path | None, api_server: str | None,
                   api_token: str | None, insecure: bool, db: str, token: str | None, scheduler_name: str,
                   vc_map: str, default_vc: str, max_jobs_per_gpu: int, model_dir: Path | None,
                   predict_resources: bool = False, gpu: str = "V100", record: Path | None = None,

@@ -32,6 +32,9 @@ class PabPolicy(FifoPolicy):
 
     name = "pab"
     default_placement = "obp"
+    # It yields Preempt (re-queues a running job) without being ``preemptive`` in the engine's
+    # sense (no Helios 1-s tick): the live service refuses it for the Preempt.
+    requeues_running = True
 
     def __init__(self, placer, backfill: bool = False, warmup: float = 60.0, max_drop: float = 0.5) -> None:
         super().__init__(placer, backfill)

@@ -138,7 +138,7 @@ def build_app(service: LiveService) -> "BodyLimit":
 
     @app.post("/scheduler/prioritize", tags=["extender"], openapi_extra=ext)
     async def extender_prioritize(request: Request) -> JSONResponse:
-        """ExtenderArgs -> HostPriorityList: the nominated node scores 10, the others 0."""
+        """ExtenderArgs -> HostPriorityList: the nominated node 10, others the policy's score (1-9) or 0."""
         with timed("prioritize"):
             try:
                 pod, names, _ = parse_args(await _body(request, EXTENDER_MAX_BYTES))

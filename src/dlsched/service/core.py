@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
 
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
 from dlsched.core.job import Job, JobState, truth_hidden
-from dlsched.kernel.decisions import Start
+from dlsched.kernel.decisions import Preempt, Start
+from dlsched.kernel.queues import KeyedQueue
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.sharing.index import mask_rows
 from dlsched.service.pods import (
     BATCH_ANNOTATION,
     GPUS_ANNOTATION,
@@ -36,6 +41,7 @@ from dlsched.service.store import DoubleAssignment, Store
 
 PENDING, RUNNING, ASSUMED, FINISHED = JobState.PENDING, JobState.RUNNING, JobState.ASSUMED, JobState.FINISHED
 MAX_SCORE = 10  # the extender protocol's highest host priority
+ENDED_KEPT = 100_000   # uids of ended pods remembered, so that a stale copy is not adopted again
 
 
 class BindError(RuntimeError):
@@ -66,6 +72,8 @@ class SchedulerCore:
                 plugin.attach(self.state)
             self.state.add_observer(plugin)
         self.view = SchedulingView(self.state, oracle=False)
+        # the queue is ordered by policy.key (FIFO, QSSF, ...), or by arrival (Horus's ArrivalQueue)
+        self.keyed = isinstance(policy.new_queue(), KeyedQueue)
         self.lock = threading.RLock()
         self.jobs: dict[str, Job] = {}            # pod uid -> job (pending, assumed or running)
         self.pods: dict[str, PodFacts] = {}        # pod uid -> latest facts of a pod with a job
@@ -73,6 +81,7 @@ class SchedulerCore:
         self.waiting: dict[str, str] = {}          # pod uid -> why it is not placed (no job / postponed)
         self.parked: dict[str, PodFacts] = {}      # pods that cannot be jobs yet (unknown VC or node)
         self.gone_nodes: set[str] = set()          # deleted nodes still holding pods (removed when empty)
+        self.ended: OrderedDict[str, None] = OrderedDict()   # uids of pods that ended (the newest ENDED_KEPT)
         self.counters: Counter[str] = Counter()
         self.passes = 0
         self.observed: dict[str, tuple[float, float, float]] = {}   # pod uid -> (util, mem MiB, at) last read
@@ -93,11 +102,13 @@ class SchedulerCore:
 
     @staticmethod
     def check_policy(policy) -> None:
-        """Live scheduling has no ground truth and does not preempt pods."""
+        """Live scheduling has no ground truth and does not preempt pods (docs/service.md)."""
         if getattr(policy, "oracle", False):
-            raise ValueError(f"policy {policy.name} is an oracle (it reads true durations): it cannot run live")
-        if getattr(policy, "preemptive", False):
-            raise ValueError(f"policy {policy.name} is preemptive: the live service does not preempt pods")
+            raise ValueError(f"policy {policy.name} is an oracle (it reads the true durations or co-location "
+                             f"speeds a simulation knows): a live cluster has no such ground truth")
+        if getattr(policy, "preemptive", False) or getattr(policy, "requeues_running", False):
+            raise ValueError(f"policy {policy.name} preempts running jobs: the live service does not evict pods "
+                             f"(docs/service.md: 'Policies that cannot run live')")
 
     # -- time ----------------------------------------------------------------------------
     def now(self) -> float:
@@ -111,9 +122,10 @@ class SchedulerCore:
         with self.lock:
             st, now = self.state, self.now()
             idx = st.node_index.get(node.name)
+            gtype, known = self._gpu_type_of(node)
             if idx is not None:
                 spec = st.node_specs[idx]
-                if spec.gpus != node.gpus or spec.vc != node.vc:
+                if spec.gpus != node.gpus or spec.vc != node.vc or spec.gpu_type != gtype:
                     if st.node_holders[idx]:
                         self.counters["node changes deferred while busy"] += 1
                     else:
@@ -123,23 +135,32 @@ class SchedulerCore:
                 if node.gpus == 0:
                     self.counters["nodes without GPUs ignored"] += 1
                     return
-                gtype = self.default_gpu
-                if node.gpu_type:
-                    try:
-                        gtype = gpu_type(node.gpu_type)
-                    except ValueError:
-                        self.counters["unknown GPU type labels"] += 1
+                if not known:
+                    self.counters["unknown GPU type labels"] += 1
                 idx = st.add_node(NodeSpec(node.name, node.vc, node.gpus, gtype), now)
             self.gone_nodes.discard(node.name)
             spec = st.node_specs[idx]
             self._record("node", name=node.name, vc=node.vc, gpus=node.gpus, gpu_type=spec.gpu_type.name,
-                         cordoned=node.cordoned)
+                         gpu_mem_mib=spec.gpu_type.memory_mib, cordoned=node.cordoned)
             if node.cordoned:
                 st.cordon(idx, now)
             else:
                 st.uncordon(idx, now)
             self._dirty.add(st.node_vc[idx])
             self._retry_parked()
+
+    def _gpu_type_of(self, node: NodeFacts) -> tuple[GpuType, bool]:
+        """The node's GPU type (its label, else ``--gpu``) with the memory of its memory label,
+        and whether a type label it has is known."""
+        gtype, known = self.default_gpu, True
+        if node.gpu_type:
+            try:
+                gtype = gpu_type(node.gpu_type)
+            except ValueError:
+                known = False
+        if node.gpu_mem_mib and node.gpu_mem_mib != gtype.memory_mib:
+            gtype = replace(gtype, memory_mib=node.gpu_mem_mib)
+        return gtype, known
 
     def node_gone(self, name: str) -> None:
         """A node was deleted: closed at once, removed once its pods are gone."""
@@ -162,6 +183,11 @@ class SchedulerCore:
         """Any news about a pod (watch event, start-up list, or the pod inside a filter call)."""
         with self.lock:
             if pod.gpus == 0:
+                return
+            if pod.uid in self.ended:
+                # a pod's uid never comes back once it finished or was deleted: this is an older
+                # copy (a late event, a scheduler's stale pod); adopting it would hold GPUs forever
+                self.counters["stale pods of ended uids ignored"] += 1
                 return
             job = self.jobs.get(pod.uid)
             if pod.terminal:
@@ -345,6 +371,9 @@ class SchedulerCore:
             self.store.release(uid, pod.key, "withdraw", now, detail=why)
             self._record("withdraw", uid=uid, why=why)
         st.withdraw(job, now)
+        self.ended[uid] = None
+        if len(self.ended) > ENDED_KEPT:
+            self.ended.popitem(last=False)
         self.jobs.pop(uid, None)
         self.pods.pop(uid, None)
         self.slots.pop(uid, None)
@@ -385,6 +414,10 @@ class SchedulerCore:
                             if not self._assume(decision, now):
                                 break
                             started += 1
+                        elif type(decision) is Preempt:
+                            # refused at start-up (check_policy); never free the GPUs of a pod
+                            # that keeps running
+                            self.counters["preemptions not carried out"] += 1
                         else:
                             st.apply(decision, now)
                             if hasattr(decision, "reason"):
@@ -445,12 +478,64 @@ class SchedulerCore:
         return passed, failed
 
     def prioritize(self, pod: PodFacts, node_names: list[str]) -> list[tuple[str, int]]:
+        """The nominated node scores MAX_SCORE (10); every other node the policy's placement
+        scores for this pod on it, mapped to 1..9 (:meth:`policy_scores`), or 0 where the pod
+        cannot go (no room, the placement's filters, another VC, unknown to dlsched)."""
         with self.lock:
             job = self.jobs.get(pod.uid)
-            nominated = ""
-            if job is not None and job.state is ASSUMED:
-                nominated = self.state.node_ids[job.placement[0][0]]
-            return [(n, MAX_SCORE if n == nominated else 0) for n in node_names]
+            if job is None or job.state is RUNNING:
+                return [(n, 0) for n in node_names]
+            nominated = self.state.node_ids[job.placement[0][0]] if job.state is ASSUMED else ""
+            scores = self.policy_scores(job)
+            return [(n, MAX_SCORE if n == nominated else scores.get(n, 0)) for n in node_names]
+
+    def policy_scores(self, job: Job) -> dict[str, int]:
+        """The placement's score stage for ``job`` on every node of its VC that could take it now
+        (the pipeline's candidates with room -- shared GPUs included when sharing is on -- that
+        pass its filters): the weighted sum of the scorers (each in [0, 1]) over the sum of the
+        weights, as ``1 + floor(8 * s + 0.5)`` in 1..9, so that any node the policy would accept
+        outranks one it would not, and the nominated node (10) outranks them all. A node the
+        job holds GPUs on (its nomination) is scored as it stands, the job's GPUs taken."""
+        placer = getattr(self.policy, "placer", None)
+        scorers = getattr(placer, "scorers", None)
+        if not scorers or not hasattr(placer, "_candidates"):
+            return {}
+        st, view, vc = self.state, self.view, job.vc_state
+        view.now = self.now()
+        share = bool(getattr(placer, "share", False)) and st.cap > 1
+        wsum = sum(w for _, w in scorers)
+        top = MAX_SCORE - 2
+        ids, nodes, filters = st.node_ids, vc.nodes, placer.filters
+        out: dict[str, int] = {}
+        with truth_hidden(True):
+            cand = placer._candidates(view, vc, job, share)
+            if share and cand & (cand - 1) and getattr(placer, "vector_scores", False) and placer.use_index:
+                # every scorer scores all candidates at once from the load index (Horus's cost), the
+                # same floats as score(), as in the pipeline's own sharing stage
+                rows = mask_rows(cand, len(nodes))
+                total = sum(w * s.score_rows(view, vc, job, rows) for s, w in scorers) / wsum
+                mapped = 1 + np.floor(top * np.clip(total, 0.0, 1.0) + 0.5).astype(int)
+                return {ids[nodes[r]]: v for r, v in zip(rows.tolist(), mapped.tolist())}
+            one = scorers[0][0].score if len(scorers) == 1 and not filters else None
+            by_free: dict[int, float] | None = {} if one is not None and getattr(
+                scorers[0][0], "score_by_free", False) else None
+            free = st.node_free
+            while cand:
+                low = cand & -cand
+                cand ^= low
+                node = nodes[low.bit_length() - 1]
+                if by_free is not None:   # best fit / consolidate: one score per free-GPU count
+                    total = by_free.get(free[node])
+                    if total is None:
+                        total = by_free[free[node]] = one(view, vc, job, node)
+                elif one is not None:     # one scorer, no filter: its score as it is
+                    total = one(view, vc, job, node)
+                elif any(f.filter(view, vc, job, node) for f in filters):
+                    continue
+                else:
+                    total = sum(w * s.score(view, vc, job, node) for s, w in scorers) / wsum
+                out[ids[node]] = 1 + int(top * (0.0 if total < 0.0 else 1.0 if total > 1.0 else total) + 0.5)
+        return out
 
     def why_waiting(self, uid: str) -> str:
         job = self.jobs.get(uid)
@@ -461,10 +546,18 @@ class SchedulerCore:
         if uid in self.waiting:
             return self.waiting[uid]
         vc = job.vc_state
-        ahead = sum(1 for other in vc.queue if (self.policy.key(other), other.enq_seq) <
-                    (self.policy.key(job), job.enq_seq))
+        mine = self._rank(job)
+        ahead = sum(1 for other in vc.queue if self._rank(other) < mine)
+        if not self.keyed:   # e.g. Horus: its own rounds pick among the pending jobs, skipping misfits
+            return (f"queued by dlsched ({self.policy.name}): no room the policy accepts in its last pass; "
+                    f"{ahead} of {vc.pending} pending jobs of VC {vc.name} arrived earlier; {vc.free} GPUs free")
         return (f"queued by dlsched ({self.policy.name}): {ahead} of {vc.pending} pending jobs of VC {vc.name} "
                 f"go first; {vc.free} GPUs free")
+
+    def _rank(self, job: Job) -> tuple:
+        """A pending job's place in the policy's queue order: its key, or for a policy whose
+        queue has none (Horus, Horus-f: arrival order, their rounds decide) its arrival."""
+        return (self.policy.key(job), job.enq_seq) if self.keyed else (job.enq_seq,)
 
     def begin_bind(self, uid: str, node: str) -> tuple[PodFacts, list[int]]:
         """Check a bind against the nomination; returns the pod and its GPU indices."""
@@ -603,7 +696,7 @@ class SchedulerCore:
         with self.lock:
             out = []
             for vc in self.state.vcs:
-                jobs = sorted(vc.queue, key=lambda j: (self.policy.key(j), j.enq_seq))
+                jobs = sorted(vc.queue, key=self._rank)
                 for rank, job in enumerate(jobs):
                     out.append({"pod": self.pods[job.job_id].key, "uid": job.job_id, "vc": vc.name, "rank": rank,
                                 "gpus": job.gpus, "priority": _num(job.priority),

@@ -17,6 +17,11 @@ MODEL_ANNOTATION = "dlsched.io/model"        # ONNX reference or model name (for
 BATCH_ANNOTATION = "dlsched.io/batch-size"
 USER_ANNOTATION = "dlsched.io/user"
 GPU_TYPE_LABEL = "dlsched.io/gpu-type"
+# Node labels for GPU sharing: memory per GPU (MiB; else the GPU type's), and how many units of
+# nvidia.com/gpu one physical GPU is advertised as (a time-slicing device plugin's replicas).
+# dlsched's own labels win over those NVIDIA's GPU feature discovery writes.
+GPU_MEMORY_LABELS = ("dlsched.io/gpu-memory-mib", "nvidia.com/gpu.memory")
+GPU_REPLICAS_LABELS = ("dlsched.io/gpu-replicas", "nvidia.com/gpu.replicas")
 
 
 class PodError(ValueError):
@@ -136,6 +141,21 @@ class NodeFacts:
     vc: str
     gpu_type: str
     cordoned: bool
+    gpu_mem_mib: int = 0      # memory per GPU from a node label; 0: the GPU type's
+    replicas: int = 1         # nvidia.com/gpu units per physical GPU (time-slicing)
+
+
+def _label_number(labels: dict, keys: tuple[str, ...], name: str, low: int, high: int) -> int:
+    """The first of ``keys`` present in ``labels`` as a whole number in [low, high]; 0 when none."""
+    for key in keys:
+        value = labels.get(key)
+        if value is None or value == "":
+            continue
+        text = str(value).strip()
+        if not text.isdigit() or not low <= int(text) <= high:
+            raise PodError(f"Node {name} label {key}: {value!r} is not a whole number in {low}..{high}")
+        return int(text)
+    return 0
 
 
 def node_facts(node: object, default_vc: str = "default") -> NodeFacts:
@@ -149,8 +169,10 @@ def node_facts(node: object, default_vc: str = "default") -> NodeFacts:
     gpus = parse_quantity(alloc.get(GPU_RESOURCE, 0), f"Node {name} allocatable {GPU_RESOURCE}")
     labels = _dict(meta.get("labels"), "Node.metadata.labels")
     spec = _dict(node.get("spec"), "Node.spec")
-    return NodeFacts(name, gpus, str(labels.get(VC_LABEL) or default_vc), str(labels.get(GPU_TYPE_LABEL) or ""),
-                     bool(spec.get("unschedulable")))
+    mem = _label_number(labels, GPU_MEMORY_LABELS, name, 1, 1 << 24)
+    replicas = _label_number(labels, GPU_REPLICAS_LABELS, name, 1, 64) or 1
+    return NodeFacts(name, gpus // replicas, str(labels.get(VC_LABEL) or default_vc),
+                     str(labels.get(GPU_TYPE_LABEL) or ""), bool(spec.get("unschedulable")), mem, replicas)
 
 
 @dataclass(slots=True)

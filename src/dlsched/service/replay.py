@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, VirtualCluster, gpu_type
@@ -61,8 +61,11 @@ def load_log(path: str | Path) -> Recorded:
     for e in events:
         kind, uid = e["kind"], e.get("uid")
         if kind == "node":
-            nodes[e["name"]] = NodeSpec(e["name"], str(e["vc"]), int(e["gpus"]),
-                                        _gpu(str(e.get("gpu_type") or ""), default_gpu))
+            gtype = _gpu(str(e.get("gpu_type") or ""), default_gpu)
+            mem = e.get("gpu_mem_mib")   # a node's memory label (logs written before it: the type's)
+            if isinstance(mem, (int, float)) and mem > 0 and mem != gtype.memory_mib:
+                gtype = replace(gtype, memory_mib=int(mem))
+            nodes[e["name"]] = NodeSpec(e["name"], str(e["vc"]), int(e["gpus"]), gtype)
         elif kind == "submit":
             submits[uid] = e
         elif kind == "start":

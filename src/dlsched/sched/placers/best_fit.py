@@ -18,6 +18,7 @@ def tightness(view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
 
 class BestFitPlacer:
     name = "best-fit"
+    score_by_free = True  # score() depends on the node's free GPU count only (for one job)
 
     def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
         return tightness(view, vc, job, node)

@@ -21,6 +21,7 @@ from dlsched.sched.placers.best_fit import tightness
 
 class ConsolidatePlacer:
     name = "consolidate"
+    score_by_free = True  # score() depends on the node's free GPU count only (for one job)
     single_node_only = True  # a job that fits one node waits rather than span nodes
 
     def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
