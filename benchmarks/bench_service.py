@@ -54,8 +54,9 @@ def _serve(port: int, nodes: int, db: str, loop: str, http: str) -> None:
     core = SchedulerCore(make_policy("fifo", "consolidate"), Store(db))
     for i in range(nodes):
         core.node_seen(NodeFacts(f"node-{i:04d}", 8, "default", "", False))
+    # keep-alive as long as the run: a connection idle between phases is not closed under the client
     uvicorn.run(build_app(LiveService(core, None, token="bench")), host="127.0.0.1", port=port,
-                log_level="warning", access_log=False, loop=loop, http=http)
+                log_level="warning", access_log=False, loop=loop, http=http, timeout_keep_alive=600)
 
 
 def _free_port() -> int:

@@ -75,11 +75,12 @@ def parse_args(body: object) -> tuple[PodFacts, list[str], list[dict] | None]:
             out.append(name)
         return pod, out, items
     if names is not None:
-        if not isinstance(names, list) or not set(map(type, names)) <= {str} or "" in names:
+        if not isinstance(names, list):
             raise WireError("NodeNames must be a list of non-empty strings")
         if len(names) > MAX_NODES:
             raise WireError(f"NodeNames: {len(names)} nodes, more than {MAX_NODES}")
-        return pod, list(names), None
+        NodeList.of(names)   # checks the names (once for a list equal to the last one)
+        return pod, names, None
     raise WireError("one of Nodes or NodeNames must be given")
 
 
@@ -96,21 +97,53 @@ def priority_result(scores: list[tuple[str, int]]) -> list[dict]:
     return [{"Host": host, "Score": score} for host, score in scores]
 
 
-def _verbatim(names: list[str]) -> bool:
-    """Whether every name is its own JSON string body (nothing to escape: no quote, backslash or
-    control character; a non-printable character sends the answer through the encoder)."""
-    joined = "".join(names)
-    return joined.isprintable() and '"' not in joined and "\\" not in joined
+class NodeList:
+    """A checked list of node names (strings, none empty) and what the replies need from it,
+    derived once: kube-scheduler sends the same list (every feasible node) for pod after pod, so
+    :meth:`of` keeps the last one and answers from it while the next list is equal (a C-level
+    comparison, no hashing)."""
+
+    __slots__ = ("names", "pos", "unique", "verbatim", "zero")
+
+    def __init__(self, names: list[str]) -> None:
+        try:
+            joined = "".join(names)   # a TypeError names a non-string
+        except TypeError:
+            raise WireError("NodeNames must be a list of non-empty strings") from None
+        if "" in names:
+            raise WireError("NodeNames must be a list of non-empty strings")
+        self.names = list(names)
+        # every name is its own JSON string body (no quote, backslash or control character to escape;
+        # a non-printable character sends the answer through the encoder)
+        self.verbatim = joined.isprintable() and '"' not in joined and "\\" not in joined
+        self.unique = list(dict.fromkeys(names))   # FailedNodes keys: each name once, in request order
+        self.pos = {n: i for i, n in enumerate(self.unique)}
+        self.zero = ('[{"Host":"' + '","Score":0},{"Host":"'.join(names) + '","Score":0}]'
+                     if self.verbatim and names else "")
+
+    _last: NodeList | None = None
+
+    @classmethod
+    def of(cls, names: list[str]) -> NodeList:
+        last = cls._last
+        if last is not None and last.names == names:
+            return last
+        cls._last = last = cls(names)
+        return last
 
 
-def _failed_nodes(names: list[str], passed: list[str], why: str) -> bytes:
+def _failed_nodes(nodes: NodeList, passed: list[str], why: str) -> bytes:
     """The ``FailedNodes`` object: each name not in ``passed`` (once, in request order) -> ``why``."""
-    failed = dict.fromkeys(names)
-    for name in passed:
-        failed.pop(name, None)
+    failed = nodes.unique
+    if len(passed) == 1 and passed[0] in nodes.pos:
+        i = nodes.pos[passed[0]]
+        failed = failed[:i] + failed[i + 1:]
+    elif passed:
+        keep = set(passed)
+        failed = [n for n in failed if n not in keep]
     if not failed:
         return b"{}"
-    if not _verbatim(names):
+    if not nodes.verbatim:
         return dumps(dict.fromkeys(failed, why))
     reason = dumps(why).decode()
     return ('{"' + ('":' + reason + ',"').join(failed) + '":' + reason + "}").encode()
@@ -118,7 +151,7 @@ def _failed_nodes(names: list[str], passed: list[str], why: str) -> bytes:
 
 def filter_reply(passed: list[str], why: str, names: list[str], items: list[dict] | None) -> bytes:
     """``filter_result`` as JSON bytes, for an answer where every node not in ``passed`` fails with ``why``."""
-    failed = _failed_nodes(names, passed, why)
+    failed = _failed_nodes(NodeList.of(names), passed, why)
     if items is not None:
         keep = set(passed)
         nodes = dumps({"metadata": {}, "items": [obj for obj in items if obj["metadata"]["name"] in keep]})
@@ -130,10 +163,11 @@ def priority_reply(names: list[str], nominated: str, score: int) -> bytes:
     """``priority_result`` as JSON bytes: ``score`` for each occurrence of ``nominated``, 0 for the rest."""
     if not names:
         return b"[]"
-    if not _verbatim(names):
+    nodes = NodeList.of(names)
+    if not nodes.verbatim:
         return dumps([{"Host": n, "Score": score if n == nominated else 0} for n in names])
-    out = '[{"Host":"' + '","Score":0},{"Host":"'.join(names) + '","Score":0}]'
-    if nominated and score:
+    out = nodes.zero
+    if nominated and score and nominated in nodes.pos:
         entry = '{"Host":"' + nominated + '","Score":'
         out = out.replace(entry + "0}", entry + str(score) + "}")
     return out.encode()
