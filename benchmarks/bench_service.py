@@ -7,10 +7,11 @@ The server (uvicorn, one process, the real app with a FIFO/consolidate core and 
 SQLite store in a temporary directory; uvloop and httptools when installed, as ``dlsched serve``
 runs) runs in a child process. The load is open-loop: every request has a due time fixed in
 advance, ``--rate`` per second, and is sent then over an idle kept-alive connection (a new one is
-opened when none is idle), so a slow answer never slows the offered load; a request's latency runs
-from its due time to the last byte of its answer, so a late send counts against it too. The
-client is one thread with non-blocking sockets and request bytes built before the run, so it takes
-little CPU from the server.
+opened when none is idle, up to ``--connections``; past that it waits for the first to free up),
+so a slow answer does not slow the offered load; a request's latency runs from its due time to the
+last byte of its answer, so a late send counts against it too. The client is one thread with
+non-blocking sockets and request bytes built before the run, so it takes little CPU from the
+server.
 
 Extender requests alternate filter and prioritize for one pod (``nodeCacheCapable`` form, N node
 names each); pods cycle through a pool of 500: the first filter of each submits it, runs a pass
@@ -19,8 +20,11 @@ as when kube-scheduler retries. The empty endpoint (a POST of ``{}`` answered ``
 same front path as the extender's) is the baseline: it is measured at the same rate in its own
 phases of the same run, ``--block`` seconds of empty requests, then as many of extender ones, and
 so on (``--seconds`` of each in all), so both see the same machine; ``--interleave`` sends both
-streams at once instead (twice the load). Prints p50/p99/max per endpoint, the errors, and the
-server's CPU time per request in each phase (read from /proc: robust to other load on the machine).
+streams at once instead (twice the load). Prints p50/p99/max per endpoint, the errors (an answer
+other than 200, a dropped connection) and the requests still unanswered 60 s after the last was
+due, and the server's CPU time per request in each phase (read from /proc; other load on the
+machine inflates it less than the latencies, but a backlog carried into the next phase counts
+there).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +134,7 @@ def _schedule(rate: float, seconds: float, block: float, interleave: bool, pods:
 
 
 def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave: bool = False, pods: int = 500,
-        loop: str = "auto", http: str = "auto") -> dict:
+        loop: str = "auto", http: str = "auto", connections: int = 64) -> dict:
     port = _free_port()
     tmp = tempfile.mkdtemp(prefix="dlsched-bench-")
     ctx = mp.get_context("spawn")
@@ -158,16 +163,19 @@ def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave:
     plan = _schedule(rate, seconds, block, interleave, pods)
     results: dict[str, list[float]] = {"filter": [], "first": [], "prioritize": [], "empty": []}
     seen_pods: set[int] = set()
-    errors = {"count": 0}
+    errors = {"count": 0, "unanswered": 0}
+    waiting: deque[tuple[float, str, int]] = deque()   # due, no connection free yet
     cpu = {"empty": 0.0, "extender": 0.0}
     sel = selectors.DefaultSelector()
     idle: list[_Conn] = []
     busy = 0
     opened = 0
+    pool = {"open": 0}
 
     def new_conn() -> _Conn:
         nonlocal opened
         opened += 1
+        pool["open"] += 1
         conn = _Conn(port)
         sel.register(conn.sock, selectors.EVENT_READ, conn)
         return conn
@@ -187,6 +195,7 @@ def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave:
             errors["count"] += 1
             sel.unregister(conn.sock)
             conn.sock.close()
+            pool["open"] -= 1
 
     def on_read(conn: _Conn) -> None:
         try:
@@ -202,6 +211,7 @@ def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave:
                 idle.remove(conn)
                 sel.unregister(conn.sock)
                 conn.sock.close()
+                pool["open"] -= 1
             return
         conn.buf += chunk
         if conn.need < 0:
@@ -238,7 +248,7 @@ def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave:
     start = time.perf_counter()
     phase, phase_cpu = plan[0][1] == "empty", _cpu_seconds(server.pid)
     i = 0
-    while i < len(plan) or busy:
+    while i < len(plan) or busy or waiting:
         now = time.perf_counter()
         while i < len(plan) and start + plan[i][0] <= now:
             due, kind, pod = plan[i]
@@ -246,24 +256,26 @@ def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave:
                 cpu_now = _cpu_seconds(server.pid)
                 cpu["empty" if phase else "extender"] += cpu_now - phase_cpu
                 phase, phase_cpu = kind == "empty", cpu_now
-            conn = idle.pop() if idle else new_conn()
-            conn.kind = kind
             if kind == "filter" and pod not in seen_pods:
                 seen_pods.add(pod)
-                conn.kind = "first"
-            conn.due = start + due
-            conn.out = wire[kind][pod if kind != "empty" else 0]
+                kind = "first"
+            waiting.append((start + due, kind, pod))
+            i += 1
+        while waiting and (idle or pool["open"] < connections):
+            due, kind, pod = waiting.popleft()
+            conn = idle.pop() if idle else new_conn()
+            conn.kind, conn.due = kind, due
+            conn.out = wire["filter" if kind == "first" else kind][pod if kind != "empty" else 0]
             conn.active = True
             busy += 1
             sel.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
             on_write(conn)
-            i += 1
         if i < len(plan):
             timeout = max(0.0, start + plan[i][0] - time.perf_counter())
         else:
             timeout = 1.0
             if time.perf_counter() - start > plan[-1][0] + 60:
-                errors["count"] += busy
+                errors["unanswered"] = busy + len(waiting)
                 break
         for key, events in sel.select(timeout):
             conn = key.data
@@ -286,6 +298,7 @@ def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave:
 
     out = {"nodes": nodes, "rate_per_s": rate, "seconds": seconds, "mode": "interleaved" if interleave else
            f"phases of {block:g} s", "loop": loop, "http": http, "errors": errors["count"],
+           "unanswered": errors["unanswered"],
            "connections_opened_during_run": opened, "elapsed_s": round(elapsed, 1),
            "filter_all": summary(results["filter"] + results["first"]),
            **{k: summary(v) for k, v in results.items()}}
@@ -316,24 +329,27 @@ def main() -> None:
     ap.add_argument("--interleave", action="store_true", help="send the empty requests at the same time instead")
     ap.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"], help="uvicorn's event loop")
     ap.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"], help="uvicorn's HTTP parser")
+    ap.add_argument("--connections", type=int, default=64, help="most connections the client opens")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     loop, http = _uvicorn_choice(args.loop, args.http)
-    out = run(args.nodes, args.rate, args.seconds, args.block, args.interleave, loop=loop, http=http)
+    out = run(args.nodes, args.rate, args.seconds, args.block, args.interleave, loop=loop, http=http,
+              connections=args.connections)
     if args.json:
         print(json.dumps(out))
         return
     print(f"{out['nodes']} nodes, {out['rate_per_s']:g} extender requests/s for {out['seconds']:g} s, empty ones "
-          f"at the same rate ({out['mode']}); uvicorn {loop} + {http}; errors: {out['errors']}; "
+          f"at the same rate ({out['mode']}); uvicorn {loop} + {http}; errors: {out['errors']}, "
+          f"unanswered: {out['unanswered']}; "
           f"connections opened under load: {out['connections_opened_during_run']}; "
           f"all answered after {out['elapsed_s']:g} s")
-    print(f"{'endpoint':<22}{'requests':>10}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}")
+    print(f"{'endpoint':<20}{'requests':>10}{'p50 ms':>12}{'p99 ms':>12}{'max ms':>12}")
     rows = (("filter", "filter_all"), ("  first of a pod", "first"), ("  repeated", "filter"),
             ("prioritize", "prioritize"), ("empty", "empty"))
     for label, key in rows:
         s = out[key]
-        print(f"{label:<22}{s.get('n', 0):>10}{s.get('p50_ms', float('nan')):>10}{s.get('p99_ms', float('nan')):>10}"
-              f"{s.get('max_ms', float('nan')):>10}")
+        print(f"{label:<20}{s.get('n', 0):>10}{s.get('p50_ms', float('nan')):>12.2f}"
+              f"{s.get('p99_ms', float('nan')):>12.2f}{s.get('max_ms', float('nan')):>12.2f}")
     if "server_cpu_ms_per_request" in out:
         c = out["server_cpu_ms_per_request"]
         print(f"server CPU per request: extender {c['extender']:.3f} ms, empty {c['empty']:.3f} ms")
