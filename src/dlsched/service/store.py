@@ -82,12 +82,13 @@ class DoubleAssignment(RuntimeError):
 Slots = Iterable[tuple[int, int]]   # (GPU index, slot)
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
+def _sqlite_pragmas(dbapi_conn, record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=FULL")   # a commit survives a power cut, not only kill -9
     cur.execute("PRAGMA busy_timeout=5000")
     cur.close()
+    record.info["synchronous"] = "FULL"      # what Store._write last set on this connection
 
 
 class Store:
@@ -115,7 +116,10 @@ class Store:
         deferred = self._deferred
         with self.engine.begin() as conn:
             if self._dialect == "sqlite":   # a pragma runs outside pysqlite's implicit transaction
-                conn.exec_driver_sql("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
+                want, info = "FULL" if durable else "NORMAL", conn.connection.info
+                if info.get("synchronous") != want:   # set per connection: only when it changes
+                    conn.exec_driver_sql(f"PRAGMA synchronous={want}")
+                    info["synchronous"] = want
             elif self._dialect == "postgresql" and not durable:
                 conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
             if deferred:
