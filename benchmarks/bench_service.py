@@ -4,35 +4,49 @@ endpoint of the same server measured in the same run.
     PYTHONPATH=src .venv/bin/python benchmarks/bench_service.py [--nodes 1000] [--rate 200] [--seconds 60]
 
 The server (uvicorn, one process, the real app with a FIFO/consolidate core and N 8-GPU nodes, an
-SQLite store in a temporary directory) runs in a child process. The load is open-loop: requests
-are sent at fixed times (``--rate`` filter+prioritize pairs per second, alternating, in
-``nodeCacheCapable`` form, 1,000 node names each; the same rate of empty POSTs), each over its own
-kept-alive connection from a small pool of threads, so a slow answer does not slow the offered
-load. Pods cycle through a pool: the first filter of each submits it and a pass nominates it;
-later ones answer from the nomination, as when kube-scheduler retries. Prints p50/p99/max per
-endpoint and the number of errors.
+SQLite store in a temporary directory; uvloop and httptools when installed, as ``dlsched serve``
+runs) runs in a child process. The load is open-loop: every request has a due time fixed in
+advance, ``--rate`` per second, and is sent then over an idle kept-alive connection (a new one is
+opened when none is idle, up to ``--connections``; past that it waits for the first to free up),
+so a slow answer does not slow the offered load; a request's latency runs from its due time to the
+last byte of its answer, so a late send counts against it too. The client is one thread with
+non-blocking sockets and request bytes built before the run, so it takes little CPU from the
+server.
+
+Extender requests alternate filter and prioritize for one pod (``nodeCacheCapable`` form, N node
+names each); pods cycle through a pool of 500: the first filter of each submits it, runs a pass
+and commits its nomination to the store (the "first" row); later ones answer from the nomination,
+as when kube-scheduler retries. The empty endpoint (a POST of ``{}`` answered ``{}`` through the
+same front path as the extender's) is the baseline: it is measured at the same rate in its own
+phases of the same run, ``--block`` seconds of empty requests, then as many of extender ones, and
+so on (``--seconds`` of each in all), so both see the same machine; ``--interleave`` sends both
+streams at once instead (twice the load). Prints p50/p99/max per endpoint, the errors (an answer
+other than 200, a dropped connection) and the requests still unanswered 60 s after the last was
+due, and the server's CPU time per request in each phase (read from /proc; other load on the
+machine inflates it less than the latencies, but a backlog carried into the next phase counts
+there).
 """
 
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import multiprocessing as mp
-import queue
+import os
+import selectors
 import socket
 import statistics
 import sys
 import tempfile
-import threading
 import time
+from collections import deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 
-def _serve(port: int, nodes: int, db: str) -> None:
+def _serve(port: int, nodes: int, db: str, loop: str, http: str) -> None:
     import uvicorn
 
     from dlsched.registry import make_policy
@@ -45,8 +59,9 @@ def _serve(port: int, nodes: int, db: str) -> None:
     core = SchedulerCore(make_policy("fifo", "consolidate"), Store(db))
     for i in range(nodes):
         core.node_seen(NodeFacts(f"node-{i:04d}", 8, "default", "", False))
+    # keep-alive as long as the run: a connection idle between phases is not closed under the client
     uvicorn.run(build_app(LiveService(core, None, token="bench")), host="127.0.0.1", port=port,
-                log_level="warning", access_log=False)
+                log_level="warning", access_log=False, loop=loop, http=http, timeout_keep_alive=600)
 
 
 def _free_port() -> int:
@@ -63,73 +78,214 @@ def _pod(i: int, gpus: int) -> dict:
             "status": {"phase": "Pending"}}
 
 
-def run(nodes: int, rate: float, seconds: float, pods: int = 500) -> dict:
+def _request(path: str, body: bytes) -> bytes:
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+class _Conn:
+    __slots__ = ("active", "buf", "due", "head", "kind", "need", "out", "sock")
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.setblocking(False)
+        self.out = b""           # request bytes not yet sent
+        self.buf = bytearray()   # answer bytes received
+        self.need = -1           # answer length (head + body) once the head is in
+        self.head = b""
+        self.kind = ""
+        self.due = 0.0
+        self.active = False      # a request is out on it
+
+
+def _schedule(rate: float, seconds: float, block: float, interleave: bool, pods: int) -> list[tuple[float, str, int]]:
+    """(due time from the start, kind, pod) of every request, in time order."""
+    out: list[tuple[float, str, int]] = []
+    n = int(rate * seconds)
+    if interleave:
+        for k in range(n):
+            out.append((k / rate, "filter" if k % 2 == 0 else "prioritize", (k // 2) % pods))
+            out.append((k / rate, "empty", 0))
+        return out
+    per_block = max(1, int(rate * block))
+    t = 0.0
+    done = {"empty": 0, "extender": 0}
+    phase = "empty"
+    while done["empty"] < n or done["extender"] < n:
+        m = min(per_block, n - done[phase])
+        for j in range(m):
+            k = done[phase] + j
+            kind = "empty" if phase == "empty" else ("filter" if k % 2 == 0 else "prioritize")
+            out.append((t + j / rate, kind, (k // 2) % pods))
+        done[phase] += m
+        t += m / rate
+        phase = "extender" if phase == "empty" else "empty"
+    return out
+
+
+def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave: bool = False, pods: int = 500,
+        loop: str = "auto", http: str = "auto", connections: int = 64) -> dict:
     port = _free_port()
     tmp = tempfile.mkdtemp(prefix="dlsched-bench-")
     ctx = mp.get_context("spawn")
-    server = ctx.Process(target=_serve, args=(port, nodes, f"sqlite:///{tmp}/bench.db"), daemon=True)
+    server = ctx.Process(target=_serve, args=(port, nodes, f"sqlite:///{tmp}/bench.db", loop, http), daemon=True)
     server.start()
     deadline = time.monotonic() + 60
     while True:
         try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/healthz")
-            if c.getresponse().status == 200:
+            probe = socket.create_connection(("127.0.0.1", port), timeout=2)
+            probe.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            if probe.recv(64).startswith(b"HTTP/1.1 200"):
+                probe.close()
                 break
         except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError("server did not start") from None
-            time.sleep(0.2)
+            pass
+        if time.monotonic() > deadline or not server.is_alive():
+            raise RuntimeError("server did not start")
+        time.sleep(0.2)
+
     names = [f"node-{i:04d}" for i in range(nodes)]
     bodies = [json.dumps({"Pod": _pod(i, 1 + i % 8), "Nodes": None, "NodeNames": names}).encode()
               for i in range(pods)]
-    jobs: queue.Queue = queue.Queue()
-    results: dict[str, list[float]] = {"filter": [], "prioritize": [], "empty": []}
-    errors = {"count": 0}
-    lock = threading.Lock()
+    wire = {"filter": [_request("/scheduler/filter", b) for b in bodies],
+            "prioritize": [_request("/scheduler/prioritize", b) for b in bodies],
+            "empty": [_request("/empty", b"{}")]}
+    plan = _schedule(rate, seconds, block, interleave, pods)
+    results: dict[str, list[float]] = {"filter": [], "first": [], "prioritize": [], "empty": []}
+    seen_pods: set[int] = set()
+    errors = {"count": 0, "unanswered": 0}
+    waiting: deque[tuple[float, str, int]] = deque()   # due, no connection free yet
+    cpu = {"empty": 0.0, "extender": 0.0}
+    sel = selectors.DefaultSelector()
+    idle: list[_Conn] = []
+    busy = 0
+    opened = 0
+    pool = {"open": 0}
 
-    def worker() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        while True:
-            item = jobs.get()
-            if item is None:
+    def new_conn() -> _Conn:
+        nonlocal opened
+        opened += 1
+        pool["open"] += 1
+        conn = _Conn(port)
+        sel.register(conn.sock, selectors.EVENT_READ, conn)
+        return conn
+
+    for _ in range(16):
+        idle.append(new_conn())
+    opened = 0
+
+    def finish(conn: _Conn, ok: bool) -> None:
+        nonlocal busy
+        busy -= 1
+        conn.active = False
+        if ok:
+            results[conn.kind].append((time.perf_counter() - conn.due) * 1000.0)
+            idle.append(conn)
+        else:
+            errors["count"] += 1
+            sel.unregister(conn.sock)
+            conn.sock.close()
+            pool["open"] -= 1
+
+    def on_read(conn: _Conn) -> None:
+        try:
+            chunk = conn.sock.recv(1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            if conn.active:
+                finish(conn, False)
+            else:                 # the server closed an idle kept-alive connection
+                idle.remove(conn)
+                sel.unregister(conn.sock)
+                conn.sock.close()
+                pool["open"] -= 1
+            return
+        conn.buf += chunk
+        if conn.need < 0:
+            end = conn.buf.find(b"\r\n\r\n")
+            if end < 0:
                 return
-            kind, path, body = item
-            t0 = time.perf_counter()
-            try:
-                conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
-                resp = conn.getresponse()
-                resp.read()
-                ok = resp.status == 200
-            except OSError:
-                ok = False
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-            dt = time.perf_counter() - t0
-            with lock:
-                if ok:
-                    results[kind].append(dt * 1000.0)
-                else:
-                    errors["count"] += 1
+            conn.head = bytes(conn.buf[:end])
+            length = 0
+            for line in conn.head.split(b"\r\n")[1:]:
+                key, _, value = line.partition(b":")
+                if key.strip().lower() == b"content-length":
+                    length = int(value)
+            conn.need = end + 4 + length
+        if len(conn.buf) >= conn.need:
+            ok = conn.head.startswith(b"HTTP/1.1 200")
+            conn.buf.clear()
+            conn.need = -1
+            finish(conn, ok)
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(8)]
-    for t in threads:
-        t.start()
-    interval = 1.0 / rate
+    def on_write(conn: _Conn) -> None:
+        try:
+            sent = conn.sock.send(conn.out)
+        except BlockingIOError:
+            return
+        except OSError:
+            conn.out = b""
+            sel.modify(conn.sock, selectors.EVENT_READ, conn)
+            finish(conn, False)
+            return
+        conn.out = conn.out[sent:]
+        if not conn.out:
+            sel.modify(conn.sock, selectors.EVENT_READ, conn)
+
     start = time.perf_counter()
-    n = int(rate * seconds)
-    for k in range(n):
-        due = start + k * interval
-        delay = due - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        body = bodies[(k // 2) % pods]
-        jobs.put(("filter", "/scheduler/filter", body) if k % 2 == 0 else ("prioritize", "/scheduler/prioritize", body))
-        jobs.put(("empty", "/empty", b"{}"))
-    for _ in threads:
-        jobs.put(None)
-    for t in threads:
-        t.join()
+    phase, phase_cpu = plan[0][1] == "empty", _cpu_seconds(server.pid)
+    i = 0
+    while i < len(plan) or busy or waiting:
+        now = time.perf_counter()
+        while i < len(plan) and start + plan[i][0] <= now:
+            due, kind, pod = plan[i]
+            if not interleave and (kind == "empty") != phase:   # a phase ends: charge the server's CPU to it
+                cpu_now = _cpu_seconds(server.pid)
+                cpu["empty" if phase else "extender"] += cpu_now - phase_cpu
+                phase, phase_cpu = kind == "empty", cpu_now
+            if kind == "filter" and pod not in seen_pods:
+                seen_pods.add(pod)
+                kind = "first"
+            waiting.append((start + due, kind, pod))
+            i += 1
+        while waiting and (idle or pool["open"] < connections):
+            due, kind, pod = waiting.popleft()
+            conn = idle.pop() if idle else new_conn()
+            conn.kind, conn.due = kind, due
+            conn.out = wire["filter" if kind == "first" else kind][pod if kind != "empty" else 0]
+            conn.active = True
+            busy += 1
+            sel.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+            on_write(conn)
+        if i < len(plan):
+            timeout = max(0.0, start + plan[i][0] - time.perf_counter())
+        else:
+            timeout = 1.0
+            if time.perf_counter() - start > plan[-1][0] + 60:
+                errors["unanswered"] = busy + len(waiting)
+                break
+        for key, events in sel.select(timeout):
+            conn = key.data
+            if events & selectors.EVENT_WRITE and conn.out:
+                on_write(conn)
+            if events & selectors.EVENT_READ:
+                on_read(conn)
     elapsed = time.perf_counter() - start
+    if not interleave:
+        cpu["empty" if phase else "extender"] += _cpu_seconds(server.pid) - phase_cpu
     server.terminate()
     server.join(10)
 
@@ -140,30 +296,63 @@ def run(nodes: int, rate: float, seconds: float, pods: int = 500) -> dict:
         return {"n": len(xs), "p50_ms": round(statistics.median(xs), 3),
                 "p99_ms": round(xs[min(len(xs) - 1, int(0.99 * len(xs)))], 3), "max_ms": round(xs[-1], 3)}
 
-    return {"nodes": nodes, "rate_per_s": rate, "seconds": seconds, "errors": errors["count"],
-            "elapsed_s": round(elapsed, 1),
-            **{k: summary(v) for k, v in results.items()}}
+    out = {"nodes": nodes, "rate_per_s": rate, "seconds": seconds, "mode": "interleaved" if interleave else
+           f"phases of {block:g} s", "loop": loop, "http": http, "errors": errors["count"],
+           "unanswered": errors["unanswered"],
+           "connections_opened_during_run": opened, "elapsed_s": round(elapsed, 1),
+           "filter_all": summary(results["filter"] + results["first"]),
+           **{k: summary(v) for k, v in results.items()}}
+    if not interleave:
+        n = int(rate * seconds)
+        out["server_cpu_ms_per_request"] = {k: round(1000.0 * v / n, 3) for k, v in cpu.items()}
+    return out
+
+
+def _uvicorn_choice(loop: str, http: str) -> tuple[str, str]:
+    """What uvicorn's 'auto' picks here (uvloop / httptools when installed)."""
+    def have(module: str) -> bool:
+        try:
+            __import__(module)
+        except ImportError:
+            return False
+        return True
+    return (loop if loop != "auto" else ("uvloop" if have("uvloop") else "asyncio"),
+            http if http != "auto" else ("httptools" if have("httptools") else "h11"))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1000)
-    ap.add_argument("--rate", type=float, default=200.0, help="filter+prioritize requests per second")
-    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--rate", type=float, default=200.0, help="extender (and empty) requests per second")
+    ap.add_argument("--seconds", type=float, default=60.0, help="seconds of extender load (and as many of empty)")
+    ap.add_argument("--block", type=float, default=5.0, help="seconds per phase before switching endpoint")
+    ap.add_argument("--interleave", action="store_true", help="send the empty requests at the same time instead")
+    ap.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"], help="uvicorn's event loop")
+    ap.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"], help="uvicorn's HTTP parser")
+    ap.add_argument("--connections", type=int, default=64, help="most connections the client opens")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    out = run(args.nodes, args.rate, args.seconds)
+    loop, http = _uvicorn_choice(args.loop, args.http)
+    out = run(args.nodes, args.rate, args.seconds, args.block, args.interleave, loop=loop, http=http,
+              connections=args.connections)
     if args.json:
         print(json.dumps(out))
         return
-    print(f"{out['nodes']} nodes, {out['rate_per_s']:g} extender requests/s (+ as many empty ones) for "
-          f"{out['seconds']:g} s, errors: {out['errors']}; all answered after {out['elapsed_s']:g} s"
-          + (" (the server fell behind the offered load)" if out["elapsed_s"] > 1.1 * out["seconds"] + 1 else ""))
-    print(f"{'endpoint':<12}{'requests':>10}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}")
-    for kind in ("filter", "prioritize", "empty"):
-        s = out[kind]
-        print(f"{kind:<12}{s.get('n', 0):>10}{s.get('p50_ms', float('nan')):>10}{s.get('p99_ms', float('nan')):>10}"
-              f"{s.get('max_ms', float('nan')):>10}")
+    print(f"{out['nodes']} nodes, {out['rate_per_s']:g} extender requests/s for {out['seconds']:g} s, empty ones "
+          f"at the same rate ({out['mode']}); uvicorn {loop} + {http}; errors: {out['errors']}, "
+          f"unanswered: {out['unanswered']}; "
+          f"connections opened under load: {out['connections_opened_during_run']}; "
+          f"all answered after {out['elapsed_s']:g} s")
+    print(f"{'endpoint':<20}{'requests':>10}{'p50 ms':>12}{'p99 ms':>12}{'max ms':>12}")
+    rows = (("filter", "filter_all"), ("  first of a pod", "first"), ("  repeated", "filter"),
+            ("prioritize", "prioritize"), ("empty", "empty"))
+    for label, key in rows:
+        s = out[key]
+        print(f"{label:<20}{s.get('n', 0):>10}{s.get('p50_ms', float('nan')):>12.2f}"
+              f"{s.get('p99_ms', float('nan')):>12.2f}{s.get('max_ms', float('nan')):>12.2f}")
+    if "server_cpu_ms_per_request" in out:
+        c = out["server_cpu_ms_per_request"]
+        print(f"server CPU per request: extender {c['extender']:.3f} ms, empty {c['empty']:.3f} ms")
 
 
 if __name__ == "__main__":

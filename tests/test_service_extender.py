@@ -287,3 +287,68 @@ def test_gpu_sharing_uses_slots_and_predicted_memory():
     assert core.filter(pod("p3", 1, "big"), ["n"])[0] == ["n"]
     assert core.slots["p3"] == [(1, 0)]                             # the GPU p2 does not use
     core.state.check_invariants()
+
+
+AWKWARD = ["plain-node", 'quote"node', "back\\slash", "tab\tnode", "ünïcode-节点", "plain-node", "\u2028sep"]
+
+
+@pytest.mark.parametrize("names", [
+    [f"node-{i:04d}" for i in range(50)],
+    ["ünïcode-节点", "node-b"],                          # non-ASCII needs no escaping
+    ["node-0001", "node-0002", "node-0001"],           # a name twice: one FailedNodes entry, two scores
+    AWKWARD,
+    [],
+])
+def test_byte_replies_match_the_reference_dicts(names):
+    """The replies written as bytes decode to exactly what filter_result / priority_result give,
+    whatever the node names hold (quotes, backslashes, control characters, non-ASCII, repeats)."""
+    from dlsched.service.extender import filter_reply, filter_result, priority_reply, priority_result
+
+    why = 'queued by "dlsched" (fifo): 3 of 9 \\ pending'
+    for passed in ([], names[1:2], list(names)):
+        keep = set(passed)
+        failed = {n: why for n in names if n not in keep}
+        assert json.loads(filter_reply(passed, why, names, None)) == filter_result(passed, failed, None)
+        items = [{"metadata": {"name": n}, "status": {"i": i}} for i, n in enumerate(names)]
+        assert json.loads(filter_reply(passed, why, names, items)) == filter_result(passed, failed, items)
+    for nominated in ("", names[0] if names else "x", "absent"):
+        scores = [(n, 10 if n == nominated else 0) for n in names]
+        assert json.loads(priority_reply(names, nominated, 10)) == priority_result(scores)
+
+
+def test_fastapi_routes_answer_as_the_front_does(captured):
+    """The extender routes in the FastAPI app (what the OpenAPI schema documents) give the same
+    answers as the lean path the server runs."""
+    service, client, _ = make_service()
+    direct = TestClient(client.app.app)
+    body = captured("cache-mode/filter-1.json")
+    lean = client.post("/scheduler/filter", json=body)
+    again = direct.post("/scheduler/filter", json=body)
+    assert lean.status_code == again.status_code == 200
+    assert lean.json() == again.json() and lean.headers["content-type"] == again.headers["content-type"]
+    for path in ("/scheduler/prioritize", "/empty"):
+        assert client.post(path, json=body).json() == direct.post(path, json=body).json()
+    assert direct.post("/scheduler/filter", content=b"[]").status_code == 400
+
+
+def test_extender_needs_a_content_length_and_refuses_oversized_bodies():
+    _, client, _ = make_service()
+    app = client.app
+
+    async def call(headers):
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+        scope = {"type": "http", "method": "POST", "path": "/scheduler/filter", "headers": headers}
+        await app(scope, receive, send)
+        return sent[0]["status"], json.loads(sent[1]["body"])
+
+    import asyncio
+
+    assert asyncio.run(call([]))[0] == 411
+    status, out = asyncio.run(call([(b"content-length", str(64 * 1024 * 1024).encode())]))
+    assert status == 413 and "larger than" in out["detail"]

@@ -113,3 +113,36 @@ def test_restart_rebuilds_from_bound_pods_and_never_reuses_their_slots(url):
     assert sorted(g for r in rows if r["pod"] == "default/pod-p1" for g in [r["gpu"]]) == [0, 1, 2, 3]
     core.state.check_invariants()
     core.store.close()
+
+
+def test_only_nominations_commit_without_waiting_for_the_disk(tmp_path):
+    """SQLite: a nomination's transaction runs under synchronous=NORMAL, every other write under
+    FULL (tracked per connection from the statements each one executed); a submit entry is
+    written by the next transaction, ahead of its rows."""
+    from sqlalchemy import event
+
+    store = Store(f"sqlite:///{tmp_path}/store.db")
+    mode: dict[int, str] = {}
+    writes: list[tuple[str, str]] = []
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def seen(conn, cursor, statement, *args):
+        key = id(conn.connection.dbapi_connection)
+        if statement.startswith("PRAGMA synchronous="):
+            mode[key] = statement.split("=")[1]
+        elif statement.split()[0] in ("INSERT", "UPDATE", "DELETE"):
+            writes.append((" ".join(statement.split()[:3]), mode.get(key, "FULL")))
+
+    store.log("submit", "p1", "default/p1", 1.0)
+    assert writes == []                                    # deferred
+    store.assume("p1", "default/p1", "n", [(0, 0)], 2.0)
+    store.bound("p1", "default/p1", "n", "0", 3.0, kind="bind")
+    store.assume("p2", "default/p2", "n", [(1, 0)], 4.0)
+    store.release("p2", "default/p2", "forget", 5.0)
+    assert writes == [("INSERT INTO decisions", "NORMAL"), ("INSERT INTO assignments", "NORMAL"),
+                      ("INSERT INTO decisions", "NORMAL"),
+                      ("UPDATE assignments SET", "FULL"), ("INSERT INTO decisions", "FULL"),
+                      ("INSERT INTO assignments", "NORMAL"), ("INSERT INTO decisions", "NORMAL"),
+                      ("DELETE FROM assignments", "FULL"), ("INSERT INTO decisions", "FULL")]
+    assert [d["kind"] for d in store.decision_log()] == ["submit", "assume", "bind", "assume", "forget"]
+    store.close()

@@ -55,11 +55,21 @@ def register(app: typer.Typer) -> None:
         placed_by = getattr(service.core.policy, "placement_name", placement)
         console.print(f"dlsched serve: policy {policy}, placement {placed_by}, "
                       f"max {max_jobs_per_gpu} job(s) per GPU, store {_safe_url(db)}, "
-                      f"listening on http://{host}:{port}", soft_wrap=True, highlight=False)
+                      f"listening on http://{host}:{port} ({_server_parts()})", soft_wrap=True, highlight=False)
         try:
             uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
         finally:
             service.stop()
+
+
+def _server_parts() -> str:
+    """What uvicorn's defaults pick here: uvloop and httptools when installed (the service extra
+    installs them), else asyncio's loop and h11."""
+    import importlib.util
+
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    return f"uvicorn {loop} + {http}"
 
 
 def _safe_url(url: str) -> str:

@@ -5,31 +5,43 @@ extender client cannot send one, so they are protected by where the service list
 a cluster-internal Service). Operator endpoints under ``/api/v1`` read freely; every mutating call
 needs ``Authorization: Bearer TOKEN`` (403 without). Bodies are size-limited and validated:
 malformed input gets a 4xx with a reason, never a 5xx.
+
+Filter and prioritize are on kube-scheduler's path for every GPU pod, so :class:`Front`, the ASGI
+app the server runs, answers them (and ``/empty``, the load benchmark's baseline) from the raw
+body itself: parsed once (orjson when installed), answered by the core under its lock, the reply
+written as bytes. Their FastAPI routes document them in the OpenAPI schema and give the same
+answers when the FastAPI app is called directly; everything else goes through FastAPI.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 
 from dlsched.service.extender import (
     BIND_ARGS_SCHEMA,
     EXTENDER_ARGS_SCHEMA,
     WireError,
-    filter_result,
+    dumps,
+    filter_reply,
+    loads,
     parse_args,
     parse_bind,
+    priority_reply,
     priority_result,
 )
 from dlsched.service.runtime import LiveService
 
 EXTENDER_MAX_BYTES = 32 * 1024 * 1024   # a NodeList of ~10,000 full node objects
 OPERATOR_MAX_BYTES = 64 * 1024
+EXTENDER_PATHS = ("/scheduler/filter", "/scheduler/prioritize")
+
+Answer = Callable[[bytes], tuple[int, bytes]]   # raw request body -> (status, JSON reply)
 
 NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"   # a DNS label (namespace, pod name)
 
@@ -54,8 +66,8 @@ class PredictRequest(BaseModel):
     gpu: str = Field("V100", pattern=r"^[A-Za-z0-9-]{1,32}$")
 
 
-async def _body(request: Request, limit: int) -> object:
-    """The JSON body, refused with 413 above ``limit`` bytes and 400 when not JSON."""
+async def _raw_body(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 above ``limit`` bytes."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise HTTPException(413, f"body larger than {limit} bytes")
@@ -64,10 +76,11 @@ async def _body(request: Request, limit: int) -> object:
         raw += chunk
         if len(raw) > limit:
             raise HTTPException(413, f"body larger than {limit} bytes")
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HTTPException(400, f"body is not JSON: {exc}") from None
+    return bytes(raw)
+
+
+def _response(status: int, payload: bytes) -> Response:
+    return Response(payload, status_code=status, media_type="application/json")
 
 
 class Observation(BaseModel):
@@ -104,7 +117,7 @@ class _NoTimer:
         return None
 
 
-def build_app(service: LiveService) -> "BodyLimit":
+def build_app(service: LiveService) -> Front:
     metrics = _metrics(service)
 
     def timed(verb: str):
@@ -125,26 +138,38 @@ def build_app(service: LiveService) -> "BodyLimit":
     bind_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": BIND_ARGS_SCHEMA}}}}
 
     # -- extender ------------------------------------------------------------------------
-    @app.post("/scheduler/filter", tags=["extender"], openapi_extra=ext)
-    async def extender_filter(request: Request) -> JSONResponse:
-        """ExtenderArgs -> ExtenderFilterResult: only the node dlsched nominated passes."""
+    def answer_filter(raw: bytes) -> tuple[int, bytes]:
         with timed("filter"):
             try:
-                pod, names, items = parse_args(await _body(request, EXTENDER_MAX_BYTES))
+                pod, names, items = parse_args(loads(raw))
             except WireError as exc:
-                raise HTTPException(400, str(exc)) from None
-            passed, failed = core.filter(pod, names)
-            return JSONResponse(filter_result(passed, failed, items))
+                return 400, dumps({"detail": str(exc)})
+            passed, why = core.verdict(pod, names)
+            return 200, filter_reply(passed, why, names, items)
 
-    @app.post("/scheduler/prioritize", tags=["extender"], openapi_extra=ext)
-    async def extender_prioritize(request: Request) -> JSONResponse:
-        """ExtenderArgs -> HostPriorityList: the nominated node 10, others the policy's score (1-9) or 0."""
+    def answer_prioritize(raw: bytes) -> tuple[int, bytes]:
         with timed("prioritize"):
             try:
-                pod, names, _ = parse_args(await _body(request, EXTENDER_MAX_BYTES))
+                pod, names, _ = parse_args(loads(raw))
             except WireError as exc:
-                raise HTTPException(400, str(exc)) from None
-            return JSONResponse(priority_result(core.prioritize(pod, names)))
+                return 400, dumps({"detail": str(exc)})
+            scores = core.prioritize(pod, names)
+            if not any(score for _, score in scores):
+                return 200, priority_reply(names, "", 0)   # the pre-encoded all-zero list
+            return 200, dumps(priority_result(scores))
+
+    def answer_empty(raw: bytes) -> tuple[int, bytes]:
+        return 200, b"{}"
+
+    @app.post("/scheduler/filter", tags=["extender"], openapi_extra=ext)
+    async def extender_filter(request: Request) -> Response:
+        """ExtenderArgs -> ExtenderFilterResult: only the node dlsched nominated passes."""
+        return _response(*answer_filter(await _raw_body(request, EXTENDER_MAX_BYTES)))
+
+    @app.post("/scheduler/prioritize", tags=["extender"], openapi_extra=ext)
+    async def extender_prioritize(request: Request) -> Response:
+        """ExtenderArgs -> HostPriorityList: the nominated node 10, others the policy's score (1-9) or 0."""
+        return _response(*answer_prioritize(await _raw_body(request, EXTENDER_MAX_BYTES)))
 
     @app.post("/scheduler/bind", tags=["extender"], openapi_extra=bind_body)
     def extender_bind(args: dict) -> dict:
@@ -182,9 +207,9 @@ def build_app(service: LiveService) -> "BodyLimit":
         return dashboard_data(service)
 
     @app.post("/empty", tags=["meta"], include_in_schema=False)
-    async def empty() -> JSONResponse:
+    async def empty(request: Request) -> Response:
         """Does nothing: the benchmark's baseline for the server's own overhead."""
-        return JSONResponse({})
+        return _response(*answer_empty(await _raw_body(request, OPERATOR_MAX_BYTES)))
 
     # -- operator ------------------------------------------------------------------------
     @app.get("/api/v1/state", tags=["operator"])
@@ -231,26 +256,56 @@ def build_app(service: LiveService) -> "BodyLimit":
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
 
-    return BodyLimit(app)
+    return Front(app, {"/scheduler/filter": answer_filter, "/scheduler/prioritize": answer_prioritize,
+                       "/empty": answer_empty})
 
 
-class BodyLimit:
-    """Refuse oversized bodies before anything reads them (plain ASGI: no per-request task)."""
+class Front:
+    """The ASGI app the server runs: refuses oversized bodies before anything reads them, answers
+    the ``lean`` paths (POST) from the raw body, and hands everything else to FastAPI. Plain ASGI:
+    no per-request task, no middleware stack."""
 
-    def __init__(self, app: FastAPI) -> None:
+    def __init__(self, app: FastAPI, lean: dict[str, Answer]) -> None:
         self.app = app
+        self.lean = lean
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and scope["method"] in ("POST", "PUT", "PATCH"):
             path = scope["path"]
-            limit = EXTENDER_MAX_BYTES if path in ("/scheduler/filter", "/scheduler/prioritize") else OPERATOR_MAX_BYTES
+            limit = EXTENDER_MAX_BYTES if path in EXTENDER_PATHS else OPERATOR_MAX_BYTES
             length = next((v for k, v in scope["headers"] if k == b"content-length"), None)
             if length is None:
-                await JSONResponse({"detail": "a Content-Length header is required"}, status_code=411)(
-                    scope, receive, send)
+                await _reply(send, 411, dumps({"detail": "a Content-Length header is required"}))
                 return
             if not length.isdigit() or int(length) > limit:
-                await JSONResponse({"detail": f"body larger than {limit} bytes"}, status_code=413)(
-                    scope, receive, send)
+                await _reply(send, 413, dumps({"detail": f"body larger than {limit} bytes"}))
+                return
+            answer = self.lean.get(path) if scope["method"] == "POST" else None
+            if answer is not None:
+                raw = await _read(receive, limit)
+                if raw is None:
+                    return   # the client went away
+                await _reply(send, *(answer(raw) if len(raw) <= limit else
+                                     (413, dumps({"detail": f"body larger than {limit} bytes"}))))
                 return
         await self.app(scope, receive, send)
+
+
+async def _read(receive, limit: int) -> bytes | None:
+    """The request body (reading stops once it passes ``limit``); None when the client disconnected."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit or not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def _reply(send, status: int, payload: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]})
+    await send({"type": "http.response.body", "body": payload})

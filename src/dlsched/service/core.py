@@ -231,11 +231,12 @@ class SchedulerCore:
         vid = self.state.vc_index.get(vc)
         if vid is None or not self.state.vcs[vid].total_gpus:
             return f"VC {vc} has no GPU nodes"
-        biggest = max((self.state.node_gpus[n] for n in self.state.vcs[vid].nodes
-                       if not self.state.node_removed[n]), default=0)
-        if gpus > biggest:
-            return f"needs {gpus} GPUs on one node; the largest node of VC {vc} has {biggest}"
-        return None
+        st = self.state
+        nodes = st.vcs[vid].nodes
+        if any(st.node_gpus[n] >= gpus and not st.node_removed[n] for n in nodes):
+            return None   # stops at the first node big enough, not after all of them
+        biggest = max((st.node_gpus[n] for n in nodes if not st.node_removed[n]), default=0)
+        return f"needs {gpus} GPUs on one node; the largest node of VC {vc} has {biggest}"
 
     def _submit(self, pod: PodFacts) -> None:
         vc = self.vcs.vc_of(pod)
@@ -452,9 +453,15 @@ class SchedulerCore:
     # -- the extender's questions ---------------------------------------------------------------
     def filter(self, pod: PodFacts, node_names: list[str]) -> tuple[list[str], dict[str, str]]:
         """(nodes that pass, node -> reason for each rejected one)."""
+        passed, why = self.verdict(pod, node_names)
+        keep = set(passed)
+        return passed, {n: why for n in node_names if n not in keep}
+
+    def verdict(self, pod: PodFacts, node_names: list[str]) -> tuple[list[str], str]:
+        """The filter's answer: (nodes that pass, the one reason every other node fails with)."""
         with self.lock:
             if pod.gpus == 0:
-                return list(node_names), {}
+                return list(node_names), ""
             self.pod_seen(pod)
             self.run_pass()
             job = self.jobs.get(pod.uid)
@@ -462,20 +469,28 @@ class SchedulerCore:
                 node = self.state.node_ids[job.placement[0][0]]
                 if node in node_names:
                     why = f"dlsched ({self.policy.name}) nominated {node} for this pod"
-                    return self._answer(pod, "nominated", [node], {n: why for n in node_names if n != node}, why)
+                    return self._answer(pod, "nominated", [node], node_names, why)
                 self._forget(job, f"nominated {node}, which the scheduler did not offer")
                 why = f"dlsched nominated {node}, which the scheduler did not offer; re-deciding"
-                return self._answer(pod, "re-deciding", [], {n: why for n in node_names}, why)
+                return self._answer(pod, "re-deciding", [], node_names, why)
             why = self.why_waiting(pod.uid)
-            return self._answer(pod, "waiting", [], {n: why for n in node_names}, why)
+            return self._answer(pod, "waiting", [], node_names, why)
 
-    def _answer(self, pod: PodFacts, outcome: str, passed: list[str], failed: dict[str, str],
-                why: str) -> tuple[list[str], dict[str, str]]:
+    def _answer(self, pod: PodFacts, outcome: str, passed: list[str], node_names: list[str],
+                why: str) -> tuple[list[str], str]:
         """Count a filter answer and keep it (with the reason the other nodes were rejected)."""
         self.filter_outcomes[outcome] += 1
         self.recent_filters.append({"at": self._now, "pod": pod.key, "outcome": outcome, "passed": passed,
-                                    "rejected": len(failed), "reason": why})
-        return passed, failed
+                                    "rejected": len(node_names) - len(passed), "reason": why})
+        return passed, why
+
+    def nominated(self, uid: str) -> str:
+        """The node a pod is nominated for ('' when it holds no nomination)."""
+        with self.lock:
+            job = self.jobs.get(uid)
+            if job is not None and job.state is ASSUMED:
+                return self.state.node_ids[job.placement[0][0]]
+            return ""
 
     def prioritize(self, pod: PodFacts, node_names: list[str]) -> list[tuple[str, int]]:
         """The nominated node scores MAX_SCORE (10); every other node the policy's placement

@@ -6,13 +6,43 @@ Requests and replies use Go field names: filter/prioritize get ``{"Pod", "Nodes"
 "FailedNodes", "Error"}`` in the form it was asked, prioritize ``[{"Host", "Score"}]``, bind gets
 ``{"PodName", "PodNamespace", "PodUID", "Node"}`` and answers ``{"Error"}``. These functions are
 pure: the HTTP app and the unit tests call them with parsed JSON.
+
+Filter and prioritize answers are written straight to bytes (:func:`filter_reply`,
+:func:`priority_reply`): every rejected node carries the same reason, so the reply is the node
+names joined around one pre-encoded reason, not a thousand-entry dict through a JSON encoder
+(orjson when installed, else the standard library's). Names that would need escaping go through
+the encoder; :func:`filter_result` and :func:`priority_result` are the same answers as dicts.
 """
 
 from __future__ import annotations
 
+import json
+
 from dlsched.service.pods import PodError, PodFacts, pod_facts
 
+try:
+    import orjson
+except ImportError:   # the service extra installs it; the standard library is the fallback
+    orjson = None
+
 MAX_NODES = 20000
+
+
+def loads(raw: bytes) -> object:
+    """A request body as JSON; :class:`WireError` (a 400) when it is not JSON."""
+    try:
+        if orjson is not None:
+            return orjson.loads(raw)
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise WireError(f"body is not JSON: {exc}") from None
+
+
+def dumps(obj: object) -> bytes:
+    """JSON bytes (ASCII-escaped by the fallback encoder, so no string can fail to encode)."""
+    if orjson is not None:
+        return orjson.dumps(obj)
+    return json.dumps(obj, separators=(",", ":")).encode()
 
 
 class WireError(ValueError):
@@ -45,11 +75,12 @@ def parse_args(body: object) -> tuple[PodFacts, list[str], list[dict] | None]:
             out.append(name)
         return pod, out, items
     if names is not None:
-        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        if not isinstance(names, list):
             raise WireError("NodeNames must be a list of non-empty strings")
         if len(names) > MAX_NODES:
             raise WireError(f"NodeNames: {len(names)} nodes, more than {MAX_NODES}")
-        return pod, list(names), None
+        NodeList.of(names)   # checks the names (once for a list equal to the last one)
+        return pod, names, None
     raise WireError("one of Nodes or NodeNames must be given")
 
 
@@ -64,6 +95,82 @@ def filter_result(passed: list[str], failed: dict[str, str], items: list[dict] |
 
 def priority_result(scores: list[tuple[str, int]]) -> list[dict]:
     return [{"Host": host, "Score": score} for host, score in scores]
+
+
+class NodeList:
+    """A checked list of node names (strings, none empty) and what the replies need from it,
+    derived once: kube-scheduler sends the same list (every feasible node) for pod after pod, so
+    :meth:`of` keeps the last one and answers from it while the next list is equal (a C-level
+    comparison, no hashing)."""
+
+    __slots__ = ("names", "pos", "unique", "verbatim", "zero")
+
+    def __init__(self, names: list[str]) -> None:
+        try:
+            joined = "".join(names)   # a TypeError names a non-string
+        except TypeError:
+            raise WireError("NodeNames must be a list of non-empty strings") from None
+        if "" in names:
+            raise WireError("NodeNames must be a list of non-empty strings")
+        self.names = list(names)
+        # every name is its own JSON string body (no quote, backslash or control character to escape;
+        # a non-printable character sends the answer through the encoder)
+        self.verbatim = joined.isprintable() and '"' not in joined and "\\" not in joined
+        self.unique = list(dict.fromkeys(names))   # FailedNodes keys: each name once, in request order
+        self.pos = {n: i for i, n in enumerate(self.unique)}
+        self.zero = ('[{"Host":"' + '","Score":0},{"Host":"'.join(names) + '","Score":0}]'
+                     if self.verbatim and names else "")
+
+    _last: NodeList | None = None
+
+    @classmethod
+    def of(cls, names: list[str]) -> NodeList:
+        last = cls._last
+        if last is not None and last.names == names:
+            return last
+        cls._last = last = cls(names)
+        return last
+
+
+def _failed_nodes(nodes: NodeList, passed: list[str], why: str) -> bytes:
+    """The ``FailedNodes`` object: each name not in ``passed`` (once, in request order) -> ``why``."""
+    failed = nodes.unique
+    if len(passed) == 1 and passed[0] in nodes.pos:
+        i = nodes.pos[passed[0]]
+        failed = failed[:i] + failed[i + 1:]
+    elif passed:
+        keep = set(passed)
+        failed = [n for n in failed if n not in keep]
+    if not failed:
+        return b"{}"
+    if not nodes.verbatim:
+        return dumps(dict.fromkeys(failed, why))
+    reason = dumps(why).decode()
+    return ('{"' + ('":' + reason + ',"').join(failed) + '":' + reason + "}").encode()
+
+
+def filter_reply(passed: list[str], why: str, names: list[str], items: list[dict] | None) -> bytes:
+    """``filter_result`` as JSON bytes, for an answer where every node not in ``passed`` fails with ``why``."""
+    failed = _failed_nodes(NodeList.of(names), passed, why)
+    if items is not None:
+        keep = set(passed)
+        nodes = dumps({"metadata": {}, "items": [obj for obj in items if obj["metadata"]["name"] in keep]})
+        return b'{"Nodes":' + nodes + b',"NodeNames":null,"FailedNodes":' + failed + b',"Error":""}'
+    return b'{"Nodes":null,"NodeNames":' + dumps(passed) + b',"FailedNodes":' + failed + b',"Error":""}'
+
+
+def priority_reply(names: list[str], nominated: str, score: int) -> bytes:
+    """``priority_result`` as JSON bytes: ``score`` for each occurrence of ``nominated``, 0 for the rest."""
+    if not names:
+        return b"[]"
+    nodes = NodeList.of(names)
+    if not nodes.verbatim:
+        return dumps([{"Host": n, "Score": score if n == nominated else 0} for n in names])
+    out = nodes.zero
+    if nominated and score and nominated in nodes.pos:
+        entry = '{"Host":"' + nominated + '","Score":'
+        out = out.replace(entry + "0}", entry + str(score) + "}")
+    return out.encode()
 
 
 def parse_bind(body: object) -> tuple[str, str, str, str]:

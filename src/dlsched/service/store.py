@@ -5,13 +5,21 @@ SQLite in WAL mode by default (``sqlite:///dlsched.db``), PostgreSQL by URL
 (node, GPU index, slot) in the same transaction as its decision-log entry, and the transaction
 commits before the extender answers; the primary key on (node, gpu, slot) makes a double
 assignment impossible, not merely unlikely: a second writer gets :class:`DoubleAssignment`.
+
+Nominations are committed without waiting for the disk (SQLite ``synchronous=NORMAL`` in WAL
+mode, PostgreSQL ``synchronous_commit=off``): atomic, visible to every other connection and
+checked by the constraint, but a power cut may lose the last ones, which a restart drops anyway
+(it keeps only pods the API server shows bound). Log-only entries (``submit``) are written by the
+next transaction, before its own rows, or by the next read. Every other write (bind, confirm,
+adopt, release, reconcile) waits for the disk, and with it everything committed before it.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import (
     Column,
@@ -58,6 +66,15 @@ decisions = Table(
 )
 
 
+INSERT_ASSIGNMENTS = insert(assignments)   # built once: executing them reuses the compiled statement
+INSERT_DECISION = insert(decisions)
+
+
+def _decision(at: float, kind: str, pod_uid: str, pod: str, node: str = "", gpus: str = "",
+              detail: str = "") -> dict:
+    return {"at": at, "kind": kind, "pod_uid": pod_uid, "pod": pod, "node": node, "gpus": gpus, "detail": detail}
+
+
 class DoubleAssignment(RuntimeError):
     """A GPU slot is already assigned in the durable store (the uniqueness constraint fired)."""
 
@@ -65,12 +82,13 @@ class DoubleAssignment(RuntimeError):
 Slots = Iterable[tuple[int, int]]   # (GPU index, slot)
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
+def _sqlite_pragmas(dbapi_conn, record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=FULL")   # a commit survives a power cut, not only kill -9
     cur.execute("PRAGMA busy_timeout=5000")
     cur.close()
+    record.info["synchronous"] = "FULL"      # what Store._write last set on this connection
 
 
 class Store:
@@ -88,8 +106,38 @@ class Store:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         metadata.create_all(self.engine)
         self._lock = threading.Lock()
+        self._dialect = self.engine.dialect.name
+        self._deferred: list[dict] = []   # log-only entries not written yet (under _lock)
+
+    @contextmanager
+    def _write(self, durable: bool = True) -> Iterator:
+        """One transaction (the caller holds ``_lock``), starting with the deferred log entries;
+        ``durable=False`` commits without waiting for the disk (see above)."""
+        deferred = self._deferred
+        with self.engine.begin() as conn:
+            if self._dialect == "sqlite":   # a pragma runs outside pysqlite's implicit transaction
+                want, info = "FULL" if durable else "NORMAL", conn.connection.info
+                if info.get("synchronous") != want:   # set per connection: only when it changes
+                    conn.exec_driver_sql(f"PRAGMA synchronous={want}")
+                    info["synchronous"] = want
+            elif self._dialect == "postgresql" and not durable:
+                conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+            if deferred:
+                conn.execute(INSERT_DECISION, deferred)
+            yield conn
+        if deferred:   # committed (a rolled-back transaction leaves them deferred)
+            self._deferred = self._deferred[len(deferred):]
+
+    def _flush(self) -> None:
+        """Write the deferred log entries (before a read, so that it sees them)."""
+        if self._deferred:
+            with self._lock:
+                if self._deferred:
+                    with self._write(durable=False):
+                        pass
 
     def close(self) -> None:
+        self._flush()
         self.engine.dispose()
 
     # -- writes (each one transaction, committed before returning) -----------------------
@@ -99,32 +147,29 @@ class Store:
         gpus = ",".join(str(g) for g, _ in slots)
         with self._lock:
             try:
-                with self.engine.begin() as conn:
-                    conn.execute(insert(assignments), rows)
-                    conn.execute(insert(decisions).values(at=now, kind="assume", pod_uid=pod_uid, pod=pod,
-                                                          node=node, gpus=gpus, detail=detail))
+                with self._write(durable=False) as conn:
+                    conn.execute(INSERT_ASSIGNMENTS, rows)
+                    conn.execute(INSERT_DECISION, _decision(now, "assume", pod_uid, pod, node, gpus, detail))
             except IntegrityError as exc:
                 raise DoubleAssignment(f"node {node} GPUs {gpus}: a slot is already assigned "
                                        f"(pod {pod})") from exc
 
     def bound(self, pod_uid: str, pod: str, node: str, gpus: str, now: float, kind: str = "bound",
               detail: str = "") -> None:
-        with self._lock, self.engine.begin() as conn:
+        with self._lock, self._write() as conn:
             conn.execute(update(assignments).where(assignments.c.pod_uid == pod_uid).values(state="bound"))
-            conn.execute(insert(decisions).values(at=now, kind=kind, pod_uid=pod_uid, pod=pod, node=node,
-                                                  gpus=gpus, detail=detail))
+            conn.execute(INSERT_DECISION, _decision(now, kind, pod_uid, pod, node, gpus, detail))
 
     def release(self, pod_uid: str, pod: str, kind: str, now: float, detail: str = "") -> None:
-        with self._lock, self.engine.begin() as conn:
+        with self._lock, self._write() as conn:
             conn.execute(delete(assignments).where(assignments.c.pod_uid == pod_uid))
-            conn.execute(insert(decisions).values(at=now, kind=kind, pod_uid=pod_uid, pod=pod, node="",
-                                                  gpus="", detail=detail))
+            conn.execute(INSERT_DECISION, _decision(now, kind, pod_uid, pod, detail=detail))
 
     def log(self, kind: str, pod_uid: str, pod: str, now: float, node: str = "", gpus: str = "",
             detail: str = "") -> None:
-        with self._lock, self.engine.begin() as conn:
-            conn.execute(insert(decisions).values(at=now, kind=kind, pod_uid=pod_uid, pod=pod, node=node,
-                                                  gpus=gpus, detail=detail))
+        """A log-only entry (``submit``): written by the next transaction or read (see above)."""
+        with self._lock:
+            self._deferred.append(_decision(now, kind, pod_uid, pod, node, gpus, detail))
 
     def adopt(self, pod_uid: str, pod: str, node: str, slots: Slots, now: float, detail: str = "") -> None:
         """A bound pod found at start-up or through the watch: its slots, as bound, replacing any
@@ -133,47 +178,50 @@ class Store:
                  "since": now} for g, s in slots]
         with self._lock:
             try:
-                with self.engine.begin() as conn:
+                with self._write() as conn:
                     conn.execute(delete(assignments).where(assignments.c.pod_uid == pod_uid))
-                    conn.execute(insert(assignments), rows)
-                    conn.execute(insert(decisions).values(at=now, kind="adopt", pod_uid=pod_uid, pod=pod,
-                                                          node=node, gpus=",".join(str(g) for g, _ in slots),
-                                                          detail=detail))
+                    conn.execute(INSERT_ASSIGNMENTS, rows)
+                    conn.execute(INSERT_DECISION, _decision(now, "adopt", pod_uid, pod, node,
+                                                            ",".join(str(g) for g, _ in slots), detail))
             except IntegrityError as exc:
                 raise DoubleAssignment(f"node {node}: a slot of pod {pod} is already assigned") from exc
 
     def reset_assignments(self, keep: set[str], now: float) -> int:
         """At start-up, after reconciling with the API server: drop every row whose pod is not in
         ``keep`` (nominations that were never bound, pods gone while the service was down)."""
-        with self._lock, self.engine.begin() as conn:
+        with self._lock, self._write() as conn:
             stale = [r.pod_uid for r in conn.execute(select(assignments.c.pod_uid).distinct())
                      if r.pod_uid not in keep]
             for uid in stale:
                 conn.execute(delete(assignments).where(assignments.c.pod_uid == uid))
             if stale:
-                conn.execute(insert(decisions).values(at=now, kind="reconcile", pod_uid="", pod="",
-                                                      detail=json.dumps({"dropped": len(stale)})))
+                conn.execute(INSERT_DECISION, _decision(now, "reconcile", "", "",
+                                                        detail=json.dumps({"dropped": len(stale)})))
         return len(stale)
 
     # -- reads -----------------------------------------------------------------------------
     def assignment_rows(self) -> list[dict]:
+        self._flush()
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(select(assignments).order_by(
                 assignments.c.node, assignments.c.gpu, assignments.c.slot))]
 
     def decision_counts(self) -> dict[str, int]:
         """Decisions logged so far, by kind (the metrics' counter: it survives restarts)."""
+        self._flush()
         with self.engine.connect() as conn:
             q = select(decisions.c.kind, func.count()).group_by(decisions.c.kind)
             return {kind: n for kind, n in conn.execute(q)}
 
     def recent_decisions(self, limit: int = 50) -> list[dict]:
         """The newest ``limit`` decisions, newest first (the dashboard's log)."""
+        self._flush()
         with self.engine.connect() as conn:
             q = select(decisions).order_by(decisions.c.id.desc()).limit(limit)
             return [dict(r._mapping) for r in conn.execute(q)]
 
     def decision_log(self, limit: int = 100, after: int = 0) -> list[dict]:
+        self._flush()
         with self.engine.connect() as conn:
             q = select(decisions).where(decisions.c.id > after).order_by(decisions.c.id).limit(limit)
             return [dict(r._mapping) for r in conn.execute(q)]
