@@ -484,14 +484,6 @@ class SchedulerCore:
                                     "rejected": len(node_names) - len(passed), "reason": why})
         return passed, why
 
-    def nominated(self, uid: str) -> str:
-        """The node a pod is nominated for ('' when it holds no nomination)."""
-        with self.lock:
-            job = self.jobs.get(uid)
-            if job is not None and job.state is ASSUMED:
-                return self.state.node_ids[job.placement[0][0]]
-            return ""
-
     def prioritize(self, pod: PodFacts, node_names: list[str]) -> list[tuple[str, int]]:
         """The nominated node scores MAX_SCORE (10); every other node the policy's placement
         scores for this pod on it, mapped to 1..9 (:meth:`policy_scores`), or 0 where the pod
