@@ -9,7 +9,9 @@ average JCT of both (same workload: they agree to a fraction of a second) and dl
 breakdown from `--timings`: start-up, load, simulate, write, plus the interpreter's boot and
 exit, which only the outside clock sees. The CPU seconds (user + system) of both are printed
 too, with their ratio: on a shared machine the load stretches wall time far more than CPU time,
-so the CPU ratio shows whether a missed wall-clock target is the code or the neighbours.
+so the CPU ratio shows whether a missed wall-clock target is the code or the neighbours (the
+reference simulates in two processes: its CPU time is about twice its quiet-machine wall time,
+so the CPU ratio flatters dlsched; the target is the wall-clock ratio).
 
     .venv/bin/python benchmarks/bench_whole_command.py [--runs 3] [--reference-dir DIR]
         [--reference-python PY] [--skip-reference]
