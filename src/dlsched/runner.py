@@ -7,7 +7,6 @@ policies in parallel processes (fork: children share the loaded jobs copy-on-wri
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,6 +171,8 @@ def compare_policies(jobs: list[Job], cluster: ClusterSpec, policies: list[str],
     ``base.policy_options`` maps a policy name to its options here. ``progress`` is called about
     five times a second with every policy's (jobs done, jobs) while they run.
     """
+    import multiprocessing as mp  # here: `dlsched simulate` runs one policy in its own process
+
     if not policies:
         raise ValueError("no policies to compare")
     out = Path(out_dir)

@@ -100,18 +100,30 @@ class LazyGroup(TyperGroup):
         super().__init__(**attrs)
         self.commands = _LazyCommands(self.commands)
 
+    def __call__(self, *args, **kwargs):
+        # The program's entry point: the `dlsched` script and `python -m` call ``app()``, which
+        # lands here; test runners (CliRunner) call ``main`` directly and never exit the process.
+        self._as_program = True
+        return self.main(*args, **kwargs)
+
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
+        from dlsched.cli.exiting import quick_exit, take_request
+
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the one place where everything is caught
             from dlsched.cli.errors import explain, report, show_traceback
 
+            take_request()
             if show_traceback():
                 raise
             report(*explain(exc))
-        sys.exit(code if isinstance(code, int) else 0)
+        code = code if isinstance(code, int) else 0
+        if take_request() and getattr(self, "_as_program", False):
+            quick_exit(code)  # the command is done and its files are closed: skip the teardown
+        sys.exit(code)
 
 
 app = typer.Typer(

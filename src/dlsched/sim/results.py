@@ -99,23 +99,52 @@ def _as_text(values: Sequence) -> list[str]:
 
 
 _SPECIAL = (",", '"', "\n", "\r")  # a field with one of these must be quoted
+_EXACT_INT = 1e16  # below this, a whole float's repr is its integer digits plus ".0" (1e16 is "1e+16")
+
+
+def _printf(values: Sequence) -> tuple[str, list]:
+    """One column as a printf conversion and the Python values it formats to the field
+    :func:`_as_text` gives: ``%d`` for integers, ``%d.0`` for whole floats (their repr; about
+    twice as fast as ``repr``), ``%r`` for other finite floats, ``%s`` for text and for columns
+    with NaN or mixed objects (formatted by :func:`_as_text` first)."""
+    if not isinstance(values, np.ndarray):
+        kinds = set(map(type, values))
+        if kinds <= {str}:
+            return "%s", list(values)
+        arr = np.asarray(values) if not kinds & {str, type(None)} else None
+        if arr is None or arr.dtype.kind not in "iufb":
+            return "%s", _as_text(values)
+        values = arr
+    kind = values.dtype.kind
+    if kind in "iu":
+        return "%d", values.tolist()
+    if kind != "f":
+        return "%s", _as_text(values)
+    floats = values.astype(np.float64)
+    if np.isnan(floats).any():
+        return "%s", _as_text(floats)
+    if (np.abs(floats) < _EXACT_INT).all() and (floats == np.floor(floats)).all() \
+            and not (np.signbit(floats) & (floats == 0.0)).any():  # -0.0 keeps its sign in repr
+        return "%d.0", floats.astype(np.int64).tolist()
+    return "%r", floats.tolist()
 
 
 def write_csv(path: str | Path, columns: dict[str, Sequence]) -> None:
-    """Write equal-length columns as a CSV file with a header (``\\n`` line ends, minimal quoting)."""
+    """Write equal-length columns as a CSV file with a header (``\\n`` line ends, minimal quoting).
+
+    Each row is one ``%`` formatting of the row's values (no per-column list of strings)."""
     header = list(columns)
-    fields = [_as_text(v) for v in columns.values()]
-    texts = [header] + [f for f, v in zip(fields, columns.values())
-                        if not (isinstance(v, np.ndarray) and v.dtype.kind in "iufb")]
+    specs, values = zip(*map(_printf, columns.values())) if columns else ((), ())
+    texts = [header] + [v for spec, v in zip(specs, values) if spec == "%s"]
     with open(path, "w", encoding="utf-8", newline="") as fh:
         if any(c in joined for joined in map("\x00".join, texts) for c in _SPECIAL):
             writer = csv.writer(fh, lineterminator="\n")  # quoting needed: the csv module does it
             writer.writerow(header)
-            writer.writerows(zip(*fields))
+            writer.writerows(zip(*[_as_text(v) for v in columns.values()]))
             return
         fh.write(",".join(header) + "\n")
-        if fields and fields[0]:
-            fh.write("\n".join(map(",".join, zip(*fields))))
+        if values and values[0]:
+            fh.write("\n".join(map(",".join(specs).__mod__, zip(*values))))
             fh.write("\n")
 
 
