@@ -152,7 +152,7 @@ class Simulator:
         # hot loop: bind methods and constants to locals
         heappop, heappush = heapq.heappop, heapq.heappush
         finish, submit, apply, start = state.finish, state.submit, state.apply, state.start
-        plain = state.speed_model is None and state.failure_model is None  # ClusterState.apply's shortcut
+        plain = state._speed_model is None and state.failure_model is None  # ClusterState.apply's shortcut
         failures_due = state.failures_due
         schedule = policy.schedule
         RUNNING = JobState.RUNNING
