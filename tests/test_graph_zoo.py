@@ -67,6 +67,20 @@ def _module(name: str) -> Callable[[], torch.nn.Module]:
 ZOO_MODULES = {"resnet18_cifar": _module("resnet18_cifar")}
 
 
+def test_lucid_pointnet_is_the_classification_network(exported: Callable[[str], bytes]) -> None:
+    """Lucid's PointNet job trains PointNetCls (input T-Net, no feature transform, 16 ShapeNet
+    classes, 2500 points); the part-segmentation net stays available as ``pointnet``."""
+    assert zoo_name_for("PointNet") == "pointnet_cls" and "pointnet" in ZOO_NAMES
+    f = analyze(exported("pointnet_cls")).features(4)
+    assert f["n_unknown_ops"] == 0
+    assert (f["n_conv"], f["n_gemm"], f["n_bn"], f["n_dropout"]) == (6, 6, 10, 1)
+    # two shared MLPs 3-64-128-1024 (T-Net and main), 1x1 convs with bias, over 2500 points
+    macs, biases = 3 * 64 + 64 * 128 + 128 * 1024, 64 + 128 + 1024
+    assert f["flops_conv"] == 4 * 2500 * 2 * (2 * macs + biases)
+    module = _module("pointnet_cls")()
+    assert sum(p.numel() for p in module.parameters()) == 1_607_961
+
+
 def test_conv_and_linear_flops_match_torch_flop_counter(exported: Callable[[str], bytes]) -> None:
     """FlopCounterMode counts 2 FLOPs per MAC for conv/mm and ignores bias; so do we for
     conv (bias-free here) and the Gemm minus its bias adds."""

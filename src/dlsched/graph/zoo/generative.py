@@ -1,4 +1,5 @@
-"""GANs and point-cloud models of the profiles: DCGAN/LSUN, CycleGAN/monet2photo, PointNet/ShapeNet.
+"""GANs and point-cloud models of the profiles: DCGAN/LSUN, CycleGAN/monet2photo, PointNet/ShapeNet
+(classification, the network Lucid's PointNet job trains, and part segmentation).
 
 A GAN training step runs generator and discriminator(s); the exported graph is that forward
 (generator output fed to the discriminator, plus the real batch), so FLOPs cover one step's
@@ -143,3 +144,30 @@ class PointNetSeg(nn.Module):
 
 def build_pointnet() -> tuple[nn.Module, tuple]:
     return PointNetSeg(), (torch.randn(2, 3, 2500),)
+
+
+class PointNetCls(nn.Module):
+    """Classification: input transform (3x3 T-Net), shared MLP 3-64-128-1024 (no ReLU after the
+    last layer), max-pool to a 1024-d global feature, FC 512-256-k with dropout 0.3 on the 256-d
+    layer, log-softmax. No feature transform (64x64 T-Net).
+
+    This is the variant Lucid's PointNet job trains (Hu et al., ASPLOS 2023, ``workloads/pointnet``:
+    ``PointNetCls(k=num_classes)`` without ``--feature_transform``, on ShapeNet's part-annotation
+    set with ``classification=True``: 2500 points per sample, 16 object categories). The paper's
+    network (Qi et al., CVPR 2017) has a 64-64 / 64-128-1024 MLP and the feature transform."""
+
+    def __init__(self, classes: int = 16, dropout: float = 0.3) -> None:
+        super().__init__()
+        self.stn = _STN3d()
+        self.mlp = _mlp1d([3, 64, 128, 1024], last_act=False)
+        self.head = nn.Sequential(nn.Linear(1024, 512), nn.BatchNorm1d(512), nn.ReLU(),
+                                  nn.Linear(512, 256), nn.Dropout(dropout), nn.BatchNorm1d(256), nn.ReLU(),
+                                  nn.Linear(256, classes))
+
+    def forward(self, pts: torch.Tensor) -> torch.Tensor:
+        x = torch.bmm(pts.transpose(2, 1), self.stn(pts)).transpose(2, 1)
+        return torch.log_softmax(self.head(torch.amax(self.mlp(x), dim=2)), dim=1)
+
+
+def build_pointnet_cls() -> tuple[nn.Module, tuple]:
+    return PointNetCls(), (torch.randn(2, 3, 2500),)

@@ -34,6 +34,8 @@ ZOO: dict[str, ZooEntry] = {
     "efficientnet_b0_cifar": ZooEntry(f"{_V}:build_efficientnet_b0_cifar", ("image",), description="EfficientNet-B0, stride-1 stem, 32x32"),
     "dcgan": ZooEntry(f"{_G}:build_dcgan", ("z", "real"), description="DCGAN G+D step, 64x64 (LSUN)"),
     "cyclegan": ZooEntry(f"{_G}:build_cyclegan", ("real_a", "real_b"), description="CycleGAN 2xG(9 res blocks)+2xPatchGAN, 256x256"),
+    "pointnet_cls": ZooEntry(f"{_G}:build_pointnet_cls", ("points",),
+                             description="PointNet classification (input T-Net), 2500 points, 16 classes (ShapeNet)"),
     "pointnet": ZooEntry(f"{_G}:build_pointnet", ("points",), description="PointNet part segmentation, 2500 points, 4 parts"),
     "neumf": ZooEntry(f"{_S}:build_neumf", ("user", "item"), description="NeuMF, MovieLens-1M, factor 8, MLP 64-32-16-8"),
     "ppo_lunarlander": ZooEntry(f"{_S}:build_ppo_lunarlander", ("obs",), description="SB3 PPO MlpPolicy 64-64 tanh"),
@@ -51,7 +53,7 @@ ZOO_NAMES: tuple[str, ...] = tuple(ZOO)
 LUCID_MODELS: dict[str, str] = {
     "BERT": "bert_base_squad", "DCGAN": "dcgan", "EfficientNet": "efficientnet_b0_cifar", "LSTM": "lstm_lm",
     "MobileNetV2": "mobilenet_v2_cifar", "MobileNetV3": "mobilenet_v3_large", "NeuMF": "neumf",
-    "PPO": "ppo_lunarlander", "PointNet": "pointnet", "ResNet18": "resnet18_cifar", "ResNet50": "resnet50",
+    "PPO": "ppo_lunarlander", "PointNet": "pointnet_cls", "ResNet18": "resnet18_cifar", "ResNet50": "resnet50",
     "TD3": "td3_bipedalwalker", "Transformer": "transformer", "VGG": "vgg11_cifar",
 }
 #: Gavel ``model`` column (job type without the batch size) -> zoo name.
