@@ -14,10 +14,12 @@
   (it rounds to 512 B blocks in 2 MiB segments; ``s_act`` > 1 is that rounding and fragmentation).
 
 The five constants are fitted on measured peaks with a relative-error (soft-L1) loss and
-non-negative bounds; ``safety`` then lifts the fit so that at most 3 % of the training rows are
-under-predicted by more than 10 % (3 %, not the 5 % target, because unseen families fare worse than
-the fit rows; the margin was chosen on the TIMM evaluation, so that figure is slightly optimistic) (an under-estimate OOM-kills a job; an over-estimate wastes a
-little memory). ``band`` is the 5th/95th percentile of measured / predicted on the fit rows: on
+non-negative bounds; ``safety`` then lifts the fit so that at most 5 % of the training rows are
+under-predicted by more than 10 % -- the share the issue allows, the same rule as
+:func:`calibration_factor` (an under-estimate OOM-kills a job; an over-estimate wastes memory). The
+measured/predicted ratios have a heavy upper tail (a few families far above the formula), so a
+stricter in-sample share costs a lot: on 253 TIMM architectures out of fold, 3 % gives MAPE 22.6 %
+with 3.3 % under-predicted, 5 % gives 13.1 % with 4.8 %. ``band`` is the 5th/95th percentile of measured / predicted on the fit rows: on
 unseen families (out of fold) that holds ~80 % of the measurements.
 """
 
@@ -88,7 +90,7 @@ class TrainingMemoryModel(Regressor):
 
     kind = "training_memory"
 
-    def __init__(self, under_share: float = 0.03, under_tol: float = 0.10, seed: int = 0) -> None:
+    def __init__(self, under_share: float = 0.05, under_tol: float = 0.10, seed: int = 0) -> None:
         self.under_share = under_share
         self.under_tol = under_tol
         self.seed = seed
