@@ -201,16 +201,23 @@ class HorusPolicy(OrderingPolicy):
         starts.append(len(seq))
         return seq, starts
 
-    def _carried(self, state, vc: VcState) -> tuple[RoomGains, tuple[int, int], FailedFits | None, FailedFits]:
-        """The failures carried from this VC's earlier passes (None once room was gained since),
-        and the set this pass carries on: those plus its own failures of jobs with a memory
+    def _carried(self, state, vc: VcState, share: bool) -> tuple[RoomGains, tuple[int, int], FailedFits | None,
+                                                                FailedFits]:
+        """The failures carried from this VC's earlier passes that still hold (None: none), and
+        the set this pass carries on: those plus its own failures of jobs with a memory
         prediction (a job without one is tried as needing a whole GPU's memory, which says
         nothing certain about a job that does need that much on a GPU with more memory)."""
         gains = room_gains(state)
         mark = gains.mark(vc.vid)
         entry = self._carry.get(vc.vid)
-        carried = entry[2] if (self.carry_failures and entry is not None and entry[0] is gains and entry[1] == mark
-                               and entry[2].least) else None
+        carried = None
+        if self.carry_failures and entry is not None and entry[0] is gains and entry[2].least:
+            if entry[1] == mark:
+                carried = entry[2]
+            else:  # jobs stopped since: a failure holds if the nodes they freed still cannot take it
+                nodes = gains.nodes_since(vc.vid, entry[1])
+                if nodes is not None:
+                    carried = _still_failing(entry[2], state, vc, nodes, share)
         out = FailedFits(carried)
         self._carry[vc.vid] = (gains, mark, out)
         return gains, mark, carried, out
@@ -231,7 +238,7 @@ class HorusPolicy(OrderingPolicy):
             # the cost placement alone: fitting depends only on GPUs and predicted memory, and starts
             # only take room away, so a job needing at least what failed fails too -- in this pass,
             # and in later ones until a stop, a node change or a corrected prediction gives room
-            gains, mark, carried, out = self._carried(state, vc)
+            gains, mark, carried, out = self._carried(state, vc, share)
             failed = FailedFits(carried)
         if carried is not None:  # to undo the carried failures if room is gained during the pass
             free0, started = vc.free, {}
@@ -342,6 +349,39 @@ class _Candidates:
         with np.errstate(invalid="ignore"):
             fail = self.mem[start:] >= lim
         return (np.flatnonzero(~fail) + start).tolist()
+
+
+def _still_failing(failed: FailedFits, state, vc: VcState, nodes: set[int], share: bool) -> FailedFits | None:
+    """The failures of ``failed`` that still hold after stops freed room on ``nodes`` alone
+    (elsewhere room only shrank since). A job of ``g`` GPUs and predicted memory ``m`` fits when
+    the VC has ``g`` free GPUs (the gang stage spans nodes) or one node has ``g`` GPUs with room
+    for it (free ones, and with sharing the shared ones whose memory left by the holders'
+    predictions is at least ``m``, summed as :meth:`PlacementPipeline.room` sums it)."""
+    rooms = []  # per node: its free GPUs and the memory left on each shared GPU
+    for node in nodes:
+        room = state.room_mask(node) if share else (state.room_mask(node) & ~state.node_mask[node])
+        shared = room & state.node_mask[node]
+        lefts = []
+        if shared:
+            capacity = state.node_mem[node]
+            used: dict[int, float] = {}
+            for other, m in state.node_holders[node].items():
+                m &= shared
+                if m:
+                    om = other.pred_gpu_mem_mib
+                    om = om if om == om else capacity  # noqa: PLR0124 - NaN: no prediction
+                    while m:
+                        low = m & -m
+                        used[low] = used.get(low, 0.0) + om
+                        m ^= low
+            lefts = [capacity - u for u in used.values()]
+        rooms.append(((room & ~shared).bit_count(), lefts))
+    free = vc.free
+    kept = FailedFits()
+    for g, m in failed.least.items():
+        if free < g and all(n + sum(1 for left in lefts if not left < m) < g for n, lefts in rooms):
+            kept.least[g] = m
+    return kept if kept.least else None
 
 
 def _failed_so_far(seen: list[list[Job]], started: dict[Job, tuple[float, int]], free: int, share: bool,
