@@ -17,6 +17,11 @@ Rounds repeat until every pending job was tried once or no GPU has room (``round
 per pass, e.g. one round per scheduling instant as a live scheduler's tick). Horus uses k = 1 in
 the testbed; **Horus-f** (``horus-f``) is k = 3. A job that crashed out of memory is resubmitted
 with its request corrected (the inherited ``job_failed``, Horus §4.2.3).
+
+With the cost placement alone, the (GPUs, predicted memory) that failed are carried from a pass
+to the VC's next one (:class:`FailedFits`, :mod:`dlsched.sched.roomgains`): a job needing at
+least as much is skipped without a placement attempt while no room was gained for it. The
+decisions are those of passes that start from nothing (``carry_failures = False``).
 """
 
 from __future__ import annotations
