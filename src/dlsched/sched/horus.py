@@ -17,12 +17,18 @@ Rounds repeat until every pending job was tried once or no GPU has room (``round
 per pass, e.g. one round per scheduling instant as a live scheduler's tick). Horus uses k = 1 in
 the testbed; **Horus-f** (``horus-f``) is k = 3. A job that crashed out of memory is resubmitted
 with its request corrected (the inherited ``job_failed``, Horus §4.2.3).
+
+With the cost placement alone, the (GPUs, predicted memory) that failed are carried from a pass
+to the VC's next one (:class:`FailedFits`, :mod:`dlsched.sched.roomgains`): a job needing at
+least as much is skipped without a placement attempt while no room was gained for it. The
+decisions are those of passes that start from nothing (``carry_failures = False``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from operator import attrgetter
 
 import numpy as np
 
@@ -33,9 +39,13 @@ from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.kmeans import l1_kmeans
 from dlsched.sched.ordering import OrderingPolicy
+from dlsched.sched.roomgains import RoomGains, room_gains
 from dlsched.sched.sharing.load import FULL_UTIL, pred_mem, pred_util
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
+_NAN = math.nan
+_VECTOR_FROM = 48  # positions to scan from which _Candidates uses numpy
+_gpus_of, _mem_of = attrgetter("gpus"), attrgetter("pred_gpu_mem_mib")
 
 
 def allot(weights: list[float], lengths: list[int], beta: int) -> list[int]:
@@ -67,6 +77,38 @@ def allot(weights: list[float], lengths: list[int], beta: int) -> list[int]:
     return take
 
 
+def _wait_order(job: Job) -> tuple[float, int]:
+    """A round's order: longest waiting first (the wait before the latest queueing counted)."""
+    return job.wait_since - job.queue_delay, job.enq_seq
+
+
+class FailedFits:
+    """(GPUs, predicted memory) of jobs the cost placement could not place. A job needing at
+    least the GPUs and at least the memory of one of them cannot be placed either while no room
+    is gained: kept as the least memory that failed per GPU count, so the test is one look-up
+    (``limit``) instead of a scan of every failure, with the same answer."""
+
+    __slots__ = ("_limit", "least")
+
+    def __init__(self, carried: FailedFits | None = None) -> None:
+        self.least: dict[int, float] = dict(carried.least) if carried is not None else {}
+        self._limit: dict[int, float] = dict(carried._limit) if carried is not None else {}
+
+    def add(self, gpus: int, mem: float) -> None:
+        least = self.least
+        if gpus not in least or mem < least[gpus]:
+            least[gpus] = mem
+            self._limit.clear()
+
+    def limit(self, gpus: int) -> float:
+        """The least memory that failed with at most ``gpus`` GPUs (NaN: none failed, so no
+        memory is at or above it)."""
+        b = self._limit.get(gpus)
+        if b is None:
+            b = self._limit[gpus] = min((m for g, m in self.least.items() if g <= gpus), default=_NAN)
+        return b
+
+
 def _median(values: list[float]) -> float:
     """``float(np.median(values))`` without numpy's per-call overhead (same value: the middle
     element, or the mean of the two middle ones)."""
@@ -84,6 +126,7 @@ class HorusPolicy(OrderingPolicy):
     name = "horus"
     default_placement = "horus-cost"
     queues_k = 1
+    carry_failures = True  # False: every pass starts with no known failure (the reference, for tests)
 
     def __init__(self, placer, backfill: bool = False, k: int | None = None, beta: int = 15,
                  rounds: int | None = None) -> None:
@@ -97,6 +140,8 @@ class HorusPolicy(OrderingPolicy):
         if beta < 1:
             raise ValueError(f"Horus needs beta >= 1 jobs per round, got {beta}")
         self.beta = int(beta)
+        # VC id -> (room-gain counter, its mark, failures) of the VC's latest pass
+        self._carry: dict[int, tuple[RoomGains, tuple[int, int], FailedFits]] = {}
 
     def new_queue(self) -> ArrivalQueue:
         return ArrivalQueue()
@@ -132,6 +177,56 @@ class HorusPolicy(OrderingPolicy):
             return scorers[0][0].free_fit
         return None
 
+    def _round_order(self, queues: list[list[Job]], now: float) -> tuple[list[Job], list[int]]:
+        """The jobs in the order the rounds take them, and where each round starts (plus the
+        end): round ``r`` is ``jobs[starts[r]:starts[r + 1]]``, tried in :func:`_wait_order`.
+        The rounds depend on the queues alone (not on what starts), so they are laid out at once."""
+        beta = self.beta
+        cap = self.rounds if self.rounds is not None else -1
+        if len(queues) == 1:
+            # one queue: allot gives it min(beta, jobs left) a round whatever its weight (> 0),
+            # so the rounds are consecutive slices of the queue and no median is needed
+            jobs = queues[0]
+            n = len(jobs) if cap < 0 else min(len(jobs), cap * beta)
+            return (jobs if n == len(jobs) else jobs[:n]), list(range(0, n, beta)) + [n]
+        medians = [_median([j.queue_delay + now - j.wait_since for j in q]) for q in queues]
+        pos = [0] * len(queues)
+        seq: list[Job] = []
+        starts: list[int] = []
+        while cap:
+            cap -= 1
+            lengths = [len(q) - p for q, p in zip(queues, pos)]
+            if not any(lengths):
+                break
+            weights = [max(n, med * n) for n, med in zip(lengths, medians)]
+            starts.append(len(seq))
+            for x, n in enumerate(allot(weights, lengths, beta)):
+                seq.extend(queues[x][pos[x]:pos[x] + n])
+                pos[x] += n
+        starts.append(len(seq))
+        return seq, starts
+
+    def _carried(self, state, vc: VcState, share: bool) -> tuple[RoomGains, tuple[int, int], FailedFits | None,
+                                                                FailedFits]:
+        """The failures carried from this VC's earlier passes that still hold (None: none), and
+        the set this pass carries on: those plus its own failures of jobs with a memory
+        prediction (a job without one is tried as needing a whole GPU's memory, which says
+        nothing certain about a job that does need that much on a GPU with more memory)."""
+        gains = room_gains(state)
+        mark = gains.mark(vc.vid)
+        entry = self._carry.get(vc.vid)
+        carried = None
+        if self.carry_failures and entry is not None and entry[0] is gains and entry[2].least:
+            if entry[1] == mark:
+                carried = entry[2]
+            else:  # jobs stopped since: a failure holds if the nodes they freed still cannot take it
+                nodes = gains.nodes_since(vc.vid, entry[1])
+                if nodes is not None:
+                    carried = _still_failing(entry[2], state, vc, nodes, share)
+        out = FailedFits(carried)
+        self._carry[vc.vid] = (gains, mark, out)
+        return gains, mark, carried, out
+
     def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
         pending = list(vc.queue)
         if not pending:
@@ -139,43 +234,179 @@ class HorusPolicy(OrderingPolicy):
         state, now = view.state, view.now
         capacity = state.node_mem[vc.nodes[0]] if vc.nodes else 0.0
         queues = self.queues(pending, vc, capacity)
-        medians = [_median([j.queue_delay + now - j.wait_since for j in q]) for q in queues]
         share = getattr(self.placer, "share", False) and state.cap > 1
         place = self.placer.place
         free_fit = self._free_fit()
-        failed: list[tuple[int, float]] = []  # (GPUs, predicted memory) of jobs that did not fit this pass
-        pos = [0] * len(queues)
-        left = self.rounds if self.rounds is not None else -1
-        while left:
-            left -= 1
-            lengths = [len(q) - p for q, p in zip(queues, pos)]
-            if not any(lengths) or (vc.free == 0 and not (share and vc.share_nodes)):
+        seq, starts = self._round_order(queues, now)
+        failed = out = carried = None
+        if free_fit is not None:
+            # the cost placement alone: fitting depends only on GPUs and predicted memory, and starts
+            # only take room away, so a job needing at least what failed fails too -- in this pass,
+            # and in later ones until a stop, a node change or a corrected prediction gives room
+            gains, mark, carried, out = self._carried(state, vc, share)
+            failed = FailedFits(carried)
+        if carried is not None:  # to undo the carried failures if room is gained during the pass
+            free0, started = vc.free, {}
+        # the positions in ``seq`` still to try, without those known to fail (trying them has no
+        # side effect); refreshed when the failures grew during a round
+        todo = _Candidates(seq, capacity)
+        cand = todo.keep(0, failed)
+        c = 0
+        r = -1
+        while c < len(cand):
+            while starts[r + 1] <= cand[c]:
+                r += 1
+            # a round whose jobs are all known to fail changes nothing: checking the room before
+            # the next round with candidates gives the same answer as checking before each
+            if vc.free == 0 and not (share and vc.share_nodes):
                 return
-            weights = [max(n, med * n) for n, med in zip(lengths, medians)]
-            batch: list[Job] = []
-            for x, n in enumerate(allot(weights, lengths, self.beta)):
-                batch.extend(queues[x][pos[x]:pos[x] + n])
-                pos[x] += n
-            batch.sort(key=lambda j: (j.wait_since - j.queue_delay, j.enq_seq))
-            for job in batch:
+            end = starts[r + 1]
+            c0 = c
+            while c < len(cand) and cand[c] < end:
+                c += 1
+            batch = [seq[q] for q in cand[c0:c]]
+            if len(batch) > 1:
+                batch.sort(key=_wait_order)
+            grown = switched = False
+            i = 0
+            while i < len(batch):
+                job = batch[i]
+                i += 1
                 if not share and job.gpus > vc.free:
                     continue
-                if free_fit is not None:
-                    # the cost placement alone: fitting depends only on GPUs and predicted memory, and
-                    # starts only take room away, so a job needing at least what failed fails too
+                if failed is not None:
                     mem = pred_mem(job, capacity)
-                    if any(job.gpus >= g and mem >= m for g, m in failed):
+                    if mem >= failed.limit(job.gpus):
                         continue
                     fit = free_fit(view, vc, job) or place(view, vc, job)
                     if fit.status is not _FITS:
-                        failed.append((job.gpus, mem))
+                        failed.add(job.gpus, mem)
+                        grown = True
+                        if out is not None and mem == job.pred_gpu_mem_mib:
+                            out.add(job.gpus, mem)
                         continue
                 else:
                     fit = place(view, vc, job)
                 if fit.status is _FITS:
+                    if carried is None:
+                        yield Start(job, fit.placement, fit.shared)
+                        continue
+                    key = started[job] = _wait_order(job)  # before the start moves its wait
                     yield Start(job, fit.placement, fit.shared)
+                    if gains.mark(vc.vid) != mark:
+                        # room was gained during the pass (e.g. a prediction corrected at a start):
+                        # what failed in earlier passes may fit now. Go on as a pass that carried
+                        # nothing would: with what it had found failing so far, the round's rest too.
+                        failed = _failed_so_far([seq[starts[x]:starts[x + 1]] for x in range(r + 1)],
+                                                started, free0, share, capacity)
+                        carried = out = None
+                        batch = sorted((j for j in seq[starts[r]:end] if j not in started and _wait_order(j) > key),
+                                       key=_wait_order)
+                        i = 0
+                        grown = switched = True
                 elif fit.status is _POSTPONE:
                     yield Postpone(job, fit.reason)
+            if grown and (c < len(cand) or switched):  # switched: the carried failures no longer hold
+                cand = todo.keep(end, failed)
+                c = 0
+
+
+class _Candidates:
+    """Positions of a pass's jobs that may still fit, from one position on: a scan of the jobs'
+    GPUs and predicted memory against the failures (numpy arrays for a long queue)."""
+
+    __slots__ = ("capacity", "gpus", "jobs", "mem")
+
+    def __init__(self, jobs: list[Job], capacity: float) -> None:
+        self.jobs = jobs
+        self.capacity = capacity
+        self.gpus = self.mem = None
+
+    def keep(self, start: int, failed: FailedFits | None) -> list[int]:
+        jobs = self.jobs
+        n = len(jobs)
+        if failed is None or not failed.least:
+            return list(range(start, n))
+        if n - start < _VECTOR_FROM:
+            capacity, known, limit = self.capacity, failed._limit, failed.limit
+            out = []
+            for q in range(start, n):
+                job = jobs[q]
+                m = job.pred_gpu_mem_mib
+                if m != m:  # noqa: PLR0124 - NaN: no prediction
+                    m = capacity
+                b = known.get(job.gpus)
+                if b is None:
+                    b = limit(job.gpus)
+                if not m >= b:
+                    out.append(q)
+            return out
+        if self.gpus is None:
+            self.gpus = np.fromiter(map(_gpus_of, jobs), np.int64, n)
+            mem = np.fromiter(map(_mem_of, jobs), float, n)
+            mem[np.isnan(mem)] = self.capacity
+            self.mem = mem
+        least = failed.least
+        gs = sorted(least)
+        lows = np.minimum.accumulate(np.array([least[g] for g in gs]))  # limit() of each listed count
+        at = np.searchsorted(np.array(gs), self.gpus[start:], side="right") - 1
+        lim = np.where(at >= 0, lows[np.maximum(at, 0)], np.nan)  # NaN: nothing failed with fewer GPUs
+        with np.errstate(invalid="ignore"):
+            fail = self.mem[start:] >= lim
+        return (np.flatnonzero(~fail) + start).tolist()
+
+
+def _still_failing(failed: FailedFits, state, vc: VcState, nodes: set[int], share: bool) -> FailedFits | None:
+    """The failures of ``failed`` that still hold after stops freed room on ``nodes`` alone
+    (elsewhere room only shrank since). A job of ``g`` GPUs and predicted memory ``m`` fits when
+    the VC has ``g`` free GPUs (the gang stage spans nodes) or one node has ``g`` GPUs with room
+    for it (free ones, and with sharing the shared ones whose memory left by the holders'
+    predictions is at least ``m``, summed as :meth:`PlacementPipeline.room` sums it)."""
+    rooms = []  # per node: its free GPUs and the memory left on each shared GPU
+    for node in nodes:
+        room = state.room_mask(node) if share else (state.room_mask(node) & ~state.node_mask[node])
+        shared = room & state.node_mask[node]
+        lefts = []
+        if shared:
+            capacity = state.node_mem[node]
+            used: dict[int, float] = {}
+            for other, m in state.node_holders[node].items():
+                m &= shared
+                if m:
+                    om = other.pred_gpu_mem_mib
+                    om = om if om == om else capacity  # noqa: PLR0124 - NaN: no prediction
+                    while m:
+                        low = m & -m
+                        used[low] = used.get(low, 0.0) + om
+                        m ^= low
+            lefts = [capacity - u for u in used.values()]
+        rooms.append(((room & ~shared).bit_count(), lefts))
+    free = vc.free
+    kept = FailedFits()
+    for g, m in failed.least.items():
+        if free < g and all(n + sum(1 for left in lefts if not left < m) < g for n, lefts in rooms):
+            kept.least[g] = m
+    return kept if kept.least else None
+
+
+def _failed_so_far(seen: list[list[Job]], started: dict[Job, tuple[float, int]], free: int, share: bool,
+                   capacity: float) -> FailedFits:
+    """The failures a pass that carried nothing had recorded by now: every job of the rounds
+    ``seen`` up to the latest start that was tried (not skipped for want of free GPUs without
+    sharing) and did not start -- a job is recorded, or already dominated by one that was."""
+    own = FailedFits()
+    last = next(reversed(started))
+    for raw in seen:
+        for job in sorted(raw, key=lambda j: started.get(j) or _wait_order(j)):
+            if not share and job.gpus > free:
+                continue
+            if job in started:
+                free -= job.gpus
+                if job is last:
+                    return own
+            else:
+                own.add(job.gpus, pred_mem(job, capacity))
+    return own
 
 
 class HorusFairPolicy(HorusPolicy):

@@ -28,6 +28,7 @@ import numpy as np
 
 from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState, VcState
+from dlsched.sched.roomgains import predictions_corrected
 from dlsched.sched.sharing.load import FULL_UTIL
 
 _INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -43,7 +44,9 @@ def load_index(state: ClusterState) -> LoadIndex:
 
 
 def predictions_changed(state: ClusterState, job: Job) -> None:
-    """A running job's predicted utilisation or memory changed: re-read its nodes."""
+    """A running job's predicted utilisation or memory changed: re-read its nodes (and tell
+    :mod:`~dlsched.sched.roomgains`: lower predicted memory is more room)."""
+    predictions_corrected(state)
     idx = _INDEXES.get(state)
     if idx is not None and job.placement:
         for node, _ in job.placement:
