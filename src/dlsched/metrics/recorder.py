@@ -10,8 +10,12 @@ integrals. Nothing in the event loop computes metrics.
 from __future__ import annotations
 
 from array import array
+from typing import TYPE_CHECKING
 
 from dlsched.kernel.state import ClusterState, VcState
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class MetricsRecorder:
@@ -89,6 +93,25 @@ class MetricsRecorder:
     def vc_utilization(self, vc: VcState) -> float:
         span = self.span
         return vc.area / (vc.total_gpus * span) if span > 0 and vc.total_gpus else 0.0
+
+    def timeline_arrays(self) -> dict[str, np.ndarray]:
+        """:meth:`timeline` as numpy arrays (the sampled rows shared, not copied): what the writer
+        formats."""
+        import numpy as np
+
+        times = np.frombuffer(self.rows_t, np.float64) if len(self.rows_t) else np.zeros(0)
+
+        def ints(rows: array) -> np.ndarray:
+            return np.frombuffer(rows, f"i{rows.itemsize}") if len(rows) else np.zeros(0, np.int64)
+
+        return {
+            "time": times,
+            "busy_gpus": ints(self.rows_busy),
+            "total_gpus": np.full(len(times), self.state.total_gpus, np.int64),
+            "running_jobs": ints(self.rows_running),
+            "queued_jobs": ints(self.rows_queued),
+            "powered_nodes": ints(self.rows_powered),
+        }
 
     def timeline(self) -> dict[str, list]:
         return {

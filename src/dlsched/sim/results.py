@@ -108,6 +108,13 @@ def _printf(values: Sequence) -> tuple[str, list]:
     twice as fast as ``repr``), ``%r`` for other finite floats, ``%s`` for text and for columns
     with NaN or mixed objects (formatted by :func:`_as_text` first)."""
     if not isinstance(values, np.ndarray):
+        if type(values) is list:
+            try:  # all text (the usual case): one C call checks it (%s gives str(v) for subclasses too)
+                "".join(values)
+            except TypeError:
+                pass
+            else:
+                return "%s", values
         kinds = set(map(type, values))
         if kinds <= {str}:
             return "%s", list(values)
@@ -158,7 +165,7 @@ def write_run(result: SimResult, out_dir: str | Path, meta: dict | None = None) 
                **summarize(result.jobs, result.metrics, cols)}
     summary.update(result.extra)
     write_csv(out / "jobs.csv", job_columns(result, cols))
-    write_csv(out / "timeline.csv", result.metrics.timeline())
+    write_csv(out / "timeline.csv", result.metrics.timeline_arrays())
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
     seconds = _WRITE_SECONDS.get()
     if seconds is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import re
-from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -214,6 +213,7 @@ def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job
     jobs = list(map(Job, cols.job_id[order].tolist(), cols.vc[order].tolist(),
                     cols.gpus[order].astype(np.int64).tolist(), submit[order].tolist(),
                     cols.duration[order].astype(np.float64).tolist()))
+    slots, columns = [], []
     for attr, values in cols.extra.items():
         default = OPTIONAL_FIELDS[attr]
         values = values[order]
@@ -227,7 +227,31 @@ def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job
             values = values.astype(np.int64)
         elif not (values != default).any():
             continue
-        # the slot descriptor's __set__ mapped in C: ~2x faster than a Python setattr loop
-        slot = f"_{attr}" if attr in TRUTH_FIELDS else attr  # truth lives in a slot behind a guarded property
-        deque(map(getattr(Job, slot).__set__, jobs, values.tolist()), maxlen=0)
+        slots.append(f"_{attr}" if attr in TRUTH_FIELDS else attr)  # truth: a slot behind a guarded property
+        columns.append(values.tolist())
+    if slots:
+        _slot_setter(tuple(slots))(jobs, *columns)
     return jobs
+
+
+_SETTERS: dict[tuple[str, ...], object] = {}
+
+
+def _slot_setter(slots: tuple[str, ...]):
+    """``set(jobs, *columns)``: one loop over the jobs that assigns every column to its slot,
+    written with the slot names in the code (plain attribute stores: about 3x faster than a
+    pass per column with the slot descriptor mapped in C, the old way, for the three columns
+    of a Helios trace). Compiled once per set of slots."""
+    setter = _SETTERS.get(slots)
+    if setter is None:
+        if not all(slot.isidentifier() and slot in Job.__slots__ for slot in slots):
+            raise ValueError(f"not Job slots: {slots}")
+        args = [f"c{i}" for i in range(len(slots))]
+        body = "".join(f"        job.{slot} = v{i}\n" for i, slot in enumerate(slots))
+        source = (f"def set_slots(jobs, {', '.join(args)}):\n"
+                  f"    for job, {', '.join(f'v{i}' for i in range(len(slots)))}, in zip(jobs, {', '.join(args)}):\n"
+                  f"{body}")
+        namespace: dict = {}
+        exec(compile(source, f"<job slots {', '.join(slots)}>", "exec"), namespace)  # noqa: S102 - fixed names
+        setter = _SETTERS[slots] = namespace["set_slots"]
+    return setter
