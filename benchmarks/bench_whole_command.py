@@ -166,18 +166,29 @@ def main() -> None:
 
     folder, python, why = reference_location(args)
     ref = None
-    if folder is None:
-        print(f"reference not available: {why}")
-    else:
-        print(f"reference: HeliosArtifact QSSF Service, FIFO, in {folder} ... ", end="", flush=True)
-        ref = run_reference(folder, python)
-        print(f"{ref[0]:.1f} s wall, {ref[3]:.1f} s CPU ({ref[2]:,} jobs, average JCT {ref[1]:,.2f} s)")
-
     runs = []
+    n = max(1, args.runs)
+    # dlsched runs on both sides of the reference, so a load that changes during the minutes the
+    # reference takes weighs on both (a ratio of a loaded reference to a quiet dlsched flatters)
     with tempfile.TemporaryDirectory() as tmp:
         run_dlsched(Path(tmp) / "warm-up")  # not counted: writes the bytecode caches, warms the page cache
-        for i in range(max(1, args.runs)):
+        before = n // 2 if folder is not None else n
+        load0 = os.getloadavg()[0]
+        for i in range(before):
             runs.append(run_dlsched(Path(tmp) / f"run{i}"))
+        if folder is None:
+            print(f"reference not available: {why}")
+        else:
+            print(f"reference: HeliosArtifact QSSF Service, FIFO, in {folder} ... ", end="", flush=True)
+            ref_load0 = os.getloadavg()[0]
+            ref = run_reference(folder, python)
+            print(f"{ref[0]:.1f} s wall, {ref[3]:.1f} s CPU ({ref[2]:,} jobs, average JCT {ref[1]:,.2f} s; "
+                  f"1-min load average {ref_load0:.1f} at its start, {os.getloadavg()[0]:.1f} at its end)")
+        for i in range(before, n):
+            runs.append(run_dlsched(Path(tmp) / f"run{i}"))
+        where = f"{before} before the reference, {n - before} after; " if folder is not None else ""
+        print(f"dlsched runs: {where}1-min load average {load0:.1f} at the first, "
+              f"{os.getloadavg()[0]:.1f} after the last")
     runs.sort(key=lambda r: r[0])
     wall, summary, _ = runs[len(runs) // 2]
     cpu = statistics.median(r[2] for r in runs)
