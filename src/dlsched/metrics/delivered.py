@@ -76,6 +76,19 @@ class DeliveredUtilisation:
         holders = self.state.node_holders[node]
         if not holders:
             return 0.0
+        union = gpus = 0
+        for mask in holders.values():
+            union |= mask
+            gpus += mask.bit_count()
+        if gpus == union.bit_count():
+            # no GPU shared on this node: each GPU holds one job's share. Summed in the order the
+            # general case below sums them (job by job, lowest GPU first): the same float.
+            levels: list[float] = []
+            for job, mask in holders.items():
+                util = job._gpu_util
+                share = (1.0 if util != util else util * 0.01) * job.speed  # noqa: PLR0124 - NaN check
+                levels += [share if share < 1.0 else 1.0] * mask.bit_count()
+            return sum(levels)
         per_gpu: dict[int, float] = {}  # keyed by the GPU's bit
         get = per_gpu.get
         for job, mask in holders.items():
