@@ -27,7 +27,6 @@ decisions are those of passes that start from nothing (``carry_failures = False`
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections.abc import Iterator
 from operator import attrgetter
 
@@ -46,7 +45,6 @@ from dlsched.sched.sharing.load import FULL_UTIL, pred_mem, pred_util
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 _NAN = math.nan
 _VECTOR_FROM = 48  # positions to scan from which _Candidates uses numpy
-_CHUNK = 256  # least positions _Candidates reads ahead (then as many as it has read: doubling)
 _gpus_of, _mem_of = attrgetter("gpus"), attrgetter("pred_gpu_mem_mib")
 
 
@@ -250,21 +248,12 @@ class HorusPolicy(OrderingPolicy):
         if carried is not None:  # to undo the carried failures if room is gained during the pass
             free0, started = vc.free, {}
         # the positions in ``seq`` still to try, without those known to fail (trying them has no
-        # side effect); refreshed when the failures grew during a round. Read ahead in chunks
-        # ending on round boundaries (a pass often ends long before the queue's end): a chunk is
-        # scanned with the failures known when it is reached, which keeps a subset of what a scan
-        # of the whole queue at the start would have kept, the rest being skipped anyway
-        todo = _Candidates(seq, capacity, starts)
+        # side effect); refreshed when the failures grew during a round
+        todo = _Candidates(seq, capacity)
         cand = todo.keep(0, failed)
         c = 0
         r = -1
-        while True:
-            if c >= len(cand):
-                if todo.upto >= len(seq):
-                    break
-                cand = todo.keep(todo.upto, failed)
-                c = 0
-                continue
+        while c < len(cand):
             while starts[r + 1] <= cand[c]:
                 r += 1
             # a round whose jobs are all known to fail changes nothing: checking the room before
@@ -323,29 +312,19 @@ class HorusPolicy(OrderingPolicy):
 
 
 class _Candidates:
-    """Positions of a pass's jobs that may still fit, from one position up to a round boundary
-    (``upto``): a scan of the jobs' GPUs and predicted memory against the failures (numpy arrays,
-    read as far as the pass got, for a long stretch)."""
+    """Positions of a pass's jobs that may still fit, from one position on: a scan of the jobs'
+    GPUs and predicted memory against the failures (numpy arrays for a long queue)."""
 
-    __slots__ = ("built", "capacity", "gpus", "jobs", "mem", "starts", "upto")
+    __slots__ = ("capacity", "gpus", "jobs", "mem")
 
-    def __init__(self, jobs: list[Job], capacity: float, starts: list[int]) -> None:
+    def __init__(self, jobs: list[Job], capacity: float) -> None:
         self.jobs = jobs
         self.capacity = capacity
-        self.starts = starts
         self.gpus = self.mem = None
-        self.built = 0  # positions read into the arrays
-        self.upto = 0
 
     def keep(self, start: int, failed: FailedFits | None) -> list[int]:
         jobs = self.jobs
         n = len(jobs)
-        want = start + max(_CHUNK, start)
-        if want >= n:
-            n = len(jobs)
-        else:  # the first round boundary at or after ``want`` (the last boundary is len(jobs))
-            n = self.starts[bisect_left(self.starts, want)]
-        self.upto = n
         if failed is None or not failed.least:
             return list(range(start, n))
         if n - start < _VECTOR_FROM:
@@ -362,23 +341,18 @@ class _Candidates:
                 if not m >= b:
                     out.append(q)
             return out
-        if self.built < n:
-            more = jobs[self.built:n]
-            gpus = np.fromiter(map(_gpus_of, more), np.int64, len(more))
-            mem = np.fromiter(map(_mem_of, more), float, len(more))
+        if self.gpus is None:
+            self.gpus = np.fromiter(map(_gpus_of, jobs), np.int64, n)
+            mem = np.fromiter(map(_mem_of, jobs), float, n)
             mem[np.isnan(mem)] = self.capacity
-            if self.gpus is None:
-                self.gpus, self.mem = gpus, mem
-            else:
-                self.gpus, self.mem = np.concatenate((self.gpus, gpus)), np.concatenate((self.mem, mem))
-            self.built = n
+            self.mem = mem
         least = failed.least
         gs = sorted(least)
         lows = np.minimum.accumulate(np.array([least[g] for g in gs]))  # limit() of each listed count
-        at = np.searchsorted(np.array(gs), self.gpus[start:n], side="right") - 1
+        at = np.searchsorted(np.array(gs), self.gpus[start:], side="right") - 1
         lim = np.where(at >= 0, lows[np.maximum(at, 0)], np.nan)  # NaN: nothing failed with fewer GPUs
         with np.errstate(invalid="ignore"):
-            fail = self.mem[start:n] >= lim
+            fail = self.mem[start:] >= lim
         return (np.flatnonzero(~fail) + start).tolist()
 
 
