@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
-from dlsched.core.bits import set_bits
+from dlsched.core.bits import bit_tuple, set_bits
 from dlsched.core.cluster import ClusterSpec, NodeSpec
 from dlsched.core.job import Job, JobState, OracleAccessError
 from dlsched.kernel.decisions import Postpone, Preempt, Start
@@ -324,7 +324,7 @@ class ClusterState:
             self.node_holders[node][job] = mask
             if self.cap > 1:
                 counts = self.gpu_count[node]
-                for g in set_bits(mask):
+                for g in bit_tuple(mask):
                     counts[g] = 1
                 self._update_share(node, vc)
             vc.free -= n
@@ -675,7 +675,7 @@ class ClusterState:
     def _update_share(self, node: int, vc: VcState) -> None:
         counts, cap = self.gpu_count[node], self.cap
         share = 0
-        for g in set_bits(self.node_mask[node]):
+        for g in bit_tuple(self.node_mask[node]):
             if counts[g] < cap:
                 share |= 1 << g
         self.node_share[node] = share
@@ -732,7 +732,7 @@ class ClusterState:
             self.node_holders[node][job] = mask
             if self.cap > 1:
                 counts = self.gpu_count[node]
-                for g in set_bits(mask):
+                for g in bit_tuple(mask):
                     counts[g] += 1
                 self._update_share(node, vc)
         vc.free -= taken
@@ -746,7 +746,7 @@ class ClusterState:
             gone = mask
             if self.cap > 1:
                 counts = self.gpu_count[node]
-                for g in set_bits(mask):
+                for g in bit_tuple(mask):
                     counts[g] -= 1
                     if counts[g]:
                         gone &= ~(1 << g)

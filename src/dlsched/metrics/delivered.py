@@ -16,6 +16,7 @@ utilisation); policies never see this. Runs attach it only with a speed model or
 
 from __future__ import annotations
 
+from dlsched.core.bits import bit_tuple
 from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState
 
@@ -76,15 +77,26 @@ class DeliveredUtilisation:
         holders = self.state.node_holders[node]
         if not holders:
             return 0.0
-        per_gpu: dict[int, float] = {}  # keyed by the GPU's bit
+        # no GPU shared on this node (the usual case): each GPU holds one job's share, summed in
+        # the order the general case below sums them (job by job, lowest GPU first): the same float
+        levels: list[float] = []
+        union = 0
+        for job, mask in holders.items():
+            if union & mask:
+                break
+            union |= mask
+            util = job._gpu_util
+            share = (1.0 if util != util else util * 0.01) * job.speed  # noqa: PLR0124 - NaN check
+            levels += [share if share < 1.0 else 1.0] * mask.bit_count()
+        else:
+            return sum(levels)
+        per_gpu: dict[int, float] = {}  # keyed by the GPU's index, in the order first held
         get = per_gpu.get
         for job, mask in holders.items():
             util = job._gpu_util
             share = (1.0 if util != util else util * 0.01) * job.speed  # noqa: PLR0124 - NaN check, hot path
-            while mask:
-                low = mask & -mask
-                per_gpu[low] = get(low, 0.0) + share
-                mask ^= low
+            for g in bit_tuple(mask):
+                per_gpu[g] = get(g, 0.0) + share
         return sum(v if v < 1.0 else 1.0 for v in per_gpu.values())  # noqa: FURB136 - min() is slower
 
     def summary(self, metrics) -> dict:

@@ -7,6 +7,7 @@ contention effects), and a job spanning several GPUs runs at the pace of its mos
 
 from __future__ import annotations
 
+from dlsched.core.bits import bit_tuple
 from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState
 
@@ -17,6 +18,15 @@ class TimeSlicedSpeed:
 
     def rate(self, job: Job, state: ClusterState) -> float:
         worst = 1
+        if state.cap > 1:  # the kernel counts each GPU's holders: the most crowded one, read off
+            counts_of = state.gpu_count
+            for node, mask in job.placement:
+                counts = counts_of[node]
+                for g in bit_tuple(mask):
+                    n = counts[g]
+                    if n > worst:
+                        worst = n
+            return 1.0 / worst
         for node, mask in job.placement:
             holders = state.node_holders[node]
             if len(holders) == 1:
