@@ -54,6 +54,24 @@ class Filter(Protocol):
     def filter(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> str | None: ...
 
 
+def shared_gpu_use(state, node: int, shared: int) -> dict[int, float]:
+    """Predicted memory held on each GPU of ``shared`` (a bitmask of the node's GPUs) by its
+    holders: GPU bit -> MiB, one pass over the node's holders. A holder without a memory
+    prediction counts as the whole GPU, as :meth:`ClusterState.gpu_pred_mem` counts it."""
+    capacity = state.node_mem[node]
+    used: dict[int, float] = {}
+    for other, m in state.node_holders[node].items():
+        m &= shared
+        if m:
+            om = other.pred_gpu_mem_mib
+            om = om if om == om else capacity  # noqa: PLR0124 - NaN: no prediction
+            while m:
+                low = m & -m
+                used[low] = used.get(low, 0.0) + om
+                m ^= low
+    return used
+
+
 class PlacementPipeline:
     """Filters, weighted scorers, a GPU picker and permits for one job at a time."""
 
@@ -126,17 +144,7 @@ class PlacementPipeline:
             return room & ~shared
         if shared:  # = gpu_free_mem(node, g) < mem per shared GPU, in one pass over the holders
             capacity = state.node_mem[node]
-            used: dict[int, float] = {}
-            for other, m in state.node_holders[node].items():
-                m &= shared
-                if m:
-                    om = other.pred_gpu_mem_mib
-                    om = om if om == om else capacity
-                    while m:
-                        low = m & -m
-                        used[low] = used.get(low, 0.0) + om
-                        m ^= low
-            for low, u in used.items():
+            for low, u in shared_gpu_use(state, node, shared).items():
                 if capacity - u < mem:
                     room &= ~low
         return room

@@ -37,10 +37,11 @@ from dlsched.kernel.decisions import Decision, Postpone, Start, Status
 from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.framework import shared_gpu_use
 from dlsched.sched.kmeans import l1_kmeans
 from dlsched.sched.ordering import OrderingPolicy
 from dlsched.sched.roomgains import RoomGains, room_gains
-from dlsched.sched.sharing.load import FULL_UTIL, pred_mem, pred_util
+from dlsched.sched.sharing.load import FULL_UTIL, pred_mem
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 _NAN = math.nan
@@ -369,17 +370,7 @@ def _still_failing(failed: FailedFits, state, vc: VcState, nodes: set[int], shar
         lefts = []
         if shared:
             capacity = state.node_mem[node]
-            used: dict[int, float] = {}
-            for other, m in state.node_holders[node].items():
-                m &= shared
-                if m:
-                    om = other.pred_gpu_mem_mib
-                    om = om if om == om else capacity  # noqa: PLR0124 - NaN: no prediction
-                    while m:
-                        low = m & -m
-                        used[low] = used.get(low, 0.0) + om
-                        m ^= low
-            lefts = [capacity - u for u in used.values()]
+            lefts = [capacity - u for u in shared_gpu_use(state, node, shared).values()]
         rooms.append(((room & ~shared).bit_count(), lefts))
     free = vc.free
     kept = FailedFits()
