@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Optional
 
@@ -85,24 +82,6 @@ JOBS = typer.Option(20000, help="Jobs of the built-in workload.")
 AS_JSON = typer.Option(False, "--json", help="Print the summary as JSON on stdout instead of tables "
                                              "(keys: docs/outputs.md).")
 SEED = typer.Option(0, help="Seed of the built-in workload.")
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while one command loads, simulates and writes.
-
-    The jobs and the cluster state are alive until the end, and nothing of this size makes
-    reference cycles that only the collector could free; yet every collection of the oldest
-    generation would walk all of them (loading and the engine pause it themselves; the first
-    collection after that alone took 0.13 s on the Philly window). Restored afterwards.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _config(compat: str, invariants: bool, overhead: float | None = None, max_jobs_per_gpu: int = 1):
@@ -216,10 +195,14 @@ def register(app: typer.Typer) -> None:
         from dlsched.cli.exiting import skip_teardown
         from dlsched.runner import run_one
         from dlsched.sim.results import timed_writes
+        from dlsched.traces.pipeline import gc_paused
 
         phases = Phases()
         phases.lap("start_up")  # interpreter, command line, simulator modules
-        with clear_errors(), _gc_paused():
+        # no cyclic GC while the command loads, simulates and writes: the jobs and the state live
+        # to the end and make no cycles, yet every oldest-generation pass would walk them all
+        # (the first one after loading alone took 0.13 s on the Philly window)
+        with clear_errors(), gc_paused():
             _check_before_work(out_dir, trace, jobs)
             _check_priority_file(priority_file, [policy])
             job_list, cluster, spec = _prepare(
