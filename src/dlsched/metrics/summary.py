@@ -46,14 +46,37 @@ def _median(values: np.ndarray) -> float:
     return float((part[half - 1] + part[half]) / 2)
 
 
+def _percentiles(values: np.ndarray, percents: tuple[float, ...]) -> list[float]:
+    """``np.percentile(values, percents)`` (linear method) of a non-empty float array, the same
+    floats: the order statistics around each virtual index ``(n - 1) q`` blended as numpy's
+    ``_lerp`` does (from the upper one when the weight is >= 0.5). Without NaN only (those go
+    to numpy): ``np.percentile`` passes its indices through ``np.unique``, which imports
+    ``numpy.ma`` (0.05 s of a command's start)."""
+    n = len(values)
+    if np.isnan(values.max()):
+        return np.percentile(values, percents).tolist()
+    virtual = (n - 1) * (np.asarray(percents) / 100)
+    lower = np.floor(virtual).astype(np.intp)
+    upper = lower + 1
+    beyond = virtual >= n - 1
+    lower[beyond] = upper[beyond] = n - 1
+    part = np.partition(values, sorted({*lower.tolist(), *upper.tolist()}))
+    a, b = part[lower], part[upper]
+    weight = virtual - lower
+    diff = b - a
+    out = a + diff * weight
+    np.subtract(b, diff * (1 - weight), out=out, where=weight >= 0.5)
+    return out.tolist()
+
+
 def _stats(cols: dict[str, np.ndarray], mask: np.ndarray | None = None) -> dict[str, float]:
     jct, queue = cols["jct"], cols["queue_delay"]
     if mask is not None:
         jct, queue = jct[mask], queue[mask]
     if len(jct) == 0:
         return {"jobs": 0}
-    p95_jct, p99_jct = np.percentile(jct, (95, 99)).tolist()  # both in one call: the same values
-    p95_queue, p99_queue = np.percentile(queue, (95, 99)).tolist()
+    p95_jct, p99_jct = _percentiles(jct, (95, 99))
+    p95_queue, p99_queue = _percentiles(queue, (95, 99))
     return {
         "jobs": int(len(jct)),
         "avg_jct": float(jct.mean()),
