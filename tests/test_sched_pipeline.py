@@ -128,3 +128,17 @@ def test_registry_names_and_errors():
             make_placer(bad)
     with pytest.raises(ValueError, match="unknown speed model"):
         make_speed_model("warp", ClusterSpec.from_vc_sizes({"v": 1}))
+
+
+def test_registry_imports_a_policy_only_when_it_is_used() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from dlsched.registry import POLICIES, PLACERS, make_policy; "
+            "assert 'horus' in POLICIES and 'topo-aware' in PLACERS and len(list(POLICIES)) == len(POLICIES); "
+            "make_policy('fifo'); "
+            "print(sorted(m for m in sys.modules if m.startswith(('dlsched.sched.horus', 'dlsched.sched.pairing', "
+            "'dlsched.sched.placers.topo', 'dlsched.sched.orders.fifo')))); "
+            "print(POLICIES['horus'].__name__, 'dlsched.sched.horus' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == ["['dlsched.sched.orders.fifo']", "HorusPolicy True"]
