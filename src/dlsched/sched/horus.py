@@ -34,12 +34,12 @@ import numpy as np
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision, Postpone, Start, Status
-from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.framework import shared_gpu_use
 from dlsched.sched.kmeans import l1_kmeans
 from dlsched.sched.ordering import OrderingPolicy
+from dlsched.sched.requestqueue import RequestQueue
 from dlsched.sched.roomgains import RoomGains, room_gains
 from dlsched.sched.sharing.load import FULL_UTIL, pred_mem
 
@@ -144,8 +144,15 @@ class HorusPolicy(OrderingPolicy):
         # VC id -> (room-gain counter, its mark, failures) of the VC's latest pass
         self._carry: dict[int, tuple[RoomGains, tuple[int, int], FailedFits]] = {}
 
-    def new_queue(self) -> ArrivalQueue:
-        return ArrivalQueue()
+    def new_queue(self) -> RequestQueue:
+        return RequestQueue()
+
+    def job_failed(self, job: Job, now: float, reason: str) -> None:
+        """The failover's corrected prediction (see the inherited method), re-read by the queue."""
+        super().job_failed(job, now, reason)
+        refresh = getattr(job.vc_state.queue, "refresh", None)
+        if refresh is not None:
+            refresh(job)
 
     def features(self, jobs: list[Job], vc: VcState, capacity: float) -> np.ndarray:
         """Per job: tasks, predicted utilisation, GPUs per task, predicted memory (Horus §4.2.2)."""
@@ -250,7 +257,7 @@ class HorusPolicy(OrderingPolicy):
             free0, started = vc.free, {}
         # the positions in ``seq`` still to try, without those known to fail (trying them has no
         # side effect); refreshed when the failures grew during a round
-        todo = _Candidates(seq, capacity)
+        todo = _Candidates(seq, capacity, _requests(vc, pending, queues, len(seq)) if failed is not None else None)
         cand = todo.keep(0, failed)
         c = 0
         r = -1
@@ -312,16 +319,32 @@ class HorusPolicy(OrderingPolicy):
                 c = 0
 
 
+def _requests(vc: VcState, pending: list[Job], queues: list[list[Job]], n: int) -> tuple | None:
+    """GPUs and predicted memory of the first ``n`` pending jobs from the VC's queue, when the
+    pass takes them in queue order (one queue, not re-sorted); None otherwise. Read at the
+    start of the pass: its starts leave the queue."""
+    requests = getattr(vc.queue, "requests", None)
+    if requests is None or len(queues) != 1 or queues[0] is not pending or n < _VECTOR_FROM:
+        return None
+    gpus, mem = requests()
+    return gpus[:n], mem[:n]
+
+
 class _Candidates:
     """Positions of a pass's jobs that may still fit, from one position on: a scan of the jobs'
-    GPUs and predicted memory against the failures (numpy arrays for a long queue)."""
+    GPUs and predicted memory against the failures (numpy arrays for a long queue, taken from
+    the queue's own arrays when given)."""
 
     __slots__ = ("capacity", "gpus", "jobs", "mem")
 
-    def __init__(self, jobs: list[Job], capacity: float) -> None:
+    def __init__(self, jobs: list[Job], capacity: float, requests: tuple | None = None) -> None:
         self.jobs = jobs
         self.capacity = capacity
         self.gpus = self.mem = None
+        if requests is not None:
+            self.gpus, mem = requests
+            mem[np.isnan(mem)] = capacity
+            self.mem = mem
 
     def keep(self, start: int, failed: FailedFits | None) -> list[int]:
         jobs = self.jobs
