@@ -27,7 +27,9 @@ decisions are those of passes that start from nothing (``carry_failures = False`
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Iterator
+from functools import lru_cache
 from operator import attrgetter
 
 import numpy as np
@@ -89,17 +91,19 @@ class FailedFits:
     is gained: kept as the least memory that failed per GPU count, so the test is one look-up
     (``limit``) instead of a scan of every failure, with the same answer."""
 
-    __slots__ = ("_limit", "least")
+    __slots__ = ("_limit", "_table", "least")
 
     def __init__(self, carried: FailedFits | None = None) -> None:
         self.least: dict[int, float] = dict(carried.least) if carried is not None else {}
         self._limit: dict[int, float] = dict(carried._limit) if carried is not None else {}
+        self._table: np.ndarray | None = carried._table if carried is not None else None
 
     def add(self, gpus: int, mem: float) -> None:
         least = self.least
         if gpus not in least or mem < least[gpus]:
             least[gpus] = mem
             self._limit.clear()
+            self._table = None
 
     def limit(self, gpus: int) -> float:
         """The least memory that failed with at most ``gpus`` GPUs (NaN: none failed, so no
@@ -108,6 +112,29 @@ class FailedFits:
         if b is None:
             b = self._limit[gpus] = min((m for g, m in self.least.items() if g <= gpus), default=_NAN)
         return b
+
+    def limits(self, top: int) -> np.ndarray:
+        """:meth:`limit` of every GPU count from 0 to ``top``, as an array to index by GPU count
+        (read only: shared by every set of failures with the same least memories)."""
+        table = self._table
+        if table is None or len(table) != top + 1:
+            table = self._table = _limit_table(tuple(sorted(self.least.items())), top)
+        return table
+
+
+@lru_cache(maxsize=256)
+def _limit_table(least: tuple[tuple[int, float], ...], top: int) -> np.ndarray:
+    """The table of :meth:`FailedFits.limits` from the least memory that failed per GPU count
+    (ascending counts); passes in a row mostly carry the same failures, so it is kept."""
+    table = np.full(top + 1, _NAN)  # NaN: nothing failed with as few GPUs
+    low = math.inf
+    for g, m in least:
+        if g > top:
+            break
+        if m < low:  # the least memory failed with at most g GPUs, from g on
+            low = table[g:] = m
+    table.flags.writeable = False
+    return table
 
 
 def _median(values: list[float]) -> float:
@@ -236,7 +263,7 @@ class HorusPolicy(OrderingPolicy):
         return gains, mark, carried, out
 
     def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
-        pending = list(vc.queue)
+        pending = vc.queue.jobs()
         if not pending:
             return
         state, now = view.state, view.now
@@ -262,8 +289,8 @@ class HorusPolicy(OrderingPolicy):
         c = 0
         r = -1
         while c < len(cand):
-            while starts[r + 1] <= cand[c]:
-                r += 1
+            if starts[r + 1] <= cand[c]:
+                r = bisect_right(starts, cand[c], r + 1) - 1
             # a round whose jobs are all known to fail changes nothing: checking the room before
             # the next round with candidates gives the same answer as checking before each
             if vc.free == 0 and not (share and vc.share_nodes):
@@ -320,14 +347,14 @@ class HorusPolicy(OrderingPolicy):
 
 
 def _requests(vc: VcState, pending: list[Job], queues: list[list[Job]], n: int) -> tuple | None:
-    """GPUs and predicted memory of the first ``n`` pending jobs from the VC's queue, when the
-    pass takes them in queue order (one queue, not re-sorted); None otherwise. Read at the
-    start of the pass: its starts leave the queue."""
-    requests = getattr(vc.queue, "requests", None)
-    if requests is None or len(queues) != 1 or queues[0] is not pending or n < _VECTOR_FROM:
+    """GPUs and predicted memory of the first ``n`` pending jobs from the VC's queue, and a
+    bound on their GPUs, when the pass takes them in queue order (one queue, not re-sorted);
+    None otherwise. Read at the start of the pass: its starts leave the queue."""
+    queue = vc.queue
+    if not isinstance(queue, RequestQueue) or len(queues) != 1 or queues[0] is not pending or n < _VECTOR_FROM:
         return None
-    gpus, mem = requests()
-    return gpus[:n], mem[:n]
+    gpus, mem = queue.requests()
+    return gpus[:n], mem[:n], queue.most_gpus
 
 
 class _Candidates:
@@ -335,16 +362,15 @@ class _Candidates:
     GPUs and predicted memory against the failures (numpy arrays for a long queue, taken from
     the queue's own arrays when given)."""
 
-    __slots__ = ("capacity", "gpus", "jobs", "mem")
+    __slots__ = ("capacity", "gpus", "jobs", "mem", "top")
 
     def __init__(self, jobs: list[Job], capacity: float, requests: tuple | None = None) -> None:
         self.jobs = jobs
         self.capacity = capacity
         self.gpus = self.mem = None
+        self.top = 0  # at least the most GPUs a job asks for
         if requests is not None:
-            self.gpus, mem = requests
-            mem[np.isnan(mem)] = capacity
-            self.mem = mem
+            self._read(*requests)
 
     def keep(self, start: int, failed: FailedFits | None) -> list[int]:
         jobs = self.jobs
@@ -366,18 +392,18 @@ class _Candidates:
                     out.append(q)
             return out
         if self.gpus is None:
-            self.gpus = np.fromiter(map(_gpus_of, jobs), np.int64, n)
-            mem = np.fromiter(map(_mem_of, jobs), float, n)
-            mem[np.isnan(mem)] = self.capacity
-            self.mem = mem
-        least = failed.least
-        gs = sorted(least)
-        lows = np.minimum.accumulate(np.array([least[g] for g in gs]))  # limit() of each listed count
-        at = np.searchsorted(np.array(gs), self.gpus[start:], side="right") - 1
-        lim = np.where(at >= 0, lows[np.maximum(at, 0)], np.nan)  # NaN: nothing failed with fewer GPUs
+            gpus = np.fromiter(map(_gpus_of, jobs), np.int64, n)
+            self._read(gpus, np.fromiter(map(_mem_of, jobs), float, n), int(gpus.max()))
+        lim = failed.limits(self.top)[self.gpus[start:]]  # NaN: nothing failed with as few GPUs
         with np.errstate(invalid="ignore"):
             fail = self.mem[start:] >= lim
         return (np.flatnonzero(~fail) + start).tolist()
+
+    def _read(self, gpus: np.ndarray, mem: np.ndarray, top: int) -> None:
+        """Take the jobs' GPUs, predicted memory (a job without a prediction needs a whole GPU)
+        and the most GPUs any of them asks for, or more."""
+        mem[np.isnan(mem)] = self.capacity
+        self.gpus, self.mem, self.top = gpus, mem, top
 
 
 def _still_failing(failed: FailedFits, state, vc: VcState, nodes: set[int], share: bool) -> FailedFits | None:

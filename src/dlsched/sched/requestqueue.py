@@ -24,12 +24,13 @@ _MIN_SLOTS = 64
 class RequestQueue(ArrivalQueue):
     """Jobs in the order they (re-)entered the queue, with their GPUs and predicted memory."""
 
-    __slots__ = ("_alive", "_gpus", "_mem", "_used")
+    __slots__ = ("_alive", "_gpus", "_mem", "_used", "most_gpus")
 
     def __init__(self) -> None:
         super().__init__()
         self._jobs: dict[Job, int] = {}  # job -> its slot (slots rise in queue order)
         self._used = 0  # slots handed out, dead ones included
+        self.most_gpus = 0  # the most GPUs a job ever queued here asks for
         self._gpus = np.zeros(_MIN_SLOTS, np.int64)
         self._mem = np.zeros(_MIN_SLOTS, float)
         self._alive = np.zeros(_MIN_SLOTS, bool)
@@ -44,6 +45,8 @@ class RequestQueue(ArrivalQueue):
         self._mem[slot] = job.pred_gpu_mem_mib
         self._alive[slot] = True
         self.gpus += job.gpus
+        if job.gpus > self.most_gpus:
+            self.most_gpus = job.gpus
 
     def remove(self, job: Job) -> None:
         self._alive[self._jobs.pop(job)] = False
