@@ -102,7 +102,10 @@ class FailedFits:
         least = self.least
         if gpus not in least or mem < least[gpus]:
             least[gpus] = mem
-            self._limit.clear()
+            known = self._limit
+            for g, b in known.items():  # the limits known from ``gpus`` on can only fall to ``mem``
+                if g >= gpus and not b <= mem:  # (NaN: none failed before)
+                    known[g] = mem
             self._table = None
 
     def limit(self, gpus: int) -> float:
@@ -395,9 +398,8 @@ class _Candidates:
             gpus = np.fromiter(map(_gpus_of, jobs), np.int64, n)
             self._read(gpus, np.fromiter(map(_mem_of, jobs), float, n), int(gpus.max()))
         lim = failed.limits(self.top)[self.gpus[start:]]  # NaN: nothing failed with as few GPUs
-        with np.errstate(invalid="ignore"):
-            fail = self.mem[start:] >= lim
-        return (np.flatnonzero(~fail) + start).tolist()
+        fail = self.mem[start:] >= lim  # False against NaN (numpy >= 1.26 does not warn)
+        return ((~fail).nonzero()[0] + start).tolist()
 
     def _read(self, gpus: np.ndarray, mem: np.ndarray, top: int) -> None:
         """Take the jobs' GPUs, predicted memory (a job without a prediction needs a whole GPU)

@@ -45,8 +45,7 @@ class RequestQueue(ArrivalQueue):
         self._mem[slot] = job.pred_gpu_mem_mib
         self._alive[slot] = True
         self.gpus += job.gpus
-        if job.gpus > self.most_gpus:
-            self.most_gpus = job.gpus
+        self.most_gpus = max(self.most_gpus, job.gpus)
 
     def remove(self, job: Job) -> None:
         self._alive[self._jobs.pop(job)] = False
@@ -63,7 +62,7 @@ class RequestQueue(ArrivalQueue):
         used = self._used
         if len(self._jobs) == used:
             return self._gpus[:used].copy(), self._mem[:used].copy()
-        live = np.flatnonzero(self._alive[:used])
+        live = self._alive[:used].nonzero()[0]
         return self._gpus[live], self._mem[live]
 
     def _make_room(self) -> int:
@@ -78,7 +77,7 @@ class RequestQueue(ArrivalQueue):
                 new[:len(old)] = old
                 setattr(self, name, new)
             return self._used
-        live = np.flatnonzero(self._alive[:self._used])
+        live = self._alive[:self._used].nonzero()[0]
         self._gpus[:n] = self._gpus[live]
         self._mem[:n] = self._mem[live]
         self._alive[:n] = True
