@@ -398,7 +398,7 @@ class _Candidates:
             gpus = np.fromiter(map(_gpus_of, jobs), np.int64, n)
             self._read(gpus, np.fromiter(map(_mem_of, jobs), float, n), int(gpus.max()))
         lim = failed.limits(self.top)[self.gpus[start:]]  # NaN: nothing failed with as few GPUs
-        fail = self.mem[start:] >= lim  # False against NaN (numpy >= 1.26 does not warn)
+        fail = self.mem[start:] >= lim  # False against NaN (no warning in numpy 2; not checked on 1.26)
         return ((~fail).nonzero()[0] + start).tolist()
 
     def _read(self, gpus: np.ndarray, mem: np.ndarray, top: int) -> None:
