@@ -4,6 +4,7 @@ integrated exactly between transitions; reported beside the busy-GPU share."""
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -12,6 +13,7 @@ from dlsched.core.job import Job
 from dlsched.metrics.delivered import DeliveredUtilisation
 from dlsched.models.colocation import ColocationSpeed
 from dlsched.models.colocation_table import ColocationTable, JobType
+from dlsched.models.speed import TimeSlicedSpeed
 from dlsched.registry import make_policy
 from dlsched.runner import RunSpec, run_one, run_observers
 from dlsched.sim import SimConfig, Simulator
@@ -86,3 +88,35 @@ def test_observer_only_with_a_speed_model_or_sharing_and_keys_in_summary(tmp_pat
     assert summary["gpu_utilization"] == pytest.approx(1.0)
     plain = run_one([job("A", "net_a", 0, 10, 60)], cluster(), RunSpec("fifo"), tmp_path / "plain")
     assert "delivered_gpu_utilization" not in plain
+
+
+class _EveryNode(DeliveredUtilisation):
+    """The reference: every node re-measured at every event."""
+
+    def _advance(self, now: float) -> None:
+        if self.state is not None:
+            self._dirty.update(range(len(self.state.node_holders)))
+        super()._advance(now)
+
+
+def test_re_measuring_only_the_nodes_a_change_moved_gives_the_area_of_re_measuring_all():
+    """Sharing, time slicing and jobs spanning nodes: a start or stop re-rates the partners of
+    the job, whose other nodes then deliver less or more."""
+    rng = random.Random(4)
+    jobs, t = [], 0.0
+    for i in range(300):
+        t += rng.expovariate(1 / 30.0)
+        j = Job(f"j{i}", "v", rng.choice([1, 1, 2, 4, 8, 12]), t, rng.uniform(50, 2000),
+                gpu_util=rng.choice([float("nan"), rng.uniform(10, 100)]), gpu_mem_mib=1000)
+        j.pred_gpu_mem_mib = rng.uniform(500, 8000)
+        jobs.append(j)
+    areas = []
+    for obs in (DeliveredUtilisation(), _EveryNode()):
+        for j in jobs:
+            j.reset()
+        res = Simulator(cluster(nodes=4, gpus=4), make_policy("horus", share=True),
+                        SimConfig(max_jobs_per_gpu=2, preemption_overhead=no_overhead),
+                        speed_model=TimeSlicedSpeed(), observers=(obs,)).run(jobs)
+        areas.append((obs.summary(res.metrics)["delivered_gpu_utilization"], obs.area))
+    assert areas[0] == pytest.approx(areas[1], rel=1e-12)
+    assert 0 < areas[0][0] < 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from dlsched.core.cluster import ClusterSpec, gpu_type
@@ -62,3 +63,5 @@ def test_failed_fits_answers_as_a_scan_of_every_failure():
             failed.add(g, m)
             seen.append((g, m))
         assert (m >= failed.limit(g)) == any(g >= g0 and m >= m0 for g0, m0 in seen)
+        top = rng.choice([0, 3, 8, 12])
+        assert np.array_equal(failed.limits(top)[:top + 1], [failed.limit(k) for k in range(top + 1)], equal_nan=True)

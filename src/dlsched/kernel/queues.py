@@ -98,4 +98,8 @@ class ArrivalQueue:
         return len(self._jobs)
 
     def __iter__(self) -> Iterator[Job]:
-        return iter(list(self._jobs))
+        return iter(self.jobs())
+
+    def jobs(self) -> list[Job]:
+        """The queued jobs in order, as a new list (one copy, where ``list(queue)`` makes two)."""
+        return list(self._jobs)

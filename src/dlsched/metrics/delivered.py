@@ -8,10 +8,12 @@ over time exactly (the level only changes at transitions). A job without a measu
 counts as 100 % (it keeps its GPUs fully busy, as the busy share assumes).
 
 A kernel observer: it is told about every start and stop *before* the change, integrates the
-level up to that instant, and marks the nodes whose level the change can move (the job's nodes
-and every node of a job sharing them: their rates may change) to be recomputed at the next
-event, when the change and the re-rating are complete. The engine reads truth (measured
-utilisation); policies never see this. Runs attach it only with a speed model or sharing.
+level up to that instant, and marks the nodes whose level the change can move to be recomputed
+at the next event, when the change and the re-rating are complete: the job's nodes, and the
+nodes of each job sharing them whose rate the change moved (only a start or stop next to a job
+re-rates it, so its rate is compared with the one its GPUs were last measured at). The engine
+reads truth (measured utilisation); policies never see this. Runs attach it only with a speed
+model or sharing.
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ class DeliveredUtilisation:
         self._node_level: dict[int, float] = {}
         self._dirty: set[int] = set()
         self._new: list[Job] = []  # started jobs: their placement is known only after the start
+        self._watch: dict[Job, None] = {}  # jobs beside a change: their rate may have moved
+        self._rate: dict[Job, float] = {}  # running job -> the rate its GPUs were last measured at
 
     def attach(self, state: ClusterState) -> None:
         self.state = state
         self.area, self.level, self.t_last = 0.0, 0.0, None
         self._node_level, self._dirty, self._new = {}, set(), []
+        self._watch, self._rate = {}, {}
 
     # -- observer callbacks (called before the change) -------------------------------------------
     def started(self, job: Job, vc, now: float) -> None:
@@ -49,18 +54,34 @@ class DeliveredUtilisation:
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def _touch(self, job: Job) -> None:
-        holders = self.state.node_holders
+        """Mark the job's nodes, and watch every job on them (the job included)."""
+        holders, dirty, watch = self.state.node_holders, self._dirty, self._watch
         for node, _ in job.placement or ():
-            self._dirty.add(node)
+            dirty.add(node)
             for other in holders[node]:
-                for n, _ in other.placement or ():
-                    self._dirty.add(n)
+                watch[other] = None
+
+    def _rerated(self) -> None:
+        """Mark the nodes of the watched jobs whose rate moved (a new job's too); forget the
+        rates of those that stopped."""
+        rates, dirty = self._rate, self._dirty
+        for job in self._watch:
+            placement = job.placement
+            if placement is None:
+                rates.pop(job, None)
+            elif rates.get(job) != job.speed:
+                rates[job] = job.speed
+                for node, _ in placement:
+                    dirty.add(node)
+        self._watch.clear()
 
     def _advance(self, now: float) -> None:
         if self._new:
             for job in self._new:
                 self._touch(job)
             self._new.clear()
+        if self._watch:
+            self._rerated()
         if self._dirty:
             for node in self._dirty:
                 new = self._measure(node)

@@ -27,19 +27,21 @@ decisions are those of passes that start from nothing (``carry_failures = False`
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Iterator
+from functools import lru_cache
 from operator import attrgetter
 
 import numpy as np
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision, Postpone, Start, Status
-from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.framework import shared_gpu_use
 from dlsched.sched.kmeans import l1_kmeans
 from dlsched.sched.ordering import OrderingPolicy
+from dlsched.sched.requestqueue import RequestQueue
 from dlsched.sched.roomgains import RoomGains, room_gains
 from dlsched.sched.sharing.load import FULL_UTIL, pred_mem
 
@@ -89,17 +91,22 @@ class FailedFits:
     is gained: kept as the least memory that failed per GPU count, so the test is one look-up
     (``limit``) instead of a scan of every failure, with the same answer."""
 
-    __slots__ = ("_limit", "least")
+    __slots__ = ("_limit", "_table", "least")
 
     def __init__(self, carried: FailedFits | None = None) -> None:
         self.least: dict[int, float] = dict(carried.least) if carried is not None else {}
         self._limit: dict[int, float] = dict(carried._limit) if carried is not None else {}
+        self._table: np.ndarray | None = carried._table if carried is not None else None
 
     def add(self, gpus: int, mem: float) -> None:
         least = self.least
         if gpus not in least or mem < least[gpus]:
             least[gpus] = mem
-            self._limit.clear()
+            known = self._limit
+            for g, b in known.items():  # the limits known from ``gpus`` on can only fall to ``mem``
+                if g >= gpus and not b <= mem:  # (NaN: none failed before)
+                    known[g] = mem
+            self._table = None
 
     def limit(self, gpus: int) -> float:
         """The least memory that failed with at most ``gpus`` GPUs (NaN: none failed, so no
@@ -108,6 +115,29 @@ class FailedFits:
         if b is None:
             b = self._limit[gpus] = min((m for g, m in self.least.items() if g <= gpus), default=_NAN)
         return b
+
+    def limits(self, top: int) -> np.ndarray:
+        """:meth:`limit` of every GPU count from 0 to ``top``, as an array to index by GPU count
+        (read only: shared by every set of failures with the same least memories)."""
+        table = self._table
+        if table is None or len(table) != top + 1:
+            table = self._table = _limit_table(tuple(sorted(self.least.items())), top)
+        return table
+
+
+@lru_cache(maxsize=256)
+def _limit_table(least: tuple[tuple[int, float], ...], top: int) -> np.ndarray:
+    """The table of :meth:`FailedFits.limits` from the least memory that failed per GPU count
+    (ascending counts); passes in a row mostly carry the same failures, so it is kept."""
+    table = np.full(top + 1, _NAN)  # NaN: nothing failed with as few GPUs
+    low = math.inf
+    for g, m in least:
+        if g > top:
+            break
+        if m < low:  # the least memory failed with at most g GPUs, from g on
+            low = table[g:] = m
+    table.flags.writeable = False
+    return table
 
 
 def _median(values: list[float]) -> float:
@@ -144,8 +174,15 @@ class HorusPolicy(OrderingPolicy):
         # VC id -> (room-gain counter, its mark, failures) of the VC's latest pass
         self._carry: dict[int, tuple[RoomGains, tuple[int, int], FailedFits]] = {}
 
-    def new_queue(self) -> ArrivalQueue:
-        return ArrivalQueue()
+    def new_queue(self) -> RequestQueue:
+        return RequestQueue()
+
+    def job_failed(self, job: Job, now: float, reason: str) -> None:
+        """The failover's corrected prediction (see the inherited method), re-read by the queue."""
+        super().job_failed(job, now, reason)
+        refresh = getattr(job.vc_state.queue, "refresh", None)
+        if refresh is not None:
+            refresh(job)
 
     def features(self, jobs: list[Job], vc: VcState, capacity: float) -> np.ndarray:
         """Per job: tasks, predicted utilisation, GPUs per task, predicted memory (Horus §4.2.2)."""
@@ -229,7 +266,7 @@ class HorusPolicy(OrderingPolicy):
         return gains, mark, carried, out
 
     def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
-        pending = list(vc.queue)
+        pending = vc.queue.jobs()
         if not pending:
             return
         state, now = view.state, view.now
@@ -250,13 +287,13 @@ class HorusPolicy(OrderingPolicy):
             free0, started = vc.free, {}
         # the positions in ``seq`` still to try, without those known to fail (trying them has no
         # side effect); refreshed when the failures grew during a round
-        todo = _Candidates(seq, capacity)
+        todo = _Candidates(seq, capacity, _requests(vc, pending, queues, len(seq)) if failed is not None else None)
         cand = todo.keep(0, failed)
         c = 0
         r = -1
         while c < len(cand):
-            while starts[r + 1] <= cand[c]:
-                r += 1
+            if starts[r + 1] <= cand[c]:
+                r = bisect_right(starts, cand[c], r + 1) - 1
             # a round whose jobs are all known to fail changes nothing: checking the room before
             # the next round with candidates gives the same answer as checking before each
             if vc.free == 0 and not (share and vc.share_nodes):
@@ -312,16 +349,31 @@ class HorusPolicy(OrderingPolicy):
                 c = 0
 
 
+def _requests(vc: VcState, pending: list[Job], queues: list[list[Job]], n: int) -> tuple | None:
+    """GPUs and predicted memory of the first ``n`` pending jobs from the VC's queue, and a
+    bound on their GPUs, when the pass takes them in queue order (one queue, not re-sorted);
+    None otherwise. Read at the start of the pass: its starts leave the queue."""
+    queue = vc.queue
+    if not isinstance(queue, RequestQueue) or len(queues) != 1 or queues[0] is not pending or n < _VECTOR_FROM:
+        return None
+    gpus, mem = queue.requests()
+    return gpus[:n], mem[:n], queue.most_gpus
+
+
 class _Candidates:
     """Positions of a pass's jobs that may still fit, from one position on: a scan of the jobs'
-    GPUs and predicted memory against the failures (numpy arrays for a long queue)."""
+    GPUs and predicted memory against the failures (numpy arrays for a long queue, taken from
+    the queue's own arrays when given)."""
 
-    __slots__ = ("capacity", "gpus", "jobs", "mem")
+    __slots__ = ("capacity", "gpus", "jobs", "mem", "top")
 
-    def __init__(self, jobs: list[Job], capacity: float) -> None:
+    def __init__(self, jobs: list[Job], capacity: float, requests: tuple | None = None) -> None:
         self.jobs = jobs
         self.capacity = capacity
         self.gpus = self.mem = None
+        self.top = 0  # at least the most GPUs a job asks for
+        if requests is not None:
+            self._read(*requests)
 
     def keep(self, start: int, failed: FailedFits | None) -> list[int]:
         jobs = self.jobs
@@ -343,18 +395,17 @@ class _Candidates:
                     out.append(q)
             return out
         if self.gpus is None:
-            self.gpus = np.fromiter(map(_gpus_of, jobs), np.int64, n)
-            mem = np.fromiter(map(_mem_of, jobs), float, n)
-            mem[np.isnan(mem)] = self.capacity
-            self.mem = mem
-        least = failed.least
-        gs = sorted(least)
-        lows = np.minimum.accumulate(np.array([least[g] for g in gs]))  # limit() of each listed count
-        at = np.searchsorted(np.array(gs), self.gpus[start:], side="right") - 1
-        lim = np.where(at >= 0, lows[np.maximum(at, 0)], np.nan)  # NaN: nothing failed with fewer GPUs
-        with np.errstate(invalid="ignore"):
-            fail = self.mem[start:] >= lim
-        return (np.flatnonzero(~fail) + start).tolist()
+            gpus = np.fromiter(map(_gpus_of, jobs), np.int64, n)
+            self._read(gpus, np.fromiter(map(_mem_of, jobs), float, n), int(gpus.max()))
+        lim = failed.limits(self.top)[self.gpus[start:]]  # NaN: nothing failed with as few GPUs
+        fail = self.mem[start:] >= lim  # False against NaN (no warning in numpy 2; not checked on 1.26)
+        return ((~fail).nonzero()[0] + start).tolist()
+
+    def _read(self, gpus: np.ndarray, mem: np.ndarray, top: int) -> None:
+        """Take the jobs' GPUs, predicted memory (a job without a prediction needs a whole GPU)
+        and the most GPUs any of them asks for, or more."""
+        mem[np.isnan(mem)] = self.capacity
+        self.gpus, self.mem, self.top = gpus, mem, top
 
 
 def _still_failing(failed: FailedFits, state, vc: VcState, nodes: set[int], share: bool) -> FailedFits | None:
