@@ -32,8 +32,7 @@ from dlsched.service.extender import (
     loads,
     parse_args,
     parse_bind,
-    priority_reply,
-    priority_result,
+    scores_reply,
 )
 from dlsched.service.runtime import LiveService
 
@@ -153,10 +152,7 @@ def build_app(service: LiveService) -> Front:
                 pod, names, _ = parse_args(loads(raw))
             except WireError as exc:
                 return 400, dumps({"detail": str(exc)})
-            scores = core.prioritize(pod, names)
-            if not any(score for _, score in scores):
-                return 200, priority_reply(names, "", 0)   # the pre-encoded all-zero list
-            return 200, dumps(priority_result(scores))
+            return 200, scores_reply(names, core.priorities(pod, names))
 
     def answer_empty(raw: bytes) -> tuple[int, bytes]:
         return 200, b"{}"

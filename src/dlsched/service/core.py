@@ -17,6 +17,7 @@ import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import replace
+from itertools import repeat
 
 import numpy as np
 
@@ -41,6 +42,7 @@ from dlsched.service.store import DoubleAssignment, Store
 
 PENDING, RUNNING, ASSUMED, FINISHED = JobState.PENDING, JobState.RUNNING, JobState.ASSUMED, JobState.FINISHED
 MAX_SCORE = 10  # the extender protocol's highest host priority
+PRIORITY_TOP = MAX_SCORE - 2   # policy scores map to 1..9, below the nominated node's MAX_SCORE
 ENDED_KEPT = 100_000   # uids of ended pods remembered, so that a stale copy is not adopted again
 
 
@@ -485,16 +487,22 @@ class SchedulerCore:
         return passed, why
 
     def prioritize(self, pod: PodFacts, node_names: list[str]) -> list[tuple[str, int]]:
-        """The nominated node scores MAX_SCORE (10); every other node the policy's placement
-        scores for this pod on it, mapped to 1..9 (:meth:`policy_scores`), or 0 where the pod
-        cannot go (no room, the placement's filters, another VC, unknown to dlsched)."""
+        """(node, :meth:`priorities` score) for each of ``node_names``."""
+        return list(zip(node_names, self.priorities(pod, node_names)))
+
+    def priorities(self, pod: PodFacts, node_names: list[str]) -> list[int]:
+        """The score of each of ``node_names``, in order: the nominated node MAX_SCORE (10); every
+        other node the policy's placement scores for this pod on it, mapped to 1..9
+        (:meth:`policy_scores`), or 0 where the pod cannot go (no room, the placement's filters,
+        another VC, unknown to dlsched). A list of ints, not of pairs: the reply is written from it."""
         with self.lock:
             job = self.jobs.get(pod.uid)
             if job is None or job.state is RUNNING:
-                return [(n, 0) for n in node_names]
-            nominated = self.state.node_ids[job.placement[0][0]] if job.state is ASSUMED else ""
+                return [0] * len(node_names)
             scores = self.policy_scores(job)
-            return [(n, MAX_SCORE if n == nominated else scores.get(n, 0)) for n in node_names]
+            if job.state is ASSUMED:
+                scores[self.state.node_ids[job.placement[0][0]]] = MAX_SCORE
+            return list(map(scores.get, node_names, repeat(0, len(node_names))))
 
     def policy_scores(self, job: Job) -> dict[str, int]:
         """The placement's score stage for ``job`` on every node of its VC that could take it now
@@ -511,7 +519,6 @@ class SchedulerCore:
         view.now = self.now()
         share = bool(getattr(placer, "share", False)) and st.cap > 1
         wsum = sum(w for _, w in scorers)
-        top = MAX_SCORE - 2
         ids, nodes, filters = st.node_ids, vc.nodes, placer.filters
         out: dict[str, int] = {}
         with truth_hidden(True):
@@ -521,28 +528,39 @@ class SchedulerCore:
                 # same floats as score(), as in the pipeline's own sharing stage
                 rows = mask_rows(cand, len(nodes))
                 total = sum(w * s.score_rows(view, vc, job, rows) for s, w in scorers) / wsum
-                mapped = 1 + np.floor(top * np.clip(total, 0.0, 1.0) + 0.5).astype(int)
+                mapped = 1 + np.floor(PRIORITY_TOP * np.clip(total, 0.0, 1.0) + 0.5).astype(int)
                 return {ids[nodes[r]]: v for r, v in zip(rows.tolist(), mapped.tolist())}
             one = scorers[0][0].score if len(scorers) == 1 and not filters else None
-            by_free: dict[int, float] | None = {} if one is not None and getattr(
-                scorers[0][0], "score_by_free", False) else None
-            free = st.node_free
-            while cand:
+            if one is not None and getattr(scorers[0][0], "score_by_free", False):
+                cand = self._scores_by_free(one, job, cand, out)
+            while cand:   # nodes left: each scored on its own
                 low = cand & -cand
                 cand ^= low
                 node = nodes[low.bit_length() - 1]
-                if by_free is not None:   # best fit / consolidate: one score per free-GPU count
-                    total = by_free.get(free[node])
-                    if total is None:
-                        total = by_free[free[node]] = one(view, vc, job, node)
-                elif one is not None:     # one scorer, no filter: its score as it is
+                if one is not None:     # one scorer, no filter: its score as it is
                     total = one(view, vc, job, node)
                 elif any(f.filter(view, vc, job, node) for f in filters):
                     continue
                 else:
                     total = sum(w * s.score(view, vc, job, node) for s, w in scorers) / wsum
-                out[ids[node]] = 1 + int(top * (0.0 if total < 0.0 else 1.0 if total > 1.0 else total) + 0.5)
+                out[ids[node]] = _priority(total)
         return out
+
+    def _scores_by_free(self, score: Callable, job: Job, cand: int, out: dict[str, int]) -> int:
+        """Scores of a scorer that depends on a node's free GPU count only (best fit,
+        consolidate): one call per count, given to every candidate with that count at once
+        (the VC's free-count buckets), not one Python step per node. Returns the candidates
+        in no bucket (none, as the kernel keeps them), for the caller's loop."""
+        view, vc, ids, nodes = self.view, job.vc_state, self.state.node_ids, job.vc_state.nodes
+        for bucket in vc.buckets:
+            mask = bucket & cand
+            if not mask:
+                continue
+            cand ^= mask
+            rows = mask_rows(mask, len(nodes)).tolist()
+            value = _priority(score(view, vc, job, nodes[rows[0]]))
+            out.update(dict.fromkeys([ids[nodes[r]] for r in rows], value))
+        return cand
 
     def why_waiting(self, uid: str) -> str:
         job = self.jobs.get(uid)
@@ -712,6 +730,11 @@ class SchedulerCore:
                 out.append({"pod": pod.key, "uid": uid, "vc": self.vcs.vc_of(pod), "rank": -1, "gpus": pod.gpus,
                             "priority": None, "reason": self.waiting.get(uid, "")})
             return out
+
+
+def _priority(total: float) -> int:
+    """A placement score in [0, 1] (clipped) as an extender priority in 1..PRIORITY_TOP + 1."""
+    return 1 + int(PRIORITY_TOP * (0.0 if total < 0.0 else 1.0 if total > 1.0 else total) + 0.5)
 
 
 def _num(x: float) -> float | None:
