@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import replace
@@ -90,6 +91,7 @@ class SchedulerCore:
         self.filter_outcomes: Counter[str] = Counter()   # nominated / waiting / re-deciding
         self.recent_filters: deque[dict] = deque(maxlen=50)   # the last answers, with the reasons given
         self._dirty: set[int] = set()
+        self._ranks: dict[int, tuple[tuple, list[tuple], bool]] = {}   # vid -> (stamp, sorted ranks, NaN among them)
         self._now = 0.0
         on_prepare = getattr(policy, "prepare", None)
         if on_prepare is not None:
@@ -571,13 +573,28 @@ class SchedulerCore:
         if uid in self.waiting:
             return self.waiting[uid]
         vc = job.vc_state
-        mine = self._rank(job)
-        ahead = sum(1 for other in vc.queue if self._rank(other) < mine)
+        ahead = self._ahead(job)
         if not self.keyed:   # e.g. Horus: its own rounds pick among the pending jobs, skipping misfits
             return (f"queued by dlsched ({self.policy.name}): no room the policy accepts in its last pass; "
                     f"{ahead} of {vc.pending} pending jobs of VC {vc.name} arrived earlier; {vc.free} GPUs free")
         return (f"queued by dlsched ({self.policy.name}): {ahead} of {vc.pending} pending jobs of VC {vc.name} "
                 f"go first; {vc.free} GPUs free")
+
+    def _ahead(self, job: Job) -> int:
+        """How many pending jobs of the job's VC go before it: a binary search in the VC's
+        sorted ranks, sorted again only when its queue may have changed (a job entered or left
+        it, or a pass ran: passes are where keys are assigned), not a walk of the whole queue
+        on every filter of every waiting pod. A NaN key (no total order) counts by the walk."""
+        vc = job.vc_state
+        stamp = (self.passes, self.state.enqueued, len(vc.queue))
+        cached = self._ranks.get(vc.vid)
+        if cached is None or cached[0] != stamp:
+            ranks = sorted(map(self._rank, vc.queue))
+            cached = self._ranks[vc.vid] = (stamp, ranks, any(r[0] != r[0] for r in ranks))
+        mine = self._rank(job)
+        if cached[2] or mine[0] != mine[0]:
+            return sum(1 for rank in cached[1] if rank < mine)
+        return bisect_left(cached[1], mine)
 
     def _rank(self, job: Job) -> tuple:
         """A pending job's place in the policy's queue order: its key, or for a policy whose
