@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
@@ -104,6 +105,20 @@ CHECKPOINT_EVERY_S = 1.0
 WAL_MAX_FRAMES = 16_000   # ≈ 64 MB of 4-KiB pages: past this, a checkpoint may make writers wait
 
 
+def _checkpoint(engine) -> bool:
+    """One checkpoint (TRUNCATE past ``WAL_MAX_FRAMES``); False once the engine is gone."""
+    if engine is None:
+        return False
+    try:
+        with engine.connect() as conn:
+            _, frames, _ = conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").one()
+            if frames > WAL_MAX_FRAMES:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    except Exception as exc:  # noqa: BLE001 - a failed checkpoint is retried; the WAL keeps the data
+        logging.getLogger(__name__).warning("WAL checkpoint failed: %s", exc)
+    return True
+
+
 class Checkpointer:
     """Checkpoints an SQLite database's WAL every ``CHECKPOINT_EVERY_S`` from a daemon thread.
     PASSIVE: it copies what no reader still needs and never blocks a writer (sqlite3 releases the
@@ -112,20 +127,17 @@ class Checkpointer:
     TRUNCATE, which waits for the writer in progress and holds the next one back until done."""
 
     def __init__(self, engine) -> None:
-        self._engine = engine
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="dlsched-wal-checkpoint", daemon=True)
+        # the thread holds the engine weakly: a Store dropped without close() does not keep it
+        # (and a connection) alive, and the thread ends with it
+        self._thread = threading.Thread(target=self._run, args=(weakref.ref(engine), self._stop),
+                                        name="dlsched-wal-checkpoint", daemon=True)
         self._thread.start()
 
-    def _run(self) -> None:
-        while not self._stop.wait(CHECKPOINT_EVERY_S):
-            try:
-                with self._engine.connect() as conn:
-                    _, frames, _ = conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").one()
-                    if frames > WAL_MAX_FRAMES:
-                        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-            except Exception as exc:  # noqa: BLE001 - a failed checkpoint is retried; the WAL keeps the data
-                logging.getLogger(__name__).warning("WAL checkpoint failed: %s", exc)
+    @staticmethod
+    def _run(engine_ref: weakref.ref, stop: threading.Event) -> None:
+        while not stop.wait(CHECKPOINT_EVERY_S) and _checkpoint(engine_ref()):
+            pass
 
     def stop(self) -> None:
         self._stop.set()
