@@ -216,6 +216,12 @@ class ClusterState:
         return self.node_mem[node] - self.gpu_pred_mem(node, gpu)
 
     @property
+    def enqueued(self) -> int:
+        """Jobs entered into a queue so far (submits and re-queues): with the queues' lengths and
+        the policy passes run, it tells a reader whether a queue changed since it last looked."""
+        return self._enq
+
+    @property
     def speed_model(self):
         """The ground-truth speed model (engine and models; oracles through the view's grant).
         Raises :class:`OracleAccessError` while a non-oracle policy runs."""

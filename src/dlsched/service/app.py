@@ -15,8 +15,10 @@ answers when the FastAPI app is called directly; everything else goes through Fa
 
 from __future__ import annotations
 
+import gc
 import secrets
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -32,8 +34,7 @@ from dlsched.service.extender import (
     loads,
     parse_args,
     parse_bind,
-    priority_reply,
-    priority_result,
+    scores_reply,
 )
 from dlsched.service.runtime import LiveService
 
@@ -42,6 +43,8 @@ OPERATOR_MAX_BYTES = 64 * 1024
 EXTENDER_PATHS = ("/scheduler/filter", "/scheduler/prioritize")
 
 Answer = Callable[[bytes], tuple[int, bytes]]   # raw request body -> (status, JSON reply)
+
+GC_YOUNG_THRESHOLD = 10_000   # gen-0 collection after this many net new containers (CPython's default: 700)
 
 NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"   # a DNS label (namespace, pod name)
 
@@ -117,13 +120,33 @@ class _NoTimer:
         return None
 
 
+@asynccontextmanager
+async def serving_gc(app: FastAPI) -> AsyncIterator[None]:
+    """The collector tuned while the server runs (restored at shutdown), for the extender's tail
+    latency. What start-up built (modules, the node table) is frozen: a full collection then no
+    longer walks it in the middle of a request (≈ 80 ms with 1,000 nodes). A filter or prioritize
+    call over 1,000 nodes holds a few thousand containers at once, which at CPython's default
+    threshold of 700 ran two or three young collections per call: the threshold is raised so that
+    only net growth triggers one. A frozen object is never collected, which is right for start-up
+    state (it lives as long as the server); cyclic garbage made later is still collected."""
+    old = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
 def build_app(service: LiveService) -> Front:
     metrics = _metrics(service)
 
     def timed(verb: str):
         return metrics.timed(verb) if metrics is not None else _NoTimer()
 
-    app = FastAPI(title="dlsched scheduler extender", version="1",
+    app = FastAPI(title="dlsched scheduler extender", version="1", lifespan=serving_gc,
                   description="kube-scheduler extender (filter, prioritize, bind) and operator API of dlsched.")
     core = service.core
 
@@ -153,10 +176,7 @@ def build_app(service: LiveService) -> Front:
                 pod, names, _ = parse_args(loads(raw))
             except WireError as exc:
                 return 400, dumps({"detail": str(exc)})
-            scores = core.prioritize(pod, names)
-            if not any(score for _, score in scores):
-                return 200, priority_reply(names, "", 0)   # the pre-encoded all-zero list
-            return 200, dumps(priority_result(scores))
+            return 200, scores_reply(names, core.priorities(pod, names))
 
     def answer_empty(raw: bytes) -> tuple[int, bytes]:
         return 200, b"{}"

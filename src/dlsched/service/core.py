@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import replace
+from itertools import repeat
 
 import numpy as np
 
@@ -41,6 +43,7 @@ from dlsched.service.store import DoubleAssignment, Store
 
 PENDING, RUNNING, ASSUMED, FINISHED = JobState.PENDING, JobState.RUNNING, JobState.ASSUMED, JobState.FINISHED
 MAX_SCORE = 10  # the extender protocol's highest host priority
+PRIORITY_TOP = MAX_SCORE - 2   # policy scores map to 1..9, below the nominated node's MAX_SCORE
 ENDED_KEPT = 100_000   # uids of ended pods remembered, so that a stale copy is not adopted again
 
 
@@ -88,6 +91,7 @@ class SchedulerCore:
         self.filter_outcomes: Counter[str] = Counter()   # nominated / waiting / re-deciding
         self.recent_filters: deque[dict] = deque(maxlen=50)   # the last answers, with the reasons given
         self._dirty: set[int] = set()
+        self._ranks: dict[int, tuple[tuple, list[tuple], bool]] = {}   # vid -> (stamp, sorted ranks, NaN among them)
         self._now = 0.0
         on_prepare = getattr(policy, "prepare", None)
         if on_prepare is not None:
@@ -485,16 +489,22 @@ class SchedulerCore:
         return passed, why
 
     def prioritize(self, pod: PodFacts, node_names: list[str]) -> list[tuple[str, int]]:
-        """The nominated node scores MAX_SCORE (10); every other node the policy's placement
-        scores for this pod on it, mapped to 1..9 (:meth:`policy_scores`), or 0 where the pod
-        cannot go (no room, the placement's filters, another VC, unknown to dlsched)."""
+        """(node, :meth:`priorities` score) for each of ``node_names``."""
+        return list(zip(node_names, self.priorities(pod, node_names)))
+
+    def priorities(self, pod: PodFacts, node_names: list[str]) -> list[int]:
+        """The score of each of ``node_names``, in order: the nominated node MAX_SCORE (10); every
+        other node the policy's placement scores for this pod on it, mapped to 1..9
+        (:meth:`policy_scores`), or 0 where the pod cannot go (no room, the placement's filters,
+        another VC, unknown to dlsched). A list of ints, not of pairs: the reply is written from it."""
         with self.lock:
             job = self.jobs.get(pod.uid)
             if job is None or job.state is RUNNING:
-                return [(n, 0) for n in node_names]
-            nominated = self.state.node_ids[job.placement[0][0]] if job.state is ASSUMED else ""
+                return [0] * len(node_names)
             scores = self.policy_scores(job)
-            return [(n, MAX_SCORE if n == nominated else scores.get(n, 0)) for n in node_names]
+            if job.state is ASSUMED:
+                scores[self.state.node_ids[job.placement[0][0]]] = MAX_SCORE
+            return list(map(scores.get, node_names, repeat(0, len(node_names))))
 
     def policy_scores(self, job: Job) -> dict[str, int]:
         """The placement's score stage for ``job`` on every node of its VC that could take it now
@@ -511,7 +521,6 @@ class SchedulerCore:
         view.now = self.now()
         share = bool(getattr(placer, "share", False)) and st.cap > 1
         wsum = sum(w for _, w in scorers)
-        top = MAX_SCORE - 2
         ids, nodes, filters = st.node_ids, vc.nodes, placer.filters
         out: dict[str, int] = {}
         with truth_hidden(True):
@@ -521,28 +530,39 @@ class SchedulerCore:
                 # same floats as score(), as in the pipeline's own sharing stage
                 rows = mask_rows(cand, len(nodes))
                 total = sum(w * s.score_rows(view, vc, job, rows) for s, w in scorers) / wsum
-                mapped = 1 + np.floor(top * np.clip(total, 0.0, 1.0) + 0.5).astype(int)
+                mapped = 1 + np.floor(PRIORITY_TOP * np.clip(total, 0.0, 1.0) + 0.5).astype(int)
                 return {ids[nodes[r]]: v for r, v in zip(rows.tolist(), mapped.tolist())}
             one = scorers[0][0].score if len(scorers) == 1 and not filters else None
-            by_free: dict[int, float] | None = {} if one is not None and getattr(
-                scorers[0][0], "score_by_free", False) else None
-            free = st.node_free
-            while cand:
+            if one is not None and getattr(scorers[0][0], "score_by_free", False):
+                cand = self._scores_by_free(one, job, cand, out)
+            while cand:   # nodes left: each scored on its own
                 low = cand & -cand
                 cand ^= low
                 node = nodes[low.bit_length() - 1]
-                if by_free is not None:   # best fit / consolidate: one score per free-GPU count
-                    total = by_free.get(free[node])
-                    if total is None:
-                        total = by_free[free[node]] = one(view, vc, job, node)
-                elif one is not None:     # one scorer, no filter: its score as it is
+                if one is not None:     # one scorer, no filter: its score as it is
                     total = one(view, vc, job, node)
                 elif any(f.filter(view, vc, job, node) for f in filters):
                     continue
                 else:
                     total = sum(w * s.score(view, vc, job, node) for s, w in scorers) / wsum
-                out[ids[node]] = 1 + int(top * (0.0 if total < 0.0 else 1.0 if total > 1.0 else total) + 0.5)
+                out[ids[node]] = _priority(total)
         return out
+
+    def _scores_by_free(self, score: Callable, job: Job, cand: int, out: dict[str, int]) -> int:
+        """Scores of a scorer that depends on a node's free GPU count only (best fit,
+        consolidate): one call per count, given to every candidate with that count at once
+        (the VC's free-count buckets), not one Python step per node. Returns the candidates
+        in no bucket (none, as the kernel keeps them), for the caller's loop."""
+        view, vc, ids, nodes = self.view, job.vc_state, self.state.node_ids, job.vc_state.nodes
+        for bucket in vc.buckets:
+            mask = bucket & cand
+            if not mask:
+                continue
+            cand ^= mask
+            rows = mask_rows(mask, len(nodes)).tolist()
+            value = _priority(score(view, vc, job, nodes[rows[0]]))
+            out.update(dict.fromkeys([ids[nodes[r]] for r in rows], value))
+        return cand
 
     def why_waiting(self, uid: str) -> str:
         job = self.jobs.get(uid)
@@ -553,13 +573,28 @@ class SchedulerCore:
         if uid in self.waiting:
             return self.waiting[uid]
         vc = job.vc_state
-        mine = self._rank(job)
-        ahead = sum(1 for other in vc.queue if self._rank(other) < mine)
+        ahead = self._ahead(job)
         if not self.keyed:   # e.g. Horus: its own rounds pick among the pending jobs, skipping misfits
             return (f"queued by dlsched ({self.policy.name}): no room the policy accepts in its last pass; "
                     f"{ahead} of {vc.pending} pending jobs of VC {vc.name} arrived earlier; {vc.free} GPUs free")
         return (f"queued by dlsched ({self.policy.name}): {ahead} of {vc.pending} pending jobs of VC {vc.name} "
                 f"go first; {vc.free} GPUs free")
+
+    def _ahead(self, job: Job) -> int:
+        """How many pending jobs of the job's VC go before it: a binary search in the VC's
+        sorted ranks, sorted again only when its queue may have changed (a job entered or left
+        it, or a pass ran: passes are where keys are assigned), not a walk of the whole queue
+        on every filter of every waiting pod. A NaN key (no total order) counts by the walk."""
+        vc = job.vc_state
+        stamp = (self.passes, self.state.enqueued, len(vc.queue))
+        cached = self._ranks.get(vc.vid)
+        if cached is None or cached[0] != stamp:
+            ranks = sorted(map(self._rank, vc.queue))
+            cached = self._ranks[vc.vid] = (stamp, ranks, any(r[0] != r[0] for r in ranks))
+        mine = self._rank(job)
+        if cached[2] or mine[0] != mine[0]:
+            return sum(1 for rank in cached[1] if rank < mine)
+        return bisect_left(cached[1], mine)
 
     def _rank(self, job: Job) -> tuple:
         """A pending job's place in the policy's queue order: its key, or for a policy whose
@@ -712,6 +747,11 @@ class SchedulerCore:
                 out.append({"pod": pod.key, "uid": uid, "vc": self.vcs.vc_of(pod), "rank": -1, "gpus": pod.gpus,
                             "priority": None, "reason": self.waiting.get(uid, "")})
             return out
+
+
+def _priority(total: float) -> int:
+    """A placement score in [0, 1] (clipped) as an extender priority in 1..PRIORITY_TOP + 1."""
+    return 1 + int(PRIORITY_TOP * (0.0 if total < 0.0 else 1.0 if total > 1.0 else total) + 0.5)
 
 
 def _num(x: float) -> float | None:

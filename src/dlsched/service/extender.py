@@ -8,8 +8,9 @@ Requests and replies use Go field names: filter/prioritize get ``{"Pod", "Nodes"
 pure: the HTTP app and the unit tests call them with parsed JSON.
 
 Filter and prioritize answers are written straight to bytes (:func:`filter_reply`,
-:func:`priority_reply`): every rejected node carries the same reason, so the reply is the node
-names joined around one pre-encoded reason, not a thousand-entry dict through a JSON encoder
+:func:`scores_reply`): every rejected node carries the same reason, so the filter's reply is the
+node names joined around one pre-encoded reason, and the priority list is one pre-built template
+per node list with the scores slotted in, not a thousand-entry dict through a JSON encoder
 (orjson when installed, else the standard library's). Names that would need escaping go through
 the encoder; :func:`filter_result` and :func:`priority_result` are the same answers as dicts.
 """
@@ -101,9 +102,11 @@ class NodeList:
     """A checked list of node names (strings, none empty) and what the replies need from it,
     derived once: kube-scheduler sends the same list (every feasible node) for pod after pod, so
     :meth:`of` keeps the last one and answers from it while the next list is equal (a C-level
-    comparison, no hashing)."""
+    comparison, no hashing). ``parts`` is the priority list with a slot for each score
+    (``[{"Host":"a","Score":`` 0 ``},{"Host":"b","Score":`` 0 ``}]``) when every name can be
+    written as it is."""
 
-    __slots__ = ("names", "pos", "unique", "verbatim", "zero")
+    __slots__ = ("names", "parts", "pos", "unique", "verbatim")
 
     def __init__(self, names: list[str]) -> None:
         try:
@@ -118,8 +121,11 @@ class NodeList:
         self.verbatim = joined.isprintable() and '"' not in joined and "\\" not in joined
         self.unique = list(dict.fromkeys(names))   # FailedNodes keys: each name once, in request order
         self.pos = {n: i for i, n in enumerate(self.unique)}
-        self.zero = ('[{"Host":"' + '","Score":0},{"Host":"'.join(names) + '","Score":0}]'
-                     if self.verbatim and names else "")
+        self.parts: list[str] = []
+        if self.verbatim and names:
+            for i, name in enumerate(names):
+                self.parts += ("},{" if i else "[{") + '"Host":"' + name + '","Score":', "0"
+            self.parts.append("}]")
 
     _last: NodeList | None = None
 
@@ -159,18 +165,26 @@ def filter_reply(passed: list[str], why: str, names: list[str], items: list[dict
     return b'{"Nodes":null,"NodeNames":' + dumps(passed) + b',"FailedNodes":' + failed + b',"Error":""}'
 
 
-def priority_reply(names: list[str], nominated: str, score: int) -> bytes:
-    """``priority_result`` as JSON bytes: ``score`` for each occurrence of ``nominated``, 0 for the rest."""
+SCORE_TEXT = [str(score) for score in range(11)]   # the protocol's scores, 0..10
+
+
+def scores_reply(names: list[str], scores: list[int]) -> bytes:
+    """``priority_result`` of ``zip(names, scores)`` as JSON bytes: the node list's ``parts`` with
+    the scores slotted in (C-level list operations, no dict per node)."""
     if not names:
         return b"[]"
     nodes = NodeList.of(names)
     if not nodes.verbatim:
-        return dumps([{"Host": n, "Score": score if n == nominated else 0} for n in names])
-    out = nodes.zero
-    if nominated and score and nominated in nodes.pos:
-        entry = '{"Host":"' + nominated + '","Score":'
-        out = out.replace(entry + "0}", entry + str(score) + "}")
-    return out.encode()
+        return dumps(priority_result(list(zip(names, scores))))
+    parts = nodes.parts.copy()
+    in_range = min(scores) >= 0 and max(scores) < len(SCORE_TEXT)
+    parts[1::2] = map(SCORE_TEXT.__getitem__, scores) if in_range else map(str, scores)
+    return "".join(parts).encode()
+
+
+def priority_reply(names: list[str], nominated: str, score: int) -> bytes:
+    """``priority_result`` as JSON bytes: ``score`` for each occurrence of ``nominated``, 0 for the rest."""
+    return scores_reply(names, [score if n == nominated else 0 for n in names])
 
 
 def parse_bind(body: object) -> tuple[str, str, str, str]:
