@@ -20,7 +20,14 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
 
-from support.control_plane import cleanup, free_port, missing_reason, start_control_plane  # noqa: E402
+from support.control_plane import (  # noqa: E402
+    add_gpu_node,
+    cleanup,
+    free_port,
+    gpu_pod,
+    missing_reason,
+    start_control_plane,
+)
 from support.service_proc import ServiceProcess  # noqa: E402
 
 NODES, GPUS_PER_NODE = 6, 8
@@ -36,21 +43,10 @@ def cluster(shared, tmp_path_factory):
     cp = start_control_plane(shared / "k8s", f"http://127.0.0.1:{port}/scheduler")
     try:
         for i in range(NODES):
-            cap = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(GPUS_PER_NODE)}
-            status, body = cp.request("POST", "/api/v1/nodes", {
-                "apiVersion": "v1", "kind": "Node", "metadata": {"name": f"gpu-{i}"},
-                "status": {"capacity": cap, "allocatable": cap}})
-            assert status == 201, body
+            add_gpu_node(cp, f"gpu-{i}", GPUS_PER_NODE)
         yield cp, port, tmp_path_factory.mktemp("service")
     finally:
         cleanup(cp)
-
-
-def _pod(name: str, gpus: int, tag: str) -> dict:
-    lim = {"nvidia.com/gpu": str(gpus)}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"run": tag}},
-            "spec": {"containers": [{"name": "main", "image": "example.invalid/train",
-                                     "resources": {"limits": lim, "requests": lim}}]}}
 
 
 def _sizes(n: int, seed: int) -> list[int]:
@@ -71,7 +67,7 @@ class Workload:
     def create(self, gap: float = 0.0) -> None:
         for i, gpus in enumerate(self.sizes):
             status, body = self.cp.request("POST", "/api/v1/namespaces/default/pods",
-                                           _pod(f"{self.tag}-{i:03d}", gpus, self.tag))
+                                           gpu_pod(f"{self.tag}-{i:03d}", gpus, self.tag))
             assert status == 201, body
             self.created += 1
             if gap:

@@ -29,7 +29,14 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
 
-from support.control_plane import cleanup, free_port, missing_reason, start_control_plane  # noqa: E402
+from support.control_plane import (  # noqa: E402
+    add_gpu_node,
+    cleanup,
+    free_port,
+    gpu_pod,
+    missing_reason,
+    start_control_plane,
+)
 from support.service_proc import ServiceProcess  # noqa: E402
 
 CAP = 2                       # --max-jobs-per-gpu, and the nodes' nvidia.com/gpu replicas
@@ -52,24 +59,14 @@ def cluster(shared, tmp_path_factory):
     cp = start_control_plane(shared / "k8s", f"http://127.0.0.1:{port}/scheduler")
     try:
         for name, (gpus, labels, _) in NODES.items():
-            cap = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus * CAP)}
-            status, body = cp.request("POST", "/api/v1/nodes", {
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "labels": {**labels, "dlsched.io/gpu-replicas": str(CAP)}},
-                "status": {"capacity": cap, "allocatable": cap}})
-            assert status == 201, body
+            add_gpu_node(cp, name, gpus * CAP, {**labels, "dlsched.io/gpu-replicas": str(CAP)})
         yield cp, port, tmp_path_factory.mktemp("sharing")
     finally:
         cleanup(cp)
 
 
-def _pod(name: str, tag: str, gpus: int, model: str, batch: int) -> dict:
-    lim = {"nvidia.com/gpu": str(gpus)}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {"run": tag},
-                         "annotations": {"dlsched.io/model": model, "dlsched.io/batch-size": str(batch)}},
-            "spec": {"containers": [{"name": "main", "image": "example.invalid/train",
-                                     "resources": {"limits": lim, "requests": lim}}]}}
+def _annotations(model: str, batch: int) -> dict[str, str]:
+    return {"dlsched.io/model": model, "dlsched.io/batch-size": str(batch)}
 
 
 def _predicted(kinds) -> dict[tuple[str, int], tuple[float, float]]:
@@ -126,7 +123,8 @@ def test_colocation_shares_gpus_within_the_cap_and_predicted_memory(cluster, pol
     started = time.monotonic()
     try:
         for name, (gpus, kind) in pods.items():
-            status, body = cp.request("POST", "/api/v1/namespaces/default/pods", _pod(name, tag, gpus, *kind))
+            pod = gpu_pod(name, gpus, tag, _annotations(*kind))
+            status, body = cp.request("POST", "/api/v1/namespaces/default/pods", pod)
             assert status == 201, body
         deadline = time.monotonic() + 300
         last_view = 0.0

@@ -211,3 +211,25 @@ def start_control_plane(k8s_dir: Path, extender_url: str, cache_capable: bool = 
 def cleanup(cp: ControlPlane) -> None:
     cp.stop()
     shutil.rmtree(cp.workdir, ignore_errors=True)
+
+
+def add_gpu_node(cp: ControlPlane, name: str, gpus: int, labels: dict[str, str] | None = None) -> None:
+    """A node object (no kubelet) with ``gpus`` units of ``nvidia.com/gpu`` allocatable."""
+    cap = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    metadata: dict = {"name": name}
+    if labels:
+        metadata["labels"] = labels
+    status, body = cp.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": metadata,
+                                                        "status": {"capacity": cap, "allocatable": cap}})
+    assert status == 201, body
+
+
+def gpu_pod(name: str, gpus: int, tag: str, annotations: dict[str, str] | None = None) -> dict:
+    """A one-container pod requesting ``gpus`` units of ``nvidia.com/gpu``, labelled ``run: tag``."""
+    lim = {"nvidia.com/gpu": str(gpus)}
+    metadata: dict = {"name": name, "labels": {"run": tag}}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "spec": {"containers": [{"name": "main", "image": "example.invalid/train",
+                                     "resources": {"limits": lim, "requests": lim}}]}}
