@@ -10,6 +10,8 @@ the scaled feature sum, so the same queue always gives the same groups. At most 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 
@@ -24,19 +26,11 @@ def l1_kmeans(features: np.ndarray, k: int, iterations: int = 8) -> np.ndarray:
     span = np.where(hi > lo, hi - lo, 1.0)
     x = (features - lo) / span
     order = np.argsort(x.sum(axis=1), kind="stable")
-    centres = x[order[np.linspace(0, n - 1, k).round().astype(int)]].copy()
+    centres = x[order[_spaced(n, k)]]  # fancy indexing: a copy
     labels = np.zeros(n, dtype=np.int64)
-    cols = [np.ascontiguousarray(x[:, f]) for f in range(x.shape[1])]
-    dist = np.empty((n, k))
+    rows = x[:, None, :]
     for it in range(iterations):
-        # L1 distance to each centre, summed feature by feature in order (the same floats as
-        # np.abs(x[:, None] - centres[None]).sum(axis=2), without the n x k x d temporary)
-        for c in range(k):
-            d = np.abs(cols[0] - centres[c, 0])
-            for f in range(1, len(cols)):
-                d += np.abs(cols[f] - centres[c, f])
-            dist[:, c] = d
-        new = dist.argmin(axis=1)
+        new = _l1_distances(rows, centres).argmin(axis=1)
         if it and np.array_equal(new, labels):
             break
         labels = new
@@ -48,3 +42,23 @@ def l1_kmeans(features: np.ndarray, k: int, iterations: int = 8) -> np.ndarray:
                 centres[c] = s[m // 2] if m % 2 else (s[m // 2 - 1] + s[m // 2]) / 2
     rank = np.argsort(np.argsort(centres.sum(axis=1), kind="stable"), kind="stable")
     return rank[labels]
+
+
+def _l1_distances(rows: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """n x k L1 distances of ``rows`` (n x 1 x d) to ``centres`` (k x d), in a few array
+    operations for the whole queue (it is short: per-operation overhead dominates). Summed feature
+    by feature in order, not with ``sum(axis=2)``, so the floats are those of that order."""
+    diff = np.abs(rows - centres)
+    dist = diff[:, :, 0].copy()
+    for f in range(1, diff.shape[2]):
+        dist += diff[:, :, f]
+    return dist
+
+
+@lru_cache(maxsize=1024)
+def _spaced(n: int, k: int) -> np.ndarray:
+    """Ranks of the initial centres: ``k`` evenly spaced of ``n`` (kept: np.linspace is slow for
+    a short queue, and the same lengths come back pass after pass). Read only."""
+    out = np.linspace(0, n - 1, k).round().astype(int)
+    out.flags.writeable = False
+    return out
