@@ -240,6 +240,11 @@ class HorusPolicy(OrderingPolicy):
             jobs = queues[0]
             n = len(jobs) if cap < 0 else min(len(jobs), cap * beta)
             return (jobs if n == len(jobs) else jobs[:n]), list(range(0, n, beta)) + [n]
+        if sum(map(len, queues)) <= beta:
+            # one round holds every job (allot hands out all of them, whatever the weights), and a
+            # round is tried in wait order whatever its layout: no median, no allot
+            jobs = [job for q in queues for job in q]
+            return jobs, [0, len(jobs)]
         medians = [_median([j.queue_delay + now - j.wait_since for j in q]) for q in queues]
         pos = [0] * len(queues)
         seq: list[Job] = []
