@@ -140,6 +140,16 @@ def _limit_table(least: tuple[tuple[int, float], ...], top: int) -> np.ndarray:
     return table
 
 
+@lru_cache(maxsize=64)
+def _labels(shape: tuple[int, int], dtype: str, features: bytes, k: int) -> np.ndarray:
+    """:func:`l1_kmeans` of the features (as bytes, to be a key), kept for the queues seen
+    lately: k-means depends on its input alone, and the same queue comes back often (a pass
+    that started nothing, a job that arrived and started at once). Read only."""
+    labels = l1_kmeans(np.frombuffer(features, dtype=dtype).reshape(shape), k)
+    labels.flags.writeable = False
+    return labels
+
+
 def _median(values: list[float]) -> float:
     """``float(np.median(values))`` without numpy's per-call overhead (same value: the middle
     element, or the mean of the two middle ones)."""
@@ -173,7 +183,6 @@ class HorusPolicy(OrderingPolicy):
         self.beta = int(beta)
         # VC id -> (room-gain counter, its mark, failures) of the VC's latest pass
         self._carry: dict[int, tuple[RoomGains, tuple[int, int], FailedFits]] = {}
-        self._clustered: dict[int, tuple[tuple, np.ndarray]] = {}  # VC id -> its latest k-means
 
     def new_queue(self) -> RequestQueue:
         return RequestQueue()
@@ -201,23 +210,12 @@ class HorusPolicy(OrderingPolicy):
         """The k queues, each in queue order (longest waiting first)."""
         if self.k == 1 or len(jobs) <= 1:
             return [jobs]
-        labels = self._labels(self.features(jobs, vc, capacity), vc.vid)
+        features = self.features(jobs, vc, capacity)
+        labels = _labels(features.shape, features.dtype.str, features.tobytes(), self.k)
         out: list[list[Job]] = [[] for _ in range(int(labels.max()) + 1)]
         for job, label in zip(jobs, labels.tolist()):
             out[label].append(job)
         return [q for q in out if q]
-
-    def _labels(self, features: np.ndarray, vid: int) -> np.ndarray:
-        """:func:`l1_kmeans` of ``features``, kept from the VC's previous pass when its features
-        were bit for bit the same (k-means is a function of its input alone; passes in a row
-        often see an unchanged queue, e.g. after a stop that started nothing)."""
-        key = (features.shape, features.tobytes())
-        last = self._clustered.get(vid)
-        if last is not None and last[0] == key:
-            return last[1]
-        labels = l1_kmeans(features, self.k)
-        self._clustered[vid] = (key, labels)
-        return labels
 
     def _free_fit(self):
         """The cost placement's exact shortcut for a job some node can take on free GPUs, when
