@@ -49,6 +49,7 @@ _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 _NAN = math.nan
 _VECTOR_FROM = 48  # positions to scan from which _Candidates uses numpy
 _gpus_of, _mem_of = attrgetter("gpus"), attrgetter("pred_gpu_mem_mib")
+_util_of = attrgetter("pred_gpu_util")
 
 
 def allot(weights: list[float], lengths: list[int], beta: int) -> list[int]:
@@ -140,6 +141,24 @@ def _limit_table(least: tuple[tuple[int, float], ...], top: int) -> np.ndarray:
     return table
 
 
+
+def _feature_arrays(jobs: list[Job], per_node: int, capacity: float) -> np.ndarray:
+    """:meth:`HorusPolicy.features` of a long queue with numpy (a Python loop over it every pass
+    is slow). The same floats: GPU counts are small integers, exact as floats, and a division or
+    ceiling gives the same result in Python and numpy."""
+    n = len(jobs)
+    gpus = np.fromiter(map(_gpus_of, jobs), float, n)
+    util = np.fromiter(map(_util_of, jobs), float, n)
+    mem = np.fromiter(map(_mem_of, jobs), float, n)
+    tasks = np.maximum(1.0, np.ceil(gpus / per_node))
+    out = np.empty((n, 4))
+    out[:, 0] = tasks
+    out[:, 1] = np.where(util == util, util, FULL_UTIL)  # NaN: no prediction
+    out[:, 2] = gpus / tasks
+    out[:, 3] = np.where(mem == mem, mem, capacity)
+    return out
+
+
 @lru_cache(maxsize=64)
 def _labels(shape: tuple[int, int], dtype: str, features: bytes, k: int) -> np.ndarray:
     """:func:`l1_kmeans` of the features (as bytes, to be a key), kept for the queues seen
@@ -197,6 +216,8 @@ class HorusPolicy(OrderingPolicy):
     def features(self, jobs: list[Job], vc: VcState, capacity: float) -> np.ndarray:
         """Per job: tasks, predicted utilisation, GPUs per task, predicted memory (Horus §4.2.2)."""
         per_node = max(1, vc.max_node_gpus)
+        if len(jobs) >= _VECTOR_FROM:
+            return _feature_arrays(jobs, per_node, capacity)
         rows = []
         add = rows.append
         for job in jobs:
