@@ -153,9 +153,9 @@ def _feature_arrays(jobs: list[Job], per_node: int, capacity: float) -> np.ndarr
     tasks = np.maximum(1.0, np.ceil(gpus / per_node))
     out = np.empty((n, 4))
     out[:, 0] = tasks
-    out[:, 1] = np.where(util == util, util, FULL_UTIL)  # NaN: no prediction
+    out[:, 1] = np.where(np.isnan(util), FULL_UTIL, util)  # NaN: no prediction
     out[:, 2] = gpus / tasks
-    out[:, 3] = np.where(mem == mem, mem, capacity)
+    out[:, 3] = np.where(np.isnan(mem), capacity, mem)
     return out
 
 
