@@ -49,6 +49,7 @@ _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 _NAN = math.nan
 _VECTOR_FROM = 48  # positions to scan from which _Candidates uses numpy
 _gpus_of, _mem_of = attrgetter("gpus"), attrgetter("pred_gpu_mem_mib")
+_util_of = attrgetter("pred_gpu_util")
 
 
 def allot(weights: list[float], lengths: list[int], beta: int) -> list[int]:
@@ -140,6 +141,34 @@ def _limit_table(least: tuple[tuple[int, float], ...], top: int) -> np.ndarray:
     return table
 
 
+
+def _feature_arrays(jobs: list[Job], per_node: int, capacity: float) -> np.ndarray:
+    """:meth:`HorusPolicy.features` of a long queue with numpy (a Python loop over it every pass
+    is slow). The same floats: GPU counts are small integers, exact as floats, and a division or
+    ceiling gives the same result in Python and numpy."""
+    n = len(jobs)
+    gpus = np.fromiter(map(_gpus_of, jobs), float, n)
+    util = np.fromiter(map(_util_of, jobs), float, n)
+    mem = np.fromiter(map(_mem_of, jobs), float, n)
+    tasks = np.maximum(1.0, np.ceil(gpus / per_node))
+    out = np.empty((n, 4))
+    out[:, 0] = tasks
+    out[:, 1] = np.where(np.isnan(util), FULL_UTIL, util)  # NaN: no prediction
+    out[:, 2] = gpus / tasks
+    out[:, 3] = np.where(np.isnan(mem), capacity, mem)
+    return out
+
+
+@lru_cache(maxsize=64)
+def _labels(shape: tuple[int, int], dtype: str, features: bytes, k: int) -> np.ndarray:
+    """:func:`l1_kmeans` of the features (as bytes, to be a key), kept for the queues seen
+    lately: k-means depends on its input alone, and the same queue comes back often (a pass
+    that started nothing, a job that arrived and started at once). Read only."""
+    labels = l1_kmeans(np.frombuffer(features, dtype=dtype).reshape(shape), k)
+    labels.flags.writeable = False
+    return labels
+
+
 def _median(values: list[float]) -> float:
     """``float(np.median(values))`` without numpy's per-call overhead (same value: the middle
     element, or the mean of the two middle ones)."""
@@ -187,6 +216,8 @@ class HorusPolicy(OrderingPolicy):
     def features(self, jobs: list[Job], vc: VcState, capacity: float) -> np.ndarray:
         """Per job: tasks, predicted utilisation, GPUs per task, predicted memory (Horus §4.2.2)."""
         per_node = max(1, vc.max_node_gpus)
+        if len(jobs) >= _VECTOR_FROM:
+            return _feature_arrays(jobs, per_node, capacity)
         rows = []
         add = rows.append
         for job in jobs:
@@ -200,7 +231,8 @@ class HorusPolicy(OrderingPolicy):
         """The k queues, each in queue order (longest waiting first)."""
         if self.k == 1 or len(jobs) <= 1:
             return [jobs]
-        labels = l1_kmeans(self.features(jobs, vc, capacity), self.k)
+        features = self.features(jobs, vc, capacity)
+        labels = _labels(features.shape, features.dtype.str, features.tobytes(), self.k)
         out: list[list[Job]] = [[] for _ in range(int(labels.max()) + 1)]
         for job, label in zip(jobs, labels.tolist()):
             out[label].append(job)
@@ -227,6 +259,11 @@ class HorusPolicy(OrderingPolicy):
             jobs = queues[0]
             n = len(jobs) if cap < 0 else min(len(jobs), cap * beta)
             return (jobs if n == len(jobs) else jobs[:n]), list(range(0, n, beta)) + [n]
+        if sum(map(len, queues)) <= beta:
+            # one round holds every job (allot hands out all of them, whatever the weights), and a
+            # round is tried in wait order whatever its layout: no median, no allot
+            jobs = [job for q in queues for job in q]
+            return jobs, [0, len(jobs)]
         medians = [_median([j.queue_delay + now - j.wait_since for j in q]) for q in queues]
         pos = [0] * len(queues)
         seq: list[Job] = []
