@@ -141,7 +141,6 @@ def _limit_table(least: tuple[tuple[int, float], ...], top: int) -> np.ndarray:
     return table
 
 
-
 def _feature_arrays(jobs: list[Job], per_node: int, capacity: float) -> np.ndarray:
     """:meth:`HorusPolicy.features` of a long queue with numpy (a Python loop over it every pass
     is slow). The same floats: GPU counts are small integers, exact as floats, and a division or
