@@ -302,7 +302,7 @@ AWKWARD = ["plain-node", 'quote"node', "back\\slash", "tab\tnode", "ünïcode-�
 def test_byte_replies_match_the_reference_dicts(names):
     """The replies written as bytes decode to exactly what filter_result / priority_result give,
     whatever the node names hold (quotes, backslashes, control characters, non-ASCII, repeats)."""
-    from dlsched.service.extender import filter_reply, filter_result, priority_reply, priority_result, scores_reply
+    from dlsched.service.extender import filter_reply, filter_result, priority_result, scores_reply
 
     why = 'queued by "dlsched" (fifo): 3 of 9 \\ pending'
     for passed in ([], names[1:2], list(names)):
@@ -313,7 +313,7 @@ def test_byte_replies_match_the_reference_dicts(names):
         assert json.loads(filter_reply(passed, why, names, items)) == filter_result(passed, failed, items)
     for nominated in ("", names[0] if names else "x", "absent"):
         scores = [(n, 10 if n == nominated else 0) for n in names]
-        assert json.loads(priority_reply(names, nominated, 10)) == priority_result(scores)
+        assert json.loads(scores_reply(names, [s for _, s in scores])) == priority_result(scores)
     for scores in ([i % 11 for i in range(len(names))], [100 + i for i in range(len(names))]):
         assert json.loads(scores_reply(names, scores)) == priority_result(list(zip(names, scores)))
 

@@ -488,10 +488,6 @@ class SchedulerCore:
                                     "rejected": len(node_names) - len(passed), "reason": why})
         return passed, why
 
-    def prioritize(self, pod: PodFacts, node_names: list[str]) -> list[tuple[str, int]]:
-        """(node, :meth:`priorities` score) for each of ``node_names``."""
-        return list(zip(node_names, self.priorities(pod, node_names)))
-
     def priorities(self, pod: PodFacts, node_names: list[str]) -> list[int]:
         """The score of each of ``node_names``, in order: the nominated node MAX_SCORE (10); every
         other node the policy's placement scores for this pod on it, mapped to 1..9

@@ -182,11 +182,6 @@ def scores_reply(names: list[str], scores: list[int]) -> bytes:
     return "".join(parts).encode()
 
 
-def priority_reply(names: list[str], nominated: str, score: int) -> bytes:
-    """``priority_result`` as JSON bytes: ``score`` for each occurrence of ``nominated``, 0 for the rest."""
-    return scores_reply(names, [score if n == nominated else 0 for n in names])
-
-
 def parse_bind(body: object) -> tuple[str, str, str, str]:
     """(namespace, name, uid, node) of an ExtenderBindingArgs."""
     if not isinstance(body, dict):
