@@ -20,14 +20,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
 
-from support.control_plane import (  # noqa: E402
-    add_gpu_node,
-    cleanup,
-    free_port,
-    gpu_pod,
-    missing_reason,
-    start_control_plane,
-)
+from support.control_plane import add_gpu_node, extender_control_plane, gpu_pod  # noqa: E402
 from support.service_proc import ServiceProcess  # noqa: E402
 
 NODES, GPUS_PER_NODE = 6, 8
@@ -36,17 +29,10 @@ HOLD = 0.5          # seconds a bound pod "runs" before the test deletes it
 
 @pytest.fixture(scope="module")
 def cluster(shared, tmp_path_factory):
-    reason = missing_reason(shared / "k8s")
-    if reason:
-        pytest.skip(f"no control plane: {reason}")
-    port = free_port()
-    cp = start_control_plane(shared / "k8s", f"http://127.0.0.1:{port}/scheduler")
-    try:
+    with extender_control_plane(shared) as (cp, port):
         for i in range(NODES):
             add_gpu_node(cp, f"gpu-{i}", GPUS_PER_NODE)
         yield cp, port, tmp_path_factory.mktemp("service")
-    finally:
-        cleanup(cp)
 
 
 def _sizes(n: int, seed: int) -> list[int]:

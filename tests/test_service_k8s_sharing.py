@@ -29,14 +29,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
 
-from support.control_plane import (  # noqa: E402
-    add_gpu_node,
-    cleanup,
-    free_port,
-    gpu_pod,
-    missing_reason,
-    start_control_plane,
-)
+from support.control_plane import add_gpu_node, extender_control_plane, gpu_pod  # noqa: E402
 from support.service_proc import ServiceProcess  # noqa: E402
 
 CAP = 2                       # --max-jobs-per-gpu, and the nodes' nvidia.com/gpu replicas
@@ -52,17 +45,10 @@ BATCHES = (32, 64, 128)
 
 @pytest.fixture(scope="module")
 def cluster(shared, tmp_path_factory):
-    reason = missing_reason(shared / "k8s")
-    if reason:
-        pytest.skip(f"no control plane: {reason}")
-    port = free_port()
-    cp = start_control_plane(shared / "k8s", f"http://127.0.0.1:{port}/scheduler")
-    try:
+    with extender_control_plane(shared) as (cp, port):
         for name, (gpus, labels, _) in NODES.items():
             add_gpu_node(cp, name, gpus * CAP, {**labels, "dlsched.io/gpu-replicas": str(CAP)})
         yield cp, port, tmp_path_factory.mktemp("sharing")
-    finally:
-        cleanup(cp)
 
 
 def _annotations(model: str, batch: int) -> dict[str, str]:

@@ -20,6 +20,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -211,6 +213,24 @@ def start_control_plane(k8s_dir: Path, extender_url: str, cache_capable: bool = 
 def cleanup(cp: ControlPlane) -> None:
     cp.stop()
     shutil.rmtree(cp.workdir, ignore_errors=True)
+
+
+@contextmanager
+def extender_control_plane(shared: Path) -> Iterator[tuple[ControlPlane, int]]:
+    """A control plane whose kube-scheduler calls an extender on a free port of 127.0.0.1 (the
+    caller starts dlsched there), and that port; stopped by PID at the end, whatever happens.
+    Skips the test when ``shared/k8s`` cannot provide one."""
+    import pytest
+
+    reason = missing_reason(shared / "k8s")
+    if reason:
+        pytest.skip(f"no control plane: {reason}")
+    port = free_port()
+    cp = start_control_plane(shared / "k8s", f"http://127.0.0.1:{port}/scheduler")
+    try:
+        yield cp, port
+    finally:
+        cleanup(cp)
 
 
 def add_gpu_node(cp: ControlPlane, name: str, gpus: int, labels: dict[str, str] | None = None) -> None:
