@@ -39,7 +39,7 @@ from dlsched.kernel.decisions import Decision, Postpone, Start, Status
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.framework import shared_gpu_use
-from dlsched.sched.kmeans import l1_kmeans
+from dlsched.sched.kmeans import l1_kmeans, list_median
 from dlsched.sched.ordering import OrderingPolicy
 from dlsched.sched.requestqueue import RequestQueue
 from dlsched.sched.roomgains import RoomGains, room_gains
@@ -168,17 +168,6 @@ def _labels(shape: tuple[int, int], dtype: str, features: bytes, k: int) -> np.n
     return labels
 
 
-def _median(values: list[float]) -> float:
-    """``float(np.median(values))`` without numpy's per-call overhead (same value: the middle
-    element, or the mean of the two middle ones)."""
-    values.sort()
-    n = len(values)
-    mid = n // 2
-    if n % 2:
-        return values[mid]
-    return (values[mid - 1] + values[mid]) / 2
-
-
 class HorusPolicy(OrderingPolicy):
     """Horus: k-means job queues, weighted-fair rounds of beta jobs, Eq. 7-10 cost placement."""
 
@@ -263,7 +252,7 @@ class HorusPolicy(OrderingPolicy):
             # round is tried in wait order whatever its layout: no median, no allot
             jobs = [job for q in queues for job in q]
             return jobs, [0, len(jobs)]
-        medians = [_median([j.queue_delay + now - j.wait_since for j in q]) for q in queues]
+        medians = [list_median([j.queue_delay + now - j.wait_since for j in q]) for q in queues]
         pos = [0] * len(queues)
         seq: list[Job] = []
         starts: list[int] = []

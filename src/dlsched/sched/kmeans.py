@@ -86,14 +86,19 @@ def _refine_lists(rows: list[list[float]], centres: list[list[float]],
 
 
 def _median_row(rows: list[list[float]]) -> list[float]:
-    """Per-feature median of ``rows`` (np.median's value: middle one, or mean of the two middle)."""
-    m = len(rows)
-    mid = m // 2
-    out = []
-    for column in zip(*rows):
-        s = sorted(column)
-        out.append(s[mid] if m % 2 else (s[mid - 1] + s[mid]) / 2)
-    return out
+    """Per-feature median of ``rows``."""
+    return [list_median(list(column)) for column in zip(*rows)]
+
+
+def list_median(values: list[float]) -> float:
+    """``float(np.median(values))`` of a non-empty list without numpy's per-call overhead (the
+    same value: the middle element, or the mean of the two middle ones). Sorts ``values``."""
+    values.sort()
+    n = len(values)
+    mid = n // 2
+    if n % 2:
+        return values[mid]
+    return (values[mid - 1] + values[mid]) / 2
 
 
 def _l1_distances(rows: np.ndarray, centres: np.ndarray) -> np.ndarray:
