@@ -15,9 +15,20 @@ peak exceeds its predicted memory gets that peak as an *observation*
 (:func:`dlsched.sim.observe.observe`: the prediction is replaced, the prior kept), as a node
 agent would report it for a running process. Correcting only the crashed job would let a policy
 put it back beside an under-predicted co-runner until ``max_failures``.
+
+**Re-checked whenever a GPU's holders change.** A crash is *armed* at the start and decided by
+the state when it would strike: when a holder of the job's GPUs stops before then (finishes, is
+preempted or crashes) and the GPU no longer holds more than it has, the crash is disarmed and the
+job runs on (the partner left before the peak was reached); the engine asks :meth:`still_due` at
+the crash time, so a disarmed crash never fires, and the progress lost is the progress made up to
+that moment (the rates of the state in between). A job reaches its peak within its first steps,
+so the crash comes at ``min(delay, remaining solo time / 2)``: a job shorter than the delay
+cannot overfill a GPU and simply finish.
 """
 
 from __future__ import annotations
+
+import math
 
 from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
@@ -31,20 +42,55 @@ class OutOfMemory:
         if delay < 0:
             raise ValueError(f"the OOM delay must be >= 0 s, got {delay}")
         self.delay = delay
+        self.armed: dict[Job, int] = {}  # job -> run_seq of the start whose crash is pending
+        self.disarmed = 0                # crashes called off because a holder left in time
+        self._state: ClusterState | None = None
 
     def on_start(self, job: Job, state: ClusterState, now: float) -> list[tuple[float, Job, str]]:
         need = job._gpu_mem_mib
         if need != need:  # no measurement: nothing to check
             return []
-        for node, mask in job.placement:
+        if self._state is not state:  # hear every stop of this run: a stop may call a crash off
+            self._state = state
+            self.armed.clear()
+            state.add_observer(self)
+        reason = self._overfilled(job, state, None)
+        if reason is None:
+            return []
+        self.armed[job] = job.run_seq
+        return [(now + min(self.delay, job._remaining / 2.0), job, reason)]
+
+    def _overfilled(self, job: Job, state: ClusterState, leaving: Job | None) -> str | None:
+        """Why ``job``'s GPUs hold more than they have (``leaving`` not counted), or None."""
+        for node, mask in job.placement or ():
             cap = state.node_mem[node]
             for g in set_bits(mask):
                 used = state._gpu_true_mem(node, g)
+                if leaving is not None and leaving.placement:
+                    for n2, m2 in leaving.placement:
+                        if n2 == node and m2 >> g & 1:
+                            mem = leaving._gpu_mem_mib
+                            used -= 0.0 if math.isnan(mem) else mem
                 if used > cap:
-                    reason = (f"out of memory on GPU {g} of node {state.node_ids[node]}: its jobs need "
-                              f"{used:,.0f} MiB, it has {cap:,.0f} MiB")
-                    return [(now + self.delay, job, reason)]
-        return []
+                    return (f"out of memory on GPU {g} of node {state.node_ids[node]}: its jobs need "
+                            f"{used:,.0f} MiB, it has {cap:,.0f} MiB")
+        return None
+
+    def stopped(self, job: Job, vc, now: float, why: str) -> None:
+        """A holder leaves (called before it releases its GPUs): re-check the armed crashes of
+        the jobs that share a GPU with it."""
+        self.armed.pop(job, None)
+        if not self.armed or self._state is None:
+            return
+        state = self._state
+        for other in state.co_runners(job, "gpu"):
+            if other in self.armed and self._overfilled(other, state, job) is None:
+                del self.armed[other]
+                self.disarmed += 1
+
+    def still_due(self, job: Job, state: ClusterState, now: float) -> bool:
+        """Asked by the engine when an armed crash would strike: only if it is still armed."""
+        return self.armed.pop(job, None) == job.run_seq
 
     def failed(self, job: Job, state: ClusterState, now: float, reason: str) -> None:
         """``job`` crashes now (before it releases its GPUs): its crash report gives its peak

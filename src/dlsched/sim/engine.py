@@ -154,6 +154,7 @@ class Simulator:
         finish, submit, apply, start = state.finish, state.submit, state.apply, state.start
         plain = state._speed_model is None and state.failure_model is None  # ClusterState.apply's shortcut
         failures_due = state.failures_due
+        still_due = getattr(state.failure_model, "still_due", None)
         schedule = policy.schedule
         RUNNING = JobState.RUNNING
         last_progress = jobs[0].submit_time if jobs else 0.0
@@ -187,6 +188,8 @@ class Simulator:
                         job, reason = payload
                         if epoch != job.run_seq or job.state is not RUNNING:
                             continue  # stale: it stopped before the failure struck
+                        if still_due is not None and not still_due(job, state, now):
+                            continue  # called off: the state changed before it struck (OOM re-check)
                         changed = state.fail(job, now, reason)
                         if job.failures > max_failures:
                             raise SimulationError(f"job {job.job_id} failed {job.failures} times (limit "

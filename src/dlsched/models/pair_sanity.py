@@ -1,0 +1,74 @@
+"""Pairs a profile table should not be trusted on as they stand: those whose combined throughput is
+below time slicing (``1/s(a|b) + 1/s(b|a) < 1``: the two jobs together do less work than if the GPU
+simply alternated between them), and the documented rule the truths apply to them.
+
+The rule (:func:`cap_at_time_slicing`): such a pair is scaled to time slicing. Each side's
+normalised throughput is divided by the pair's combined throughput, so the pair delivers exactly
+1 and keeps its asymmetry (``s' = s x combined``, still >= 1). A GPU driver can always fall back
+to plain time slicing, and Gavel's pairs were measured under CUDA MPS, where a few (notably
+the V100 Recommendation rows, whose isolated throughput is inconsistent: ``docs/sharing-policies.md``)
+come out far worse than that. Nothing is dropped: every changed pair is listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlsched.models.colocation_table import ColocationTable
+
+
+@dataclass(frozen=True)
+class PairIssue:
+    """One pair below time slicing: GPU type, the two type ids, both slowdowns, combined throughput."""
+
+    gpu: str
+    a: str
+    b: str
+    s_a: float
+    s_b: float
+
+    @property
+    def combined(self) -> float:
+        return 1.0 / self.s_a + 1.0 / self.s_b
+
+
+def below_time_slicing(table: ColocationTable, gpu: str | None = None) -> list[PairIssue]:
+    """Every measured pair (both orders known) whose combined throughput is below 1, worst first."""
+    out: list[PairIssue] = []
+    for g, pairs in table.pairs.items():
+        if gpu is not None and g != gpu:
+            continue
+        for (i, j), s_i in pairs.items():
+            s_j = pairs.get((j, i))
+            if i > j or s_j is None:
+                continue
+            if 1.0 / s_i + 1.0 / s_j < 1.0:
+                out.append(PairIssue(g, table.types[i].type_id, table.types[j].type_id, s_i, s_j))
+    out.sort(key=lambda p: p.combined)
+    return out
+
+
+def cap_at_time_slicing(table: ColocationTable) -> tuple[ColocationTable, list[PairIssue]]:
+    """A copy of ``table`` with every pair below time slicing scaled to it, and the pairs changed."""
+    issues: list[PairIssue] = []
+    new_pairs: dict[str, dict[tuple[int, int], float]] = {}
+    for g, pairs in table.pairs.items():
+        fixed = dict(pairs)
+        for (i, j), s_i in pairs.items():
+            s_j = pairs.get((j, i))
+            if i > j or s_j is None:
+                continue
+            combined = 1.0 / s_i + 1.0 / s_j
+            if combined < 1.0:
+                issues.append(PairIssue(g, table.types[i].type_id, table.types[j].type_id, s_i, s_j))
+                fixed[(i, j)] = max(1.0, s_i * combined)
+                fixed[(j, i)] = max(1.0, s_j * combined)
+        new_pairs[g] = fixed
+    issues.sort(key=lambda p: p.combined)
+    return ColocationTable(table.name, list(table.types), new_pairs, table.default_gpu), issues
+
+
+def combined_throughputs(table: ColocationTable, gpu: str) -> list[float]:
+    """Combined throughput of every measured unordered pair on ``gpu`` (for the median the docs quote)."""
+    pairs = table.pairs.get(gpu, {})
+    return [1.0 / s + 1.0 / pairs[(j, i)] for (i, j), s in pairs.items() if i <= j and (j, i) in pairs]
