@@ -1,9 +1,11 @@
 """One co-location run and its metrics: a sharing workload, a policy, the ground truth.
 
 Every run regenerates its workload from the seed (a run changes jobs: the failover corrects
-their predicted memory), gives it the predictions of the chosen kind and simulates it with the
-``colocation`` ground truth (measured pairs), the OOM failure model and the delivered-
-utilisation observer. Predictions are computed once per (workload, seed) and reused.
+their predicted memory) on the chosen **truth** (:func:`dlsched.models.truth.resolve_truth`:
+``builtin`` by default, ``lucid``, a profiles folder or ``.json``), whose seeded table gives each
+job its true utilisation and memory; gives it the predictions of the chosen kind and simulates it
+with the truth's ``colocation`` speed model (measured pairs), the OOM failure model and the
+delivered-utilisation observer. Predictions are computed once per (workload, seed, truth) and reused.
 
 Prediction kinds: ``real`` (the shipped utilisation/memory predictors from graph features, a
 noisy prior where a model does not resolve: :func:`~dlsched.traces.workloads.attach_predictions`)
@@ -15,13 +17,13 @@ from __future__ import annotations
 
 import math
 import statistics
+import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from dlsched.core.job import Job
-from dlsched.models.colocation import ColocationSpeed
-from dlsched.models.colocation_table import builtin_table
 from dlsched.models.failure import OutOfMemory
+from dlsched.models.truth import Truth, resolve_truth
 from dlsched.registry import make_policy
 from dlsched.sim import SimConfig, Simulator
 from dlsched.sim.config import no_overhead
@@ -47,31 +49,28 @@ class RunResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-@lru_cache(maxsize=64)
-def _predictions(workload: str, seed: int, jobs: int | None) -> dict[str, tuple[float, float]]:
-    wl = make_workload(workload, seed=seed, jobs=jobs)
+@lru_cache(maxsize=256)
+def _predictions(workload: str, seed: int, jobs: int | None, truth: Truth) -> dict[str, tuple[float, float]]:
+    wl = make_workload(workload, seed=seed, jobs=jobs, table=truth.table_for(seed))
     attach_predictions(wl.trace.jobs, wl.gpu, seed=seed)
     return {j.job_id: (j.pred_gpu_util, j.pred_gpu_mem_mib) for j in wl.trace.jobs}
 
 
-def prepared(workload: str, seed: int, predictions: str = "real", jobs: int | None = None) -> Workload:
-    """A fresh copy of the workload with predictions of the given kind."""
+def prepared(workload: str, seed: int, predictions: str = "real", jobs: int | None = None,
+             truth: Truth | None = None) -> Workload:
+    """A fresh copy of the workload on ``truth`` (default ``builtin``) with predictions of the given kind."""
     if predictions not in PREDICTIONS:
         raise ValueError(f"unknown predictions {predictions!r}; choose from {', '.join(PREDICTIONS)}")
-    wl = make_workload(workload, seed=seed, jobs=jobs)
+    truth = truth or resolve_truth()
+    wl = make_workload(workload, seed=seed, jobs=jobs, table=truth.table_for(seed))
     if predictions == "perfect":
         for j in wl.trace.jobs:
             j.pred_gpu_util, j.pred_gpu_mem_mib = j._gpu_util, j._gpu_mem_mib
     else:
-        pred = _predictions(workload, seed, jobs)
+        pred = _predictions(workload, seed, jobs, truth)
         for j in wl.trace.jobs:
             j.pred_gpu_util, j.pred_gpu_mem_mib = pred[j.job_id]
     return wl
-
-
-@lru_cache(maxsize=1)
-def _truth() -> ColocationSpeed:
-    return ColocationSpeed(builtin_table())
 
 
 def pooled(wl: Workload, nodes: int) -> tuple[list[Job], object, int]:
@@ -89,26 +88,40 @@ def pooled(wl: Workload, nodes: int) -> tuple[list[Job], object, int]:
 
 
 def run(workload: str, spec: PolicyRun, seed: int, predictions: str = "real", jobs: int | None = None,
-        nodes: int | None = None) -> RunResult:
-    """Simulate one policy on one seeded workload (on one pool of ``nodes`` nodes if given);
-    returns its metrics."""
+        nodes: int | None = None, truth: Truth | None = None, history: list | None = None) -> RunResult:
+    """Simulate one policy on one seeded workload (on one pool of ``nodes`` nodes if given) on
+    ``truth``; returns its metrics. ``history``: a list the per-job rate and co-runner rows are
+    appended to (:class:`~dlsched.experiments.history.RateHistory`)."""
+    from dlsched.experiments.history import RateHistory
     from dlsched.metrics.delivered import DeliveredUtilisation
 
-    wl = prepared(workload, seed, predictions, jobs)
+    truth = truth or resolve_truth()
+    wl = prepared(workload, seed, predictions, jobs, truth)
     if nodes:
         job_list, cluster, left_out = pooled(wl, nodes)
     else:
         job_list, cluster, left_out = wl.trace.jobs, wl.cluster(), 0
-    policy = make_policy(spec.policy, share=spec.cap > 1, **dict(spec.options))  # an oracle is granted _truth()
+    policy = make_policy(spec.policy, share=spec.cap > 1, **dict(spec.options))  # an oracle is granted the truth
     delivered = DeliveredUtilisation()
+    observers: tuple = (delivered,)
+    recorder = None
+    if history is not None:
+        recorder = RateHistory(spec.label, seed)
+        observers += (recorder,)
     config = SimConfig(preemption_overhead=no_overhead, max_jobs_per_gpu=spec.cap)
-    sim = Simulator(cluster, policy, config, speed_model=_truth(), failure_model=OutOfMemory(),
-                    observers=(delivered,))
+    oom = OutOfMemory()
+    sim = Simulator(cluster, policy, config, speed_model=truth.speed_model(), failure_model=oom,
+                    observers=observers)
     res = sim.run(job_list)
+    if recorder is not None:
+        history.extend(recorder.finish(res.jobs))
     metrics = job_metrics(res.jobs)
     metrics["busy_gpu_utilization"] = res.metrics.gpu_utilization()
     metrics["delivered_gpu_utilization"] = delivered.summary(res.metrics)["delivered_gpu_utilization"]
     metrics["failures"] = float(res.extra.get("failures", 0))
+    metrics["oom_called_off"] = float(oom.disarmed)
+    metrics["decisions"] = float(zlib.crc32(";".join(f"{j.job_id}@{j.start_time:.3f}/{j.failures}/{j.preemptions}"
+                                                     for j in res.jobs).encode()))
     metrics["requeued"] = float(getattr(policy, "requeued", 0))
     metrics["left_out_too_wide"] = float(left_out)
     return RunResult(spec.label, seed, metrics)
@@ -132,9 +145,11 @@ def job_metrics(jobs: list[Job]) -> dict[str, float]:
 
 
 def over_seeds(workload: str, specs: list[PolicyRun], seeds: list[int], predictions: str = "real",
-               jobs: int | None = None, nodes: int | None = None) -> dict[str, list[RunResult]]:
-    """Every policy on every seed: label -> its runs."""
-    return {s.label: [run(workload, s, seed, predictions, jobs, nodes) for seed in seeds] for s in specs}
+               jobs: int | None = None, nodes: int | None = None, truth: Truth | None = None,
+               history: list | None = None) -> dict[str, list[RunResult]]:
+    """Every policy on every seed: label -> its runs (in seed order, so runs pair up by seed)."""
+    return {s.label: [run(workload, s, seed, predictions, jobs, nodes, truth, history) for seed in seeds]
+            for s in specs}
 
 
 def mean_std(runs: list[RunResult], key: str) -> tuple[float, float]:

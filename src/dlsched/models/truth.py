@@ -59,7 +59,7 @@ class MemoryErrorModel:
         return math.exp(lo + (hi - lo) * (pos - k))
 
 
-@dataclass
+@dataclass(eq=False)  # one object per truth: hashed by identity (run caches key on it)
 class Truth:
     """A named ground truth: the pair table the engine runs, and the memory rule."""
 

@@ -9,6 +9,14 @@ runs on idle GPUs, so that it does not bounce back next to the same partners.
 
 The check runs in the scheduling pass the policy asks for at the end of the warm-up
 (``view.wake_at``; the engine runs a requested pass even when nothing is pending).
+
+**Profiling wait** (the paper's §6.1: PAB "incurs additional scheduling waiting time in order to
+profile scheduled job's stable performance ... a total of n jobs multiply by T_wait"): after it
+places a job the scheduler watches that job until it is stable, ``t_wait`` seconds (the warm-up,
+60 s, by default), and places no other job of the VC meanwhile; the re-queue checks still run.
+``t_wait=0`` gives the old, wait-free PAB; ``profile="shared"`` waits only after placements on
+shared GPUs (the only ones the check can act on), ``"all"`` (default) after every placement, as
+the paper counts it.
 """
 
 from __future__ import annotations
@@ -36,12 +44,20 @@ class PabPolicy(FifoPolicy):
     # sense (no Helios 1-s tick): the live service refuses it for the Preempt.
     requeues_running = True
 
-    def __init__(self, placer, backfill: bool = False, warmup: float = 60.0, max_drop: float = 0.5) -> None:
+    def __init__(self, placer, backfill: bool = False, warmup: float = 60.0, max_drop: float = 0.5,
+                 t_wait: float | None = None, profile: str = "all") -> None:
         super().__init__(placer, backfill)
         if warmup < 0 or not 0 < max_drop < 1:
             raise ValueError(f"PAB needs warmup >= 0 s and 0 < max_drop < 1, got {warmup}, {max_drop}")
+        if profile not in ("all", "shared"):
+            raise ValueError(f"PAB's profile must be 'all' or 'shared', got {profile!r}")
         self.warmup = warmup
         self.max_drop = max_drop
+        self.t_wait = warmup if t_wait is None else float(t_wait)
+        if self.t_wait < 0:
+            raise ValueError(f"PAB's t_wait must be >= 0 s, got {self.t_wait}")
+        self.profile = profile
+        self.profiling_until: dict[int, float] = {}  # VC id -> end of the current profiling wait
         self.exclusive = PlacementPipeline(getattr(placer, "scorers", [(placer, 1.0)]),
                                            getattr(placer, "filters", ()), share=False)
         self.due: dict[int, list[tuple[float, int, Job]]] = {}
@@ -49,6 +65,7 @@ class PabPolicy(FifoPolicy):
         self.requeued = 0
 
     def prepare(self, view: SchedulingView) -> None:
+        self.profiling_until.clear()
         self.due.clear()
         self.solo_only.clear()
         self.requeued = 0
@@ -65,6 +82,8 @@ class PabPolicy(FifoPolicy):
     def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
         now = view.now
         yield from self._checks(now, vc)
+        if self.profiling_until.get(vc.vid, -1.0) > now:
+            return  # still profiling the job placed last: its pass asked for a wake-up at the end
         queue = vc.queue
         for job in list(queue) if self.backfill else iter(queue.head, None):
             placer = self.exclusive if job in self.solo_only else self.placer
@@ -76,6 +95,10 @@ class PabPolicy(FifoPolicy):
                                    (now + self.warmup, job.run_seq, job))
                     if self.warmup > 0:
                         view.wake_at(now + self.warmup, vc)
+                if self.t_wait > 0 and (fit.shared or self.profile == "all"):
+                    self.profiling_until[vc.vid] = now + self.t_wait
+                    view.wake_at(now + self.t_wait, vc)
+                    return
                 continue
             if fit.status is _POSTPONE:
                 yield Postpone(job, fit.reason)
