@@ -153,4 +153,7 @@ def predict(
 
 def register(app: typer.Typer) -> None:
     """Attach ``interference`` to the main ``dlsched`` app."""
+    from dlsched.cli.pair_check_cmd import add_pair_check
+
+    add_pair_check(sub)
     app.add_typer(sub, name="interference")

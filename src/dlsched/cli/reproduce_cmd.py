@@ -22,6 +22,11 @@ def register(app: typer.Typer) -> None:
             "--shared", help="The shared data folder (default: $DLSCHED_SHARED or ../shared).")] = None,
         out_dir: Annotated[Path | None, typer.Option(
             "--out", help="Keep the runs' output here (default: a scratch folder, removed).")] = None,
+        seeds: Annotated[int | None, typer.Option(
+            "--seeds", help="Seeded workloads for the sharing reproductions (default 10; horus-table7: 3).")] = None,
+        truth: Annotated[str | None, typer.Option(
+            "--profiles", help="Ground truth of the sharing reproductions: builtin (default), builtin-raw, lucid, "
+                               "a profiles folder or a .json table.")] = None,
     ) -> None:
         """Run a paper reproduction and print our figures beside the paper's."""
         from dlsched.reproduce.base import default_shared
@@ -53,10 +58,27 @@ def register(app: typer.Typer) -> None:
                 if name not in REPRODUCTIONS:
                     raise ValueError(f"unknown reproduction {name!r}; choose from {', '.join(REPRODUCTIONS)}")
             root = shared if shared is not None else default_shared()
-            results = []
+            if truth is not None:
+                from dlsched.models.truth import resolve_truth
+
+                try:
+                    resolve_truth(truth)
+                except ValueError as exc:
+                    raise ValueError(f"--profiles {truth}: {exc}") from None
+            chosen_repros = []
             for name in chosen:
-                target = out_dir / name if out_dir is not None else None
-                results.append(run_reproduction(REPRODUCTIONS[name], root, target))
+                repro = REPRODUCTIONS[name]
+                if seeds is not None or truth is not None:
+                    if hasattr(repro, "configured"):
+                        repro = repro.configured(seeds, truth)
+                    else:
+                        console.print(f"note: --seeds/--profiles apply to the sharing reproductions; {name} runs "
+                                      "as registered", highlight=False)
+                chosen_repros.append(repro)
+            results = []
+            for repro in chosen_repros:
+                target = out_dir / repro.name if out_dir is not None else None
+                results.append(run_reproduction(repro, root, target))
                 if not as_json:
                     print_result(results[-1], out)
             if html_file is not None:

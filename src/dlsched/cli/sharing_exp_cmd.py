@@ -1,6 +1,10 @@
-"""``dlsched experiment horus-table6 | horus-table7 | coscheml | colocation-oracle``: the sharing
-papers' tables on our engine, printed beside the papers' numbers (``--json`` for the raw rows;
-``--out DIR`` also writes ``DIR/sharing_experiment.json``, which ``dlsched report DIR`` renders)."""
+"""``dlsched experiment horus-table6 | horus-table7 | coscheml | colocation-oracle | compare``: the
+sharing papers' tables on our engine, printed beside the papers' numbers (``--json`` for the raw
+rows; ``--out DIR`` also writes ``DIR/sharing_experiment.json``, which ``dlsched report DIR``
+renders). Every command takes ``--seeds N`` (default 10; gains are paired per seed, with a 95 %
+CI and wins), ``--profiles`` (the truth: builtin, builtin-raw, lucid, a folder or a .json),
+``--policies a,b:k=v`` (more rows: any registered policy) and ``--history FILE`` (per-job rate and
+co-runners, CSV)."""
 
 from __future__ import annotations
 
@@ -12,13 +16,45 @@ import typer
 
 from dlsched.cli.common import clear_errors, console, out
 
-SeedsOpt = Annotated[int, typer.Option("--seeds", help="number of seeded workloads (seeds 0..N-1); results are mean +- std")]
+SeedsOpt = Annotated[int, typer.Option("--seeds", help="number of seeded workloads (seeds 0..N-1); mean +- std, "
+                                     "gains paired per seed with a 95 % CI and wins")]
+TruthOpt = Annotated[str, typer.Option("--profiles", help="ground truth: builtin (Gavel-derived, pairs capped at time "
+                                       "slicing, seeded memory error), builtin-raw, lucid (../shared/profiles/lucid), "
+                                       "a profiles folder or a .json table")]
+PoliciesOpt = Annotated[str, typer.Option("--policies", help="more rows: registered policies, comma-separated, "
+                                          "options as name:key=value (e.g. horus-f:k=5,random-pairing)")]
+HistoryOpt = Annotated[Path | None, typer.Option("--history", help="write every job's rate and co-runners over "
+                                                 "time (CSV: policy, seed, job, time, rate, co_runners, event)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the rows as JSON")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="also write DIR/sharing_experiment.json (for `dlsched report DIR`)")]
 CapOpt = Annotated[int, typer.Option("--max-jobs-per-gpu", help="jobs one GPU may hold for the sharing policies")]
 PredOpt = Annotated[str, typer.Option("--predictions", help="real (the shipped predictors) | perfect (= truth)")]
 
 RESULT_FILE = "sharing_experiment.json"
+
+
+def _setup(truth: str, policies: str, history: Path | None, cap: int = 2):
+    """The truth, the extra policy rows and the history list (None without --history)."""
+    from dlsched.experiments.sharing_tables import parse_policies
+    from dlsched.models.truth import resolve_truth
+
+    t = resolve_truth(truth)
+    for note in t.notes:
+        console.print(f"note: {note}", highlight=False)
+    extra = parse_policies(policies, cap) if policies else []
+    return t, extra, ([] if history is not None else None)
+
+
+def _history(rows: list | None, path: Path | None) -> None:
+    if rows is not None and path is not None:
+        from dlsched.experiments.history import write_history
+
+        write_history(rows, path)
+        console.print(f"history: {len(rows):,} rows written to {path}", highlight=False)
+
+
+GAIN_COLUMNS = [("gain", "gain", ".1f", True), ("gain_ci_low", "CI low", ".1f", True),
+                ("gain_ci_high", "CI high", ".1f", True), ("wins", "wins", ".0f", False)]
 
 
 def _seeds(n: int) -> list[int]:
@@ -53,10 +89,10 @@ def _emit(result: dict, as_json: bool, out_dir: Path | None, columns: list[tuple
     for _, head, _, _ in columns:
         table.add_column(head, justify="right")
     for row in result["rows"]:
-        table.add_row(*(str(row[key]) if isinstance(row[key], str) else _fmt(row[key], spec, pct)
+        table.add_row(*(str(row[key]) if isinstance(row.get(key), str) else _fmt(row.get(key), spec, pct)
                         for key, _, spec, pct in columns))
     out.print(table)
-    console.print(f"{len(result['seeds'])} seed(s) in {result['seconds']:.1f} s"
+    console.print(f"{len(result['seeds'])} seed(s) on truth {result.get('truth', 'builtin')} in {result['seconds']:.1f} s"
                   + (f"; written to {out_dir / RESULT_FILE}" if out_dir is not None else ""))
 
 
@@ -66,31 +102,35 @@ def register(app: typer.Typer) -> None:
     experiment = _group(app, "experiment", "Reproduce paper experiments.")
 
     @experiment.command("horus-table6")
-    def horus_table6(seeds: SeedsOpt = 3, cap: CapOpt = 2, beta: Annotated[int, typer.Option(help="Horus's jobs per round")] = 15,
-                     predictions: PredOpt = "real", as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+    def horus_table6(seeds: SeedsOpt = 10, cap: CapOpt = 2, beta: Annotated[int, typer.Option(help="Horus's jobs per round")] = 15,
+                     predictions: PredOpt = "real", truth: TruthOpt = "builtin", policies: PoliciesOpt = "",
+                     history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
         """Horus Table 6: makespan of FIFO, PAB, OBP, Horus on W-Large / W-Small (testbed: 3 x 4 RTX 2080)."""
         from dlsched.experiments.sharing_tables import horus_table6 as run
 
         with clear_errors():
             _check_cap(cap)
-            result = run(_seeds(seeds), cap, beta, predictions)
+            t, extra, rows = _setup(truth, policies, history, cap)
+            result = run(_seeds(seeds), cap, beta, predictions, t, extra, rows)
+            _history(rows, history)
         _emit(result, as_json, out_dir, [
             ("workload", "workload", "", False), ("policy", "policy", "", False),
             ("makespan_min", "makespan min", ".1f", False), ("makespan_std_min", "+- std", ".1f", False),
-            ("gain", "gain vs FIFO", ".1f", True), ("paper_makespan_min", "paper min", ".1f", False),
+            *GAIN_COLUMNS, ("paper_makespan_min", "paper min", ".1f", False),
             ("paper_std_min", "paper std", ".2f", False), ("paper_gain", "paper gain", ".1f", True),
             ("avg_jct_s", "JCT s", ".0f", False), ("busy_util", "busy GPUs", ".1f", True),
             ("delivered_util", "delivered util", ".1f", True), ("failures", "OOM", ".1f", False),
-            ("requeued", "re-queued", ".1f", False)],
+            ("oom_called_off", "OOM called off", ".1f", False), ("requeued", "re-queued", ".1f", False)],
             "Horus Table 6 (ours beside the paper's; paper: Horus utilisation 69.6 %)")
 
     @experiment.command("horus-table7")
-    def horus_table7(seeds: SeedsOpt = 1, cap: CapOpt = 2, beta: Annotated[int, typer.Option(help="Horus's jobs per round")] = 15,
+    def horus_table7(seeds: SeedsOpt = 10, cap: CapOpt = 2, beta: Annotated[int, typer.Option(help="Horus's jobs per round")] = 15,
                      workload: Annotated[str, typer.Option(help="philly-profiled (needs ../shared) or a built-in sharing workload")] = "philly-profiled",
                      jobs: Annotated[int, typer.Option(help="first N jobs of philly-profiled (0 = all)")] = 2000,
                      ks: Annotated[str, typer.Option("--k", help="Horus-f queue counts for the sensitivity rows")] = "3,4,5",
                      nodes: Annotated[int, typer.Option(help="one pool of N nodes (0 = the workload's own VCs)")] = 32,
-                     predictions: PredOpt = "real", as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+                     predictions: PredOpt = "real", truth: TruthOpt = "builtin", policies: PoliciesOpt = "",
+                     history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
         """Horus Table 7: waiting time of FIFO, OBP, Horus, Horus-f on a production-like trace, and k = 3/4/5."""
         from dlsched.experiments.sharing_tables import horus_table7 as run
 
@@ -104,29 +144,38 @@ def register(app: typer.Typer) -> None:
                 raise ValueError(f"--jobs must be >= 0, got {jobs}")
             if nodes < 0:
                 raise ValueError(f"--nodes must be >= 0, got {nodes}")
-            result = run(_seeds(seeds), workload, jobs or None, cap, beta, k_list, predictions, nodes or None)
+            t, extra, rows = _setup(truth, policies, history, cap)
+            result = run(_seeds(seeds), workload, jobs or None, cap, beta, k_list, predictions, nodes or None, t,
+                         extra, rows)
+            _history(rows, history)
             if result["left_out_too_wide"]:
                 console.print(f"left out {result['left_out_too_wide']:.0f} jobs wider than the {nodes}-node pool")
         _emit(result, as_json, out_dir, [
             ("policy", "policy", "", False), ("avg_wait_s", "avg wait s", ".0f", False),
             ("median_wait_s", "median s", ".0f", False), ("std_wait_s", "std s", ".0f", False),
-            ("reduction", "reduction vs FIFO", ".1f", True), ("paper_avg_steps", "paper avg (steps)", ".1f", False),
+            ("reduction", "reduction vs FIFO", ".1f", True), ("reduction_ci_low", "CI low", ".1f", True),
+            ("reduction_ci_high", "CI high", ".1f", True), ("wins", "wins", ".0f", False),
+            ("paper_avg_steps", "paper avg (steps)", ".1f", False),
             ("paper_reduction", "paper reduction", ".1f", True), ("makespan_h", "makespan h", ".1f", False),
-            ("delivered_util", "delivered util", ".1f", True)],
+            ("delivered_util", "delivered util", ".1f", True), ("failures", "OOM", ".1f", False),
+            ("seeds_same_decisions_as_horus", "seeds = Horus", ".0f", False)],
             f"Horus Table 7 on {workload} (ours in seconds; the paper counts scheduling steps)")
 
     @experiment.command("coscheml")
-    def coscheml(seeds: SeedsOpt = 3, interval: Annotated[int, typer.Option(help="arrival interval: 15, 30 or 60 s")] = 30,
-                 predictions: PredOpt = "real", as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+    def coscheml(seeds: SeedsOpt = 10, interval: Annotated[int, typer.Option(help="arrival interval: 15, 30 or 60 s")] = 30,
+                 predictions: PredOpt = "real", truth: TruthOpt = "builtin", policies: PoliciesOpt = "",
+                 history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
         """Co-scheML Fig. 7-9: JCT, makespan, speed, utilisation of Co-scheML, Binpack, Loadbalance, Mystic."""
         from dlsched.experiments.sharing_tables import coscheml as run
 
         with clear_errors():
             if interval not in (15, 30, 60):
                 raise ValueError(f"--interval must be 15, 30 or 60 (the paper's densities), got {interval}")
-            result = run(_seeds(seeds), interval, predictions)
+            t, extra, rows = _setup(truth, policies, history)
+            result = run(_seeds(seeds), interval, predictions, t, extra, rows)
+            _history(rows, history)
         _emit(result, as_json, out_dir, [
-            ("policy", "policy", "", False), ("avg_jct_s", "avg JCT s", ".0f", False),
+            ("policy", "policy", "", False), ("avg_jct_s", "avg JCT s", ".0f", False), *GAIN_COLUMNS,
             ("paper_jct_s", "paper JCT", ".0f", False), ("makespan_s", "makespan s", ".0f", False),
             ("paper_makespan_s", "paper makespan", ".0f", False), ("speed", "speed", ".2f", False),
             ("paper_speedup", "paper speedup", ".2f", False), ("busy_util", "busy GPUs", ".1f", True),
@@ -135,18 +184,50 @@ def register(app: typer.Typer) -> None:
             f"Co-scheML Fig. 7-9 ({interval} s arrivals; 3 x 1 Titan Xp)")
 
     @experiment.command("colocation-oracle")
-    def colocation_oracle(seeds: SeedsOpt = 3, cap: CapOpt = 2,
+    def colocation_oracle(seeds: SeedsOpt = 10, cap: CapOpt = 2,
                           workload: Annotated[str, typer.Option(help="a sharing workload (see `dlsched trace generate --help`)")] = "coscheml-30",
+                          truth: TruthOpt = "builtin", policies: PoliciesOpt = "", history: HistoryOpt = None,
                           as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
         """Share of the oracle's makespan gain (over no sharing) each policy reaches, real vs perfect predictions."""
         from dlsched.experiments.sharing_tables import colocation_oracle as run
 
         with clear_errors():
             _check_cap(cap)
-            result = run(_seeds(seeds), workload, cap)
+            t, extra, rows = _setup(truth, policies, history, cap)
+            result = run(_seeds(seeds), workload, cap, t, extra, rows)
+            _history(rows, history)
         _emit(result, as_json, out_dir, [
             ("predictions", "predictions", "", False), ("policy", "policy", "", False),
             ("makespan_s", "makespan s", ".0f", False), ("avg_jct_s", "avg JCT s", ".0f", False),
-            ("gain", "gain vs no sharing", ".1f", True), ("share_of_oracle_gain", "share of oracle gain", ".0f", True),
+            *GAIN_COLUMNS, ("share_of_oracle_gain", "share of oracle gain", ".0f", True),
             ("failures", "OOM", ".1f", False)],
             f"Co-location oracle comparison on {workload}")
+
+    @experiment.command("compare")
+    def compare(policies: Annotated[str, typer.Option("--policies", help="registered policies, comma-separated, "
+                                                      "options as name:key=value")],
+                workload: Annotated[str, typer.Option(help="a sharing workload: horus-wlarge, horus-wsmall, "
+                                                      "coscheml-15/30/60, philly-profiled")] = "horus-wlarge",
+                seeds: SeedsOpt = 10, cap: CapOpt = 2, predictions: PredOpt = "real", truth: TruthOpt = "builtin",
+                jobs: Annotated[int, typer.Option(help="first N jobs of philly-profiled (0 = all)")] = 0,
+                nodes: Annotated[int, typer.Option(help="one pool of N nodes (0 = the workload's own VCs)")] = 0,
+                history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+        """Any registered policies on a sharing workload beside no sharing: makespan, paired gain (95 % CI, wins)."""
+        from dlsched.experiments.sharing_tables import compare as run
+        from dlsched.traces.workloads import WORKLOADS
+
+        with clear_errors():
+            _check_cap(cap)
+            if workload not in WORKLOADS:
+                raise ValueError(f"--workload: unknown {workload!r}; choose from {', '.join(WORKLOADS)}")
+            if jobs < 0 or nodes < 0:
+                raise ValueError(f"--jobs and --nodes must be >= 0, got {jobs}, {nodes}")
+            t, specs, rows = _setup(truth, policies, history, cap)
+            result = run(_seeds(seeds), workload, specs, predictions, t, jobs or None, nodes or None, rows)
+            _history(rows, history)
+        _emit(result, as_json, out_dir, [
+            ("policy", "policy", "", False), ("makespan_s", "makespan s", ".0f", False),
+            ("makespan_std_s", "+- std", ".0f", False), *GAIN_COLUMNS, ("avg_jct_s", "avg JCT s", ".0f", False),
+            ("avg_wait_s", "avg wait s", ".0f", False), ("delivered_util", "delivered util", ".1f", True),
+            ("failures", "OOM", ".1f", False)],
+            f"{workload}: policies beside no sharing (truth {result['truth']})")

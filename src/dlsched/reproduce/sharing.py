@@ -6,6 +6,7 @@ small version of the same code path; the registry holds the defaults the docs qu
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import os
 from collections.abc import Iterator
@@ -39,114 +40,201 @@ def _shared_env(shared: Path) -> Iterator[None]:
             os.environ["DLSCHED_SHARED"] = before
 
 
+def _gain_cells(r: dict, key: str = "gain") -> list:
+    """Mean paired gain, its 95 % CI and wins, as cells."""
+    low, high = r.get(f"{key}_ci_low"), r.get(f"{key}_ci_high")
+    ci = NA if low is None or (isinstance(low, float) and math.isnan(low)) else f"{100 * low:.1f} .. {100 * high:.1f}"
+    return [_pct(r.get(key)), ci, _r(r.get("wins"), 0)]
+
+
+def _fifo_only_seconds(workloads: tuple[str, ...], seeds: list[int], truth) -> float:
+    """The same workloads and seeds run with FIFO alone (the timing yardstick printed beside ours)."""
+    import time
+
+    from dlsched.experiments.sharing_run import PolicyRun, over_seeds
+
+    t0 = time.perf_counter()
+    for wl in workloads:
+        over_seeds(wl, [PolicyRun("FIFO", "fifo", 1)], seeds, truth=truth)
+    return time.perf_counter() - t0
+
+
 class _Seeded(Reproduction):
-    def __init__(self, seeds: int = 3) -> None:
+    """A sharing reproduction: ``seeds`` seeded workloads (10 by default) on the truth ``truth``."""
+
+    def __init__(self, seeds: int = 10, truth: str = "builtin") -> None:
         self.seeds = list(range(seeds))
+        self.truth = truth
+
+    def configured(self, seeds: int | None = None, truth: str | None = None) -> _Seeded:
+        """A copy with other seeds / truth (``dlsched reproduce --seeds N --profiles X``)."""
+        other = copy.copy(self)
+        if seeds is not None:
+            if seeds < 1:
+                raise ValueError(f"--seeds must be >= 1, got {seeds}")
+            other.seeds = list(range(seeds))
+        if truth is not None:
+            other.truth = truth
+        return other
+
+    def _truth(self):
+        from dlsched.models.truth import resolve_truth
+
+        return resolve_truth(self.truth)
+
+    def _timing(self, seconds: float, workloads: tuple[str, ...], truth) -> str:
+        fifo = _fifo_only_seconds(workloads, self.seeds, truth)
+        return (f"computed in {seconds:.1f} s; FIFO alone on the same {len(workloads)} workload(s) x "
+                f"{len(self.seeds)} seeds: {fifo:.1f} s")
+
+
+GAIN_HEADS = ["gain dlsched (%)", "95 % CI (%)", "seeds won"]
+T6_HEADS = ["workload", "policy", "makespan dlsched (min)", "+- std", "paper (min)", "paper +- std", *GAIN_HEADS,
+            "gain paper (%)", "avg JCT (s)", "busy GPUs (%)", "delivered util (%)", "paper util (%)", "OOM failures",
+            "OOM called off", "re-queued"]
+
+
+def table6_rows(res: dict) -> list[list]:
+    from dlsched.experiments.sharing_papers import HORUS_UTILISATION
+
+    return [[r["workload"].replace("horus-wlarge", "W-Large").replace("horus-wsmall", "W-Small"),
+             r["policy"], _r(r["makespan_min"]), _r(r["makespan_std_min"]), _r(r["paper_makespan_min"]),
+             _r(r["paper_std_min"], 2), *_gain_cells(r), _pct(r["paper_gain"]), _r(r["avg_jct_s"], 0),
+             _pct(r["busy_util"]), _pct(r["delivered_util"]),
+             _pct(HORUS_UTILISATION) if r["policy"] == "Horus" else NA, _r(r["failures"]), _r(r["oom_called_off"]),
+             _r(r["requeued"])] for r in res["rows"]]
 
 
 class HorusTable6(_Seeded):
     name = "horus-table6"
     title = "Makespan of FIFO, PAB, OBP and Horus on W-Large and W-Small (3 x 4 RTX 2080)"
     paper = "Yeung et al., Horus (TPDS'21), Table 6 and Sec. 6.1"
-    command = "dlsched experiment horus-table6 --seeds 3"
+    command = "dlsched experiment horus-table6 --seeds 10 [--profiles lucid]"
 
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
-        from dlsched.experiments.sharing_papers import HORUS_UTILISATION
-        from dlsched.experiments.sharing_tables import horus_table6
+        import time
 
-        res = horus_table6(self.seeds)
-        rows = [[r["workload"].replace("horus-w", "W-").replace("W-large", "W-Large").replace("W-small", "W-Small"),
-                 r["policy"], _r(r["makespan_min"]), _r(r["makespan_std_min"]), _r(r["paper_makespan_min"]),
-                 _r(r["paper_std_min"], 2), _pct(r["gain"]), _pct(r["paper_gain"]), _r(r["avg_jct_s"], 0),
-                 _pct(r["busy_util"]), _pct(r["delivered_util"]),
-                 _pct(HORUS_UTILISATION) if r["policy"] == "Horus" else NA, _r(r["failures"]), _r(r["requeued"])]
-                for r in res["rows"]]
-        table = Table(f"makespan mean +- std over {len(self.seeds)} seed(s); gains vs FIFO",
-                      ["workload", "policy", "makespan dlsched (min)", "+- std", "paper (min)", "paper +- std",
-                       "gain dlsched (%)", "gain paper (%)", "avg JCT (s)", "busy GPUs (%)",
-                       "delivered util (%)", "paper util (%)", "OOM failures", "re-queued"], rows,
-                      note="paper utilisation: Horus's cluster average in the testbed (Sec. 6.1)")
-        return [table], [("Our W-Large/W-Small are regenerated from the paper's description (job mix, 3 min - 2 h) "
-                          "on the measured-pair ground truth; the testbed's exact jobs and its interference are not "
-                          "ours, so the gains differ in size and can differ in sign (docs/sharing-policies.md).")]
+        from dlsched.experiments.sharing_tables import HORUS_WORKLOADS, horus_table6
+
+        t0 = time.perf_counter()
+        truth = self._truth()
+        tables = [Table(f"truth {truth.name}: makespan mean +- std over {len(self.seeds)} seeds; gains vs FIFO "
+                        "paired per seed", T6_HEADS, table6_rows(horus_table6(self.seeds, truth=truth)),
+                        note="paper utilisation: Horus's cluster average in the testbed (Sec. 6.1)")]
+        notes = [truth.describe()]
+        if self.truth == "builtin":  # the measured Lucid truth beside it, where the data is
+            from dlsched.models.truth import resolve_truth
+            from dlsched.profiles import ProfileError
+
+            with _shared_env(ctx.shared):
+                try:
+                    lucid = resolve_truth("lucid")
+                except ProfileError as exc:
+                    notes.append(f"Lucid truth not shown: {exc}")
+                else:
+                    tables.append(Table(f"truth lucid (measured time-sliced pairs and memory): {len(self.seeds)} "
+                                        "seeds", T6_HEADS, table6_rows(horus_table6(self.seeds, truth=lucid))))
+        notes.append(self._timing(time.perf_counter() - t0, HORUS_WORKLOADS, truth))
+        notes.append("Our W-Large/W-Small are regenerated from the paper's description (job mix, 3 min - 2 h); the "
+                     "testbed's jobs and interference are not ours. Why the two truths differ: "
+                     "docs/sharing-policies.md.")
+        return tables, notes
 
 
 class HorusTable7(_Seeded):
     name = "horus-table7"
     title = "Waiting time of FIFO, OBP, Horus and Horus-f on a production-like trace; k = 3, 4, 5"
     paper = "Yeung et al., Horus (TPDS'21), Table 7 and Fig. 9"
-    command = "dlsched experiment horus-table7 --seeds 1 --jobs 2000 --nodes 32"
+    command = "dlsched experiment horus-table7 --seeds 3 --jobs 2000 --nodes 32"
     needs = ("traces/philly/reference_run/input_cluster_log_helios_format.csv.gz",
              "traces/philly/philly_vc_config.csv")
 
-    def __init__(self, seeds: int = 1, jobs: int = 2000, nodes: int = 32) -> None:
-        super().__init__(seeds)
+    def __init__(self, seeds: int = 3, jobs: int = 2000, nodes: int = 32, truth: str = "builtin") -> None:
+        super().__init__(seeds, truth)
         self.jobs, self.nodes = jobs, nodes
 
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
         from dlsched.experiments.sharing_papers import HORUS_K_SENSITIVITY
         from dlsched.experiments.sharing_tables import horus_table7
 
-        with _shared_env(ctx.shared):
-            res = horus_table7(self.seeds, "philly-profiled", self.jobs, nodes=self.nodes)
-        rows = [[r["policy"], _r(r["avg_wait_s"], 0), _r(r["median_wait_s"], 0), _r(r["std_wait_s"], 0),
-                 _pct(r["reduction"]), _r(r["paper_avg_steps"]), _pct(r["paper_reduction"]),
-                 _r(r["makespan_h"], 2), _pct(r["delivered_util"])] for r in res["rows"]]
-        table = Table(f"first {self.jobs:,} Philly jobs (reference window), one pool of {self.nodes} x 8 GPUs",
-                      ["policy", "avg wait dlsched (s)", "median (s)", "std (s)", "reduction vs FIFO dlsched (%)",
-                       "paper avg wait (steps)", "reduction paper (%)", "makespan (h)", "delivered util (%)"], rows,
-                      note="the paper counts waiting in scheduling steps; the reductions are what compare")
+        tables = []
+        for predictions in ("real", "perfect"):
+            with _shared_env(ctx.shared):
+                res = horus_table7(self.seeds, "philly-profiled", self.jobs, nodes=self.nodes, truth=self._truth(),
+                                   predictions=predictions)
+            rows = [[r["policy"], _r(r["avg_wait_s"], 0), _r(r["median_wait_s"], 0), _r(r["std_wait_s"], 0),
+                     *_gain_cells(r, "reduction"), _r(r["paper_avg_steps"]), _pct(r["paper_reduction"]),
+                     _r(r["makespan_h"], 2), _pct(r["delivered_util"]), _r(r["failures"]),
+                     _r(r["seeds_same_decisions_as_horus"], 0)] for r in res["rows"]]
+            tables.append(Table(f"{predictions} predictions: first {self.jobs:,} Philly jobs (reference window), one "
+                                f"pool of {self.nodes} x 8 GPUs, {len(self.seeds)} seeds, truth {res['truth']}",
+                                ["policy", "avg wait dlsched (s)", "median (s)", "std (s)", "reduction vs FIFO (%)",
+                                 "95 % CI (%)", "seeds won", "paper avg wait (steps)", "reduction paper (%)",
+                                 "makespan (h)", "delivered util (%)", "OOM failures", "seeds with Horus's decisions"],
+                                rows, note="the paper counts waiting in scheduling steps; the reductions are what compare"))
         notes = [f"paper on k: {HORUS_K_SENSITIVITY}"]
         if res["left_out_too_wide"]:
             notes.append(f"{res['left_out_too_wide']:.0f} jobs wider than the pool left out")
-        return [table], notes
+        return tables, notes
 
 
 class CoScheML(_Seeded):
     name = "coscheml"
     title = "Average JCT, makespan, speed and utilisation of Co-scheML, Binpack, Loadbalance, Mystic"
     paper = "Kim et al., Co-scheML, Figs. 7-9 (30 s arrivals, 3 x 1 Titan Xp)"
-    command = "dlsched experiment coscheml --seeds 3 --interval 30"
+    command = "dlsched experiment coscheml --seeds 10 --interval 30"
 
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
+        import time
+
         from dlsched.experiments.sharing_tables import coscheml
 
-        res = coscheml(self.seeds, 30)
+        t0 = time.perf_counter()
+        truth = self._truth()
+        res = coscheml(self.seeds, 30, truth=truth)
         rows = [[r["policy"], _r(r["avg_jct_s"], 0), _r(r["paper_jct_s"], 0), _r(r["makespan_s"], 0),
-                 _r(r["paper_makespan_s"], 0), _r(r["speed"], 2), _r(r["paper_speedup"], 2),
+                 _r(r["paper_makespan_s"], 0), *_gain_cells(r), _r(r["speed"], 2), _r(r["paper_speedup"], 2),
                  _pct(r["busy_util"]), _pct(r["delivered_util"]), _pct(r["paper_util"], 0), _r(r["failures"])]
                 for r in res["rows"]]
-        table = Table(f"30 s arrivals, mean over {len(self.seeds)} seed(s)",
-                      ["policy", "avg JCT dlsched (s)", "paper (s)", "makespan dlsched (s)", "paper (s)",
+        table = Table(f"30 s arrivals, {len(self.seeds)} seeds, truth {truth.name}; makespan gains vs no sharing "
+                      "paired per seed",
+                      ["policy", "avg JCT dlsched (s)", "paper (s)", "makespan dlsched (s)", "paper (s)", *GAIN_HEADS,
                        "speed dlsched", "speedup paper", "busy GPUs (%)", "delivered util (%)", "paper util (%)",
                        "OOM failures"], rows,
                       note="speed = solo time / actual run time; the paper's speedup is its Fig. 8 figure")
-        return [table], [("Co-scheML's forest is fitted on the built-in measured-pair table; the paper's jobs and "
-                          "Titan Xp interference are not ours, so the ranking of the baselines differs "
-                          "(docs/sharing-policies.md).")]
+        return [table], [truth.describe(), self._timing(time.perf_counter() - t0, ("coscheml-30",), truth),
+                         ("Co-scheML's forest is fitted on the truth's pairs. The paper's mix is 4 HPC, 5 DL training "
+                          "and 3 DL inference applications; every profile set here holds training jobs only, so our "
+                          "12 applications are all training jobs (docs/sharing-policies.md).")]
 
 
 class ColocationOracle(_Seeded):
     name = "colocation-oracle"
     title = "Share of the oracle's makespan gain (over no sharing) each policy reaches, real vs perfect predictions"
     paper = "Issue 10's oracle comparison (upper bound: true pair table; lower: random pairing); no paper figures"
-    command = "dlsched experiment colocation-oracle --seeds 3 --workload coscheml-30"
+    command = "dlsched experiment colocation-oracle --seeds 10 --workload coscheml-30"
 
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
+        import time
+
         from dlsched.experiments.sharing_tables import colocation_oracle
 
-        res = colocation_oracle(self.seeds, "coscheml-30")
+        t0 = time.perf_counter()
+        truth = self._truth()
+        res = colocation_oracle(self.seeds, "coscheml-30", truth=truth)
         by = {(r["predictions"], r["policy"]): r for r in res["rows"]}
         policies = list(dict.fromkeys(r["policy"] for r in res["rows"]))
         rows = []
         for p in policies:
             real, perfect = by[("real", p)], by[("perfect", p)]
-            rows.append([p, _r(real["makespan_s"], 0), _pct(real["gain"]), _pct(real["share_of_oracle_gain"], 0),
-                         _r(perfect["makespan_s"], 0), _pct(perfect["gain"]), _pct(perfect["share_of_oracle_gain"], 0),
-                         _r(real["failures"])])
-        table = Table(f"coscheml-30, mean over {len(self.seeds)} seed(s)",
-                      ["policy", "makespan real (s)", "gain real (%)", "share of oracle gain real (%)",
-                       "makespan perfect (s)", "gain perfect (%)", "share of oracle gain perfect (%)",
-                       "OOM failures (real)"], rows,
+            rows.append([p, _r(real["makespan_s"], 0), *_gain_cells(real), _pct(real["share_of_oracle_gain"], 0),
+                         _r(perfect["makespan_s"], 0), *_gain_cells(perfect),
+                         _pct(perfect["share_of_oracle_gain"], 0), _r(real["failures"]), _r(perfect["failures"])])
+        table = Table(f"coscheml-30, {len(self.seeds)} seeds, truth {truth.name}; gains vs no sharing paired per seed",
+                      ["policy", "makespan real (s)", "gain real (%)", "95 % CI (%)", "seeds won",
+                       "share of oracle gain real (%)", "makespan perfect (s)", "gain perfect (%)", "95 % CI (%) ",
+                       "seeds won ", "share of oracle gain perfect (%)", "OOM failures (real)",
+                       "OOM failures (perfect)"], rows,
                       note="real = the shipped utilisation/memory predictors; perfect = predictions equal truth")
-        return [table], ["No paper reports this comparison; it separates policy quality from prediction error."]
+        return [table], [truth.describe(), self._timing(time.perf_counter() - t0, ("coscheml-30",), truth),
+                         "No paper reports this comparison; it separates policy quality from prediction error."]

@@ -29,6 +29,7 @@ from dlsched.sched.ordering import OrderingPolicy
 from dlsched.sched.sharing.load import pred_mem
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
+_DECLINE = float("inf")  # a pair_value that says "never run these two together"
 
 
 class PairingPolicy(OrderingPolicy):
@@ -49,7 +50,8 @@ class PairingPolicy(OrderingPolicy):
 
     # -- what subclasses define --------------------------------------------------------------
     def pair_value(self, running: Job, waiting: Job, gpu_type: str, capacity: float) -> float:
-        """How bad it is to run ``waiting`` beside ``running`` (lower is better)."""
+        """How bad it is to run ``waiting`` beside ``running`` (lower is better; ``inf``: decline
+        the pair, the waiting job keeps waiting for an idle GPU)."""
         raise NotImplementedError
 
     def pair_values(self, pairs: list[tuple[Job, Job, str, float]]) -> list[float]:
@@ -93,7 +95,9 @@ class PairingPolicy(OrderingPolicy):
         n = len(waiting)
         ranked = sorted((v, idx // n, idx % n) for idx, v in enumerate(values))
         used_s, used_w = set(), set()
-        for _, i, k in ranked:
+        for v, i, k in ranked:
+            if v == _DECLINE:
+                break  # sorted last: every pair from here on is declined
             if i in used_s or k in used_w:
                 continue
             running, node, gpu = singles[i]

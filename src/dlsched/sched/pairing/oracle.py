@@ -8,6 +8,12 @@ kernel's grant to oracles): with ``--speed-model colocation`` the selected pair 
 without pair slowdowns (none, time-sliced, topology) tells pairs apart by nothing: every pair is
 worth the same and the first running job's GPU in running order is taken. Its OOM check uses the
 true memory, so it never crashes a job.
+
+It may **decline** a pair: when the two jobs together would deliver less than ``min_combined``
+(1.25 by default) times one job's solo work per second (``1/s(a|b) + 1/s(b|a)``, true slowdowns),
+the waiting job waits for an idle GPU instead. Always pairing (``min_combined=0``) made it lose
+to no sharing on some seeds (a pair only just above time slicing stretches a long job for
+little gain), so it was no upper bound.
 """
 
 from __future__ import annotations
@@ -27,8 +33,11 @@ class OraclePairingPolicy(PairingPolicy):
     name = "oracle-pairing"
     oracle = True
 
-    def __init__(self, placer, backfill: bool = False, window: int = 64) -> None:
+    def __init__(self, placer, backfill: bool = False, window: int = 64, min_combined: float = 1.25) -> None:
         super().__init__(placer, backfill, window)
+        if min_combined < 0:
+            raise ValueError(f"the oracle's min_combined must be >= 0, got {min_combined}")
+        self.min_combined = float(min_combined)
         self.truth = None  # the engine's speed model, granted at each pass
         self._keys: dict[str, str] = {}
 
@@ -51,4 +60,7 @@ class OraclePairingPolicy(PairingPolicy):
         gpu = self._keys.get(gpu_type)
         if gpu is None:
             gpu = self._keys[gpu_type] = truth.table.gpu_key(gpu_type)
-        return truth.pair(waiting, running, gpu) + truth.pair(running, waiting, gpu)
+        s_w, s_r = truth.pair(waiting, running, gpu), truth.pair(running, waiting, gpu)
+        if 1.0 / s_w + 1.0 / s_r < self.min_combined:
+            return float("inf")  # declined: not worth running together
+        return s_w + s_r
