@@ -38,10 +38,13 @@ def _setup(truth: str, policies: str, history: Path | None, cap: int = 2):
     from dlsched.experiments.sharing_tables import parse_policies
     from dlsched.models.truth import resolve_truth
 
-    t = resolve_truth(truth)
+    extra = parse_policies(policies, cap) if policies else []
+    try:
+        t = resolve_truth(truth)
+    except ValueError as exc:
+        raise ValueError(f"--profiles {truth}: {exc}") from None
     for note in t.notes:
         console.print(f"note: {note}", highlight=False)
-    extra = parse_policies(policies, cap) if policies else []
     return t, extra, ([] if history is not None else None)
 
 

@@ -50,24 +50,26 @@ class RunResult:
 
 
 @lru_cache(maxsize=256)
-def _predictions(workload: str, seed: int, jobs: int | None, truth: Truth) -> dict[str, tuple[float, float]]:
-    wl = make_workload(workload, seed=seed, jobs=jobs, table=truth.table_for(seed))
+def _predictions(workload: str, seed: int, jobs: int | None, truth: Truth,
+                 gpu: str | None = None) -> dict[str, tuple[float, float]]:
+    wl = make_workload(workload, seed=seed, jobs=jobs, table=truth.table_for(seed), gpu=gpu)
     attach_predictions(wl.trace.jobs, wl.gpu, seed=seed)
     return {j.job_id: (j.pred_gpu_util, j.pred_gpu_mem_mib) for j in wl.trace.jobs}
 
 
 def prepared(workload: str, seed: int, predictions: str = "real", jobs: int | None = None,
-             truth: Truth | None = None) -> Workload:
-    """A fresh copy of the workload on ``truth`` (default ``builtin``) with predictions of the given kind."""
+             truth: Truth | None = None, gpu: str | None = None) -> Workload:
+    """A fresh copy of the workload on ``truth`` (default ``builtin``) with predictions of the given
+    kind; ``gpu`` overrides the workload's GPU type."""
     if predictions not in PREDICTIONS:
         raise ValueError(f"unknown predictions {predictions!r}; choose from {', '.join(PREDICTIONS)}")
     truth = truth or resolve_truth()
-    wl = make_workload(workload, seed=seed, jobs=jobs, table=truth.table_for(seed))
+    wl = make_workload(workload, seed=seed, jobs=jobs, table=truth.table_for(seed), gpu=gpu)
     if predictions == "perfect":
         for j in wl.trace.jobs:
             j.pred_gpu_util, j.pred_gpu_mem_mib = j._gpu_util, j._gpu_mem_mib
     else:
-        pred = _predictions(workload, seed, jobs, truth)
+        pred = _predictions(workload, seed, jobs, truth, gpu)
         for j in wl.trace.jobs:
             j.pred_gpu_util, j.pred_gpu_mem_mib = pred[j.job_id]
     return wl
@@ -88,7 +90,8 @@ def pooled(wl: Workload, nodes: int) -> tuple[list[Job], object, int]:
 
 
 def run(workload: str, spec: PolicyRun, seed: int, predictions: str = "real", jobs: int | None = None,
-        nodes: int | None = None, truth: Truth | None = None, history: list | None = None) -> RunResult:
+        nodes: int | None = None, truth: Truth | None = None, history: list | None = None,
+        gpu: str | None = None) -> RunResult:
     """Simulate one policy on one seeded workload (on one pool of ``nodes`` nodes if given) on
     ``truth``; returns its metrics. ``history``: a list the per-job rate and co-runner rows are
     appended to (:class:`~dlsched.experiments.history.RateHistory`)."""
@@ -96,7 +99,7 @@ def run(workload: str, spec: PolicyRun, seed: int, predictions: str = "real", jo
     from dlsched.metrics.delivered import DeliveredUtilisation
 
     truth = truth or resolve_truth()
-    wl = prepared(workload, seed, predictions, jobs, truth)
+    wl = prepared(workload, seed, predictions, jobs, truth, gpu)
     if nodes:
         job_list, cluster, left_out = pooled(wl, nodes)
     else:
@@ -146,9 +149,9 @@ def job_metrics(jobs: list[Job]) -> dict[str, float]:
 
 def over_seeds(workload: str, specs: list[PolicyRun], seeds: list[int], predictions: str = "real",
                jobs: int | None = None, nodes: int | None = None, truth: Truth | None = None,
-               history: list | None = None) -> dict[str, list[RunResult]]:
+               history: list | None = None, gpu: str | None = None) -> dict[str, list[RunResult]]:
     """Every policy on every seed: label -> its runs (in seed order, so runs pair up by seed)."""
-    return {s.label: [run(workload, s, seed, predictions, jobs, nodes, truth, history) for seed in seeds]
+    return {s.label: [run(workload, s, seed, predictions, jobs, nodes, truth, history, gpu) for seed in seeds]
             for s in specs}
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from dlsched.models.colocation_table import ColocationTable
 
+TOLERANCE = 1e-9  # a capped pair sums to 1 up to rounding
+
 
 @dataclass(frozen=True)
 class PairIssue:
@@ -42,7 +44,7 @@ def below_time_slicing(table: ColocationTable, gpu: str | None = None) -> list[P
             s_j = pairs.get((j, i))
             if i > j or s_j is None:
                 continue
-            if 1.0 / s_i + 1.0 / s_j < 1.0:
+            if 1.0 / s_i + 1.0 / s_j < 1.0 - TOLERANCE:
                 out.append(PairIssue(g, table.types[i].type_id, table.types[j].type_id, s_i, s_j))
     out.sort(key=lambda p: p.combined)
     return out
@@ -59,7 +61,7 @@ def cap_at_time_slicing(table: ColocationTable) -> tuple[ColocationTable, list[P
             if i > j or s_j is None:
                 continue
             combined = 1.0 / s_i + 1.0 / s_j
-            if combined < 1.0:
+            if combined < 1.0 - TOLERANCE:
                 issues.append(PairIssue(g, table.types[i].type_id, table.types[j].type_id, s_i, s_j))
                 fixed[(i, j)] = max(1.0, s_i * combined)
                 fixed[(j, i)] = max(1.0, s_j * combined)
