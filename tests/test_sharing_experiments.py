@@ -43,7 +43,7 @@ def test_oracle_comparison_shares_are_relative_to_the_oracle():
     res = colocation_oracle([0], "coscheml-60")
     rows = {(r["predictions"], r["policy"]): r for r in res["rows"]}
     for p in ("real", "perfect"):
-        assert rows[(p, "no sharing (FIFO)")]["gain"] == 0
+        assert rows[(p, "no sharing (FIFO)")]["gain"] is None  # the baseline has no gain over itself
         if rows[(p, "oracle")]["share_of_oracle_gain"] is not None:
             assert rows[(p, "oracle")]["share_of_oracle_gain"] == pytest.approx(1.0)
     assert json.dumps(res, default=float)
@@ -78,6 +78,7 @@ def test_horus_table7_runs_without_shared_on_a_builtin_workload():
     (["colocation-oracle", "--max-jobs-per-gpu", "1"], "--max-jobs-per-gpu must be >= 2"),
     (["colocation-oracle", "--workload", "nope"], "unknown workload 'nope'"),
     (["horus-table6", "--predictions", "psychic"], "unknown predictions 'psychic'"),
+    (["horus-table6", "--policies", "horus:k"], "--policies: option 'k' of 'horus' is not key=value"),
 ])
 def test_bad_options_give_one_error_line(args, message):
     res = runner.invoke(app, ["experiment", *args])

@@ -43,12 +43,13 @@ def _setup(truth: str, policies: str, history: Path | None, cap: int = 2):
         t = resolve_truth(truth)
     except ValueError as exc:
         raise ValueError(f"--profiles {truth}: {exc}") from None
-    for note in t.notes:
-        console.print(f"note: {note}", highlight=False)
     return t, extra, ([] if history is not None else None)
 
 
-def _history(rows: list | None, path: Path | None) -> None:
+def _history(rows: list | None, path: Path | None, truth=None) -> None:
+    """After a run: the truth's notes (what it capped), and the history file when asked."""
+    for note in getattr(truth, "notes", ()):
+        console.print(f"note: {note}", highlight=False)
     if rows is not None and path is not None:
         from dlsched.experiments.history import write_history
 
@@ -115,7 +116,7 @@ def register(app: typer.Typer) -> None:
             _check_cap(cap)
             t, extra, rows = _setup(truth, policies, history, cap)
             result = run(_seeds(seeds), cap, beta, predictions, t, extra, rows)
-            _history(rows, history)
+            _history(rows, history, t)
         _emit(result, as_json, out_dir, [
             ("workload", "workload", "", False), ("policy", "policy", "", False),
             ("makespan_min", "makespan min", ".1f", False), ("makespan_std_min", "+- std", ".1f", False),
@@ -150,7 +151,7 @@ def register(app: typer.Typer) -> None:
             t, extra, rows = _setup(truth, policies, history, cap)
             result = run(_seeds(seeds), workload, jobs or None, cap, beta, k_list, predictions, nodes or None, t,
                          extra, rows)
-            _history(rows, history)
+            _history(rows, history, t)
             if result["left_out_too_wide"]:
                 console.print(f"left out {result['left_out_too_wide']:.0f} jobs wider than the {nodes}-node pool")
         _emit(result, as_json, out_dir, [
@@ -176,7 +177,7 @@ def register(app: typer.Typer) -> None:
                 raise ValueError(f"--interval must be 15, 30 or 60 (the paper's densities), got {interval}")
             t, extra, rows = _setup(truth, policies, history)
             result = run(_seeds(seeds), interval, predictions, t, extra, rows)
-            _history(rows, history)
+            _history(rows, history, t)
         _emit(result, as_json, out_dir, [
             ("policy", "policy", "", False), ("avg_jct_s", "avg JCT s", ".0f", False), *GAIN_COLUMNS,
             ("paper_jct_s", "paper JCT", ".0f", False), ("makespan_s", "makespan s", ".0f", False),
@@ -198,7 +199,7 @@ def register(app: typer.Typer) -> None:
             _check_cap(cap)
             t, extra, rows = _setup(truth, policies, history, cap)
             result = run(_seeds(seeds), workload, cap, t, extra, rows)
-            _history(rows, history)
+            _history(rows, history, t)
         _emit(result, as_json, out_dir, [
             ("predictions", "predictions", "", False), ("policy", "policy", "", False),
             ("makespan_s", "makespan s", ".0f", False), ("avg_jct_s", "avg JCT s", ".0f", False),
@@ -227,7 +228,7 @@ def register(app: typer.Typer) -> None:
                 raise ValueError(f"--jobs and --nodes must be >= 0, got {jobs}, {nodes}")
             t, specs, rows = _setup(truth, policies, history, cap)
             result = run(_seeds(seeds), workload, specs, predictions, t, jobs or None, nodes or None, rows)
-            _history(rows, history)
+            _history(rows, history, t)
         _emit(result, as_json, out_dir, [
             ("policy", "policy", "", False), ("makespan_s", "makespan s", ".0f", False),
             ("makespan_std_s", "+- std", ".0f", False), *GAIN_COLUMNS, ("avg_jct_s", "avg JCT s", ".0f", False),
