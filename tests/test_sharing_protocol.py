@@ -155,3 +155,16 @@ def test_gavel_v100_recommendation_evidence(shared):
     assert v100["sim_steps_per_s"] < rows[("k80", True)]["sim_steps_per_s"] < rows[("p100", True)]["sim_steps_per_s"]
     assert v100["sim_steps_per_s"] == rows[("v100", False)]["sim_steps_per_s"]
     assert v100["phys_steps_per_s"] / v100["sim_steps_per_s"] > 10
+
+
+def test_horus_f_k_changes_decisions_on_the_table7_trace(shared, monkeypatch):
+    """On the first 600 Philly jobs pooled on 8 nodes (queues long enough that a pass runs out of
+    room), Horus-f's k = 3 starts jobs differently from Horus's k = 1; on 300 jobs every pass
+    places every pending job, so the order k sets never matters (docs/sharing-policies.md)."""
+    from dlsched.experiments.sharing_tables import horus_table7
+
+    monkeypatch.setenv("DLSCHED_SHARED", str(shared))
+    rows = {r["policy"]: r for r in horus_table7([0], jobs=600, nodes=8, ks=(5,))["rows"]}
+    assert rows["Horus"]["seeds_same_decisions_as_horus"] == 1
+    assert rows["Horus-f"]["seeds_same_decisions_as_horus"] == 0 and rows["Horus k=5"]["seeds_same_decisions_as_horus"] == 0
+    assert rows["Horus-f"]["avg_wait_s"] != rows["Horus"]["avg_wait_s"]
