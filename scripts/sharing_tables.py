@@ -55,8 +55,17 @@ def truths_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+block_cache: dict[str, str] = {}
+
+
 def block(name: str) -> str:
-    """The generated text of block ``name``."""
+    """The generated text of block ``name`` (kept in ``block_cache``)."""
+    if name not in block_cache:
+        block_cache[name] = _block(name)
+    return block_cache[name]
+
+
+def _block(name: str) -> str:
     sys.path.insert(0, str(REPO / "src"))
     if name == "truths":
         from dlsched.experiments.truths import why_truths_differ
@@ -78,11 +87,11 @@ def block(name: str) -> str:
 
 
 def replace(text: str, name: str, body: str) -> str:
-    pattern = re.compile(rf"(<!-- sharing-tables:{re.escape(name)} -->\n).*?(\n<!-- /sharing-tables:{re.escape(name)} -->)",
+    pattern = re.compile(rf"(<!-- sharing-tables:{re.escape(name)} -->\n)(?:.*?\n)?(<!-- /sharing-tables:{re.escape(name)} -->)",
                          re.S)
     if not pattern.search(text):
         raise SystemExit(f"{DOC}: no block sharing-tables:{name}")
-    return pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
+    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     new = text
     for n in names:
         new = replace(new, n, block(n))
+        if args.write:  # block by block: a long run keeps what it has made
+            DOC.write_text(replace(DOC.read_text(), n, block_cache[n]))
     if args.write:
-        DOC.write_text(new)
         return 0
     if new != text:
         sys.stdout.writelines(difflib.unified_diff(text.splitlines(True), new.splitlines(True), "docs", "generated"))

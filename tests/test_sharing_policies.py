@@ -79,7 +79,8 @@ def test_horus_run_with_oom_failover():
 def _pab(max_drop: float):
     a = job("a", 50, 1000, submit=0, duration=100)
     b = job("b", 50, 1000, submit=10, duration=50)
-    policy = make_policy("pab", share=True, warmup=20, max_drop=max_drop)
+    # t_wait=0: the re-queue check alone (the profiling wait is tests/test_sharing_protocol.py's)
+    policy = make_policy("pab", share=True, warmup=20, max_drop=max_drop, t_wait=0)
     res = Simulator(cluster(1, 1), policy, config(2), speed_model=TimeSlicedSpeed()).run([a, b])
     return policy, res, b
 
@@ -181,10 +182,12 @@ def test_mystic_least_similar_first():
 def test_oracle_pairs_by_true_profiles():
     """With the built-in colocation truth (these jobs have no table type: its curve on true
     utilisation) B+C = 30 is best (C to GPU 1), then A+D = 170 with true memory 3,000 + 3,000:
-    D to GPU 0 -- where predictions would have kept D out."""
+    D to GPU 0 -- where predictions would have kept D out (always pairing, ``min_combined=0``).
+    By default the oracle declines A+D: at 170 % the pair does less than 1.25 jobs' work."""
     from dlsched.models.colocation import ColocationSpeed
 
-    assert _pairs("oracle-pairing", ColocationSpeed()) == {"c": 1, "d": 0}
+    assert _pairs("oracle-pairing", ColocationSpeed(), min_combined=0) == {"c": 1, "d": 0}
+    assert _pairs("oracle-pairing", ColocationSpeed()) == {"c": 1}
 
 
 def _oracle_choice(speed_model) -> dict[str, int]:
