@@ -88,7 +88,7 @@ def _block(name: str) -> str:
 
 def replace(text: str, name: str, body: str) -> str:
     pattern = re.compile(rf"(<!-- sharing-tables:{re.escape(name)} -->\n)(?:.*?\n)?(<!-- /sharing-tables:{re.escape(name)} -->)",
-                         re.S)
+                         re.DOTALL)
     if not pattern.search(text):
         raise SystemExit(f"{DOC}: no block sharing-tables:{name}")
     return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)

@@ -56,8 +56,8 @@ def test_horus_table6_beside_the_paper(tmp_path):
 
 def test_horus_table6_shows_the_lucid_truth_beside_the_builtin_one(shared, tmp_path):
     result = run_reproduction(HorusTable6(seeds=1), shared)
-    assert [t.title.split(":")[0] for t in result.tables] == ["truth builtin", "truth lucid (measured time-sliced "
-                                                              "pairs and memory)"]
+    lucid_title = "truth lucid (measured time-sliced pairs and memory)"
+    assert [t.title.split(":")[0] for t in result.tables] == ["truth builtin", lucid_title]
     lucid = {(r[0], r[1]): r[2:] for r in result.tables[1].rows}
     assert lucid[("W-Large", "FIFO")][0] == 233.1 and lucid[("W-Large", "Horus")][0] < 233.1
 

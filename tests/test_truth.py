@@ -68,7 +68,7 @@ class _Halved:
 
 
 def test_swapping_the_predictor_changes_predictions_and_decisions_not_the_truth(monkeypatch):
-    import dlsched.predictors.resources.default as default
+    from dlsched.predictors.resources import default
 
     spec = PolicyRun("OBP", "obp", 2)
     sharing_run._predictions.cache_clear()

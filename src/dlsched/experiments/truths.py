@@ -6,6 +6,7 @@ crashes, and, from the per-job history, the time-weighted rate of a job while it
 from __future__ import annotations
 
 import statistics
+from itertools import pairwise
 
 from dlsched.experiments.protocol import paired_gain
 from dlsched.experiments.sharing_run import PolicyRun, over_seeds
@@ -21,7 +22,7 @@ def shared_rate(rows: list[tuple]) -> tuple[float, float]:
         by.setdefault((r[0], r[1], r[2]), []).append(r)
     num = den = 0.0
     for seq in by.values():
-        for a, b in zip(seq, seq[1:]):
+        for a, b in pairwise(seq):
             if a[5]:
                 dt = b[3] - a[3]
                 num += a[4] * dt
