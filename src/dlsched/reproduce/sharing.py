@@ -167,11 +167,12 @@ class HorusTable7(_Seeded):
                      _r(r["makespan_h"], 2), _pct(r["delivered_util"]), _r(r["failures"]),
                      _r(r["seeds_same_decisions_as_horus"], 0)] for r in res["rows"]]
             tables.append(Table(f"{predictions} predictions: first {self.jobs:,} Philly jobs (reference window), one "
-                                f"pool of {self.nodes} x 8 GPUs, {len(self.seeds)} seeds, truth {res['truth']}",
+                                f"pool of {self.nodes} x 8 {res['gpu'] or 'V100'}, {len(self.seeds)} seeds, truth {res['truth']}",
                                 ["policy", "avg wait dlsched (s)", "median (s)", "std (s)", "reduction vs FIFO (%)",
                                  "95 % CI (%)", "seeds won", "paper avg wait (steps)", "reduction paper (%)",
                                  "makespan (h)", "delivered util (%)", "OOM failures", "seeds with Horus's decisions"],
-                                rows, note="the paper counts waiting in scheduling steps; the reductions are what compare"))
+                                rows, note="the paper counts waiting in scheduling steps; the reductions are what compare (a "
+                                     "CI above 100 % is Student's t on 3 seeds)"))
         notes = [f"paper on k: {HORUS_K_SENSITIVITY}"]
         if res["left_out_too_wide"]:
             notes.append(f"{res['left_out_too_wide']:.0f} jobs wider than the pool left out")
