@@ -123,7 +123,7 @@ def _named(name: str) -> Truth:
 
 @lru_cache(maxsize=8)
 def _from_path(path: str) -> Truth:
-    return _capped(Path(path).name or path, load_table(path), None, [])
+    return _capped(path, load_table(path), None, [])
 
 
 def resolve_truth(source: str | Path | None = None) -> Truth:
