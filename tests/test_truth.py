@@ -107,3 +107,10 @@ def test_lucid_truth_is_measured(shared):
     mems = {jt.type_id: jt.gpu_mem_mib for jt in truth.table.types}
     assert all(j._gpu_mem_mib == mems[j.name] for j in wl.trace.jobs)
     assert all(j._gpu_mem_mib <= 8 * 1024 for j in wl.trace.jobs)  # only types that fit an RTX 2080 alone
+
+
+def test_the_memory_error_deciles_are_what_the_measurement_gives(shared):
+    """MEMORY_LOG_ERROR_DECILES is recomputed from Lucid's measured jobs, not typed in."""
+    from dlsched.models.truth import measure_memory_errors
+
+    assert measure_memory_errors(shared / "profiles" / "lucid" / "single_data.csv") == MEMORY_LOG_ERROR_DECILES
