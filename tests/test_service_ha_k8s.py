@@ -153,3 +153,37 @@ def test_kill9_of_the_leader_mid_burst_the_follower_takes_over(shared, tmp_path)
     binds = [d for d in decisions if d["kind"] == "bind"]
     assert len(binds) == len({d["pod_uid"] for d in binds}) <= len(sizes)
     assert state["running"] == 0 and state["pending"] == 0
+
+
+def test_replicas_starting_together_on_an_empty_postgresql_all_open_the_store():
+    """Both replicas create the tables of a fresh database at once; the loser of that race (an
+    integrity error inside PostgreSQL's catalogue) retries and opens the store."""
+    if pg_bindir() is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
+    from dlsched.cli.serve_ha import open_shared_store
+    from dlsched.service.store import Store
+
+    pg = Postgres().start()
+    try:
+        opened, failed = [], []
+        barrier = threading.Barrier(4)
+
+        def replica() -> None:
+            barrier.wait()
+            try:
+                opened.append(open_shared_store(Store, pg.url))
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                failed.append(repr(exc))
+
+        threads = [threading.Thread(target=replica) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert failed == [] and len(opened) == 4
+        opened[0].assume("u1", "default/p1", "n1", [(0, 0)], 1.0)
+        assert [r["pod_uid"] for r in opened[3].assignment_rows()] == ["u1"]   # one database
+        for store in opened:
+            store.close()
+    finally:
+        pg.stop()

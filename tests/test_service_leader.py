@@ -275,3 +275,26 @@ def test_the_follower_forwards_to_the_leader_and_takes_over_when_it_dies(apiserv
         finally:
             lead[1].stop(release=False)
             follow[1].stop(release=False)
+
+
+PG = "postgresql+psycopg://u:p@127.0.0.1:1/db"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--db", "sqlite:///x.db"], "--leader-elect needs a store every replica shares: --db sqlite:///x.db"),
+    (["--db", PG, "--retry-period", "0"], "--retry-period must be > 0 seconds, got 0.0"),
+    (["--db", PG, "--retry-period", "8"], "--renew-deadline (7.0 s) must be longer than --retry-period (8.0 s)"),
+    (["--db", PG, "--renew-deadline", "12"], "--lease-duration (10.0 s) must be longer than --renew-deadline"),
+    (["--db", PG, "--host", "0.0.0.0"], "--leader-elect with --host 0.0.0.0: give --advertise-url"),
+    (["--db", PG, "--advertise-url", "10.0.0.1:8888"], "--advertise-url: '10.0.0.1:8888' is not an http://"),
+])
+def test_bad_leader_election_options_are_one_error_line(args, message):
+    from typer.testing import CliRunner
+
+    from dlsched.cli import main
+
+    res = CliRunner().invoke(main.app, ["serve", "--leader-elect", "--api-server", "https://127.0.0.1:1", *args])
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: ") and message in lines[-1], res.output
+    assert "Traceback" not in res.output

@@ -134,7 +134,12 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
     if model_dir is not None and not model_dir.is_dir():
         raise FileNotFoundError(f"--model-dir: {model_dir} is not a directory")
     try:
-        store = Store(db)
+        if election is not None:   # replicas starting together on an empty database: both create its tables
+            from dlsched.cli.serve_ha import open_shared_store
+
+            store = open_shared_store(Store, db)
+        else:
+            store = Store(db)
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many kinds; all mean a bad --db
         raise ValueError(f"--db {_safe_url(db)}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
     try:

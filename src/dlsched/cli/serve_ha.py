@@ -51,6 +51,21 @@ def check_election(db: str, host: str, port: int, lease_name: str, lease_namespa
                     advertise_url.rstrip("/"), lease_duration, renew_deadline, retry_period)
 
 
+def open_shared_store(store_cls, db: str, tries: int = 3):
+    """The store, retried: two replicas starting together on an empty PostgreSQL both create the
+    tables, and the one that loses that race gets an integrity error the first time."""
+    import time
+
+    for attempt in range(tries):
+        try:
+            return store_cls(db)
+        except Exception:   # retried; the last failure is the caller's to report
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.5 + attempt)
+    raise AssertionError("unreachable")
+
+
 def _fatal(message: str) -> None:
     """Leave at once (as kube-scheduler does on losing its lease): a fresh start is a follower
     with an empty state, which rebuilds everything from the API server when it leads again."""
