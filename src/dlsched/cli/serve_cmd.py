@@ -49,8 +49,9 @@ def register(app: typer.Typer) -> None:
         lease_name: str = typer.Option("dlsched", help="--leader-elect: name of the coordination.k8s.io Lease"),
         lease_namespace: str | None = typer.Option(None, help="--leader-elect: namespace of the Lease "
                                                       "(default: $POD_NAMESPACE, the pod's own, else default)"),
-        leader_id: str | None = typer.Option(None, help="--leader-elect: this replica's identity "
-                                                "(default: $POD_NAME, else hostname_random)"),
+        leader_id: str | None = typer.Option(None, help="--leader-elect: this process's identity in the "
+                                                "Lease, unique per process (default: $POD_NAME or the host "
+                                                "name, with a random suffix)"),
         advertise_url: str | None = typer.Option(None, help="--leader-elect: the URL other replicas forward "
                                                     "to while this one leads (default http://HOST:PORT)"),
         lease_duration: float = typer.Option(10.0, help="--leader-elect: seconds without renewal before a "

@@ -47,7 +47,7 @@ def check_election(db: str, host: str, port: int, lease_name: str, lease_namespa
         raise ValueError(f"--advertise-url: {advertise_url!r} is not an http:// or https:// URL")
     namespace = lease_namespace or os.environ.get("POD_NAMESPACE") or (
         SA_NAMESPACE_FILE.read_text().strip() if SA_NAMESPACE_FILE.is_file() else "default")
-    return Election(lease_name, namespace, identity or os.environ.get("POD_NAME") or default_identity(),
+    return Election(lease_name, namespace, identity or default_identity(),
                     advertise_url.rstrip("/"), lease_duration, renew_deadline, retry_period)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import socket
 import threading
@@ -41,8 +42,10 @@ DEFAULT_RETRY_PERIOD = 1.0
 
 
 def default_identity() -> str:
-    """``hostname_suffix``: unique even for two replicas on one host (the pod name in a cluster)."""
-    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    """``NAME_suffix`` (NAME: ``$POD_NAME``, else the host name), new for every process: a restarted
+    container of the same pod must not take its predecessor's lease as its own, and two
+    processes with one identity would both believe they hold the lease."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
 def check_timings(lease_duration: float, renew_deadline: float, retry_period: float) -> None:
