@@ -37,20 +37,49 @@ def test_v1_and_v1beta1_register_the_same_extender_as_the_tests():
 
 
 def test_rbac_grants_only_what_the_service_calls():
-    role = next(d for d in _docs("rbac.yaml") if d["kind"] == "ClusterRole")
+    docs = _docs("rbac.yaml")
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
     assert rules == {(("",), ("nodes",)): {"list", "watch"},
                      (("",), ("pods",)): {"list", "watch", "patch", "create"},
                      (("",), ("pods/binding",)): {"create"}}
+    # leader election: the Lease (read, created once, replaced at each renewal), in dlsched's namespace only
+    lease_role = next(d for d in docs if d["kind"] == "Role")
+    assert lease_role["metadata"]["namespace"] == "dlsched"
+    assert [(r["apiGroups"], r["resources"], set(r["verbs"])) for r in lease_role["rules"]] == \
+        [(["coordination.k8s.io"], ["leases"], {"get", "create", "update"})]
+    binding = next(d for d in docs if d["kind"] == "RoleBinding")
+    assert binding["roleRef"]["name"] == lease_role["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == "dlsched"
 
 
-def test_deployment_runs_one_replica_of_serve_behind_the_service():
+def test_deployment_runs_two_replicas_with_leader_election_on_postgresql():
+    from dlsched.cli.serve_ha import check_election
+
     dep = next(d for d in _docs("deployment.yaml") if d["kind"] == "Deployment")
-    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
-    cmd = dep["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert cmd[:2] == ["dlsched", "serve"]
+    assert dep["spec"]["replicas"] == 2
+    pod = dep["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    cmd = container["command"]
+    assert cmd[:2] == ["dlsched", "serve"] and "--leader-elect" in cmd
+    env = {e["name"]: e["valueFrom"] for e in container["env"]}
+    assert env["DLSCHED_DB"]["secretKeyRef"] == {"name": "dlsched-db", "key": "url"}
+    assert env["POD_IP"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["POD_NAME"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_NAMESPACE"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert "PersistentVolumeClaim" not in {d["kind"] for d in _docs("deployment.yaml")}   # no local store
+    # the command line as the kubelet expands it passes serve's own checks
+    def arg(flag: str) -> str:
+        return cmd[cmd.index(flag) + 1]
+    db = arg("--db").replace("$(DLSCHED_DB)", "postgresql+psycopg://dlsched:x@dlsched-postgres:5432/dlsched")
+    election = check_election(db, arg("--host"), int(arg("--port")), arg("--lease-name"), "dlsched", "pod-a",
+                              arg("--advertise-url").replace("$(POD_IP)", "10.0.0.7"), 10.0, 7.0, 1.0)
+    assert election.url == "http://10.0.0.7:8888"
     svc, = _docs("service.yaml")
-    assert svc["spec"]["ports"][0]["port"] == int(cmd[cmd.index("--port") + 1])
+    assert svc["spec"]["ports"][0]["port"] == int(arg("--port"))
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    postgres = {d["kind"]: d for d in _docs("postgres.yaml")}
+    assert postgres["Service"]["spec"]["ports"][0]["port"] == 5432
 
 
 def test_example_pod_is_a_four_gpu_job_that_reads_its_gpus_from_the_annotation():

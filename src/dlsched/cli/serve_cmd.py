@@ -43,13 +43,36 @@ def register(app: typer.Typer) -> None:
                                               "log (for `dlsched replay`)"),
         observe_after: float = typer.Option(60.0, min=0.0, help="seconds a pod runs before node-agent "
                                             "readings replace its predictions"),
+        leader_elect: bool = typer.Option(False, help="run as one of several replicas: only the holder of a "
+                                          "Kubernetes Lease nominates and binds, the others forward to it "
+                                          "(needs a PostgreSQL --db)"),
+        lease_name: str = typer.Option("dlsched", help="--leader-elect: name of the coordination.k8s.io Lease"),
+        lease_namespace: str | None = typer.Option(None, help="--leader-elect: namespace of the Lease "
+                                                      "(default: $POD_NAMESPACE, the pod's own, else default)"),
+        leader_id: str | None = typer.Option(None, help="--leader-elect: this process's identity in the "
+                                                "Lease, unique per process (default: $POD_NAME or the host "
+                                                "name, with a random suffix)"),
+        advertise_url: str | None = typer.Option(None, help="--leader-elect: the URL other replicas forward "
+                                                    "to while this one leads (default http://HOST:PORT)"),
+        lease_duration: float = typer.Option(10.0, help="--leader-elect: seconds without renewal before a "
+                                             "follower may take the lease"),
+        renew_deadline: float = typer.Option(7.0, help="--leader-elect: seconds a leader keeps acting "
+                                             "without a successful renewal"),
+        retry_period: float = typer.Option(1.0, help="--leader-elect: seconds between tries to acquire or "
+                                           "renew"),
     ) -> None:
         """Run the kube-scheduler extender (filter, prioritize, bind) and the operator API."""
         with clear_errors():
+            election = None
+            if leader_elect:
+                from dlsched.cli.serve_ha import check_election
+
+                election = check_election(db, host, port, lease_name, lease_namespace, leader_id, advertise_url,
+                                          lease_duration, renew_deadline, retry_period)
             service, app = build_service(policy, placement, backfill, kubeconfig, api_server, api_token,
                                          insecure_skip_tls_verify, db, token, scheduler_name, vc_map, default_vc,
                                          max_jobs_per_gpu, model_dir, predict_resources, gpu, record,
-                                         observe_after)
+                                         observe_after, election)
         import uvicorn
 
         placed_by = getattr(service.core.policy, "placement_name", placement)
@@ -85,7 +108,7 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
                   api_token: str | None, insecure: bool, db: str, token: str | None, scheduler_name: str,
                   vc_map: str, default_vc: str, max_jobs_per_gpu: int, model_dir: Path | None,
                   predict_resources: bool = False, gpu: str = "V100", record: Path | None = None,
-                  observe_after: float = 60.0):
+                  observe_after: float = 60.0, election=None):
     """Everything ``serve`` starts, checked in order; bad input raises ValueError naming the option."""
     try:
         import fastapi  # noqa: F401
@@ -112,7 +135,12 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
     if model_dir is not None and not model_dir.is_dir():
         raise FileNotFoundError(f"--model-dir: {model_dir} is not a directory")
     try:
-        store = Store(db)
+        if election is not None:   # replicas starting together on an empty database: both create its tables
+            from dlsched.cli.serve_ha import open_shared_store
+
+            store = open_shared_store(Store, db)
+        else:
+            store = Store(db)
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many kinds; all mean a bad --db
         raise ValueError(f"--db {_safe_url(db)}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
     try:
@@ -137,6 +165,14 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
     api = make_api(str(kubeconfig) if kubeconfig else None, api_server, api_token, insecure)
     bridge = KubeBridge(api, core, scheduler_name, default_vc)
     service = LiveService(core, bridge, token, scheduler_name, model_dir, observe_after=observe_after)
+    if election is not None:   # reconciles when it becomes leader; until then it forwards to the leader
+        from dlsched.cli.serve_ha import start_election
+        from dlsched.service.follower import LeaderGate
+
+        start_election(service, api, election)
+        console.print(f"leader election on lease {election.lease_namespace}/{election.lease_name} as "
+                      f"{election.identity} ({election.url})", soft_wrap=True, highlight=False)
+        return service, LeaderGate(build_app(service), service)
     try:
         found = service.start()
     except Exception as exc:  # noqa: BLE001 - connection refused, TLS, 401: one line naming the server

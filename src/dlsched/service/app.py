@@ -109,7 +109,7 @@ def _metrics(service: LiveService):
         from dlsched.service.metrics import ServiceMetrics
     except ImportError:
         return None
-    return ServiceMetrics(service.core)
+    return ServiceMetrics(service.core, service.leadership)
 
 
 class _NoTimer:
@@ -235,7 +235,12 @@ def build_app(service: LiveService) -> Front:
     @app.get("/api/v1/state", tags=["operator"])
     def cluster_state() -> dict:
         """Nodes (GPUs, VC, cordon, which pod holds which GPUs), VCs, counters, bind outcomes."""
-        return {**core.snapshot(), "binds": dict(service.stats)}
+        return {**core.snapshot(), "binds": dict(service.stats), "leadership": service.leadership()}
+
+    @app.get("/api/v1/leader", tags=["operator"])
+    def leader() -> dict:
+        """This replica's view of leader election (never forwarded): is_leader, the leader's identity."""
+        return service.leadership()
 
     @app.get("/api/v1/queue", tags=["operator"])
     def queue() -> list[dict]:

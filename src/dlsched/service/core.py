@@ -399,10 +399,14 @@ class SchedulerCore:
         self._record("forget", uid=job.job_id, why=why)
 
     # -- passes ------------------------------------------------------------------------------
+    # Replicas with leader election (service/leader.py) set this: a replica that does not hold the
+    # lease nominates nothing (its changed VCs stay marked and are decided once it leads).
+    may_nominate: Callable[[], bool] = staticmethod(lambda: True)
+
     def run_pass(self) -> int:
         """One policy pass over every changed VC; returns the number of new nominations."""
         with self.lock:
-            if not self._dirty:
+            if not self._dirty or not self.may_nominate():
                 return 0
             st, view = self.state, self.view
             view.now = now = self.now()

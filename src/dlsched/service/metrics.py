@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -70,12 +70,36 @@ class StateCollector(Collector):
         yield from (queue, gpus, running, filters, util, mem, error, decisions)
 
 
+class LeadershipCollector(Collector):
+    """This replica's side of leader election: 1 while it leads, and whom it sees leading."""
+
+    def __init__(self, leadership: Callable[[], dict]) -> None:
+        self.leadership = leadership
+
+    def collect(self) -> Iterator:
+        info = self.leadership()
+        leader = GaugeMetricFamily("dlsched_leader", "1 while this replica holds the lease and answers extender "
+                                   "calls itself (always 1 without leader election)", labels=["identity"])
+        leader.add_metric([str(info.get("identity", ""))], 1.0 if info.get("ready") else 0.0)
+        seen = GaugeMetricFamily("dlsched_leader_seen", "The leader this replica sees (1 for its identity)",
+                                 labels=["leader"])
+        if info.get("leader"):
+            seen.add_metric([str(info["leader"])], 1.0)
+        calls = CounterMetricFamily("dlsched_follower_calls", "Calls a follower forwarded to the leader, or "
+                                    "refused (503) with no leader to forward to", labels=["outcome"])
+        calls.add_metric(["forwarded"], info.get("calls_forwarded", 0))
+        calls.add_metric(["refused"], info.get("calls_refused", 0))
+        yield from (leader, seen, calls)
+
+
 class ServiceMetrics:
     """The service's registry: the state collector plus per-verb extender latency histograms."""
 
-    def __init__(self, core) -> None:
+    def __init__(self, core, leadership: Callable[[], dict] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(StateCollector(core))
+        if leadership is not None:
+            self.registry.register(LeadershipCollector(leadership))
         self.latency = Histogram("dlsched_extender_latency_seconds", "Extender call latency by verb",
                                  ["verb"], buckets=LATENCY_BUCKETS, registry=self.registry)
 

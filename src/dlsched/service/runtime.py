@@ -60,18 +60,45 @@ class LiveService:
     observe_after: float = 60.0   # seconds a pod runs before agent readings replace its predictions
     stats: dict = field(default_factory=lambda: {"binds": 0, "bind_failures": 0})
     agents: dict = field(default_factory=dict)   # node -> the last inventory its agent posted
+    elector: object | None = None   # a LeaderElector with two or more replicas (see attach_elector)
+    started: bool = False           # start() has reconciled: the core may answer extender calls
+    forwarding: dict = field(default_factory=lambda: {"forwarded": 0, "refused": 0})   # as a follower
 
     def start(self) -> dict:
-        """Reconcile with the API server and start watching; returns what reconciliation found."""
+        """Reconcile with the API server and start watching; returns what reconciliation found.
+        With leader election this runs when the replica becomes leader, not before: its core is
+        then built from the API server and the shared store at that moment."""
         if self.bridge is None:
+            self.started = True
             return {}
         node_rv, pod_rv, holding = self.bridge.reconcile()
         dropped = self.core.store.reset_assignments(holding, self.core.now())
         self.core.run_pass()
         self.bridge.start(node_rv, pod_rv)
+        self.started = True
         return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped}
 
+    # -- leader election -------------------------------------------------------------------
+    def attach_elector(self, elector) -> None:
+        """Only the lease holder nominates (the core's passes) and binds (:meth:`bind`)."""
+        self.elector = elector
+        self.core.may_nominate = lambda: elector.is_leader
+
+    def leading(self) -> bool:
+        """True when this replica answers extender calls itself: it holds the lease (always, without
+        leader election) and has rebuilt its state since it took it."""
+        return self.started and (self.elector is None or self.elector.is_leader)
+
+    def leadership(self) -> dict:
+        """Who leads, as /api/v1/state, /api/v1/leader and the metrics show it."""
+        if self.elector is None:
+            return {"leader_election": False, "is_leader": True, "ready": self.started}
+        return {"leader_election": True, **self.elector.status(), "ready": self.leading(),
+                "calls_forwarded": self.forwarding["forwarded"], "calls_refused": self.forwarding["refused"]}
+
     def stop(self) -> None:
+        if self.elector is not None:
+            self.elector.stop(release=True)
         if self.bridge is not None:
             self.bridge.stop()
         if self.core.recorder is not None:
@@ -80,6 +107,8 @@ class LiveService:
     # -- extender bind ------------------------------------------------------------------
     def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         """Bind through the API server; '' on success, else the error (the GPUs are returned)."""
+        if self.elector is not None and not self.elector.is_leader:
+            return "this dlsched replica does not hold the leader lease: not binding"
         try:
             pod, gpus = self.core.begin_bind(uid, node)
         except BindError as exc:
