@@ -12,8 +12,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from dlsched.cli.tables import FittingConsole
+
 console = Console(stderr=True)
-out = Console(width=None if sys.stdout.isatty() else 160)
+out = FittingConsole(width=None if sys.stdout.isatty() else 160)  # tables fitted: no number is ever cut
 
 
 @contextlib.contextmanager

@@ -16,7 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-_out = Console()
+from dlsched.cli.tables import FittingConsole
+
+_out = FittingConsole()  # tables fitted to the width: no number is ever cut
 _err = Console(stderr=True)
 
 
