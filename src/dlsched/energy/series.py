@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dlsched.traces._table import GZIP_ERRORS, gzip_error
 from dlsched.traces.model import TraceError
 
 STEP = pd.Timedelta(minutes=10)
@@ -55,8 +56,10 @@ def _read_csv(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise SeriesError(str(path), "file not found")
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError) as exc:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    except GZIP_ERRORS as exc:
+        raise gzip_error(str(path), exc, SeriesError) from None
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
         raise SeriesError(str(path), f"not a readable CSV file ({str(exc).strip()})") from None
     except pd.errors.EmptyDataError:
         raise SeriesError(str(path), "file is empty") from None
@@ -113,6 +116,12 @@ def _load_file(path: Path, gpus_per_node: int, step: pd.Timedelta) -> NodeSeries
                           line=row + 2, column="time")
     active = _numeric(frame, active_col, path)
     total = _numeric(frame, total_col, path)
+    over = np.flatnonzero(active > total)
+    if len(over):  # more busy than there are: a swapped or mislabelled column, never a real state
+        row = int(over[0])
+        raise SeriesError(str(path), f"{active_col} {frame[active_col].iloc[row].strip()} is more than "
+                          f"{total_col} {frame[total_col].iloc[row].strip()} (busy cannot exceed total; "
+                          f"{len(over):,} such rows)", line=row + 2, column=active_col)
     if per_node > 1:
         active, total = np.ceil(active / per_node), total / per_node
     index = pd.DatetimeIndex(times, name="time")
