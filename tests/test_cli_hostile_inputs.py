@@ -151,3 +151,36 @@ def test_node_series_with_more_active_than_total_is_an_error(tmp_path) -> None:
     line = _one_error(*_run("forecast", "--series", series))
     assert line == (f"error: {series}, line 3, column 'active': active 5 is more than total 3 "
                     "(busy cannot exceed total; 1 such rows)")
+
+
+EXAMPLE_LOG = Path(__file__).resolve().parents[1] / "docs" / "examples" / "replay-events.jsonl"
+
+
+def test_the_shipped_replay_example_replays(tmp_path) -> None:
+    code, lines = _run("replay", EXAMPLE_LOG, "--out", tmp_path / "r")
+    assert code == 0 and lines[-1].startswith("replayed 7 jobs with fifo: avg JCT 53.0 s")
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    ('"name":"n2",', "", "line 3 (node): 'name' is missing or empty (want a text), got None"),
+    ('"node":"n2"', '"node":"n9"', "line 11 (start): starts c on node 'n9', which no earlier 'node' line names "
+                                   "(named: n1, n2)"),
+    ('"gpus":2,"submit', '"gpus":"two","submit', "line 4 (submit): 'gpus' must be a whole number >= 0, got 'two'"),
+    ('"kind":"finish","at":1700000030.0', '"kind":"finish","at":1699999000.0',
+     "line 19 (finish): b finishes at 1,699,999,000.000, before its start at 1,700,000,001.000"),
+])
+def test_replay_log_faults_name_the_line(tmp_path, old, new, expected) -> None:
+    text = EXAMPLE_LOG.read_text()
+    assert old in text
+    log = tmp_path / "events.jsonl"
+    log.write_text(text.replace(old, new, 1))
+    assert _one_error(*_run("replay", log, "--out", tmp_path / "r")) == f"error: LOG {log}: {expected}"
+
+
+def test_replay_torn_last_line_is_a_note(tmp_path) -> None:
+    log = tmp_path / "events.jsonl"
+    log.write_text(EXAMPLE_LOG.read_text() + '{"kind":"fin')
+    code, lines = _run("replay", log, "--out", tmp_path / "r")
+    assert code == 0
+    assert lines[0] == (f"note: LOG {log}: line 32, the last, is torn (not JSON; the service stopped mid-write?): "
+                        "left out of the replay")
