@@ -184,3 +184,47 @@ def test_replay_torn_last_line_is_a_note(tmp_path) -> None:
     assert code == 0
     assert lines[0] == (f"note: LOG {log}: line 32, the last, is torn (not JSON; the service stopped mid-write?): "
                         "left out of the replay")
+
+
+@pytest.fixture()
+def small_series(tmp_path) -> Path:
+    """Three weeks of 10-minute samples (the forecaster's minimum history and a window)."""
+    import datetime as dt
+
+    t0 = dt.datetime(2020, 1, 1)
+    rows = [f"{t0 + dt.timedelta(minutes=10 * i):%Y-%m-%d %H:%M},{(i * 7) % 20},30" for i in range(3000)]
+    path = tmp_path / "series.csv"
+    path.write_text("time,active,total\n" + "\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["--boot-delay-s", "inf"], "--boot-delay-s must be a finite number of at most 86,400 s, got inf"),
+    (["--idle-timeout-s", "nan"], "--idle-timeout-s must be a finite number of at most 2,592,000 s, got nan"),
+    (["--boot-delay", "nan"], "--boot-delay must be a finite number of at most 1,440 minutes, got nan"),
+    (["--boot-delay", "5", "--boot-delay-s", "300"],
+     "give --boot-delay-s (seconds) or the deprecated --boot-delay (minutes), not both"),
+    (["--cooling-factor", "nan"], "--cooling-factor must be a finite number, got nan"),
+    (["--price", "inf"], "--price must be a finite number, got inf"),
+])
+def test_energy_replay_options_name_themselves(small_series, tmp_path, argv, expected) -> None:
+    line = _one_error(*_run("energy", "replay", "--series", small_series, "--out", tmp_path / "e", *argv))
+    assert line == f"error: {expected}"
+    assert not (tmp_path / "e").exists()
+
+
+def test_energy_replay_takes_seconds_and_the_old_minutes_with_a_note(small_series, tmp_path) -> None:
+    import json
+
+    code, lines = _run("energy", "replay", "--series", small_series, "--out", tmp_path / "s",
+                       "--boot-delay-s", "600", "--json")
+    assert code == 0
+    code, old = _run("energy", "replay", "--series", small_series, "--out", tmp_path / "m", "--boot-delay", "10",
+                     "--json")
+    assert code == 0
+    assert old[0] == ("note: --boot-delay 10 is in minutes and deprecated; use --boot-delay-s 600 (seconds, the "
+                      "unit simulate's --boot-delay takes)")
+    seconds = json.loads((tmp_path / "s" / "summary.json").read_text())
+    minutes = json.loads((tmp_path / "m" / "summary.json").read_text())
+    seconds.pop("seconds"), minutes.pop("seconds")  # wall-clock timings
+    assert seconds == minutes
