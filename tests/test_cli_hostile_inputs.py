@@ -228,3 +228,29 @@ def test_energy_replay_takes_seconds_and_the_old_minutes_with_a_note(small_serie
     minutes = json.loads((tmp_path / "m" / "summary.json").read_text())
     seconds.pop("seconds"), minutes.pop("seconds")  # wall-clock timings
     assert seconds == minutes
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("garbage: [\n", "not a usable kubeconfig (while parsing a flow node)"),
+    ("users: [{name: u, user: {token: SECRET-TOKEN-456}}]\n",
+     "not a usable kubeconfig (Invalid kube-config file. Expected key current-context in {path})"),
+])
+def test_serve_with_an_invalid_kubeconfig_is_one_error_and_prints_no_token(tmp_path, text, expected) -> None:
+    pytest.importorskip("kubernetes")
+    pytest.importorskip("fastapi")
+    kubeconfig = tmp_path / "kc.yaml"
+    kubeconfig.write_text(text)
+    code, lines = _run("serve", "--kubeconfig", kubeconfig, "--db", f"sqlite:///{tmp_path}/s.db")
+    assert lines == [f"error: --kubeconfig {kubeconfig}: {expected.format(path=kubeconfig)}"]
+    assert code == 2
+
+
+@pytest.mark.parametrize("db,expected", [
+    ("nosuch://x", "not a database URL dlsched can open (use sqlite:///FILE or postgresql://USER@HOST/DB)"),
+    ("sqlite:////no/such/dir/s.db", "cannot open the store: unable to open database file"),
+])
+def test_serve_db_errors_name_no_sqlalchemy_class(tmp_path, db, expected) -> None:
+    pytest.importorskip("sqlalchemy")
+    pytest.importorskip("fastapi")
+    code, lines = _run("serve", "--api-server", "https://127.0.0.1:1", "--db", db)
+    assert _one_error(code, lines) == f"error: --db {db}: {expected}"
