@@ -115,8 +115,8 @@ def test_bad_value_in_a_cluster_file_names_file_line_and_key(tmp_path, suffix, t
 
 @pytest.mark.parametrize("option,value,expected", [
     ("--load", "0", "--load must be between 0.01 and 10 (offered GPU load, 1 = the cluster exactly busy), got 0"),
-    ("--load", "nan", "--load must be between 0.01 and 10 (offered GPU load, 1 = the cluster exactly busy), "
-                      "got nan"),
+    ("--load", "nan", ("--load must be between 0.01 and 10 (offered GPU load, 1 = the cluster exactly busy), "
+                       "got nan")),
     ("--days", "-1", "--days must be > 0 and at most 3,650 (ten years), got -1"),
     ("--days", "1e300", "--days must be > 0 and at most 3,650 (ten years), got 1e+300"),
     ("--seed", "-1", "--seed must be >= 0, got -1"),
@@ -163,8 +163,8 @@ def test_the_shipped_replay_example_replays(tmp_path) -> None:
 
 @pytest.mark.parametrize("old,new,expected", [
     ('"name":"n2",', "", "line 3 (node): 'name' is missing or empty (want a text), got None"),
-    ('"node":"n2"', '"node":"n9"', "line 11 (start): starts c on node 'n9', which no earlier 'node' line names "
-                                   "(named: n1, n2)"),
+    ('"node":"n2"', '"node":"n9"', ("line 11 (start): starts c on node 'n9', which no earlier 'node' line "
+                                    "names (named: n1, n2)")),
     ('"gpus":2,"submit', '"gpus":"two","submit', "line 4 (submit): 'gpus' must be a whole number >= 0, got 'two'"),
     ('"kind":"finish","at":1700000030.0', '"kind":"finish","at":1699999000.0',
      "line 19 (finish): b finishes at 1,699,999,000.000, before its start at 1,700,000,001.000"),
@@ -216,8 +216,8 @@ def test_energy_replay_options_name_themselves(small_series, tmp_path, argv, exp
 def test_energy_replay_takes_seconds_and_the_old_minutes_with_a_note(small_series, tmp_path) -> None:
     import json
 
-    code, lines = _run("energy", "replay", "--series", small_series, "--out", tmp_path / "s",
-                       "--boot-delay-s", "600", "--json")
+    code, _ = _run("energy", "replay", "--series", small_series, "--out", tmp_path / "s",
+                   "--boot-delay-s", "600", "--json")
     assert code == 0
     code, old = _run("energy", "replay", "--series", small_series, "--out", tmp_path / "m", "--boot-delay", "10",
                      "--json")

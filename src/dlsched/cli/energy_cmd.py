@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dlsched.cli import progress
 from dlsched.cli.tables import FittingConsole
 
 _out = FittingConsole()  # tables fitted to the width: no number is ever cut
@@ -159,7 +160,8 @@ def replay_cmd(
         forecaster={"holidays": holidays.value, "seed": seed},
     )
     try:
-        outcome = replay_experiment(series, window, config)
+        with progress.Activity(f"energy replay ({policy.value})", progress.enabled()):
+            outcome = replay_experiment(series, window, config)
     except ValueError as exc:
         raise _fail(f"{series_path}: {exc}") from None
     try:
@@ -212,7 +214,8 @@ def forecast_cmd(
 
     series, window = _load(series_path, gpus_per_node, eval_start, eval_end)
     try:
-        result = forecast_experiment(series, window, {"holidays": holidays.value, "seed": seed})
+        with progress.Activity("forecast: fitting and scoring", progress.enabled()):
+            result = forecast_experiment(series, window, {"holidays": holidays.value, "seed": seed})
     except ValueError as exc:
         raise _fail(f"{series_path}: {exc}") from None
     if as_json:

@@ -42,10 +42,10 @@ def check_log(path: Path) -> list[str]:
                 break
             raise ValueError(f"{where}: line {number} is not JSON") from None
         if not isinstance(event, dict):
-            raise ValueError(f"{where}: line {number} is not an event (a JSON object with 'kind' and 'at')")
+            raise ValueError(f"{where}: line {number} is not an event (a JSON object with 'kind' and 'at')")  # noqa: TRY004 - user input
         at, kind = event.get("at"), event.get("kind")
         if not isinstance(kind, str):
-            raise ValueError(f"{where}: line {number}: 'kind' must be a text, got {kind!r}")
+            raise ValueError(f"{where}: line {number}: 'kind' must be a text, got {kind!r}")  # noqa: TRY004
         if isinstance(at, bool) or not isinstance(at, _NUMBER) or not math.isfinite(at) or abs(at) > SECONDS_BOUND:
             raise ValueError(f"{where}: line {number} ({kind}): 'at' must be a time in seconds "
                              f"(a finite number at most {SECONDS_BOUND:.0e}), got {at!r}")

@@ -56,7 +56,10 @@ def register(app: typer.Typer) -> None:
             results = []
             for name in chosen:
                 target = out_dir / name if out_dir is not None else None
-                results.append(run_reproduction(REPRODUCTIONS[name], root, target))
+                from dlsched.cli import progress
+
+                with progress.Activity(f"reproduce {name}", progress.enabled()):  # some run a minute
+                    results.append(run_reproduction(REPRODUCTIONS[name], root, target))
                 if not as_json:
                     print_result(results[-1], out)
             if html_file is not None:

@@ -139,7 +139,7 @@ def _stacked(table: Table, headers: list[str], cells: list[list[str]], width: in
 class FittingConsole(Console):
     """A console whose tables are fitted to its width before they are printed."""
 
-    def print(self, *objects: Any, **kwargs: Any) -> None:  # noqa: A003 - rich's name
+    def print(self, *objects: Any, **kwargs: Any) -> None:
         width = kwargs.get("width") or self.width
         fitted = [fit_table(o, width) if isinstance(o, Table) else o for o in objects]
         super().print(*fitted, **kwargs)
