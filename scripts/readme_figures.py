@@ -92,7 +92,7 @@ def _python(code: str, *argv: str, timeout: float = 900) -> str:
     hidden from it (``sys.modules['onnx'] = None``) the way a smaller install lacks it."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env,
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, check=False,
                           timeout=timeout, cwd=REPO)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv) or code[:60]} failed ({done.returncode}): {done.stderr.strip()[-400:]}")

@@ -254,3 +254,20 @@ def test_serve_db_errors_name_no_sqlalchemy_class(tmp_path, db, expected) -> Non
     pytest.importorskip("fastapi")
     code, lines = _run("serve", "--api-server", "https://127.0.0.1:1", "--db", db)
     assert _one_error(code, lines) == f"error: --db {db}: {expected}"
+
+
+def test_bom_canonical_trace_is_detected_and_simulated(tmp_path) -> None:
+    plain = tmp_path / "g.csv"
+    assert _run("trace", "generate", plain, "--jobs", "60")[0] == 0
+    bom = tmp_path / "excel.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    code, lines = _run("simulate", "--trace", bom, "--nodes", "20", "--out", tmp_path / "r")
+    assert code == 0, lines
+    assert lines[-1].startswith("60 jobs simulated in ")
+
+
+def test_negative_seed_names_the_option(tmp_path) -> None:
+    line = _one_error(*_run("trace", "generate", tmp_path / "w.csv", "--workload", "horus-wsmall", "--seed", "-1"))
+    assert line == "error: --seed must be >= 0, got -1"
+    line = _one_error(*_run("estimate", "--jobs", "100", "--seed", "-1"))
+    assert "'--seed'" in line and "-1 is not in the range x>=0" in line

@@ -65,7 +65,7 @@ def estimate(
     refit_every: float = typer.Option(86400.0, "--refit-every", help="GBDT refit period (simulated s)."),
     n_estimators: int = typer.Option(100, "--n-estimators", help="LightGBM boosting rounds."),
     jobs: int = typer.Option(5000, "--jobs", help="Synthetic workload size (without --trace)."),
-    seed: int = typer.Option(0, "--seed", help="Synthetic workload seed (without --trace)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Synthetic workload seed (without --trace)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Score the QSSF duration estimates (P_R, P_M, blend, baselines) online in time order:

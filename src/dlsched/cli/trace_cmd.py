@@ -119,9 +119,11 @@ def generate(
 
     with clear_errors():
         check_out_file(output, "OUTPUT")
+        if seed < 0:
+            raise ValueError(f"--seed must be >= 0, got {seed}")
         if workload is None:
             check_job_count(jobs, "generate")
-            _check_span(days, load, seed)
+            _check_span(days, load)
         from dlsched.cli import progress
 
         cluster_path = None
@@ -150,7 +152,7 @@ LOAD_RANGE = (0.01, 10.0)
 """--load bounds: below 1 % the span grows without end; above 10x the cluster never drains."""
 
 
-def _check_span(days: float | None, load: float, seed: int) -> None:
+def _check_span(days: float | None, load: float) -> None:
     """Domain checks of trace generate's arrival options, before any work (NaN fails them too)."""
     if days is not None and not 0 < days <= MAX_DAYS:
         raise ValueError(f"--days must be > 0 and at most {MAX_DAYS:,.0f} (ten years), got {days:g}")
@@ -158,8 +160,6 @@ def _check_span(days: float | None, load: float, seed: int) -> None:
     if not lo <= load <= hi:
         raise ValueError(f"--load must be between {lo:g} and {hi:g} (offered GPU load, 1 = the cluster "
                          f"exactly busy), got {load:g}")
-    if seed < 0:
-        raise ValueError(f"--seed must be >= 0, got {seed}")
 
 
 def _sharing_workload(name: str, seed: int, gpu: str | None, profiles: str, shared: Path | None,

@@ -14,13 +14,14 @@ CLI can print one clear line instead of a traceback.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from dlsched.traces._table import GZIP_ERRORS, gzip_error
+from dlsched.traces._table import gzip_error
 from dlsched.traces.model import TraceError
 
 STEP = pd.Timedelta(minutes=10)
@@ -57,9 +58,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise SeriesError(str(path), "file not found")
     try:
         return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except GZIP_ERRORS as exc:
+    except zlib.error as exc:  # a damaged deflate stream is no OSError: named here, not "internal error"
         raise gzip_error(str(path), exc, SeriesError) from None
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError) as exc:
         raise SeriesError(str(path), f"not a readable CSV file ({str(exc).strip()})") from None
     except pd.errors.EmptyDataError:
         raise SeriesError(str(path), "file is empty") from None
