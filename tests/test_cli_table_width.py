@@ -74,12 +74,15 @@ def test_fit_keeps_a_table_that_fits_and_stacks_a_very_narrow_one() -> None:
 
 
 def _fidelity_result() -> Result:
-    cols = ["VC", "jobs", "avg JCT (sim)", "avg JCT (trace)", "error", "avg queue (sim)", "avg queue (trace)",
-            "queued (sim)", "queued (trace)"]
-    rows = [[f"vc{i:02d}", 68123 + i, 11584.25 + i, 11582.5 + i, 0.015, 6469123.5, 6469120.25, 12345, 12346]
-            for i in range(4)]
+    """The shape of `reproduce helios-fidelity` (its columns, figures of its size)."""
+    cols = ["policy", "jobs", "avg JCT ref (s)", "dlsched", "avg queue ref (s)", "dlsched", "queued ref", "dlsched",
+            "preemptions ref", "dlsched", "start times equal"]
+    rows = [[name, 68503, 11584.25 + i, 11582.5 + i, 6469.12 + i, 6469.12 + i, 12345 + i, 12346 + i, 1020 * i,
+             1020 * i, f"{68_400 + i:,} of 68,503"]
+            for i, name in enumerate(["FIFO", "SJF", "SRTF", "QSSF (prio. file)"])]
     return Result("helios-fidelity", "Helios fidelity", "paper", "dlsched reproduce helios-fidelity",
-                  [ReproTable("per-VC fidelity", cols, rows)], ["a note"], 1.0)
+                  [ReproTable("reference run (base VC sizes, 352 nodes, consolidate, --compat helios)", cols, rows)],
+                  ["a note"], 1.0)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
