@@ -22,7 +22,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
@@ -308,7 +308,8 @@ class _Text:
     def __init__(self, path: str) -> None:
         self.path = path
         gz = path.endswith(".gz")
-        self._fh = gzip.open(path, "rt", encoding="utf-8-sig") if gz else open(path, encoding="utf-8-sig")
+        self._fh = (gzip.open(path, "rt", encoding="utf-8-sig") if gz  # noqa: SIM115 - closed by close()
+                    else open(path, encoding="utf-8-sig"))  # noqa: SIM115
 
     def _guard(self, call, *args):
         try:
@@ -329,7 +330,7 @@ class _Text:
     def close(self) -> None:
         self._fh.close()
 
-    def __enter__(self) -> _Text:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
