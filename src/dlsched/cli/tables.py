@@ -25,7 +25,12 @@ _TEXT_MIN = 8          # a text column may be narrowed to this (it wraps), never
 def _plain(cell: Any) -> str | None:
     """The text of a cell, or None for a renderable that is not text (left to rich)."""
     if isinstance(cell, str):
-        return Text.from_markup(cell).plain
+        from rich.errors import MarkupError
+
+        try:
+            return Text.from_markup(cell).plain
+        except MarkupError:  # rich prints such a cell as it is written
+            return cell
     if isinstance(cell, Text):
         return cell.plain
     return None
