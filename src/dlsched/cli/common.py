@@ -12,8 +12,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from dlsched.cli.tables import FittingConsole
+
 console = Console(stderr=True)
-out = Console(width=None if sys.stdout.isatty() else 160)
+out = FittingConsole(width=None if sys.stdout.isatty() else 160)  # tables fitted: no number is ever cut
 
 
 @contextlib.contextmanager
@@ -242,43 +244,16 @@ def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None) -> None
     import importlib.util
 
     from dlsched.predictors.resources import gpu_memory
-    from dlsched.predictors.resources.default import load_default
-    from dlsched.predictors.resources.hook import fill_job_predictions, graph_resolver
 
     with_ref = [j for j in jobs if j.onnx_ref or j.model_name]
     if with_ref and importlib.util.find_spec("onnx") is None:
         raise ValueError("--predict-resources needs the optional 'graph' extra (onnx is not installed): "
                          "pip install -e '.[graph]'")
+    from dlsched.cli import progress
+
     exports = _announce_zoo_exports(with_ref)
-    if predictor_dir is not None:
-        from dlsched.predictors.resources.bundle import Predictor
-        from dlsched.predictors.resources.persist import PredictorFormatError
-
-        try:
-            pred = Predictor.load(predictor_dir)
-        except (PredictorFormatError, OSError, KeyError) as exc:
-            raise ValueError(f"--predictor {predictor_dir}: cannot load ({exc})") from None
-    else:
-        pred = load_default()
-    if pred is None:
-        raise ValueError("--predict-resources: no trained resource predictor is installed "
-                         "(train one with `dlsched predictor train`)")
-    if note := pred.gpu_note(gpu):
-        console.print(Text(f"note: {note}"), soft_wrap=True)
-    reasons: dict[str, str] = {}
-
-    resolver = with_export_progress(graph_resolver, exports)
-
-    def resolve(ref: str):
-        try:
-            return resolver(ref)
-        except Exception as exc:  # noqa: BLE001 - counted and reported below, the run goes on
-            from dlsched.cli.errors import missing_extra
-
-            reasons[ref] = missing_extra(exc) or f"{type(exc).__name__}: {exc}"
-            raise
-
-    filled = fill_job_predictions(with_ref, pred, resolve, gpu=gpu)
+    with progress.Activity(f"--predict-resources: {len(with_ref):,} jobs", progress.enabled()) as live:
+        filled, reasons = _predict(with_ref, exports, gpu, predictor_dir, live)
     missing = sorted({j.onnx_ref or j.model_name for j in with_ref if j.pred_gpu_util != j.pred_gpu_util})
     console.print(Text(f"predicted GPU utilisation and memory for {filled} of {len(jobs)} jobs "
                        f"({len(jobs) - len(with_ref)} have no model reference"
@@ -295,3 +270,45 @@ def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None) -> None
         console.print(Text(f"note: {len(too_big)} jobs are predicted not to fit one {gpu}; e.g. "
                            f"{worst.onnx_ref or worst.model_name} (batch {worst.batch_size or 'default'}): "
                            + gpu_memory.fit_note(worst.pred_gpu_mem_mib, gpu)), soft_wrap=True)
+
+
+def _predict(with_ref, exports: dict[str, str], gpu: str, predictor_dir: Path | None, live):
+    """predict_resources's slow part (loading the predictor, zoo exports, graph features) under its
+    live progress line ``live``, cleared before each printed line. Returns (filled, reasons)."""
+    from dlsched.predictors.resources.default import load_default
+    from dlsched.predictors.resources.hook import fill_job_predictions, graph_resolver
+
+    if predictor_dir is not None:
+        from dlsched.predictors.resources.bundle import Predictor
+        from dlsched.predictors.resources.persist import PredictorFormatError
+
+        try:
+            pred = Predictor.load(predictor_dir)
+        except (PredictorFormatError, OSError, KeyError) as exc:
+            raise ValueError(f"--predictor {predictor_dir}: cannot load ({exc})") from None
+    else:
+        pred = load_default()
+    if pred is None:
+        raise ValueError("--predict-resources: no trained resource predictor is installed "
+                         "(train one with `dlsched predictor train`)")
+    if note := pred.gpu_note(gpu):
+        live.clear()
+        console.print(Text(f"note: {note}"), soft_wrap=True)
+    reasons: dict[str, str] = {}
+
+    def say(line: str) -> None:
+        live.clear()
+        console.print(Text(line, style="dim"), soft_wrap=True)
+
+    resolver = with_export_progress(graph_resolver, exports, say)
+
+    def resolve(ref: str):
+        try:
+            return resolver(ref)
+        except Exception as exc:  # noqa: BLE001 - counted and reported below, the run goes on
+            from dlsched.cli.errors import missing_extra
+
+            reasons[ref] = missing_extra(exc) or f"{type(exc).__name__}: {exc}"
+            raise
+
+    return fill_job_predictions(with_ref, pred, resolve, gpu=gpu), reasons

@@ -8,6 +8,7 @@ naming the file/line/column and exit status 2, never a traceback.
 from __future__ import annotations
 
 import json
+import math
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,7 +17,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-_out = Console()
+from dlsched.cli import progress
+from dlsched.cli.tables import FittingConsole
+
+_out = FittingConsole()  # tables fitted to the width: no number is ever cut
 _err = Console(stderr=True)
 
 
@@ -62,6 +66,38 @@ def _load(path: Path, gpus_per_node: int, eval_start: str | None, eval_end: str 
         raise _fail(f"{path}: {exc}") from None
 
 
+MAX_BOOT_DELAY_S = 86400.0
+"""A node that needs more than a day to boot is a typo (minutes for seconds, say)."""
+MAX_IDLE_S = 30 * 86400.0
+"""Idle timeouts beyond a month never power anything off in any series we read."""
+
+
+def _seconds(name: str, seconds: float | None, old: str, minutes: float | None, default: float,
+             limit: float) -> float:
+    """One duration in seconds from the option in seconds or its deprecated spelling in minutes
+    (with a note: ``simulate`` takes seconds, so ``energy replay`` does too)."""
+    if seconds is not None and minutes is not None:
+        raise _fail(f"give {name} (seconds) or the deprecated {old} (minutes), not both")
+    if minutes is not None:
+        if not math.isfinite(minutes) or minutes * 60.0 > limit:
+            raise _fail(f"{old} must be a finite number of at most {limit / 60.0:,.0f} minutes, got {minutes:g}")
+        _err.print(f"note: {old} {minutes:g} is in minutes and deprecated; use {name} {minutes * 60.0:g} "
+                   f"(seconds, the unit simulate's {old} takes)", highlight=False, soft_wrap=True, markup=False)
+        return minutes * 60.0
+    if seconds is None:
+        return default
+    if not math.isfinite(seconds) or seconds > limit:
+        raise _fail(f"{name} must be a finite number of at most {limit:,.0f} s, got {seconds:g}")
+    return seconds
+
+
+def _check_finite(values: dict[str, float]) -> None:
+    """NaN and infinity pass typer's range checks; no energy figure means anything with them."""
+    for name, value in values.items():
+        if not math.isfinite(value):
+            raise _fail(f"{name} must be a finite number, got {value:g}")
+
+
 def _jsonable(obj: Any) -> Any:
     return obj if isinstance(obj, (str, int, float, bool, type(None))) else str(obj)
 
@@ -73,10 +109,16 @@ def replay_cmd(
     = Policy.ces,
     eval_start: EvalStartOpt = None,
     eval_end: EvalEndOpt = None,
-    boot_delay: Annotated[float, typer.Option("--boot-delay", min=0,
-                                              help="Minutes from power-on to ready.")] = 5.0,
-    idle_timeout: Annotated[float, typer.Option("--idle-timeout", min=0,
-                                                help="Vanilla: minutes idle before power-off.")] = 30.0,
+    boot_delay_s: Annotated[float | None, typer.Option(
+        "--boot-delay-s", min=0, help="Seconds from power-on to ready (simulate's --boot-delay unit) "
+                                      "[default: 300].")] = None,
+    idle_timeout_s: Annotated[float | None, typer.Option(
+        "--idle-timeout-s", min=0, help="Vanilla: seconds idle before power-off (simulate's --idle-timeout "
+                                        "unit) [default: 1800].")] = None,
+    boot_delay: Annotated[float | None, typer.Option(
+        "--boot-delay", min=0, help="Deprecated: minutes from power-on to ready; use --boot-delay-s.")] = None,
+    idle_timeout: Annotated[float | None, typer.Option(
+        "--idle-timeout", min=0, help="Deprecated: vanilla minutes idle; use --idle-timeout-s.")] = None,
     idle_power_w: Annotated[float, typer.Option("--idle-power-w", min=0,
                                                 help="Idle power per node (W); DGX-1 ~800 W.")] = 800.0,
     cooling_factor: Annotated[float, typer.Option(
@@ -104,17 +146,22 @@ def replay_cmd(
         check_out_dir(out)
     except ValueError as exc:
         raise _fail(str(exc)) from None
+    boot_s = _seconds("--boot-delay-s", boot_delay_s, "--boot-delay", boot_delay, 300.0, MAX_BOOT_DELAY_S)
+    idle_s = _seconds("--idle-timeout-s", idle_timeout_s, "--idle-timeout", idle_timeout, 1800.0, MAX_IDLE_S)
+    _check_finite({"--idle-power-w": idle_power_w, "--cooling-factor": cooling_factor, "--price": price,
+                   "--xi-h": xi_h, "--xi-p": xi_p})
     series, window = _load(series_path, gpus_per_node, eval_start, eval_end)
     config = ReplayConfig(
         policy=policy.value,
         ces=CESParams(history=history, future=future, xi_h=xi_h, xi_p=xi_p, buffer=buffer, keep=keep,
-                      boot_delay=boot_delay * 60.0),
-        idle_timeout_s=idle_timeout * 60.0,
+                      boot_delay=boot_s),
+        idle_timeout_s=idle_s,
         energy=EnergyModel(idle_power_w=idle_power_w, cooling_factor=cooling_factor, price_per_kwh=price),
         forecaster={"holidays": holidays.value, "seed": seed},
     )
     try:
-        outcome = replay_experiment(series, window, config)
+        with progress.Activity(f"energy replay ({policy.value})", progress.enabled()):
+            outcome = replay_experiment(series, window, config)
     except ValueError as exc:
         raise _fail(f"{series_path}: {exc}") from None
     try:
@@ -167,7 +214,8 @@ def forecast_cmd(
 
     series, window = _load(series_path, gpus_per_node, eval_start, eval_end)
     try:
-        result = forecast_experiment(series, window, {"holidays": holidays.value, "seed": seed})
+        with progress.Activity("forecast: fitting and scoring", progress.enabled()):
+            result = forecast_experiment(series, window, {"holidays": holidays.value, "seed": seed})
     except ValueError as exc:
         raise _fail(f"{series_path}: {exc}") from None
     if as_json:

@@ -33,8 +33,9 @@ def _load(trace: Path | None, trace_format: str, start: str | None, end: str | N
 
 
 def _table(res: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from dlsched.cli.tables import FittingConsole
 
     title = (f"{res['trace'] or 'trace'}: {res['evaluated']:,} of {res['jobs']:,} jobs scored online "
              f"(λ={res['lam']}, {res['blend']} blend, {res['refits']} refits every "
@@ -45,7 +46,7 @@ def _table(res: dict) -> None:
     for name, m in res["methods"].items():
         table.add_row(_LABELS.get(name, name), f"{m['mae_s']:,.0f}", f"{m['median_abs_log_error']:.3f}",
                       f"{m['spearman']:.3f}", f"{m['spearman_gpu_time']:.3f}")
-    console = Console()
+    console = FittingConsole()  # no number is ever cut
     console.print(table)
     console.print(f"GBDT features that vary: {', '.join(res['features'])}")
     console.print("P_R branches: " + ", ".join(f"{k} {v:,}" for k, v in sorted(res["rolling_branches"].items())))
@@ -64,7 +65,7 @@ def estimate(
     refit_every: float = typer.Option(86400.0, "--refit-every", help="GBDT refit period (simulated s)."),
     n_estimators: int = typer.Option(100, "--n-estimators", help="LightGBM boosting rounds."),
     jobs: int = typer.Option(5000, "--jobs", help="Synthetic workload size (without --trace)."),
-    seed: int = typer.Option(0, "--seed", help="Synthetic workload seed (without --trace)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Synthetic workload seed (without --trace)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Score the QSSF duration estimates (P_R, P_M, blend, baselines) online in time order:

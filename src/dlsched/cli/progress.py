@@ -17,7 +17,11 @@ import typer
 
 
 def enabled(ctx: typer.Context | None = None, stream: TextIO | None = None) -> bool:
-    """True on a terminal unless ``dlsched --quiet`` was given."""
+    """True on a terminal unless ``dlsched --quiet`` was given (``ctx``: the running command's by default)."""
+    if ctx is None:
+        import click
+
+        ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.find_root().params.get("quiet"):
         return False
     stream = stream or sys.stderr

@@ -32,9 +32,12 @@ def register(app: typer.Typer) -> None:
                     make_policy(policy, placement)
                 except (KeyError, ValueError) as exc:
                     raise ValueError(f"--policy {policy} / --placement {placement}: {exc}") from None
+            from dlsched.cli.replay_checks import check_log
             from dlsched.service.replay import replay
 
             try:
+                for note in check_log(log):
+                    console.print(f"note: {note}", soft_wrap=True, highlight=False, markup=False)
                 summary = replay(log, out, policy, placement)
             except UnicodeDecodeError:
                 raise ValueError(f"LOG: {log} is not a text event log") from None

@@ -76,9 +76,12 @@ def register(app: typer.Typer) -> None:
                                       "as registered", highlight=False)
                 chosen_repros.append(repro)
             results = []
+            from dlsched.cli import progress
+
             for repro in chosen_repros:
                 target = out_dir / repro.name if out_dir is not None else None
-                results.append(run_reproduction(repro, root, target))
+                with progress.Activity(f"reproduce {repro.name}", progress.enabled()):  # some run a minute
+                    results.append(run_reproduction(repro, root, target))
                 if not as_json:
                     print_result(results[-1], out)
             if html_file is not None:

@@ -142,7 +142,7 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
         else:
             store = Store(db)
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy raises many kinds; all mean a bad --db
-        raise ValueError(f"--db {_safe_url(db)}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
+        raise ValueError(f"--db {_safe_url(db)}: {_db_reason(exc)}") from None
     try:
         gtype = gpu_type(gpu)
     except ValueError as exc:
@@ -158,11 +158,13 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
         recorder = Recorder(record)
     core = SchedulerCore(pol, store, mapping, max_jobs_per_gpu, default_gpu=gtype, predict=predict,
                          recorder=recorder)
-    if not token:
-        token = secrets.token_urlsafe(24)
-        console.print(f"operator API token (give --token or DLSCHED_TOKEN to choose one): {token}",
-                      soft_wrap=True, highlight=False)
-    api = make_api(str(kubeconfig) if kubeconfig else None, api_server, api_token, insecure)
+    chosen = bool(token)
+    token = token or secrets.token_urlsafe(24)
+    try:
+        api = make_api(str(kubeconfig) if kubeconfig else None, api_server, api_token, insecure)
+    except Exception as exc:  # noqa: BLE001 - YAML errors, ConfigException, bad URLs: all a bad kubeconfig
+        where = f"--kubeconfig {kubeconfig}" if kubeconfig else f"--api-server {api_server}"
+        raise ValueError(f"{where}: not a usable kubeconfig ({str(exc).splitlines()[0][:200]})") from None
     bridge = KubeBridge(api, core, scheduler_name, default_vc)
     service = LiveService(core, bridge, token, scheduler_name, model_dir, observe_after=observe_after)
     if election is not None:   # reconciles when it becomes leader; until then it forwards to the leader
@@ -179,4 +181,17 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
         where = api_server or str(kubeconfig) or "in-cluster config"
         raise RuntimeError(f"cannot reach the API server ({where}): {str(exc).splitlines()[0][:300]}") from None
     console.print(f"reconciled with the API server: {found}", soft_wrap=True, highlight=False)
+    if not chosen:  # only once the service is up: a failed start must not leave a token on the screen
+        console.print(f"operator API token (give --token or DLSCHED_TOKEN to choose one): {token}",
+                      soft_wrap=True, highlight=False)
     return service, build_app(service)
+
+
+def _db_reason(exc: Exception) -> str:
+    """Why --db failed, in words, without SQLAlchemy's class names ("(psycopg.OperationalError) ...")."""
+    import re
+
+    text = str(exc).splitlines()[0] if str(exc) else "cannot open it"
+    if exc.__class__.__name__ in ("NoSuchModuleError", "ArgumentError"):
+        return "not a database URL dlsched can open (use sqlite:///FILE or postgresql://USER@HOST/DB)"
+    return "cannot open the store: " + re.sub(r"^\([\w.]+\)\s*", "", text)

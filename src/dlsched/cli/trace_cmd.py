@@ -119,8 +119,11 @@ def generate(
 
     with clear_errors():
         check_out_file(output, "OUTPUT")
+        if seed < 0:
+            raise ValueError(f"--seed must be >= 0, got {seed}")
         if workload is None:
             check_job_count(jobs, "generate")
+            _check_span(days, load)
         from dlsched.cli import progress
 
         cluster_path = None
@@ -141,6 +144,22 @@ def generate(
                       highlight=False, markup=False, soft_wrap=True)
         if hint:
             console.print(hint, highlight=False, markup=False, soft_wrap=True)
+
+
+MAX_DAYS = 3650.0
+"""--days bound: ten years of arrivals (the longest public traces span months)."""
+LOAD_RANGE = (0.01, 10.0)
+"""--load bounds: below 1 % the span grows without end; above 10x the cluster never drains."""
+
+
+def _check_span(days: float | None, load: float) -> None:
+    """Domain checks of trace generate's arrival options, before any work (NaN fails them too)."""
+    if days is not None and not 0 < days <= MAX_DAYS:
+        raise ValueError(f"--days must be > 0 and at most {MAX_DAYS:,.0f} (ten years), got {days:g}")
+    lo, hi = LOAD_RANGE
+    if not lo <= load <= hi:
+        raise ValueError(f"--load must be between {lo:g} and {hi:g} (offered GPU load, 1 = the cluster "
+                         f"exactly busy), got {load:g}")
 
 
 def _sharing_workload(name: str, seed: int, gpu: str | None, profiles: str, shared: Path | None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dlsched.core import gpus
 from dlsched.core.topology import NodeTopology, preset_topology
 
 
@@ -21,28 +22,17 @@ class GpuType:
     max_watts: float = 300.0
 
 
-# Data-sheet figures (memory per GPU; board power). A K80 board holds two GPUs of 12 GiB each.
-GPU_TYPES: dict[str, GpuType] = {
-    "K80": GpuType("K80", 12 * 1024, 25.0, 150.0),
-    "P100": GpuType("P100", 16 * 1024, 30.0, 250.0),
-    "V100": GpuType("V100", 32 * 1024, 50.0, 300.0),
-    "V100-16GB": GpuType("V100-16GB", 16 * 1024, 50.0, 300.0),
-    "T4": GpuType("T4", 16 * 1024, 10.0, 70.0),
-    "RTX2080": GpuType("RTX2080", 8 * 1024, 20.0, 215.0),   # Horus's testbed
-    "TitanXp": GpuType("TitanXp", 12 * 1024, 15.0, 250.0),  # Co-scheML's testbed
-    "RTX3090": GpuType("RTX3090", 24 * 1024, 30.0, 350.0),
-    "A100": GpuType("A100", 40 * 1024, 50.0, 400.0),
-    "A100-80GB": GpuType("A100-80GB", 80 * 1024, 50.0, 400.0),
-    "H100": GpuType("H100", 80 * 1024, 70.0, 700.0),
-}
+# The one list of GPU types (dlsched.core.gpus): the simulator reads memory and power from it.
+GPU_TYPES: dict[str, GpuType] = {g.name: GpuType(g.name, g.memory_mib, g.idle_watts, g.max_watts)
+                                 for g in gpus.KNOWN}
 
 
 def gpu_type(name: str) -> GpuType:
-    """A known GPU type by name (case-insensitive)."""
-    for key, value in GPU_TYPES.items():
-        if key.lower() == name.lower():
-            return value
-    raise ValueError(f"unknown GPU type {name!r}; choose from {', '.join(GPU_TYPES)}")
+    """A known GPU type by name (case, spaces, '-' and '_' ignored)."""
+    found = gpus.find(name)
+    if found is None:
+        raise ValueError(f"unknown GPU type {name!r}; choose from {', '.join(GPU_TYPES)}")
+    return GPU_TYPES[found.name]
 
 
 @dataclass(frozen=True, slots=True)

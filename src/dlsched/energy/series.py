@@ -14,12 +14,14 @@ CLI can print one clear line instead of a traceback.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from dlsched.traces._table import gzip_error
 from dlsched.traces.model import TraceError
 
 STEP = pd.Timedelta(minutes=10)
@@ -55,7 +57,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise SeriesError(str(path), "file not found")
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False)
+        return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    except zlib.error as exc:  # a damaged deflate stream is no OSError: named here, not "internal error"
+        raise gzip_error(str(path), exc, SeriesError) from None
     except (pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError) as exc:
         raise SeriesError(str(path), f"not a readable CSV file ({str(exc).strip()})") from None
     except pd.errors.EmptyDataError:
@@ -113,6 +117,12 @@ def _load_file(path: Path, gpus_per_node: int, step: pd.Timedelta) -> NodeSeries
                           line=row + 2, column="time")
     active = _numeric(frame, active_col, path)
     total = _numeric(frame, total_col, path)
+    over = np.flatnonzero(active > total)
+    if len(over):  # more busy than there are: a swapped or mislabelled column, never a real state
+        row = int(over[0])
+        raise SeriesError(str(path), f"{active_col} {frame[active_col].iloc[row].strip()} is more than "
+                          f"{total_col} {frame[total_col].iloc[row].strip()} (busy cannot exceed total; "
+                          f"{len(over):,} such rows)", line=row + 2, column=active_col)
     if per_node > 1:
         active, total = np.ceil(active / per_node), total / per_node
     index = pd.DatetimeIndex(times, name="time")

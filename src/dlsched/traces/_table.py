@@ -22,7 +22,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
@@ -110,6 +110,8 @@ class _Raw:
 
 def _read_raw(path: str, names: list[str] | None) -> _Raw:
     data = _read_bytes(path)
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 BOM (Excel's "CSV UTF-8"): not part of the header
+        data = data[3:]
     comment, skip = "", 0
     if data.startswith(b"#"):
         first, _, data = data.partition(b"\n")
@@ -278,16 +280,66 @@ def _read_bytes(path: str) -> bytes:
         except zlib.error:
             pass
         return gzip.decompress(packed)  # several members, or the precise error below
+    except gzip.BadGzipFile as exc:
+        raise TraceError(path, f"not a valid gzip file ({exc})") from None
     except OSError as exc:
         raise TraceError(path, f"cannot read file: {exc.strerror or exc}") from None
     except EOFError as exc:
         raise TraceError(path, f"truncated gzip file: {exc}") from None
+    except zlib.error as exc:
+        raise TraceError(path, f"corrupt gzip file: the compressed data does not decompress ({exc})") from None
 
 
-def open_text(path: str):
-    if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+"""What reading a damaged ``.gz`` raises (zlib.error is no OSError, so it needs naming)."""
+
+
+def gzip_error(path: str, exc: BaseException, kind: type[TraceError] = TraceError) -> TraceError:
+    """A damaged gzip file as one TraceError (or subclass ``kind``) naming the file."""
+    if isinstance(exc, EOFError):
+        return kind(path, f"truncated gzip file: {exc}")
+    return kind(path, f"corrupt gzip file: the compressed data does not decompress ({exc})")
+
+
+class _Text:
+    """A text file (gzip'd or not) whose damaged-gzip errors become a TraceError naming it; a UTF-8
+    BOM (CSV files saved by Excel) is dropped."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        gz = path.endswith(".gz")
+        self._fh = (gzip.open(path, "rt", encoding="utf-8-sig") if gz  # noqa: SIM115 - closed by close()
+                    else open(path, encoding="utf-8-sig"))  # noqa: SIM115
+
+    def _guard(self, call, *args):
+        try:
+            return call(*args)
+        except GZIP_ERRORS as exc:
+            raise gzip_error(self.path, exc) from None
+
+    def read(self, size: int = -1) -> str:
+        return self._guard(self._fh.read, size)
+
+    def readline(self) -> str:
+        return self._guard(self._fh.readline)
+
+    def __iter__(self):
+        while line := self.readline():
+            yield line
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_text(path: str) -> _Text:
+    """A file for reading as UTF-8 text, gunzipped when it ends in ``.gz``."""
+    return _Text(path)
 
 
 class Checks:
@@ -358,9 +410,15 @@ def duplicated(values: np.ndarray) -> np.ndarray:
     return out
 
 
+SECONDS_BOUND = 1e10
+"""Largest time or duration in seconds a trace may hold (about 317 years): beyond it the float
+sums of the simulation lose whole seconds (1e300 + 100 == 1e300 gives a job a JCT of 0)."""
+
+
 def check_number(checks: Checks, column: str, *, integer: bool = False, minimum: float | None = None,
-                 positive: bool = False, required: bool = True) -> np.ndarray:
-    """Parse a numeric column, recording empty / non-numeric / non-integer / out-of-range rows."""
+                 positive: bool = False, required: bool = True, seconds: bool = False) -> np.ndarray:
+    """Parse a numeric column, recording empty / non-numeric / non-integer / out-of-range rows
+    (``seconds``: a time or duration, at most :data:`SECONDS_BOUND` either side of zero)."""
     col = checks.table.columns[column]
     if col.dtype == np.float64:
         nums = col
@@ -380,6 +438,10 @@ def check_number(checks: Checks, column: str, *, integer: bool = False, minimum:
         checks.fail(ok & (nums < minimum), column, "negative value" if minimum == 0 else f"below {minimum}")
     if positive:
         checks.fail(ok & (nums <= 0), column, "not positive")
+    if seconds:
+        with np.errstate(invalid="ignore"):
+            checks.fail(ok & (np.abs(nums) > SECONDS_BOUND), column,
+                        f"beyond {SECONDS_BOUND:.0e} s (about 317 years; the limit for times and durations)")
     return nums
 
 

@@ -20,7 +20,9 @@ def _header(path: Path) -> list[str]:
             for line in fh:
                 if not line.startswith("#"):
                     return [f.strip().lower() for f in line.strip().split(",")]
-    except (OSError, UnicodeDecodeError, EOFError, ValueError):
+    except TraceError:  # a damaged .gz: say so rather than "cannot detect the format"
+        raise
+    except (OSError, UnicodeDecodeError, ValueError):
         return []
     return []
 
@@ -32,7 +34,9 @@ def _refuse_unreadable(path: Path) -> None:
     try:
         with open_text(str(path)) as fh:
             text = fh.read(65536)
-    except (UnicodeDecodeError, EOFError, OSError, ValueError):
+    except TraceError:
+        raise
+    except (UnicodeDecodeError, OSError, ValueError):
         raise TraceError(str(path), "not a text (CSV) file, nor gzip'd CSV; Parquet files need a .parquet "
                                     "suffix") from None
     if "\x00" in text:
@@ -57,7 +61,7 @@ def detect_format(path: str | Path) -> str:
         _refuse_unreadable(path)
     shown = ",".join(header[:12]) if header else "(no CSV header)"
     raise TraceError(str(path), f"cannot detect the trace format from header {shown!r}; known formats: "
-                                f"{', '.join(known)} (pass fmt=... / --trace-format)")
+                                f"{', '.join(known)} (name it with --trace-format)")
 
 
 def load_trace(path: str | Path, fmt: str = "auto", *, start: TimeArg = None, end: TimeArg = None,

@@ -86,8 +86,8 @@ def load(path: Path, opts: LoadOptions) -> Trace:
     checks.fail(duplicated(job_id) & (job_id != ""), "job_id", "duplicate job id")
     vc = check_text(checks, "vc")
     gpus = check_number(checks, "gpus", integer=True, minimum=0)
-    submit = check_number(checks, "submit_time")
-    duration = check_number(checks, "duration", minimum=0)
+    submit = check_number(checks, "submit_time", seconds=True)
+    duration = check_number(checks, "duration", minimum=0, seconds=True)
     extra: dict[str, np.ndarray] = {}
     columns = set(table.names)
     for name in _TEXT:

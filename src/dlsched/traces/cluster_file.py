@@ -32,6 +32,12 @@ NODE_KEYS = {"gpus", "gpu", "gpu_memory_mib", "gpu_idle_watts", "gpu_max_watts",
              "topology", "topology_file", "idle_watts"}
 GROUP_KEYS = NODE_KEYS | {"vc", "nodes"}
 DEFAULTS = {"gpus": 8, "gpu": "V100", "cpus": 64, "host_memory_gib": 512, "idle_watts": 800.0}
+MAX_BYTES = 4 << 20
+"""A cluster file is a few kB; refusing larger ones bounds what parsing can cost."""
+MAX_VALUES = 100_000
+"""Values a YAML file may expand to once its aliases (``*name``) are followed: bounds an alias bomb."""
+MAX_NODES = 100_000
+"""Nodes one cluster file may describe (the largest published clusters have a few thousand)."""
 
 
 def read_cluster_file(path: str | Path) -> ClusterSpec:
@@ -49,20 +55,31 @@ def read_cluster_file(path: str | Path) -> ClusterSpec:
     if unknown:
         raise TraceError(where, f"unknown top-level key(s) {', '.join(sorted(unknown))}; "
                                 "want defaults, groups")
-    defaults = {**DEFAULTS, **_table(data.get("defaults", {}), NODE_KEYS, where, "defaults")}
+    given = _table(data.get("defaults", {}), NODE_KEYS, where, "defaults")
+    defaults = {**DEFAULTS, **given}
     groups = data.get("groups")
     if not isinstance(groups, list) or not groups:
         raise TraceError(where, "'groups' must list at least one node group (vc, nodes)")
     nodes: list[NodeSpec] = []
     members: dict[str, list[str]] = {}
+    text = path.read_text(encoding="utf-8", errors="replace")
+    total = 0
     for i, raw in enumerate(groups, 1):
         what = f"groups[{i}]"
-        group = {**defaults, **_table(raw, GROUP_KEYS, where, what)}
+        own = _table(raw, GROUP_KEYS, where, what)
+        group = {**defaults, **own}
         vc = str(group.get("vc", "")).strip()
         if not vc:
             raise TraceError(where, f"{what}: 'vc' is missing")
-        count = _int(group.get("nodes"), where, f"{what}.nodes", minimum=1)
-        spec = _node_template(group, path, what)
+        try:
+            count = _int(group.get("nodes"), where, f"{what}.nodes", minimum=1)
+            total += count
+            if total > MAX_NODES:
+                raise TraceError(where, f"{what}.nodes = {count:,}: the file describes more than "
+                                        f"{MAX_NODES:,} nodes in all (the limit)")
+            spec = _node_template(group, path, what)
+        except TraceError as exc:
+            raise _located(exc, text, what, own, given) from None
         ids = members.setdefault(vc, [])
         for _ in range(count):
             node_id = f"{vc}-n{len(ids):04d}"
@@ -72,8 +89,68 @@ def read_cluster_file(path: str | Path) -> ClusterSpec:
     return ClusterSpec(nodes, {vc: VirtualCluster(vc, tuple(ids)) for vc, ids in members.items()})
 
 
+def _located(exc: TraceError, text: str, what: str, own: dict, given: dict) -> TraceError:
+    """``exc`` naming the line of the bad key, and ``defaults.KEY`` when the group inherited it."""
+    message = exc.reason
+    key = message.split(" ", 1)[0].removeprefix(what + ".").rstrip(":")
+    inherited = key in given and key not in own
+    if inherited:
+        message = message.replace(f"{what}.{key}", f"defaults.{key}", 1) + f" (inherited by {what})"
+    value = (given if inherited else own).get(key)
+    line = _line_of(text, key, value if isinstance(value, (str, int, float)) else None)
+    return TraceError(exc.path, message, line=line) if line else exc
+
+
+def _line_of(text: str, key: str, value: object = None) -> int | None:
+    """The line that sets ``key`` (``key = ...`` in TOML, ``key: ...`` in YAML), to ``value`` when
+    several do; None when no line does (e.g. a YAML flow mapping)."""
+    import re
+
+    pattern = re.compile(rf"^[\s-]*{re.escape(key)}\s*[:=]")
+    found = [(n, line) for n, line in enumerate(text.splitlines(), 1) if pattern.match(line)]
+    if value is not None:
+        exact = [n for n, line in found if str(value) in line.split(":", 1)[-1].split("=", 1)[-1]]
+        if exact:
+            return exact[0]
+    return found[0][0] if found else None
+
+
+def _bounded_yaml(text: bytes, path: Path) -> Any:
+    """``yaml.safe_load`` after checking that aliases do not expand the file past MAX_VALUES values.
+
+    An alias bomb (each level a list of aliases to the level before) is a few hundred bytes that
+    expand to billions of values; the node graph is composed without expanding it and its
+    expanded size counted with one memo per node, so the check itself costs nothing."""
+    import yaml
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    sizes: dict[int, int] = {}
+
+    def size(node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        sizes[id(node)] = 1  # a recursive alias counts once instead of looping
+        if isinstance(node, yaml.MappingNode):
+            n = 1 + sum(size(k) + size(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            n = 1 + sum(size(v) for v in node.value)
+        else:
+            n = 1
+        sizes[id(node)] = n = min(n, MAX_VALUES + 1)
+        return n
+
+    if root is not None and size(root) > MAX_VALUES:
+        raise TraceError(str(path), f"its YAML aliases (*name) expand to more than {MAX_VALUES:,} values "
+                                    "(the limit; a cluster file needs a few dozen)")
+    return yaml.safe_load(text)
+
+
 def _parse(path: Path) -> Any:
     suffix = path.suffix.lower()
+    if path.stat().st_size > MAX_BYTES:
+        raise TraceError(str(path), f"{path.stat().st_size:,} bytes: a cluster file may hold at most "
+                                    f"{MAX_BYTES:,} bytes (the limit)")
     text = path.read_bytes()
     if suffix == ".toml":
         import tomllib
@@ -89,7 +166,7 @@ def _parse(path: Path) -> Any:
             raise TraceError(str(path), "YAML cluster files need PyYAML (pip install pyyaml); TOML needs "
                                         "nothing extra") from None
         try:
-            return yaml.safe_load(text)
+            return _bounded_yaml(text, path)
         except yaml.YAMLError as exc:
             raise TraceError(str(path), f"not valid YAML: {' '.join(str(exc).split())}") from None
     raise TraceError(str(path), "a cluster file ends in .toml, .yaml or .yml")
@@ -108,13 +185,21 @@ def _table(raw: Any, allowed: set[str], where: str, what: str) -> dict:
 def _int(value: Any, where: str, what: str, minimum: int = 0) -> int:
     whole = isinstance(value, (int, float)) and not isinstance(value, bool) and value == int(value)
     if not whole or value < minimum:
-        raise TraceError(where, f"{what} = {value!r}: want a whole number >= {minimum}")
+        raise TraceError(where, f"{what} = {_short(value)}: want a whole number >= {minimum}")
     return int(value)
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, at most 60 characters (a value may be a huge nested structure)."""
+    if isinstance(value, (dict, list)):
+        return "a table" if isinstance(value, dict) else "a list"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _num(value: Any, where: str, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise TraceError(where, f"{what} = {value!r}: want a number >= 0")
+        raise TraceError(where, f"{what} = {_short(value)}: want a number >= 0")
     return float(value)
 
 

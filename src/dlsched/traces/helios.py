@@ -37,7 +37,7 @@ def load_helios_style(path: Path, opts: LoadOptions, id_column: str, fmt: str) -
     vc = check_text(checks, "vc")
     gpus = check_number(checks, "gpu_num", integer=True, minimum=0)
     submit = check_datetime(checks, "submit_time")
-    duration = check_number(checks, "duration", integer=True, minimum=0)
+    duration = check_number(checks, "duration", integer=True, minimum=0, seconds=True)
     extra = {}
     for column, (attr, kind) in _OPTIONAL.items():
         if column not in table:

@@ -99,8 +99,8 @@ def load(path: Path, opts: LoadOptions) -> Trace:
     name = check_text(checks, "job_name")
     checks.fail(duplicated(name) & (name != ""), "job_name", "duplicate job name")
     check_text(checks, "user")
-    submit = check_number(checks, "start_time", minimum=0)
-    end = check_number(checks, "end_time", minimum=0, required=False)
+    submit = check_number(checks, "start_time", minimum=0, seconds=True)
+    end = check_number(checks, "end_time", minimum=0, required=False, seconds=True)
     checks.fail(end < submit, "end_time", "end_time before start_time (negative duration)")
 
     if not opts.skip_invalid:

@@ -26,7 +26,7 @@ def load(path: Path, opts: LoadOptions) -> Trace:
     report = LoadReport(source=str(path), rows_read=len(table))
     checks = Checks(table)
     submit = check_datetime(checks, "timestamp")
-    duration = check_number(checks, "duration", minimum=0)
+    duration = check_number(checks, "duration", minimum=0, seconds=True)
     gpus = check_number(checks, "num_gpus", integer=True, minimum=0)
     vc = check_text(checks, "cluster")
     if "gpu_time" in table:
