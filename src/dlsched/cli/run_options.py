@@ -26,7 +26,7 @@ def _typer_param(option: RunOption, default: object = None) -> inspect.Parameter
         info = typer.Option(None, flag, help=option.help, metavar=option.metavar, show_default=False)
         annotation: object = Optional[list[str]]
     elif option.kind is bool:
-        info = typer.Option(default, f"{flag}/--no-{flag[2:]}", help=option.help)
+        info = typer.Option(default, flag, help=option.help)
         annotation = bool
     else:
         info = typer.Option(default, flag, help=option.help, metavar=option.metavar)

@@ -185,6 +185,8 @@ def configs_from_options(values: dict[str, object], policies: list[str] | None =
             given[key] = value  # a policy parameter set by its own name (a sweep key)
             continue
         if option.section != PARAMS:
+            if option.kind is Path and isinstance(value, str):
+                value = Path(value)
             sections[option.section][option.field] = value
         elif key == "param":
             generic = parse_assignments(value or ())
