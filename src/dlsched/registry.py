@@ -98,6 +98,7 @@ POLICIES: Mapping[str, type] = LazyTable({
     "sjf": "dlsched.sched.orders.sjf:SjfPolicy",
     "srtf": "dlsched.sched.srtf:SrtfPolicy",
     "qssf": "dlsched.sched.orders.qssf:QssfPolicy",
+    "las": "dlsched.sched.orders.las:LasPolicy",
     "horus": "dlsched.sched.horus:HorusPolicy",
     "horus-f": "dlsched.sched.horus:HorusFairPolicy",
     "obp": "dlsched.sched.orders.obp:ObpPolicy",

@@ -29,6 +29,16 @@ def _out_dir(text: str, option: str = "--out") -> Path:
     return Path(text)
 
 
+def _params_text(policy: str) -> str:
+    """``name=default`` of each parameter policy ``policy`` declares."""
+    import dataclasses
+
+    from dlsched.run.params import params_class
+
+    cls = params_class(policy)
+    return ", ".join(f"{f.name}={f.default}" for f in dataclasses.fields(cls))
+
+
 def _check_before_work(out_dir: Path, trace: Path | None, jobs: int) -> None:
     """The run directory can be written and the built-in workload fits in memory, before loading anything."""
     from dlsched.cli.checks import check_job_count, check_out_dir
@@ -69,9 +79,11 @@ def register(app: typer.Typer) -> None:
         table.add_column("oracle")
         table.add_column("preemptive")
         table.add_column("what it does")
+        table.add_column("parameters (--NAME or --param NAME=VALUE)")
         for name, cls in POLICIES.items():
             doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
-            table.add_row(name, str(getattr(cls, "oracle", False)), str(getattr(cls, "preemptive", False)), doc)
+            table.add_row(name, str(getattr(cls, "oracle", False)), str(getattr(cls, "preemptive", False)), doc,
+                          _params_text(name))
         out.print(table)
         out.print("placements (--placement; combine as NAME:WEIGHT,NAME:WEIGHT): " + ", ".join(PLACERS))
         out.print("speed models (--speed-model): " + ", ".join(SPEED_MODELS))
