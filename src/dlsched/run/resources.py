@@ -55,7 +55,7 @@ def with_export_progress(resolver, exports: dict[str, str], say: Say = quiet):
         result = resolver(ref)
         if name is not None and name not in done:
             done.add(name)
-            say(f"exported {len(done)}/{total}: {name} ({time.perf_counter() - t0:.0f} s)", "dim")
+            say(f"exported {len(done)}/{total}: {name} ({time.perf_counter() - t0:.0f} s)")
         return result
 
     return resolve

@@ -77,14 +77,17 @@ class LasQueue:
         return iter(list(self.jobs))
 
 
+_DEFAULTS = LasParams()
+
+
 class LasPolicy(OrderingPolicy):
     """Least attained service per user, discretised into priority queues (Tiresias-style)."""
 
     name = "las"
     Params = LasParams
 
-    def __init__(self, placer, backfill: bool = False, threshold: float = LasParams.threshold,
-                 queues: int = LasParams.queues) -> None:
+    def __init__(self, placer, backfill: bool = False, threshold: float = _DEFAULTS.threshold,
+                 queues: int = _DEFAULTS.queues) -> None:
         super().__init__(placer, backfill)
         LasParams(threshold, queues)  # the same checks when built directly
         self.threshold, self.queues = threshold, queues
