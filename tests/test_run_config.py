@@ -111,9 +111,9 @@ def test_every_policy_parameter_is_a_sweep_key_and_named_flags_match_their_class
     assert fields["las"] == {"threshold": (float, False), "queues": (int, False)}
     from dlsched.registry import POLICIES
 
-    for name in fields:
+    for name, kinds in fields.items():
         params = POLICIES[name].Params()
-        for key, (kind, optional) in fields[name].items():
+        for key, (kind, optional) in kinds.items():
             assert key not in OPTIONS or OPTIONS[key].section == "params", f"{name}.{key} shadows a run option"
             if key in OPTIONS:  # a named flag: same type and default as the class declares
                 assert (OPTIONS[key].kind, OPTIONS[key].optional) == (kind, optional), key

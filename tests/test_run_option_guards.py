@@ -20,14 +20,14 @@ def _run(*argv: object) -> tuple[int, list[str]]:
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--preemption-overhead", "-100000"], "error: --preemption-overhead must be a finite number >= 0 seconds, "
-                                           "got -100000.0"),
+    (["--preemption-overhead", "-100000"], ("error: --preemption-overhead must be a finite number >= 0 seconds, "
+                                            "got -100000.0")),
     (["--preemption-overhead", "1e12"], "error: --preemption-overhead must be at most 86,400 seconds"),
     (["--boot-delay", "-5"], "error: --boot-delay must be a finite number >= 0 seconds, got -5.0"),
     (["--idle-timeout", "-1"], "error: --idle-timeout must be a finite number >= 0 seconds, got -1.0"),
     (["--seed", "-1"], "error: --seed must be >= 0, got -1"),
-    (["--max-jobs-per-gpu", "1000000000"], "error: --max-jobs-per-gpu must be at most 64 (jobs one GPU may hold), "
-                                           "got 1,000,000,000"),
+    (["--max-jobs-per-gpu", "1000000000"], ("error: --max-jobs-per-gpu must be at most 64 (jobs one GPU may hold), "
+                                            "got 1,000,000,000")),
     (["--out", ""], "error: --out is empty: name the run directory"),
     (["--policy", "las", "--param", "queues=0"], "error: --param queues must be >= 1, got 0"),
     (["--policy", "las", "--param", "nope=1"], "error: --param nope: not a parameter of las"),
@@ -42,8 +42,8 @@ def test_bad_values_are_one_error_line_naming_the_option(argv, message, tmp_path
 
 def test_compare_refuses_a_policy_listed_twice(tmp_path):
     code, lines = _run("compare", "--jobs", "50", "--policies", "fifo,fifo", "--out", tmp_path)
-    assert code == 2 and lines == ["error: --policies fifo,fifo: fifo listed twice (each policy runs once into "
-                                   "DIR/<policy>/)"]
+    assert code == 2 and lines == [("error: --policies fifo,fifo: fifo listed twice (each policy runs once into "
+                                    "DIR/<policy>/)")]
 
 
 def test_ignored_options_and_free_sharing_get_notes(tmp_path):
@@ -93,5 +93,5 @@ def test_sweep_scheduler_without_dask_names_the_extra(tmp_path, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "distributed" else real(n, *a))
     code, lines = _run("sweep", spec, "--out", tmp_path / "sw", "--scheduler", "tcp://127.0.0.1:1")
-    assert code == 2 and lines == ["error: --scheduler tcp://127.0.0.1:1: running on a Dask cluster needs the "
-                                   "'sweep' extra (dask.distributed is not installed): pip install 'dlsched[sweep]'"]
+    assert code == 2 and lines == [("error: --scheduler tcp://127.0.0.1:1: running on a Dask cluster needs the "
+                                    "'sweep' extra (dask.distributed is not installed): pip install 'dlsched[sweep]'")]

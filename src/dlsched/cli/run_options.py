@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Optional
 
 import typer
 
@@ -24,13 +23,13 @@ def _typer_param(option: RunOption, default: object = None) -> inspect.Parameter
     default = option.default if default is None else default
     if option.kind is list:
         info = typer.Option(None, flag, help=option.help, metavar=option.metavar, show_default=False)
-        annotation: object = Optional[list[str]]
+        annotation: object = list[str] | None
     elif option.kind is bool:
         info = typer.Option(default, flag, help=option.help)
         annotation = bool
     else:
         info = typer.Option(default, flag, help=option.help, metavar=option.metavar)
-        annotation = Optional[option.kind] if option.optional or default is None else option.kind
+        annotation = option.kind | None if option.optional or default is None else option.kind
     return inspect.Parameter(option.param, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-
 from rich.text import Text
 
 from dlsched.cli.common import clear_errors, console, out, progress_bar, say
@@ -139,10 +138,10 @@ def register(app: typer.Typer) -> None:
     @run_command(app, "compare", [
         own_option("policies", str, typer.Option("fifo,sjf,srtf",
                                                  help="Comma-separated policies; ratios are to the first.")),
-        own_option("processes", Optional[int], typer.Option(None, help="Parallel processes (default: one per core).")),
+        own_option("processes", int | None, typer.Option(None, help="Parallel processes (default: one per core).")),
         own_option("out_dir", str, typer.Option("runs/compare", "--out", help="Run directory.")),
         own_option("as_json", bool, AS_JSON)], skip=("policy",))
-    def compare(ctx: typer.Context, values: dict, given: set[str], policies: str, processes: Optional[int],
+    def compare(ctx: typer.Context, values: dict, given: set[str], policies: str, processes: int | None,
                 out_dir: str, as_json: bool) -> None:
         """Run several policies on the same input; writes DIR/<policy>/ and DIR/summary.csv."""
         names = [p.strip() for p in policies.split(",") if p.strip()]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from dlsched.run.config import OptionError, RunConfig
 from dlsched.run.inputs import Say, quiet
@@ -220,8 +220,8 @@ def ignored(config: RunConfig, given: set[str] | None = None) -> list[tuple[str,
                  or (config.cluster.cluster_file is None
                      and (config.placement.max_jobs_per_gpu > 1 or config.models.failure != "none")))
     if w.gpu is not None and is_set("gpu", w.gpu, None) and not reads_gpu:
-        out.append(("gpu", "--gpu is read only with --predict-resources, --workload, or GPU memory that matters "
-                           "(--max-jobs-per-gpu > 1, --failure-model oom, without --cluster); this run ignores it"))
+        out.append(("gpu", ("--gpu is read only with --predict-resources, --workload, or GPU memory that matters "
+                            "(--max-jobs-per-gpu > 1, --failure-model oom, without --cluster); this run ignores it")))
     return out
 
 

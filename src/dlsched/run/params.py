@@ -66,7 +66,7 @@ def convert(key: str, value: object, kind: type, optional: bool) -> object:
                 return text.lower() in ("true", "yes", "1")
             raise ValueError
         if kind is int:
-            if isinstance(value, bool) or isinstance(value, float):
+            if isinstance(value, (bool, float)):
                 raise ValueError
             return int(value)
         if kind is float:
@@ -74,7 +74,7 @@ def convert(key: str, value: object, kind: type, optional: bool) -> object:
                 raise ValueError
             return float(value)
         if isinstance(value, (dict, list)):
-            raise ValueError
+            raise TypeError
         return Path(value) if kind is Path else str(value)
     except (TypeError, ValueError):
         raise OptionError(key, f"{flag(key)} expects {'true or false' if kind is bool else kind.__name__}, "

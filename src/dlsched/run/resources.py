@@ -99,7 +99,7 @@ def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None, say: Sa
     def resolve(ref: str):
         try:
             return resolver(ref)
-        except Exception as exc:  # noqa: BLE001 - counted and reported below, the run goes on
+        except Exception as exc:  # counted and reported below, the run goes on
             from dlsched.cli.errors import missing_extra
 
             reasons[ref] = missing_extra(exc) or f"{type(exc).__name__}: {exc}"

@@ -38,7 +38,7 @@ class LasQueue:
     """Pending jobs in (level of their user, submission, queue entry) order. The order changes
     only when a job arrives or a user's service grows, so it is re-sorted only then."""
 
-    __slots__ = ("jobs", "gpus", "policy", "sorted_at")
+    __slots__ = ("gpus", "jobs", "policy", "sorted_at")
 
     def __init__(self, policy: LasPolicy) -> None:
         self.jobs: list[Job] = []
