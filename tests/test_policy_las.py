@@ -40,3 +40,22 @@ def test_las_runs_every_job_once_through_build_run(tmp_path):
     summary = run.simulate(tmp_path)
     assert summary["jobs"] == 300 and summary["policy"] == "las"
     assert all(j.end_time >= j.start_time >= j.submit_time for j in run.inputs.jobs)
+
+
+def test_the_command_line_lists_and_sets_its_parameters(tmp_path):
+    from typer.testing import CliRunner
+
+    from dlsched.cli.main import app
+
+    listing = CliRunner().invoke(app, ["policies"])
+    assert listing.exit_code == 0 and "threshold=28800.0, queues=3" in listing.output
+    res = CliRunner().invoke(app, ["simulate", "--jobs", "200", "--policy", "las", "--param", "queues=1",
+                                   "--out", str(tmp_path / "one")])
+    fifo = CliRunner().invoke(app, ["simulate", "--jobs", "200", "--out", str(tmp_path / "fifo")])
+    assert res.exit_code == 0 and fifo.exit_code == 0
+    import json
+
+    one = json.loads((tmp_path / "one" / "summary.json").read_text())
+    base = json.loads((tmp_path / "fifo" / "summary.json").read_text())
+    # one level: first come, first served, so the same schedule as FIFO
+    assert (one["avg_jct"], one["makespan"]) == (base["avg_jct"], base["makespan"])

@@ -48,21 +48,25 @@ def _check_before_work(out_dir: Path, trace: Path | None, jobs: int) -> None:
 
 
 def _prepare_runs(values: dict, given: set[str], out_dir: Path, policies: list[str] | None = None):
-    """The one mapping from flags to runs: check, load the input once, print what is ignored
-    and what the user should know. Returns (configs, inputs, [RunSpec per policy], cluster)."""
+    """The one mapping from flags to runs: build the RunConfig(s), check them, load the input once
+    (:func:`~dlsched.run.build.build_run`, or ``build_comparison`` for ``policies``), and print what
+    is ignored and what the user should know. Returns (configs, inputs, cluster, RunSpec)."""
     from dlsched.cli.notes import unused_options
-    from dlsched.run.build import check, load_inputs, notes, run_cluster, run_spec
+    from dlsched.run.build import build_comparison, build_run, notes
     from dlsched.run.options import configs_from_options
 
     configs, unread = configs_from_options(values, policies)
     first = configs[0]
     _check_before_work(out_dir, first.workload.trace or first.workload.workload, first.workload.jobs)
-    check(configs)
-    inputs = load_inputs(first, say)
-    specs = [run_spec(c, inputs) for c in configs]
-    for line in unused_options(configs, given, unread) + notes(first, inputs):
+    if policies is None:
+        run = build_run(first, say)
+        inputs, cluster, spec, told = run.inputs, run.cluster, run.spec, run.notes
+    else:
+        inputs, cluster, spec = build_comparison(configs, say)
+        told = notes(first, inputs)
+    for line in unused_options(configs, given, unread) + told:
         console.print(Text(f"note: {line}"), soft_wrap=True, highlight=False)
-    return configs, inputs, specs, run_cluster(first, inputs)
+    return configs, inputs, cluster, spec
 
 
 def register(app: typer.Typer) -> None:
@@ -108,7 +112,7 @@ def register(app: typer.Typer) -> None:
         # (the first one after loading alone took 0.13 s on the Philly window)
         with clear_errors(), gc_paused():
             run_dir = _out_dir(out_dir)
-            [config], inputs, [spec], cluster = _prepare_runs(values, given, run_dir)
+            [config], inputs, cluster, spec = _prepare_runs(values, given, run_dir)
             job_list = inputs.jobs
             phases.lap("load")
             t0 = time.perf_counter()
@@ -153,10 +157,7 @@ def register(app: typer.Typer) -> None:
             if twice:
                 raise ValueError(f"--policies {policies}: {', '.join(twice)} listed twice (each policy runs once "
                                  "into DIR/<policy>/)")
-            configs, inputs, specs, cluster = _prepare_runs(values, given, run_dir, names)
-            base = specs[0]
-            base.policy = ""
-            base.policy_options = {c.policy.name: s.policy_options for c, s in zip(configs, specs)}
+            _, inputs, cluster, base = _prepare_runs(values, given, run_dir, names)
             t0 = time.perf_counter()
             _compare_live(ctx, inputs.jobs, cluster, names, run_dir, base, processes)
             wall = time.perf_counter() - t0
