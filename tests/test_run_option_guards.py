@@ -95,3 +95,9 @@ def test_sweep_scheduler_without_dask_names_the_extra(tmp_path, monkeypatch):
     code, lines = _run("sweep", spec, "--out", tmp_path / "sw", "--scheduler", "tcp://127.0.0.1:1")
     assert code == 2 and lines == [("error: --scheduler tcp://127.0.0.1:1: running on a Dask cluster needs the "
                                     "'sweep' extra (dask.distributed is not installed): pip install 'dlsched[sweep]'")]
+
+
+@pytest.mark.parametrize("command", ["compare", "demo"])
+def test_empty_out_is_refused_by_every_run_command(command):
+    code, lines = _run(command, "--jobs", "50", "--out", "")
+    assert code == 2 and lines == ["error: --out is empty: name the run directory (e.g. --out runs/mine)"]

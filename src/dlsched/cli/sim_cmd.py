@@ -174,7 +174,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
         ctx: typer.Context,
-        out_dir: Path = typer.Option(Path("runs/demo"), "--out"),
+        out_text: str = typer.Option("runs/demo", "--out", help="Run directory."),
         cluster_file: Optional[Path] = CLUSTER,
         jobs: int = typer.Option(20000, help="Jobs of the built-in workload."),
         seed: int = typer.Option(0),
@@ -191,6 +191,7 @@ def register(app: typer.Typer) -> None:
 
         names = demo_policies()
         with clear_errors():
+            out_dir = _out_dir(out_text)
             _check_before_work(out_dir, None, jobs)
             configs, _ = configs_from_options({"jobs": jobs, "seed": seed, "cluster": cluster_file}, names)
             inputs, cluster, base = build_comparison(configs, say)
