@@ -16,7 +16,7 @@ _EXPORTS = {
                                                "PolicyConfig", "RunConfig", "WorkloadConfig")},
     "policy": "dlsched.run.params",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name: str):
