@@ -80,6 +80,7 @@ def with_export_progress(resolver, exports: dict[str, str], say=say):
 
 def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None) -> None:
     """:func:`dlsched.run.resources.predict_resources`, its report printed."""
+    from dlsched.cli.errors import missing_extra
     from dlsched.run import resources
 
-    resources.predict_resources(jobs, gpu, predictor_dir, say)
+    resources.predict_resources(jobs, gpu, predictor_dir, say, missing_extra)

@@ -58,11 +58,13 @@ def _prepare_runs(values: dict, given: set[str], out_dir: Path, policies: list[s
     configs, unread = configs_from_options(values, policies)
     first = configs[0]
     _check_before_work(out_dir, first.workload.trace or first.workload.workload, first.workload.jobs)
+    from dlsched.cli.errors import missing_extra
+
     if policies is None:
-        run = build_run(first, say)
+        run = build_run(first, say, explain=missing_extra)
         inputs, cluster, spec, told = run.inputs, run.cluster, run.spec, run.notes
     else:
-        inputs, cluster, spec = build_comparison(configs, say)
+        inputs, cluster, spec = build_comparison(configs, say, explain=missing_extra)
         told = notes(first, inputs)
     for line in unused_options(configs, given, unread) + told:
         console.print(Text(f"note: {line}"), soft_wrap=True, highlight=False)

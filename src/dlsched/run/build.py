@@ -18,6 +18,8 @@ from dlsched.run.config import OptionError, RunConfig
 from dlsched.run.inputs import Say, quiet
 from dlsched.run.params import PolicyContext, constructor_options
 
+Explain = Callable[[BaseException], "str | None"]
+
 
 @dataclass(slots=True)
 class Inputs:
@@ -103,9 +105,10 @@ def inputs_key(config: RunConfig) -> str:
     return hashlib.sha1("|".join(parts).encode()).hexdigest()[:12]
 
 
-def load_inputs(config: RunConfig, say: Say = quiet) -> Inputs:
+def load_inputs(config: RunConfig, say: Say = quiet, explain: Explain | None = None) -> Inputs:
     """Load the trace, the named workload or the built-in workload, size the cluster, and
-    predict resources when asked; report lines go through ``say``."""
+    predict resources when asked; report lines go through ``say`` (``explain``: the reason to
+    report for a model that could not be resolved, e.g. a missing optional extra)."""
     w, c = config.workload, config.cluster
     if w.workload is not None:
         from dlsched.run.workload import load_workload
@@ -123,7 +126,7 @@ def load_inputs(config: RunConfig, say: Say = quiet) -> Inputs:
         if w.predicts:
             from dlsched.run.resources import predict_resources
 
-            predict_resources(jobs, gpu, w.predictor, say)
+            predict_resources(jobs, gpu, w.predictor, say, *([explain] if explain is not None else []))
     zero = sum(1 for j in jobs if j._duration == 0)
     return Inputs(jobs, cluster, tr.origin, name, gpu, dict(tr.report.skipped), dict(tr.report.filtered), zero)
 
@@ -225,13 +228,14 @@ def ignored(config: RunConfig, given: set[str] | None = None) -> list[tuple[str,
     return out
 
 
-def build_comparison(configs: list[RunConfig], say: Say = quiet, inputs: Inputs | None = None):
+def build_comparison(configs: list[RunConfig], say: Say = quiet, inputs: Inputs | None = None,
+                     explain: Explain | None = None):
     """Runs of several policies on one input (``compare``): (inputs, cluster, base RunSpec whose
     ``policy_options`` maps each policy to its constructor options), for
     :func:`dlsched.runner.compare_policies`."""
     check(configs)
     if inputs is None:
-        inputs = load_inputs(configs[0], say)
+        inputs = load_inputs(configs[0], say, explain)
     specs = [run_spec(c, inputs) for c in configs]
     base = specs[0]
     base.policy = ""
@@ -239,10 +243,11 @@ def build_comparison(configs: list[RunConfig], say: Say = quiet, inputs: Inputs 
     return inputs, run_cluster(configs[0], inputs), base
 
 
-def build_run(config: RunConfig, say: Say = quiet, inputs: Inputs | None = None) -> Run:
+def build_run(config: RunConfig, say: Say = quiet, inputs: Inputs | None = None,
+              explain: Explain | None = None) -> Run:
     """Check ``config``, load its input (unless given ``inputs`` loaded for the same key) and
     describe the run."""
     check([config])
     if inputs is None:
-        inputs = load_inputs(config, say)
+        inputs = load_inputs(config, say, explain)
     return Run(config, inputs, run_cluster(config, inputs), run_spec(config, inputs), notes(config, inputs))

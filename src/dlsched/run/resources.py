@@ -7,6 +7,7 @@ Fills each job's predicted GPU utilisation and memory from its model graph, sayi
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from dlsched.run.inputs import Say, quiet
@@ -61,11 +62,13 @@ def with_export_progress(resolver, exports: dict[str, str], say: Say = quiet):
     return resolve
 
 
-def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None, say: Say = quiet) -> None:
+def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None, say: Say = quiet,
+                      explain: Callable[[BaseException], str | None] = lambda exc: None) -> None:
     """Fill each job's predicted GPU utilisation and memory from its model reference (graph
     features + the predictor in ``predictor_dir``, else the default one), say how many jobs got
     predictions and why the others did not (a missing optional extra is an error: nothing could be
-    predicted), and how many of them would not fit one GPU of type ``gpu``."""
+    predicted), and how many of them would not fit one GPU of type ``gpu``. ``explain`` turns a
+    resolver's exception into the reason to report (the CLI names a missing optional extra)."""
     import importlib.util
 
     from dlsched.predictors.resources import gpu_memory
@@ -100,9 +103,7 @@ def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None, say: Sa
         try:
             return resolver(ref)
         except Exception as exc:  # counted and reported below, the run goes on
-            from dlsched.cli.errors import missing_extra
-
-            reasons[ref] = missing_extra(exc) or f"{type(exc).__name__}: {exc}"
+            reasons[ref] = explain(exc) or f"{type(exc).__name__}: {exc}"
             raise
 
     filled = fill_job_predictions(with_ref, pred, resolve, gpu=gpu)
