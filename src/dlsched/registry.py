@@ -183,6 +183,16 @@ def make_policy(name: str, placement: str | None = None, **options):
     return cls(make_placer(placement, share=share), **options)
 
 
+def policy_params(name: str) -> type | None:
+    """The parameter dataclass policy ``name`` declares (its ``Params``; None when it declares
+    none): the options the command line, sweeps and ``RunConfig`` accept for it."""
+    try:
+        cls = POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; choose from {_choices(POLICIES)}") from None
+    return getattr(cls, "Params", None)
+
+
 def default_speed_model(placer, cluster: ClusterSpec) -> str:
     """The speed model a run gets when none is named: the one a placement plug-in asks for (its
     ``default_speed_model``: the topology placers ask for ``topology``, whose effects they

@@ -30,11 +30,11 @@ class PolicyContext:
 
 def params_class(policy: str) -> type:
     """The parameter dataclass policy ``policy`` declares (NoParams when none)."""
-    from dlsched.registry import POLICIES
+    from dlsched.registry import POLICIES, policy_params
 
     if policy not in POLICIES:
         raise OptionError("policy", f"--policy: unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
-    return getattr(POLICIES[policy], "Params", NoParams)
+    return policy_params(policy) or NoParams
 
 
 def field_kinds(params_cls: type) -> dict[str, tuple[type, bool]]:
@@ -111,9 +111,9 @@ def policy(name: str, backfill: bool = False, **params: object):
 def all_params() -> dict[str, dict[str, tuple[type, bool]]]:
     """Every registered policy's parameter fields: policy -> field -> (type, optional). Imports
     every policy module (for listings, sweeps and tests; never on a plain run's start-up)."""
-    from dlsched.registry import POLICIES
+    from dlsched.registry import POLICIES, policy_params
 
-    return {name: field_kinds(getattr(POLICIES[name], "Params", NoParams)) for name in POLICIES}
+    return {name: field_kinds(policy_params(name) or NoParams) for name in POLICIES}
 
 
 def readers(key: str) -> list[str]:
@@ -127,7 +127,7 @@ def constructor_options(policy: str, params: object, context: PolicyContext) -> 
     from dlsched.registry import POLICIES
 
     cls = POLICIES[policy]
-    declared = getattr(cls, "Params", NoParams)
+    declared = params_class(policy)
     if type(params) is not declared:
         if type(params) is not NoParams:
             raise TypeError(f"policy {policy} takes {declared.__name__}, not {type(params).__name__}")
