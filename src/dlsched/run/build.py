@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlsched.run.config import OptionError, RunConfig
+from dlsched.run.config import OptionError, RunConfig, flag
 from dlsched.run.inputs import Say, quiet
-from dlsched.run.params import PolicyContext, constructor_options
+from dlsched.run.params import PolicyContext, constructor_options, field_kinds
 
 Explain = Callable[[BaseException], "str | None"]
 
@@ -55,7 +55,7 @@ class Run:
         return run_one(self.inputs.jobs, self.cluster, self.spec, out_dir, progress=progress)
 
 
-def _names(table, key: str, value: str | None, what: str) -> None:
+def _names(table, key: str, value: str | None) -> None:
     if value is not None and value not in table:
         raise OptionError(key, f"unknown --{key.replace('_', '-')} {value!r}; choose from {', '.join(table)}")
 
@@ -66,9 +66,13 @@ def check(configs: list[RunConfig]) -> None:
     from dlsched.registry import ENERGY_CONTROLLERS, FAILURE_MODELS, POLICIES, SPEED_MODELS, make_placer
 
     first = configs[0]
-    _names(SPEED_MODELS, "speed_model", first.models.speed, "speed model")
-    _names(FAILURE_MODELS, "failure_model", first.models.failure, "failure model")
-    _names(ENERGY_CONTROLLERS, "energy", first.energy.mode, "energy policy")
+    _names(SPEED_MODELS, "speed_model", first.models.speed)
+    _names(FAILURE_MODELS, "failure_model", first.models.failure)
+    _names(ENERGY_CONTROLLERS, "energy", first.energy.mode)
+    if first.workload.workload is not None:
+        from dlsched.run.workload import workload_names
+
+        _names(workload_names(), "workload", first.workload.workload)
     for key, path in (("trace", first.workload.trace), ("vc_config", first.cluster.vc_config),
                       ("cluster", first.cluster.cluster_file)):
         if path is not None and not Path(path).exists():
@@ -86,9 +90,10 @@ def check(configs: list[RunConfig]) -> None:
         if name in seen:
             raise OptionError("policy", f"policy {name} is listed twice: each policy runs once")
         seen.add(name)
-        pf = getattr(config.policy.params, "priority_file", None)
-        if pf is not None and not Path(pf).is_file():
-            raise OptionError("priority_file", f"--priority-file {pf}: no such file")
+        for key, (kind, _) in field_kinds(type(config.policy.params)).items():
+            value = getattr(config.policy.params, key)
+            if kind is Path and value is not None and not Path(value).is_file():
+                raise OptionError(key, f"{flag(key)} {value}: no such file")
     profiles = first.models.profiles
     if (profiles not in (None, "builtin") and first.workload.workload is None and first.models.speed != "colocation"
             and not any(getattr(POLICIES[c.policy.name], "reads_profiles", False) for c in configs)):

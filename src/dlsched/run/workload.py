@@ -13,6 +13,13 @@ from pathlib import Path
 from dlsched.run.inputs import Say, quiet
 
 
+def workload_names() -> tuple[str, ...]:
+    """The names ``--workload`` takes."""
+    from dlsched.traces.workloads import WORKLOADS
+
+    return tuple(WORKLOADS)
+
+
 def load_workload(name: str, seed: int, profiles: str, gpu: str | None, nodes: int | None, gpus_per_node: int,
                   vc_config: Path | None, topology: str | None, predict: bool, say: Say = quiet):
     """(trace, jobs, cluster, run name, GPU type) for workload ``name``."""
