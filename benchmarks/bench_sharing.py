@@ -80,7 +80,7 @@ def time_pass(name: str, cap: int, repeat: int, step: int = 2, **options) -> tup
 def _predicted(jobs: list[Job]) -> None:
     """Predicted utilisation and memory (the shipped predictor), computed once per distinct
     (model, batch, sequence, AMP, optimizer) and copied: the same values, minutes less set-up."""
-    from dlsched.cli.sim_cmd import predict_resources
+    from dlsched.cli.common import predict_resources
 
     groups: dict[tuple, list[Job]] = {}
     for j in jobs:

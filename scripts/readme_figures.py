@@ -41,15 +41,14 @@ LABELS = {"fifo": "FIFO", "sjf": "SJF (oracle)", "srtf": "SRTF (oracle, preempti
 
 def run_demo(out: Path, jobs: int = 20000, seed: int = 0) -> dict[str, dict]:
     """The comparison `dlsched demo` runs (same workload, cluster and policy options), without the report."""
-    from dlsched.cli.sim_cmd import policy_options
-    from dlsched.runner import RunSpec, cluster_for, compare_policies, load_summary
-    from dlsched.traces import synthetic
+    from dlsched.run import RunConfig, WorkloadConfig
+    from dlsched.run.build import build_comparison
+    from dlsched.run.params import policy
+    from dlsched.runner import compare_policies, load_summary
 
-    trace = synthetic.generate(jobs=jobs, seed=seed)
-    cluster = cluster_for(trace.jobs, synthetic.default_cluster(trace))
-    base = RunSpec(policy_options={n: policy_options(n, None, 0.1, 86400.0, "none", trace.origin)
-                                   for n in POLICIES})
-    compare_policies(trace.jobs, cluster, list(POLICIES), out, base)
+    configs = [RunConfig(workload=WorkloadConfig(jobs=jobs, seed=seed), policy=policy(p)) for p in POLICIES]
+    inputs, cluster, base = build_comparison(configs)
+    compare_policies(inputs.jobs, cluster, list(POLICIES), out, base)
     return {n: load_summary(out / n) for n in POLICIES}
 
 

@@ -42,7 +42,8 @@ def test_sharing_run_reports_its_ground_truth(tmp_path):
 def test_coscheml_interference_model_from_the_command_line(tmp_path):
     """--interference-model is documented in --help and reaches coscheml (the paper curve: no fit);
     other policies get a note that they ignore it."""
-    from dlsched.cli.sim_cmd import _prepare
+    from dlsched.run.build import load_inputs, run_spec
+    from dlsched.run.options import configs_from_options
 
     assert "--interference-model" in runner.invoke(app, ["simulate", "--help"], terminal_width=200).output
     trace = tmp_path / "t.csv"
@@ -53,8 +54,9 @@ def test_coscheml_interference_model_from_the_command_line(tmp_path):
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["simulate", *args, "--interference-model", "pair-forest", "--out", str(tmp_path / "f")])
     assert res.exit_code == 0 and "--interference-model is read only by coscheml" in res.output
-    *_, spec = _prepare(["coscheml", "fifo"], trace, "auto", None, 1, 1, None, None, None, False, 10, 0, None,
-                        False, None, None, False, "none", False, None, None, 0.1, 86400.0, None, 300.0, 1800.0,
-                        None, profiles="builtin", interference_model="horus-curve", profiles_given=True)
-    assert spec.policy_options["coscheml"] == {"model": "horus-curve", "profiles": "builtin"}
-    assert spec.policy_options["fifo"] == {}
+    configs, unread = configs_from_options({"trace": trace, "nodes": 1, "gpus_per_node": 1, "profiles": "builtin",
+                                            "interference_model": "horus-curve"}, ["coscheml", "fifo"])
+    inputs = load_inputs(configs[0])
+    cosch, fifo = (run_spec(c, inputs) for c in configs)
+    assert cosch.policy_options == {"model": "horus-curve", "profiles": "builtin"}
+    assert fifo.policy_options == {} and unread == []

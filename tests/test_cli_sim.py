@@ -59,7 +59,7 @@ def test_simulate_philly_window_with_energy(tmp_path, shared):
     (["simulate", "--jobs", "100", "--policy", "nope"], "unknown policy 'nope'"),
     (["simulate", "--jobs", "100", "--placement", "nope"], "unknown placement 'nope'"),
     (["simulate", "--jobs", "100", "--compat", "slurm"], "unknown compat mode"),
-    (["simulate", "--jobs", "100", "--policy", "fifo", "--priority-file", "x.csv"], "is for policies that read priorities"),
+    (["simulate", "--jobs", "100", "--policy", "fifo", "--priority-file", "x.csv"], "is for the policies whose parameters include it (qssf), not fifo"),
 ])
 def test_bad_requests_fail_clearly(args, message, tmp_path):
     res = runner.invoke(app, args + ["--out", str(tmp_path)])

@@ -208,7 +208,7 @@ def test_a_replayed_log_keeps_the_memory_label(tmp_path):
     assert mem == {"small": 24576, "plain": 40 * 1024}
 
 
-LIVE_POLICIES = ["fifo", "qssf", "horus", "horus-f", "obp", "ffd-util", "coscheml", "binpack", "loadbalance",
+LIVE_POLICIES = ["fifo", "qssf", "las", "horus", "horus-f", "obp", "ffd-util", "coscheml", "binpack", "loadbalance",
                  "mystic", "random-pairing"]
 
 

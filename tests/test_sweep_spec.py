@@ -81,7 +81,7 @@ def test_unknown_policy_is_caught_before_running_and_points_at_its_line(tmp_path
 
 def test_missing_trace_file_is_caught_before_running(tmp_path):
     spec = load_spec(_spec(tmp_path, "base: {trace: nowhere.csv}\ngrid: {policy: [fifo]}\n"))
-    with pytest.raises(SpecError, match="line 1: cell .*trace: file not found: nowhere.csv"):
+    with pytest.raises(SpecError, match="line 1: cell .*trace: --trace nowhere.csv: no such file"):
         validate(spec)
 
 

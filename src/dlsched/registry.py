@@ -98,6 +98,7 @@ POLICIES: Mapping[str, type] = LazyTable({
     "sjf": "dlsched.sched.orders.sjf:SjfPolicy",
     "srtf": "dlsched.sched.srtf:SrtfPolicy",
     "qssf": "dlsched.sched.orders.qssf:QssfPolicy",
+    "las": "dlsched.sched.orders.las:LasPolicy",
     "horus": "dlsched.sched.horus:HorusPolicy",
     "horus-f": "dlsched.sched.horus:HorusFairPolicy",
     "obp": "dlsched.sched.orders.obp:ObpPolicy",
@@ -180,6 +181,16 @@ def make_policy(name: str, placement: str | None = None, **options):
         placement = getattr(cls, "default_placement", "consolidate")
     share = bool(options.pop("share", False))
     return cls(make_placer(placement, share=share), **options)
+
+
+def policy_params(name: str) -> type | None:
+    """The parameter dataclass policy ``name`` declares (its ``Params``; None when it declares
+    none): the options the command line, sweeps and ``RunConfig`` accept for it."""
+    try:
+        cls = POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; choose from {_choices(POLICIES)}") from None
+    return getattr(cls, "Params", None)
 
 
 def default_speed_model(placer, cluster: ClusterSpec) -> str:

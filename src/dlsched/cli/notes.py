@@ -1,16 +1,14 @@
 """Notes for options the user gave that do nothing in the chosen mode (e.g. --lam with FIFO).
 
 An ignored option usually means the user expected a different run; saying so costs one line.
-Only options given on the command line are checked (defaults are never "ignored").
+Only options given on the command line are checked (defaults are never "ignored"). Which policy
+reads which option comes from the policies' parameter classes, not from a list here.
 """
 
 from __future__ import annotations
 
 import typer
 
-ENERGY_ONLY = {"boot_delay": "--boot-delay", "idle_timeout": "--idle-timeout", "buffer": "--buffer"}
-ENERGY_OWNER = {"idle_timeout": "vanilla", "buffer": "ces"}
-QSSF_ONLY = {"lam": "--lam", "refit_every": "--refit-every"}
 TOPOLOGY_PLACERS = ("topo-aware", "topo-aware-p", "socket-best-fit")
 
 
@@ -20,33 +18,27 @@ def given(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
-def unused_options(ctx: typer.Context, policies: list[str], placement: str | None,
-                   energy: str | None) -> list[str]:
-    """One note per given option that the chosen policies, placement and energy mode never read.
-    No ``placement`` means each policy's own default placement (consolidate for most)."""
+def unused_options(configs: list, given_keys: set[str], unread_params: list[str]) -> list[str]:
+    """One note per given option that the runs ``configs`` (one per policy) never read.
+    ``unread_params``: the given policy parameters none of the policies declares."""
     from dlsched.registry import POLICIES
+    from dlsched.run.build import ignored
+    from dlsched.run.config import flag
+    from dlsched.run.params import readers
 
+    policies = [c.policy.name for c in configs]
+    notes = []
+    verb = "ignores" if len(policies) == 1 else "ignore"
+    for key in unread_params:
+        who = readers(key)
+        notes.append(f"{flag(key)} is read only by {', '.join(who) or 'no policy'}; {', '.join(policies)} {verb} it")
+    notes.extend(message for _, message in ignored(configs[0], given_keys))
+    placement = configs[0].placement.name
     if placement is None:
         placement = ",".join(dict.fromkeys(getattr(POLICIES.get(p), "default_placement", "consolidate")
                                            for p in policies))
-    notes = []
-    readers = [p for p in policies if getattr(POLICIES.get(p), "options_from_cli", None) is not None]
-    for name, flag in QSSF_ONLY.items():
-        if given(ctx, name) and not readers:
-            verb = "ignores" if len(policies) == 1 else "ignore"
-            notes.append(f"{flag} is read only by qssf; {', '.join(policies)} {verb} it")
-    for name, flag in ENERGY_ONLY.items():
-        if not given(ctx, name):
-            continue
-        if energy is None:
-            notes.append(f"{flag} does nothing without --energy ces|vanilla")
-        elif name in ENERGY_OWNER and ENERGY_OWNER[name] != energy:
-            notes.append(f"{flag} is read only by --energy {ENERGY_OWNER[name]}, not {energy}")
-    if given(ctx, "interference_model") and "coscheml" not in policies:
-        notes.append(f"--interference-model is read only by coscheml; {', '.join(policies)} "
-                     f"{'ignores' if len(policies) == 1 else 'ignore'} it")
-    if given(ctx, "topology") and not any(p.split(":")[0].strip() in TOPOLOGY_PLACERS
-                                          for p in placement.split(",")):
+    if "topology" in given_keys and not any(p.split(":")[0].strip() in TOPOLOGY_PLACERS
+                                            for p in placement.split(",")):
         notes.append(f"--topology sets the node topology for the speed model only: placement {placement} "
                      f"does not read it ({', '.join(TOPOLOGY_PLACERS)} do)")
     return notes

@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
     @app.command("sweep")
     def sweep(
         spec_path: Annotated[Path, typer.Argument(metavar="SPEC.yaml", help="Sweep spec (docs/sweeps.md).")],
-        out_dir: Annotated[Path, typer.Option("--out", help="Sweep directory (resumed when it exists).")],
+        out_dir: Annotated[str, typer.Option("--out", help="Sweep directory (resumed when it exists).")],
         workers: Annotated[int, typer.Option("--workers", help="Local processes running cells.")] = 1,
         scheduler: Annotated[str | None, typer.Option(
             "--scheduler", help="Run on a dask.distributed cluster at tcp://HOST:PORT instead.")] = None,
@@ -60,10 +60,22 @@ def register(app: typer.Typer) -> None:
         from dlsched.sweep.stats import seed_stats
 
         with clear_errors():
+            if not out_dir.strip():
+                raise ValueError("--out is empty: name the sweep directory (e.g. --out runs/sweep)")
+            out_dir = Path(out_dir)
             spec = load_spec(spec_path)
             if baseline is not None:
                 spec.baseline = parse_baseline(baseline)
+            from dlsched.cli.checks import check_job_count
+
+            for jobs in {c.params["jobs"] for c in spec.cells if "jobs" in c.params and "trace" not in c.params}:
+                check_job_count(jobs, "simulate", "jobs")  # the largest built-in workload fits in memory
             if scheduler:
+                import importlib.util
+
+                if importlib.util.find_spec("distributed") is None:
+                    raise ValueError(f"--scheduler {scheduler}: running on a Dask cluster needs the 'sweep' extra "
+                                     "(dask.distributed is not installed): pip install 'dlsched[sweep]'")
                 from dlsched.sweep.engine_dask import DaskEngine
 
                 engine = DaskEngine(scheduler, connect_timeout)

@@ -37,19 +37,24 @@ class HeliosFidelity(Reproduction):
         import pandas as pd
 
         from dlsched.core.cluster import ClusterSpec
-        from dlsched.predictors.duration.priority import load_priority_file
         from dlsched.registry import make_policy
-        from dlsched.sim import SimConfig, Simulator
+        from dlsched.run import EngineConfig, Inputs, PlacementConfig, RunConfig
+        from dlsched.run.build import run_spec
+        from dlsched.run.params import policy
+        from dlsched.sim import Simulator
 
         trace, vc_nodes = load_reference_input(ctx)
         jobs = trace.jobs
-        priorities = load_priority_file(ctx.data(PRIORITIES))
+        inputs = Inputs(jobs, ClusterSpec.from_vc_sizes(vc_nodes), trace.origin, str(ctx.data(TRACE)), "V100")
         reference = pd.read_csv(ctx.data(SUMMARY)).set_index("policy")
         rows = []
         for name in POLICIES:
-            options = {"priorities": priorities, "helios_quirks": True} if name == "qssf" else {}
-            Simulator(ClusterSpec.from_vc_sizes(vc_nodes), make_policy(name, "consolidate", **options),
-                      SimConfig(compat="helios")).run(jobs)
+            # the reference run: consolidate, --compat helios, QSSF with the reference's priority file
+            params = {"priority_file": ctx.data(PRIORITIES)} if name == "qssf" else {}
+            config = RunConfig(policy=policy(name, **params), placement=PlacementConfig("consolidate"),
+                               engine=EngineConfig(compat="helios"))
+            spec = run_spec(config, inputs)
+            Simulator(inputs.cluster, make_policy(name, spec.placement, **spec.policy_options), spec.config).run(jobs)
             n = len(jobs)
             jct = sum(j.end_time - j.submit_time for j in jobs) / n
             queue = sum(j.queue_delay for j in jobs) / n

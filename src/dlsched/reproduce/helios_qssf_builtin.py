@@ -17,14 +17,15 @@ class HeliosQSSFBuiltin(Reproduction):
     command = "dlsched demo --out DIR   (= dlsched compare --policies fifo,sjf,srtf,qssf)"
 
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
-        from dlsched.cli.common import load_jobs_and_cluster
-        from dlsched.cli.sim_cmd import policy_options
-        from dlsched.runner import RunSpec, compare_policies, load_summary
+        from dlsched.run import RunConfig, WorkloadConfig
+        from dlsched.run.build import build_comparison
+        from dlsched.run.params import policy
+        from dlsched.runner import compare_policies, load_summary
 
-        tr, jobs, cluster, name = load_jobs_and_cluster(None, "auto", None, None, 8, None, None, None, False,
-                                                        20000, 0, quiet=True)
-        base = RunSpec(meta={"trace": name},
-                       policy_options={p: policy_options(p, None, 0.1, 86400.0, "none", tr.origin) for p in POLICIES})
+        # the built-in workload as `dlsched demo` runs it: every other option at its default
+        configs = [RunConfig(workload=WorkloadConfig(jobs=20000, seed=0), policy=policy(p)) for p in POLICIES]
+        inputs, cluster, base = build_comparison(configs)
+        jobs = inputs.jobs
         compare_policies(jobs, cluster, list(POLICIES), ctx.work, base)
         summaries = {p: load_summary(ctx.work / p) for p in POLICIES}
         rows = []

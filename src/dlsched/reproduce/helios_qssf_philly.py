@@ -28,15 +28,19 @@ class HeliosQSSFPhilly(Reproduction):
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
         import pandas as pd
 
-        from dlsched.cli.sim_cmd import policy_options
         from dlsched.core.cluster import ClusterSpec
-        from dlsched.runner import RunSpec, compare_policies
+        from dlsched.run import Inputs, RunConfig
+        from dlsched.run.build import build_comparison
+        from dlsched.run.params import policy
+        from dlsched.runner import compare_policies
 
         trace, vc_nodes = load_reference_input(ctx)
         reference = pd.read_csv(ctx.data(SUMMARY)).set_index("policy")
-        base = RunSpec(meta={"trace": str(ctx.data(TRACE))},
-                       policy_options={p: policy_options(p, None, 0.1, 86400.0, "none", trace.origin)
-                                       for p in POLICIES})
+        # every option at its default (online QSSF estimator); the input is the reference window
+        configs = [RunConfig(policy=policy(p)) for p in POLICIES]
+        inputs = Inputs(trace.jobs, ClusterSpec.from_vc_sizes(vc_nodes), trace.origin, str(ctx.data(TRACE)), "V100")
+        _, _, base = build_comparison(configs, inputs=inputs)
+        base.meta = {"trace": str(ctx.data(TRACE))}
         results = {}
         for label, sizes in (("base", vc_nodes), ("quarter", quarter(vc_nodes))):
             table = compare_policies(trace.jobs, ClusterSpec.from_vc_sizes(sizes), list(POLICIES),

@@ -1,72 +1,23 @@
-"""One cell: its workload (what is loaded once and shared), its RunSpec, and running it.
+"""One cell: its RunConfig, its input (loaded once and shared by the cells that need it), running it.
 
-A cell's options split in two. The *workload* options (trace, window, cluster size, built-in
-workload size and seed, resource prediction) decide the jobs and the cluster; cells that share
-them share one loaded workload -- loaded once by the coordinator, forked into local processes or
-shipped once to each Dask worker. The other options become the cell's :class:`RunSpec`, built the
-way ``dlsched simulate`` builds it.
+A cell's options become a :class:`~dlsched.run.config.RunConfig` through the same mapping as
+``dlsched simulate``'s flags (:func:`dlsched.run.options.configs_from_options`) and run through
+the same :mod:`dlsched.run.build`. Cells whose configs have the same input key share one loaded
+input -- loaded once by the coordinator, forked into local processes or shipped once to each
+Dask worker.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import pickle
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlsched.run.build import Inputs
+from dlsched.run.config import OptionError, RunConfig
 from dlsched.sweep.memory import PeakMemory
-from dlsched.sweep.options import simulate_options
 
-WORKLOAD_KEYS = ("trace", "trace_format", "vc_config", "nodes", "gpus_per_node", "start", "end", "vcs",
-                 "skip_invalid", "jobs", "seed", "topology", "predict_resources", "gpu")
-
-
-def resolved(params: dict) -> dict:
-    """Every simulate option of the cell (callback parameter name -> value), defaults filled in."""
-    options = simulate_options()
-    values = {o.param: o.default for o in options.values()}
-    values.update({options[k].param: v for k, v in params.items()})
-    return values
-
-
-def workload_key(params: dict) -> str:
-    """Cells with the same key load the same jobs and cluster."""
-    options = simulate_options()
-    values = resolved(params)
-    chosen = {k: values[options[k].param] for k in WORKLOAD_KEYS if k in options}
-    if not chosen.get("predict_resources"):
-        chosen.pop("gpu", None)  # the GPU type only changes the loaded jobs through predictions
-    return hashlib.sha1(json.dumps(chosen, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-@dataclass(slots=True)
-class Workload:
-    """Loaded jobs and cluster plus what the RunSpec needs from the trace."""
-
-    jobs: list
-    cluster: object
-    origin: object
-    name: str
-    skipped: dict
-
-    def to_bytes(self) -> bytes:
-        """The form shipped to Dask workers; unpickling gives each cell fresh job objects."""
-        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def load_workload(params: dict) -> Workload:
-    """Load the trace (or built-in workload) and size the cluster as ``simulate`` does."""
-    from dlsched.cli.common import load_jobs_and_cluster, predict_resources
-
-    v = resolved(params)
-    tr, jobs, cluster, name = load_jobs_and_cluster(
-        v["trace"], v["trace_format"], v["vc_config"], v["nodes"], v["gpus_per_node"], v["start"], v["end"],
-        v["vcs"], v["skip_invalid"], v["jobs"], v["seed"], quiet=True, topology=v["topology"])
-    if v["predict"]:
-        predict_resources(jobs, v["gpu"])
-    return Workload(jobs, cluster, tr.origin, name, dict(tr.report.skipped))
+Workload = Inputs  # what a sweep loads once per input key and shares
 
 
 class CellError(ValueError):
@@ -77,53 +28,57 @@ class CellError(ValueError):
         self.key = key
 
 
+def config_of(params: dict) -> RunConfig:
+    """The cell's RunConfig; CellError when an option is wrong or would be ignored."""
+    from dlsched.run.options import configs_from_options
+    from dlsched.run.params import readers
+
+    try:
+        [config], unread = configs_from_options(params)
+    except OptionError as exc:
+        raise CellError(exc.key, str(exc)) from None
+    if unread:
+        key = unread[0]
+        raise CellError(key, f"policy {params.get('policy', 'fifo')} does not read {key} (read by "
+                             f"{', '.join(readers(key)) or 'no policy'}); set it only in cells of those policies")
+    return config
+
+
+def workload_key(params: dict) -> str:
+    """Cells with the same key load the same jobs and cluster."""
+    from dlsched.run.build import inputs_key
+
+    return inputs_key(config_of(params))
+
+
+def load_workload(params: dict) -> Inputs:
+    """Load the trace (or named or built-in workload) and size the cluster as ``simulate`` does."""
+    from dlsched.run.build import load_inputs
+
+    return load_inputs(config_of(params))
+
+
 def check_cell(params: dict) -> None:
-    """Reject what needs no trace to see is wrong (unknown names, missing files) with a CellError."""
-    from dlsched.cli.sim_cmd import _check_priority_file, _config
-    from dlsched.registry import ENERGY_CONTROLLERS, FAILURE_MODELS, SPEED_MODELS, make_placer, make_policy
+    """Reject what needs no input loaded to see is wrong (unknown names, missing files, options
+    this run would ignore) with a CellError naming the option."""
+    from dlsched.run.build import check, ignored
 
-    v = resolved(params)
-    for key in ("trace", "vc_config", "priority_file"):
-        if v[key] is not None and not Path(v[key]).is_file():
-            raise CellError(key, f"file not found: {v[key]}")
-    checks = [
-        ("placement", lambda: make_placer(v["placement"])),
-        ("policy", lambda: make_policy(v["policy"], v["placement"])),
-        ("priority_file", lambda: _check_priority_file(v["priority_file"], [v["policy"]])),
-        ("max_jobs_per_gpu", lambda: _config(v["compat"], v["check_invariants"], v["preemption_overhead"],
-                                             v["max_jobs_per_gpu"])),
-    ]
-    for key, table in (("speed_model", SPEED_MODELS), ("failure_model", FAILURE_MODELS),
-                       ("energy", ENERGY_CONTROLLERS)):
-        if v[key] is not None and v[key] not in table:
-            raise CellError(key, f"unknown {v[key]!r}; choose from {', '.join(table)}")
-    for key, check in checks:
-        try:
-            check()
-        except (ValueError, KeyError) as exc:
-            message = exc.args[0] if exc.args else str(exc)
-            raise CellError("compat" if "compat" in str(message) else key, str(message)) from None
+    config = config_of(params)
+    try:
+        check([config])
+    except OptionError as exc:
+        raise CellError(exc.key, str(exc)) from None
+    for key, message in ignored(config):
+        raise CellError(key, message)
 
 
-def run_spec(params: dict, workload: Workload):
+def run_spec(params: dict, workload: Inputs):
     """The cell's (cluster, RunSpec), built as ``dlsched simulate`` builds them."""
-    from dlsched.cli.sim_cmd import _config, _energy_options, policy_options
-    from dlsched.runner import RunSpec
+    from dlsched.run.build import run_cluster
+    from dlsched.run.build import run_spec as spec_of
 
-    v = resolved(params)
-    cluster = workload.cluster
-    if v["max_jobs_per_gpu"] > 1 or v["failure_model"] != "none":  # memory matters: the GPUs are --gpu
-        from dlsched.core.cluster import gpu_type
-
-        cluster = cluster.with_gpu_type(gpu_type(v["gpu"]))
-    spec = RunSpec(v["policy"], v["placement"], v["backfill"],
-                   _config(v["compat"], v["check_invariants"], v["preemption_overhead"], v["max_jobs_per_gpu"]),
-                   policy_options=policy_options(v["policy"], v["priority_file"], v["lam"], v["refit_every"],
-                                                 v["compat"], workload.origin),
-                   meta={"trace": workload.name, "skipped": workload.skipped},
-                   energy=v["energy"], energy_options=_energy_options(v["boot_delay"], v["idle_timeout"], v["buffer"]),
-                   origin=workload.origin, speed_model=v["speed_model"], failure_model=v["failure_model"])
-    return cluster, spec
+    config = config_of(params)
+    return run_cluster(config, workload), spec_of(config, workload)
 
 
 @dataclass(slots=True)
@@ -138,7 +93,7 @@ class Outcome:
     host: str
 
 
-def run_cell(cell_id: str, params: dict, workload: Workload, out_dir: Path) -> Outcome:
+def run_cell(cell_id: str, params: dict, workload: Inputs, out_dir: Path) -> Outcome:
     """Simulate one cell into ``out_dir``; an exception becomes the outcome's error, never escapes."""
     import socket
 

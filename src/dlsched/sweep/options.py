@@ -1,33 +1,35 @@
-"""The options a sweep cell may set: exactly those of ``dlsched simulate``, read from the command itself.
+"""The options a sweep cell may set: the run options of :mod:`dlsched.run.options` (those of
+``dlsched simulate``) and the fields of the policies' parameter classes.
 
-Reading the signature of the ``simulate`` callback (names, types, defaults) instead of keeping a
-second list means an option added to ``simulate`` can be swept at once, and a sweep can never
-accept an option ``simulate`` does not have.
+The sweep reads the same table the command line is generated from, and every cell becomes a
+:class:`~dlsched.run.config.RunConfig` through the same mapping, so an option is either
+honoured exactly as ``simulate`` honours it or rejected before anything runs.
 """
 
 from __future__ import annotations
 
 import difflib
-import inspect
-import typing
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from types import NoneType, UnionType
 
-# simulate options that describe where/how the command reports, not what is simulated
-NOT_SWEPT = frozenset({"out_dir", "timings"})
+from dlsched.run.options import OPTIONS, policy_param_fields
+
+# run options a spec cannot set: ``param`` (NAME=VALUE text) is the command line's spelling of
+# policy parameters, which a spec sets by their own names
+NOT_SWEPT = frozenset({"param"})
 
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """One ``simulate`` option: the key a spec uses, the callback's parameter, its type and default."""
+    """One sweepable option: the key a spec uses, its type and default (None for a policy
+    parameter: the policy's own default)."""
 
-    key: str        # spec spelling: the long flag without dashes, '-' -> '_' (e.g. predict_resources)
-    param: str      # the simulate callback's parameter name (e.g. predict)
+    key: str
     kind: type      # int, float, bool, str or Path
     optional: bool  # None is a valid value
     default: object
+    policy_param: bool = False
 
     def convert(self, value: object) -> object:
         """The value as ``simulate`` would receive it; ValueError says what was expected."""
@@ -52,41 +54,14 @@ class Option:
         return str(value)
 
 
-def _simulate_callback():
-    import typer
-
-    from dlsched.cli import sim_cmd
-
-    app = typer.Typer()
-    sim_cmd.register(app)
-    for info in app.registered_commands:
-        if info.callback is not None and info.callback.__name__ == "simulate":
-            return info.callback
-    raise RuntimeError("dlsched.cli.sim_cmd registers no 'simulate' command")
-
-
-def _kind(hint: object) -> tuple[type, bool]:
-    args = typing.get_args(hint)
-    if typing.get_origin(hint) in (typing.Union, UnionType):
-        inner = [a for a in args if a is not NoneType]
-        return inner[0], NoneType in args
-    return hint, False  # type: ignore[return-value]
-
-
 @lru_cache(maxsize=1)
 def simulate_options() -> dict[str, Option]:
-    """Spec key -> Option, for every option of ``dlsched simulate`` that describes the simulation."""
-    callback = _simulate_callback()
-    hints = typing.get_type_hints(callback)
-    options: dict[str, Option] = {}
-    for name, parameter in inspect.signature(callback).parameters.items():
-        if name in NOT_SWEPT:
-            continue
-        info = parameter.default
-        decls = [d for d in getattr(info, "param_decls", ()) if d.startswith("--")]
-        key = decls[0][2:].replace("-", "_") if decls else name
-        kind, optional = _kind(hints[name])
-        options[key] = Option(key, name, kind, optional, getattr(info, "default", info))
+    """Spec key -> Option: every run option of ``dlsched simulate`` and every policy parameter."""
+    options = {k: Option(k, o.kind, o.optional, o.default, o.section == "params")
+               for k, o in OPTIONS.items() if k not in NOT_SWEPT}
+    for name, (kind, optional) in policy_param_fields().items():
+        if name not in options:
+            options[name] = Option(name, kind, True, None, True)
     return options
 
 
@@ -96,9 +71,9 @@ def lookup(key: str) -> Option:
     norm = str(key).replace("-", "_")
     if norm in options:
         return options[norm]
-    by_param = {o.param: o for o in options.values()}
+    by_param = {o.param: o for o in OPTIONS.values() if o.key not in NOT_SWEPT}
     if norm in by_param:
-        return by_param[norm]
+        return options[by_param[norm].key]
     close = difflib.get_close_matches(norm, list(options), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise ValueError(f"unknown simulate option {key!r}{hint}")

@@ -23,12 +23,15 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlsched.sweep.options import lookup
 
 TOP_KEYS = ("base", "grid", "runs", "baseline", "replicate")
+#: the most cells one spec may expand to (checked before expanding: a grid's size is a product)
+MAX_CELLS = 100_000
 
 
 class SpecError(ValueError):
@@ -171,6 +174,12 @@ def load_spec(path: str | Path) -> Spec:
         runs = [_options(item, where, f"runs[{i}]", lists=False, lines=lines) for i, item in enumerate(node.value)]
     if not grid and not runs:
         raise SpecError(f"{where}: nothing to run; give 'grid:' and/or 'runs:'")
+    size = math.prod(len(v) for v in grid.values()) if grid else 0
+    if size + len(runs) > MAX_CELLS:
+        sizes = " x ".join(f"{len(v):,} {k}" for k, v in grid.items())
+        raise SpecError(f"{where}: the spec expands to {size + len(runs):,} cells ({sizes}"
+                        + (f" + {len(runs)} runs" if runs else "") + f"), more than the limit of {MAX_CELLS:,} "
+                        "cells a sweep may have; split it into several specs")
     raw: list[dict] = []
     if grid:
         keys = list(grid)

@@ -18,6 +18,8 @@ re-sorted by it. Otherwise each job gets its priority when it is submitted.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from pathlib import Path
 
 from dlsched.core.job import Job
 from dlsched.kernel.queues import KeyedQueue
@@ -76,21 +78,36 @@ def check_priorities(priorities: dict[str, float], jobs: list[Job]) -> None:
                          f"(e.g. {missing[:3]}); its keys must be the trace's job ids")
 
 
+@dataclass(frozen=True, slots=True)
+class QssfParams:
+    """QSSF's options: the online estimator's weight and refit period, or a priority file."""
+
+    lam: float = 0.1                   # weight of the rolling estimate P_R (1 - lam on the GBDT)
+    refit_every: float = 86400.0       # refit the GBDT every this many simulated seconds
+    priority_file: Path | None = None  # external priorities (job id/jobname, priority)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.lam <= 1:
+            raise ValueError(f"--lam must be between 0 and 1, got {self.lam}")
+        if not self.refit_every > 0:
+            raise ValueError(f"--refit-every must be > 0 seconds, got {self.refit_every}")
+
+
 class QssfPolicy(OrderingPolicy):
     name = "qssf"
-    takes_priority_file = True
+    Params = QssfParams
 
     @staticmethod
-    def options_from_cli(priority_file=None, lam: float = 0.1, refit_every: float = 86400.0,
-                         compat: str = "none", origin=None) -> dict:
-        """Constructor options from the simulate/compare flags."""
-        opts: dict = {"helios_quirks": compat == "helios"}
-        if priority_file is not None:
+    def from_params(params: QssfParams, context) -> dict:
+        """Constructor options: the priority file loaded, or the estimator's knobs; the Helios
+        quirks with ``--compat helios``; the trace's origin for calendar features."""
+        opts: dict = {"helios_quirks": context.compat == "helios"}
+        if params.priority_file is not None:
             from dlsched.predictors.duration.priority import load_priority_file
 
-            opts["priorities"] = load_priority_file(priority_file)
+            opts["priorities"] = load_priority_file(params.priority_file)
         else:
-            opts.update(lam=lam, refit_every=refit_every, origin=origin)
+            opts.update(lam=params.lam, refit_every=params.refit_every, origin=context.origin)
         return opts
 
     def validate_trace(self, jobs: list[Job]) -> None:

@@ -15,6 +15,7 @@ decision, so building the policy (e.g. to check its name) costs nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -64,10 +65,29 @@ def interference_model(model=None, profiles: str | Path | None = None):
     return _fitted(name, profile_source(profiles))
 
 
+@dataclass(frozen=True, slots=True)
+class CoschemlParams:
+    """Co-scheML's option: the interference model by name (None: :data:`DEFAULT_MODEL`)."""
+
+    interference_model: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.interference_model is not None and self.interference_model not in MODELS:
+            raise ValueError(f"unknown --interference-model {self.interference_model!r}; "
+                             f"choose from {', '.join(MODELS)}")
+
+
 class CoschemlPolicy(PairingPolicy):
     """Co-scheML: idle GPUs first, then pairs with the least predicted interference (OOM checked)."""
 
     name = "coscheml"
+    Params = CoschemlParams
+    reads_profiles = True  # its model is fitted on the run's profile table (--profiles)
+
+    @staticmethod
+    def from_params(params: CoschemlParams, context) -> dict:
+        """The model by name, fitted on the run's profiles when it names them."""
+        return {"model": params.interference_model, "profiles": context.profiles}
 
     def __init__(self, placer, backfill: bool = False, window: int = 64, model=None,
                  profiles: str | Path | None = None) -> None:

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.text import Text
+from dlsched.run.inputs import Say, quiet
 
-from dlsched.cli.common import console
+
+def workload_names() -> tuple[str, ...]:
+    """The names ``--workload`` takes."""
+    from dlsched.traces.workloads import WORKLOADS
+
+    return tuple(WORKLOADS)
 
 
 def load_workload(name: str, seed: int, profiles: str, gpu: str | None, nodes: int | None, gpus_per_node: int,
-                  vc_config: Path | None, topology: str | None, predict: bool):
+                  vc_config: Path | None, topology: str | None, predict: bool, say: Say = quiet):
     """(trace, jobs, cluster, run name, GPU type) for workload ``name``."""
     from dlsched.models.colocation_table import load_table
     from dlsched.runner import cluster_for
@@ -25,7 +30,7 @@ def load_workload(name: str, seed: int, profiles: str, gpu: str | None, nodes: i
 
     wl = make_workload(name, seed=seed, table=load_table(profiles), gpu=gpu)
     for note in wl.notes:
-        console.print(Text(note, style="dim"), soft_wrap=True, highlight=False)
+        say(note, "dim")
     jobs = wl.trace.jobs
     if vc_config is not None or nodes is not None:
         cluster = cluster_for(jobs, load_vc_config(vc_config) if vc_config else None, nodes, gpus_per_node, topology)
@@ -33,6 +38,6 @@ def load_workload(name: str, seed: int, profiles: str, gpu: str | None, nodes: i
         cluster = cluster_for(jobs, wl.vc_nodes, None, wl.gpus_per_node, topology)
     if predict:
         counts = attach_predictions(jobs, wl.gpu, seed=seed)
-        console.print(Text(f"predicted GPU utilisation and memory for {counts['predictor']} of {len(jobs)} jobs "
-                           f"with the real predictors, {counts['noisy_prior']} from the noisy prior"), soft_wrap=True)
+        say(f"predicted GPU utilisation and memory for {counts['predictor']} of {len(jobs)} jobs "
+            f"with the real predictors, {counts['noisy_prior']} from the noisy prior")
     return wl.trace, jobs, cluster, f"workload {name} (seed {seed}, {wl.gpu})", wl.gpu

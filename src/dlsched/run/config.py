@@ -1,0 +1,201 @@
+"""A run as a value: every choice that decides what one simulation does, typed and frozen.
+
+``simulate``, ``compare``, ``sweep`` and ``reproduce`` all describe their runs with a
+:class:`RunConfig` and hand it to :func:`dlsched.run.build.build_run`; none of them assembles a
+run itself. The sections follow the parts of a run: the input (:class:`WorkloadConfig`), the
+machines (:class:`ClusterConfig`), the decision makers (:class:`PolicyConfig`,
+:class:`PlacementConfig`), the simulated truth (:class:`ModelsConfig`), power
+(:class:`EnergyConfig`), the engine (:class:`EngineConfig`) and prediction correction
+(:class:`ObserveConfig`). Each section checks its own values when built; a bad value raises
+:class:`OptionError` naming the command-line option a user types for it (``--boot-delay``), never
+an internal parameter.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: a GPU holding more jobs than this is not a sharing scenario any model here describes
+MAX_JOBS_PER_GPU = 64
+#: the largest preemption overhead accepted (one simulated day of redone work)
+MAX_PREEMPTION_OVERHEAD_S = 86_400.0
+
+
+class OptionError(ValueError):
+    """A value that cannot work; ``key`` is the option's name in a sweep spec (``boot_delay``),
+    the message names the flag (``--boot-delay``)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def flag(key: str) -> str:
+    """The command-line spelling of option ``key``."""
+    return "--" + key.replace("_", "-")
+
+
+def _at_least(key: str, value: float | None, low: float, unit: str = "") -> None:
+    if value is not None and not (value >= low and not math.isinf(value)):
+        raise OptionError(key, f"{flag(key)} must be a finite number >= {low:g}{unit}, got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    """The jobs: a trace file, a named GPU-sharing workload, or the built-in generator."""
+
+    trace: Path | None = None
+    trace_format: str = "auto"
+    workload: str | None = None        # a GPU-sharing workload by name (docs/sharing.md)
+    jobs: int = 20000                  # built-in workload size
+    seed: int = 0                      # built-in / named workload seed
+    start: str | None = None           # window start (seconds or wall clock)
+    end: str | None = None
+    vcs: str | None = None             # comma-separated VCs to keep
+    skip_invalid: bool = False
+    predict_resources: bool = False
+    predictor: Path | None = None      # a trained resource predictor (implies predict_resources)
+    gpu: str | None = None             # GPU type (None: V100, or the workload's testbed GPU)
+
+    def __post_init__(self) -> None:
+        if self.jobs < 1:
+            raise OptionError("jobs", f"--jobs must be >= 1, got {self.jobs}")
+        if self.seed < 0:
+            raise OptionError("seed", f"--seed must be >= 0, got {self.seed}")
+        if self.workload is not None:
+            if self.trace is not None:
+                raise OptionError("workload", "give --trace or --workload, not both")
+            if self.predictor is not None:
+                raise OptionError("predictor", "--predictor is not used with --workload (its jobs get the shipped "
+                                               "predictor's predictions with --predict-resources)")
+
+    @property
+    def predicts(self) -> bool:
+        """Whether jobs get resource predictions (``--predictor`` implies it)."""
+        return self.predict_resources or self.predictor is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """The machines: a cluster file, a VC table, or one pool; GPUs per node; node topology."""
+
+    vc_config: Path | None = None
+    cluster_file: Path | None = None
+    nodes: int | None = None
+    gpus_per_node: int = 8
+    topology: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.nodes is not None and self.nodes < 1:
+            raise OptionError("nodes", f"--nodes must be >= 1, got {self.nodes}")
+        if self.gpus_per_node < 1:
+            raise OptionError("gpus_per_node", f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
+
+
+@dataclass(frozen=True, slots=True)
+class NoParams:
+    """The parameters of a policy that declares none."""
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    """The queue policy by registry name, with the parameter dataclass it declares (``Params``)."""
+
+    name: str = "fifo"
+    params: object = field(default_factory=NoParams)
+    backfill: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementConfig:
+    """Placement by registry name or weighted mix (None: the policy's own), and GPU sharing."""
+
+    name: str | None = None
+    max_jobs_per_gpu: int = 1
+
+    def __post_init__(self) -> None:
+        if self.max_jobs_per_gpu < 1:
+            raise OptionError("max_jobs_per_gpu", f"--max-jobs-per-gpu must be >= 1, got {self.max_jobs_per_gpu}")
+        if self.max_jobs_per_gpu > MAX_JOBS_PER_GPU:
+            raise OptionError("max_jobs_per_gpu", f"--max-jobs-per-gpu must be at most {MAX_JOBS_PER_GPU} (jobs one "
+                                                  f"GPU may hold), got {self.max_jobs_per_gpu:,}")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelsConfig:
+    """The simulated truth: speed and failure models and the profile table they (and sharing
+    workloads, and Co-scheML's interference model) read. ``profiles`` None is the default source
+    (the built-in Gavel-derived table; Co-scheML's own default); a truth resolver by name or path
+    plugs in here."""
+
+    speed: str | None = None           # None: the placement's / cluster's default
+    failure: str = "none"
+    profiles: str | None = None        # builtin | a profiles folder | a .json table
+
+
+@dataclass(frozen=True, slots=True)
+class EnergyConfig:
+    """Energy saving: None, ``ces`` or ``vanilla``, with the controllers' knobs (seconds, nodes)."""
+
+    mode: str | None = None
+    boot_delay: float = 300.0
+    idle_timeout: float = 1800.0
+    buffer: int | None = None
+
+    def __post_init__(self) -> None:
+        _at_least("boot_delay", self.boot_delay, 0, " seconds")
+        _at_least("idle_timeout", self.idle_timeout, 0, " seconds")
+        if self.buffer is not None and self.buffer < 0:
+            raise OptionError("buffer", f"--buffer must be >= 0 nodes, got {self.buffer}")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Engine knobs: reference-compatibility mode, invariant checks, preemption overhead."""
+
+    compat: str = "none"
+    check_invariants: bool = False
+    preemption_overhead: float | None = None   # None: Helios's 7/30/60 s by GPUs
+
+    def __post_init__(self) -> None:
+        from dlsched.sim.config import COMPAT_MODES
+
+        if self.compat not in COMPAT_MODES:
+            raise OptionError("compat", f"unknown compat mode {self.compat!r}; choose from {', '.join(COMPAT_MODES)}")
+        _at_least("preemption_overhead", self.preemption_overhead, 0, " seconds")
+        if self.preemption_overhead is not None and self.preemption_overhead > MAX_PREEMPTION_OVERHEAD_S:
+            raise OptionError("preemption_overhead", f"--preemption-overhead must be at most "
+                                                     f"{MAX_PREEMPTION_OVERHEAD_S:,.0f} seconds, "
+                                                     f"got {self.preemption_overhead:g}")
+
+
+@dataclass(frozen=True, slots=True)
+class ObserveConfig:
+    """After a job has run ``after`` seconds, its observed utilisation and memory replace its
+    predictions (None: never)."""
+
+    after: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.after is not None and not (self.after >= 0 and not math.isinf(self.after)):
+            raise OptionError("observe_after", f"--observe-after must be >= 0 seconds, got {self.after}")
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """One simulation, described completely."""
+
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    placement: PlacementConfig = field(default_factory=PlacementConfig)
+    models: ModelsConfig = field(default_factory=ModelsConfig)
+    energy: EnergyConfig = field(default_factory=EnergyConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    observe: ObserveConfig = field(default_factory=ObserveConfig)
+
+    def __post_init__(self) -> None:
+        if self.workload.workload is not None and self.cluster.cluster_file is not None:
+            raise OptionError("cluster_file", "--cluster is for --trace or the built-in workload, not --workload")

@@ -1,0 +1,223 @@
+"""The options of a run, once: key -> where its value goes in :class:`RunConfig`, with its help.
+
+``dlsched simulate`` and ``compare`` generate their command-line options from :data:`OPTIONS`
+(``dlsched.cli.run_options``), a sweep spec's keys are these keys, and
+:func:`configs_from_options` is the one function that turns ``key -> value`` into run
+configurations. An option's type and default are read from the dataclass field it fills, so the
+command line, the sweep and the library cannot disagree about them. The policy options
+(``--lam``, ``--priority-file``...) are the fields of the policies' parameter dataclasses; the
+named ones here are checked against those classes by the tests, and ``--param NAME=VALUE`` sets
+any field of any policy's parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from types import NoneType, UnionType
+
+from dlsched.run import config as C
+from dlsched.run.config import OptionError, RunConfig
+from dlsched.run.params import make_params, parse_assignments
+
+TRACE_FORMATS = "auto|helios|helios-log|philly-pollux|pai|dlsched"
+SECTIONS = {"workload": C.WorkloadConfig, "cluster": C.ClusterConfig, "policy": C.PolicyConfig,
+            "placement": C.PlacementConfig, "models": C.ModelsConfig, "energy": C.EnergyConfig,
+            "engine": C.EngineConfig, "observe": C.ObserveConfig}
+PARAMS = "params"  # the section of policy parameters
+
+
+@dataclass(frozen=True, slots=True)
+class RunOption:
+    """One option of a run: its spec key (the flag without dashes), the CLI parameter name, the
+    config field it fills, and its help text."""
+
+    key: str
+    param: str
+    section: str
+    field: str
+    help: str
+    decls: tuple[str, ...] = ()       # extra flag spellings / the bool pair, for the CLI
+    metavar: str | None = None
+    kind: type = str                  # filled from the dataclass field
+    optional: bool = False
+    default: object = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+
+def _opt(key: str, section: str, fld: str, help: str, param: str | None = None, decls: tuple[str, ...] = (),
+         metavar: str | None = None, kind: type | None = None, optional: bool = False,
+         default: object = None) -> RunOption:
+    if section != PARAMS:
+        cls = SECTIONS[section]
+        f = {x.name: x for x in dataclasses.fields(cls)}[fld]
+        hint = typing.get_type_hints(cls)[fld]
+        if typing.get_origin(hint) in (typing.Union, UnionType):
+            inner = [a for a in typing.get_args(hint) if a is not NoneType]
+            kind, optional = inner[0], True
+        else:
+            kind, optional = hint, False
+        default = f.default
+    return RunOption(key, param or key, section, fld, help, decls, metavar, kind or str, optional, default)
+
+
+OPTIONS: dict[str, RunOption] = {o.key: o for o in (
+    # -- workload ----------------------------------------------------------------------------------
+    _opt("trace", "workload", "trace", "Trace file; the built-in workload when omitted."),
+    _opt("trace_format", "workload", "trace_format", TRACE_FORMATS),
+    _opt("workload", "workload", "workload", "A GPU-sharing workload as input (instead of --trace): horus-wlarge|"
+         "horus-wsmall|coscheml-15|coscheml-30|coscheml-60|philly-profiled, with its cluster and GPU type "
+         "(docs/sharing.md)."),
+    _opt("jobs", "workload", "jobs", "Jobs of the built-in workload."),
+    _opt("seed", "workload", "seed", "Seed of the built-in workload (or of --workload)."),
+    _opt("start", "workload", "start", "Window start (wall clock or seconds)."),
+    _opt("end", "workload", "end", "Window end, inclusive."),
+    _opt("vcs", "workload", "vcs", "Only these VCs (comma separated)."),
+    _opt("skip_invalid", "workload", "skip_invalid", "Skip invalid rows (counted by reason)."),
+    _opt("predict_resources", "workload", "predict_resources",
+         "Predict each job's GPU utilisation and memory from its model graph.", param="predict"),
+    _opt("predictor", "workload", "predictor", "With --predict-resources: a predictor saved by `dlsched predictor "
+         "train` (default: the shipped one). Implies --predict-resources.", param="predictor_dir"),
+    _opt("gpu", "workload", "gpu", "GPU type: for --predict-resources, and the cluster's GPU memory with "
+         "--max-jobs-per-gpu > 1 or --failure-model oom (default: V100, or the --workload's testbed GPU)."),
+    # -- cluster -----------------------------------------------------------------------------------
+    _opt("vc_config", "cluster", "vc_config", "VC sizes (vc,node num): a shortcut for --cluster."),
+    _opt("cluster", "cluster", "cluster_file", "The whole cluster in one TOML/YAML file (node groups per VC, GPU "
+         "type, CPUs, memory, topology, power); see `dlsched cluster show`.", param="cluster_file"),
+    _opt("nodes", "cluster", "nodes", "One shared pool of N nodes instead of VCs."),
+    _opt("gpus_per_node", "cluster", "gpus_per_node", "GPUs per node."),
+    _opt("topology", "cluster", "topology", "Node topology preset: pcie|dgx1|nvswitch|minsky."),
+    # -- policy and placement ----------------------------------------------------------------------
+    _opt("policy", "policy", "name", "Scheduling policy (see `dlsched policies`)."),
+    _opt("backfill", "policy", "backfill", "Let later jobs start when the head does not fit."),
+    _opt("placement", "placement", "name", "consolidate|first-fit|best-fit|spread|topo-aware|topo-aware-p|"
+         "horus-cost|obp|... (see `dlsched policies`); default: the policy's own (e.g. horus-cost for horus), "
+         "else consolidate."),
+    _opt("max_jobs_per_gpu", "placement", "max_jobs_per_gpu",
+         f"Jobs one GPU may hold (1 = exclusive; >1 lets placers share GPUs; at most {C.MAX_JOBS_PER_GPU})."),
+    # -- ground truth ------------------------------------------------------------------------------
+    _opt("speed_model", "models", "speed", "Ground-truth speed model: none|time-sliced|topology|colocation "
+         "(topology: placement and bus interference; colocation: measured pair slowdowns, see --profiles). "
+         "Default: topology with a topology placement (topo-aware, topo-aware-p) or --topology, else none "
+         "(co-located jobs then run at full speed)."),
+    _opt("failure_model", "models", "failure", "Ground-truth failure model: none|oom (out of memory when a "
+         "GPU's jobs truly need more than it has; the job is resubmitted)."),
+    _opt("profiles", "models", "profiles", "Profile table (the simulated truth) for --workload job types, "
+         "--speed-model colocation and coscheml's interference model: builtin (Gavel-derived, the default), a "
+         "profiles folder (Lucid + Gavel) or a .json."),
+    # -- energy ------------------------------------------------------------------------------------
+    _opt("energy", "energy", "mode", "Energy saving: ces (Helios CES) or vanilla (idle timeout)."),
+    _opt("boot_delay", "energy", "boot_delay", "Energy: seconds a woken node needs before taking jobs."),
+    _opt("idle_timeout", "energy", "idle_timeout", "Energy (vanilla): power off nodes idle this many seconds."),
+    _opt("buffer", "energy", "buffer", "Energy (ces): spare powered nodes (default 5% of nodes)."),
+    # -- engine and observation --------------------------------------------------------------------
+    _opt("compat", "engine", "compat", "none|helios: reproduce the Helios simulator's quirks."),
+    _opt("check_invariants", "engine", "check_invariants", "Verify cluster state after every pass (slow)."),
+    _opt("preemption_overhead", "engine", "preemption_overhead", "Seconds a preempted job redoes (default: "
+         f"7/30/60 s for 1/<=8/>8 GPUs, as Helios; at most {C.MAX_PREEMPTION_OVERHEAD_S:,.0f})."),
+    _opt("observe_after", "observe", "after", "After a job has run this long, its observed GPU utilisation and "
+         "memory replace its predictions for later decisions (default: never).", metavar="SECONDS"),
+    # -- policy parameters: fields of the policies' Params (checked against them by the tests) -----
+    _opt("priority_file", PARAMS, "priority_file", "QSSF: external priorities (job id/jobname,priority).",
+         kind=Path, optional=True),
+    _opt("lam", PARAMS, "lam", "QSSF: weight of the rolling estimate P_R (1-lam on the GBDT).", kind=float,
+         default=0.1),
+    _opt("refit_every", PARAMS, "refit_every", "QSSF: refit the GBDT every this many simulated s.", kind=float,
+         default=86400.0),
+    _opt("interference_model", PARAMS, "interference_model",
+         "coscheml: how it predicts a pair's slowdown. Default pair-forest: Co-scheML's random forest on both "
+         "jobs' profiles, fitted on --profiles when given, else on ../shared/profiles (Lucid + Gavel) when "
+         "present, else on the built-in Gavel-derived table. horus-paper-curve: the Horus paper's utilisation "
+         "curve (no data); horus-curve|lookup|constant-1|constant-2: fitted on the same profiles.",
+         kind=str, optional=True, metavar="NAME"),
+    _opt("param", PARAMS, "param", "A parameter of the policy's own, NAME=VALUE (repeatable; `dlsched policies` "
+         "lists each policy's parameters), e.g. --policy las --param queues=3.", kind=list, default=(),
+         metavar="NAME=VALUE"),
+)}
+
+#: the named policy-parameter options (``param`` is the generic one)
+NAMED_PARAMS = tuple(k for k, o in OPTIONS.items() if o.section == PARAMS and k != "param")
+
+
+def lookup(key: str) -> RunOption:
+    """The option a spec key or CLI parameter name names (dashes or underscores)."""
+    norm = str(key).replace("-", "_")
+    if norm in OPTIONS:
+        return OPTIONS[norm]
+    for option in OPTIONS.values():
+        if option.param == norm:
+            return option
+    raise KeyError(norm)
+
+
+@lru_cache(maxsize=1)
+def policy_param_fields() -> dict[str, tuple[type, bool]]:
+    """Every field of every registered policy's parameters (imports every policy module)."""
+    from dlsched.run.params import all_params
+
+    out: dict[str, tuple[type, bool]] = {}
+    for fields in all_params().values():
+        out.update(fields)
+    return out
+
+
+def configs_from_options(values: dict[str, object], policies: list[str] | None = None
+                         ) -> tuple[list[RunConfig], list[str]]:
+    """``key -> value`` (keys of :data:`OPTIONS`, or a field of some policy's parameters; left
+    out: the default) -> one RunConfig per policy (``policies``, default the ``policy`` value),
+    plus the given policy parameters that none of these policies reads.
+
+    Policy parameters count as given only when present in ``values``; ``param`` is a list of
+    ``NAME=VALUE`` texts (an unknown NAME is an error)."""
+    sections: dict[str, dict[str, object]] = {s: {} for s in SECTIONS}
+    given: dict[str, object] = {}
+    generic: dict[str, str] = {}
+    for key, value in values.items():
+        try:
+            option = lookup(key)
+        except KeyError:
+            given[key] = value  # a policy parameter set by its own name (a sweep key)
+            continue
+        if option.section != PARAMS:
+            if option.kind is Path and isinstance(value, str):
+                value = Path(value)
+            sections[option.section][option.field] = value
+        elif key == "param":
+            generic = parse_assignments(value or ())
+        else:
+            given[option.key] = value
+    names = policies if policies is not None else [str(sections["policy"].pop("name", "fifo"))]
+    sections["policy"].pop("name", None)
+    clash = sorted(set(generic) & set(given))
+    if clash:
+        raise OptionError("param", f"--param {clash[0]} is also given as {C.flag(clash[0])}")
+    built = {s: cls(**sections[s]) for s, cls in SECTIONS.items() if s != "policy"}
+    backfill = bool(sections["policy"].get("backfill", False))
+    runs, unread = [], None
+    for name in names:
+        params, left = make_params(name, {**given, **generic})
+        unread = set(left) if unread is None else unread & set(left)
+        runs.append(RunConfig(workload=built["workload"], cluster=built["cluster"],
+                              policy=C.PolicyConfig(name, params, backfill), placement=built["placement"],
+                              models=built["models"], energy=built["energy"], engine=built["engine"],
+                              observe=built["observe"]))
+    files = [k for k in (unread or ()) if k in given and OPTIONS.get(k) and OPTIONS[k].kind is Path]
+    if files:  # a file given to steer the run that no policy of it reads: surely a mistake
+        from dlsched.run.params import readers
+
+        raise OptionError(files[0], f"{C.flag(files[0])} is for the policies whose parameters include it "
+                                    f"({', '.join(readers(files[0]))}), not {', '.join(names)}")
+    left_generic = sorted(k for k in (unread or ()) if k in generic)
+    if left_generic:
+        from dlsched.run.params import readers
+
+        who = readers(left_generic[0])
+        raise OptionError("param", f"--param {left_generic[0]}: not a parameter of {', '.join(names)}"
+                                   + (f" (it is one of {', '.join(who)})" if who else ""))
+    return runs, sorted(unread or ())
