@@ -65,4 +65,4 @@ def test_predict_resources_draws_progress(terminal, tmp_path) -> None:
     pytest.importorskip("onnx")
     result = CliRunner().invoke(app, ["simulate", "--jobs", "50", "--predict-resources", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert "\x1b[2K--predict-resources: 50 jobs  working" in result.output
+    assert "\x1b[2K--predict-resources: loading jobs, predicting  working" in result.output

@@ -60,12 +60,21 @@ def _prepare_runs(values: dict, given: set[str], out_dir: Path, policies: list[s
     _check_before_work(out_dir, first.workload.trace or first.workload.workload, first.workload.jobs)
     from dlsched.cli.errors import missing_extra
 
-    if policies is None:
-        run = build_run(first, say, explain=missing_extra)
-        inputs, cluster, spec, told = run.inputs, run.cluster, run.spec, run.notes
-    else:
-        inputs, cluster, spec = build_comparison(configs, say, explain=missing_extra)
-        told = notes(first, inputs)
+    from dlsched.cli import progress
+
+    # --predict-resources can spend seconds to minutes (predictor load, zoo exports) before its first line
+    with progress.Activity("--predict-resources: loading jobs, predicting",
+                           first.workload.predicts and progress.enabled()) as live:
+        def say_live(text: str, style: str = "") -> None:
+            live.clear()
+            say(text, style)
+
+        if policies is None:
+            run = build_run(first, say_live, explain=missing_extra)
+            inputs, cluster, spec, told = run.inputs, run.cluster, run.spec, run.notes
+        else:
+            inputs, cluster, spec = build_comparison(configs, say_live, explain=missing_extra)
+            told = notes(first, inputs)
     for line in unused_options(configs, given, unread) + told:
         console.print(Text(f"note: {line}"), soft_wrap=True, highlight=False)
     return configs, inputs, cluster, spec
