@@ -143,7 +143,14 @@ def test_builtin_table_ships_and_the_registry_model_uses_measured_pairs():
     model = make_speed_model("colocation", cluster)
     x = Job("x", "v", 1, 0, 10, model_name="resnet50", batch_size=32, gpu_util=100.0, gpu_mem_mib=7024)
     y = Job("y", "v", 1, 0, 10, model_name="a3c_pong", batch_size=1, gpu_util=51.1, gpu_mem_mib=2057)
-    assert model.pair(x, y, "V100") == measured
+    # the registry's model runs the built-in *truth*: this pair does less work than time slicing
+    # (1/2.104 + 1/s_a3c < 1), so the truth scales it to exactly time slicing; builtin-raw keeps it
+    from dlsched.models.truth import resolve_truth
+
+    capped = resolve_truth("builtin").table.pair_slowdown(r50, a3c, "V100")
+    assert model.pair(x, y, "V100") == capped and 1 < capped < measured
+    raw = make_speed_model("colocation", cluster, profiles="builtin-raw")
+    assert raw.pair(x, y, "V100") == measured
     assert len(table.observations("V100")) == len({tuple(sorted(k)) for k in table.pairs["V100"]})
 
 

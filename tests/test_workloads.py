@@ -109,7 +109,7 @@ def test_cli_trace_generate_workload(tmp_path):
     bad = runner.invoke(app, ["trace", "generate", str(out), "--workload", "horus-huge"])
     assert bad.exit_code == 2 and bad.output.strip().startswith("error: unknown workload 'horus-huge'")
     bad = runner.invoke(app, ["trace", "generate", str(out), "--workload", "horus-wsmall", "--profiles", "/nope"])
-    assert bad.exit_code == 2 and "error: /nope: not a profiles folder" in bad.output
+    assert bad.exit_code == 2 and "error: --profiles: unknown truth '/nope'" in bad.output
 
 
 def test_cli_simulate_a_workload_with_sharing_truth(tmp_path):

@@ -62,10 +62,9 @@ def _time_sliced(cluster: ClusterSpec):
 
 
 def _colocation(cluster: ClusterSpec, profiles: str | None = None):
-    from dlsched.models.colocation import ColocationSpeed
-    from dlsched.models.colocation_table import load_table
+    from dlsched.models.truth import resolve_truth
 
-    return ColocationSpeed(load_table(profiles))
+    return resolve_truth(profiles).speed_model()
 
 
 def _oom(**options):

@@ -165,12 +165,16 @@ def _check_span(days: float | None, load: float) -> None:
 def _sharing_workload(name: str, seed: int, gpu: str | None, profiles: str, shared: Path | None,
                       limit: int | None):
     """A workload of :mod:`dlsched.traces.workloads` and a line saying how to simulate it."""
-    from dlsched.models.colocation_table import load_table
+    from dlsched.models.truth import resolve_truth
     from dlsched.traces.workloads import make_workload
 
     if limit is not None and limit < 1:
         raise ValueError(f"--limit must be >= 1, got {limit}")
-    wl = make_workload(name, seed=seed, table=load_table(profiles), gpu=gpu, shared=shared, jobs=limit)
+    try:
+        truth = resolve_truth(profiles)
+    except ValueError as exc:
+        raise ValueError(f"--profiles: {exc}") from None
+    wl = make_workload(name, seed=seed, table=truth.table_for(seed), gpu=gpu, shared=shared, jobs=limit)
     for note in wl.notes:
         console.print(note, style="dim", highlight=False, markup=False, soft_wrap=True)
     size = (f"--nodes {wl.vc_nodes['default']} --gpus-per-node {wl.gpus_per_node}" if list(wl.vc_nodes) == ["default"]

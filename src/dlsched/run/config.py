@@ -132,7 +132,16 @@ class ModelsConfig:
 
     speed: str | None = None           # None: the placement's / cluster's default
     failure: str = "none"
-    profiles: str | None = None        # builtin | a profiles folder | a .json table
+    profiles: str | None = None        # a truth: builtin | builtin-raw | lucid | a profiles folder | a .json table
+
+    def __post_init__(self) -> None:
+        if self.profiles is not None and self.profiles not in ("builtin", "builtin-raw", "lucid"):
+            from pathlib import Path
+
+            p = Path(self.profiles)
+            if not (p.is_dir() or (p.suffix == ".json" and p.is_file())):
+                raise OptionError("profiles", f"--profiles {self.profiles!r}: not a truth name (builtin, builtin-raw, "
+                                              "lucid), a profiles folder or an existing .json table")
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,8 +109,9 @@ OPTIONS: dict[str, RunOption] = {o.key: o for o in (
     _opt("failure_model", "models", "failure", "Ground-truth failure model: none|oom (out of memory when a "
          "GPU's jobs truly need more than it has; the job is resubmitted)."),
     _opt("profiles", "models", "profiles", "Profile table (the simulated truth) for --workload job types, "
-         "--speed-model colocation and coscheml's interference model: builtin (Gavel-derived, the default), a "
-         "profiles folder (Lucid + Gavel) or a .json."),
+         "--speed-model colocation and coscheml's interference model: builtin (Gavel-derived pairs capped at time "
+         "slicing, true memory = estimate x a seeded measured error; the default), builtin-raw (pairs uncapped), "
+         "lucid (../shared/profiles/lucid), a profiles folder (Lucid + Gavel) or a .json."),
     # -- energy ------------------------------------------------------------------------------------
     _opt("energy", "energy", "mode", "Energy saving: ces (Helios CES) or vanilla (idle timeout)."),
     _opt("boot_delay", "energy", "boot_delay", "Energy: seconds a woken node needs before taking jobs."),

@@ -23,12 +23,12 @@ def workload_names() -> tuple[str, ...]:
 def load_workload(name: str, seed: int, profiles: str, gpu: str | None, nodes: int | None, gpus_per_node: int,
                   vc_config: Path | None, topology: str | None, predict: bool, say: Say = quiet):
     """(trace, jobs, cluster, run name, GPU type) for workload ``name``."""
-    from dlsched.models.colocation_table import load_table
+    from dlsched.models.truth import resolve_truth
     from dlsched.runner import cluster_for
     from dlsched.traces.vc import load_vc_config
     from dlsched.traces.workloads import attach_predictions, make_workload
 
-    wl = make_workload(name, seed=seed, table=load_table(profiles), gpu=gpu)
+    wl = make_workload(name, seed=seed, table=resolve_truth(profiles).table_for(seed), gpu=gpu)
     for note in wl.notes:
         say(note, "dim")
     jobs = wl.trace.jobs
