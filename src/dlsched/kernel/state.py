@@ -115,6 +115,7 @@ class ClusterState:
         self._clock: list[Callable[[float], float]] = []
         self.n_pending = 0         # jobs queued, all VCs
         self.n_running = 0         # jobs holding GPUs (running or assumed), all VCs
+        self.hosts: dict[Job, VcState] = {}  # borrowing jobs (queues with quotas) -> the lender VC
         self._observers: list[object] = []
         self._on_submit: tuple = ()
         self._on_start: tuple = ()
@@ -263,12 +264,14 @@ class ClusterState:
                     seen[other] = None
         return list(seen)
 
-    def _stopping(self, job: Job, vc: VcState, now: float, why: str) -> None:
-        """Before a job releases its GPUs: integrate levels, tell the observers."""
+    def _stopping(self, job: Job, vc: VcState, now: float, why: str, host: VcState | None = None) -> None:
+        """Before a job releases its GPUs: integrate levels (of ``host``, the VC whose nodes it
+        holds, when that is not its own), tell the observers."""
         if now != self.t_last or now >= self.next_tick:
             self.advance(now)
-        vc.area += vc.busy * (now - vc.t_last)
-        vc.t_last = now
+        h = vc if host is None else host
+        h.area += h.busy * (now - h.t_last)
+        h.t_last = now
         if self._on_stop:
             for cb in self._on_stop:
                 cb(job, vc, now, why)
@@ -354,6 +357,44 @@ class ClusterState:
         job.run_seq = self._run
         return vc
 
+    def start_borrowed(self, job: Job, host: VcState, placement, now: float) -> Sequence[Job]:
+        """Start ``job`` on idle GPUs of another VC, ``host``, that lends them (queues with
+        quotas). The job stays in its own VC's running set; the GPUs are booked to ``host``'s
+        nodes until the job stops, when :meth:`finish`, :meth:`preempt` or :meth:`fail` release
+        them there. Exclusive GPUs only. Returns the jobs whose finish time moved (as ``apply``)."""
+        if job.state is not _PENDING:
+            raise StateError(f"job {job.job_id} started while {job.state.name}")
+        if self.cap != 1:
+            raise StateError("borrowing GPUs of another VC needs exclusive GPUs (max_jobs_per_gpu = 1)")
+        vc = job.vc_state
+        if host is vc:
+            raise StateError(f"job {job.job_id}: a job does not borrow from its own VC {vc.name}")
+        self.advance(now)
+        host.area += host.busy * (now - host.t_last)
+        host.t_last = now
+        self._allocate(job, host, placement, False)  # validates against the lender's nodes
+        self.hosts[job] = host
+        if self._on_start:
+            for cb in self._on_start:
+                cb(job, vc, now)
+        vc.queue.remove(job)
+        vc.pending -= 1
+        vc.running[job] = None
+        self.n_pending -= 1
+        self.n_running += 1
+        job.state = _RUNNING
+        job.placement = placement
+        if job.start_time < 0:
+            job.start_time = now
+        job.queue_delay += now - job.wait_since
+        job.run_since = now
+        job._start_remaining = job._remaining
+        self._run += 1
+        job.run_seq = self._run
+        if self._speed_model is None and self.failure_model is None:
+            return (job,)
+        return self._modelled_start(job, now)
+
     def confirm(self, job: Job, now: float) -> None:
         """The backend carried out an assumed start (e.g. the pod was bound)."""
         if job.state is not _ASSUMED:
@@ -366,8 +407,9 @@ class ClusterState:
         if job.state is not _ASSUMED:
             raise StateError(f"job {job.job_id} forgotten while {job.state.name} (only assumed starts)")
         vc = job.vc_state
-        self._stopping(job, vc, now, "forget")
-        self._release(job, vc)
+        host = self.hosts.pop(job, vc) if self.hosts else vc
+        self._stopping(job, vc, now, "forget", host)
+        self._release(job, host)
         del vc.running[job]
         job.queue_delay -= job.run_since - job.wait_since  # the wait goes on
         if not job.preemptions and not job.failures:  # it had never really started
@@ -400,6 +442,7 @@ class ClusterState:
         if job.state is not _RUNNING:
             raise StateError(f"job {job.job_id} finished while {job.state.name} (every job ends exactly once)")
         vc = job.vc_state
+        host = self.hosts.pop(job, vc) if self.hosts else vc  # a borrowing job holds the lender's nodes
         if now != self.t_last:  # advance(now), inlined: the hottest path
             dt = now - self.t_last
             self.busy_area += self.busy_gpus * dt
@@ -407,8 +450,8 @@ class ClusterState:
             self.t_last = now
         if now >= self.next_tick:
             self._run_clocks(now)
-        vc.area += vc.busy * (now - vc.t_last)
-        vc.t_last = now
+        host.area += host.busy * (now - host.t_last)
+        host.t_last = now
         if self._on_stop:
             for cb in self._on_stop:
                 cb(job, vc, now, "finish")
@@ -420,18 +463,18 @@ class ClusterState:
             n = mask.bit_count()
             old = self.node_free[node]
             local = 1 << self.node_local[node]
-            buckets = vc.buckets
+            buckets = host.buckets
             buckets[old] &= ~local
             buckets[old + n] |= local
             self.node_free[node] = old + n
             self.node_mask[node] &= ~mask
             del self.node_holders[node][job]
             job.placement = None
-            vc.free += n
-            vc.busy -= n
+            host.free += n
+            host.busy -= n
             self.busy_gpus -= n
         else:
-            self._release(job, vc)
+            self._release(job, host)
         del vc.running[job]
         self.n_running -= 1
         job.state = _FINISHED
@@ -448,8 +491,9 @@ class ClusterState:
         self._settle(job, now)
         if self.preemption_overhead is not None:
             job._remaining += self.preemption_overhead(job)
-        self._stopping(job, vc, now, "preempt")
-        affected = self._stop(job, vc, now)
+        host = self.hosts.pop(job, vc) if self.hosts else vc
+        self._stopping(job, vc, now, "preempt", host)
+        affected = self._stop(job, vc, now, host)
         job.preemptions += 1
         return affected
 
@@ -462,18 +506,19 @@ class ClusterState:
         tell = getattr(self.failure_model, "failed", None)
         if tell is not None:  # the ground-truth failure model reports what the crash showed
             tell(job, self, now, reason)
-        self._stopping(job, vc, now, "fail")
-        affected = self._stop(job, vc, now)
+        host = self.hosts.pop(job, vc) if self.hosts else vc
+        self._stopping(job, vc, now, "fail", host)
+        affected = self._stop(job, vc, now, host)
         job._remaining = job._start_remaining
         job.failures += 1
         job.last_failure = reason
         self.failed += 1
         return affected
 
-    def _stop(self, job: Job, vc: VcState, now: float) -> Sequence[Job]:
+    def _stop(self, job: Job, vc: VcState, now: float, host: VcState) -> Sequence[Job]:
         model = self._speed_model
         affected = self.co_runners(job, model.scope) if model is not None else _NOTHING
-        self._release(job, vc)
+        self._release(job, host)
         del vc.running[job]
         job.state = _PENDING
         job.wait_since = now
@@ -798,6 +843,11 @@ class ClusterState:
         if sum(vc.pending for vc in self.vcs) != self.n_pending or \
                 sum(len(vc.running) for vc in self.vcs) != self.n_running:
             raise StateError("job counters out of sync with the VCs")
+        for job, host in self.hosts.items():
+            if job.state is not _RUNNING or job not in job.vc_state.running:
+                raise StateError(f"job {job.job_id} listed as borrowing while {job.state.name}")
+            if any(self.node_vc[node] != host.vid for node, _ in job.placement):
+                raise StateError(f"job {job.job_id} borrows from VC {host.name} but holds other nodes")
         busy = 0
         for node in range(len(self.node_gpus)):
             if holders[node] != self.node_holders[node]:

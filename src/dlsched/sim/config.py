@@ -35,6 +35,8 @@ class SimConfig:
     * ``timeline_interval``: at most one timeline row per this many seconds.
     * ``max_jobs_per_gpu``: how many jobs one GPU may hold (1 = exclusive GPUs); the kernel
       enforces it.
+    * ``queues``: the cluster file's queues (:class:`~dlsched.kernel.quotas.QueueSpec`); when
+      one may borrow, VCs lend idle GPUs and reclaim them (empty: fixed VCs, as Helios).
     * ``max_failures``: a job that fails more often than this stops the simulation with an
       error (a job that can never run must not loop forever).
     """
@@ -45,6 +47,7 @@ class SimConfig:
     timeline_interval: float = 60.0
     max_jobs_per_gpu: int = 1
     max_failures: int = 10
+    queues: tuple = ()
 
     def __post_init__(self) -> None:
         if self.compat not in COMPAT_MODES:

@@ -25,6 +25,7 @@ import numpy as np
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job, JobState, truth_hidden
 from dlsched.kernel.decisions import Start
+from dlsched.kernel.quotas import QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError, VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.metrics.recorder import MetricsRecorder
@@ -122,6 +123,7 @@ class Simulator:
         max_failures = cfg.max_failures
 
         self._check_jobs(state, jobs)
+        quotas = self._quotas(state)
         by_submit = attrgetter("submit_time")
         jobs = sorted(jobs, key=by_submit)  # stable: keeps input order on ties
         n_jobs = len(jobs)
@@ -257,6 +259,24 @@ class Simulator:
                         failures_due.clear()
                 if check:
                     state.check_invariants()
+            if quotas is not None and dirty:
+                # borrowing and reclaim between VCs, after every VC's own pass (kernel/quotas.py)
+                try:
+                    changed = quotas.rebalance(policy, view, now)
+                except StateError as exc:
+                    raise SimulationError(f"queues: {exc}") from exc
+                for job in changed:
+                    if job.state is RUNNING:
+                        seq += 1
+                        left = job._remaining / job.speed if job.speed != 1.0 else job._remaining
+                        heappush(heap, (now + left + tick, FINISH, seq, "finish", job, job.epoch))
+                if failures_due:
+                    for t1, job, reason in failures_due:
+                        seq += 1
+                        heappush(heap, (t1, FINISH, seq, "fail", (job, reason), job.run_seq))
+                    failures_due.clear()
+                if check:
+                    state.check_invariants()
             dirty.clear()
             if woken:
                 woken.clear()
@@ -292,7 +312,25 @@ class Simulator:
             progress(n_jobs, n_jobs)
         result = SimResult(jobs, rec, policy.name, getattr(policy, "placement_name", ""), events)
         result.extra.update(self._outcome_counts(state, jobs))
+        if quotas is not None:
+            t0 = jobs[0].submit_time if jobs else 0.0
+            result.extra.update(quotas.per_queue(jobs, t0, max(map(attrgetter("end_time"), jobs), default=t0)))
         return result
+
+    def _quotas(self, state: ClusterState):
+        """The queue manager when the config's queues may borrow (None: today's fixed VCs)."""
+        specs = self.config.queues
+        if not specs or not borrowing_possible(specs):
+            return None
+        if getattr(self.policy, "preemptive", False):
+            raise SimulationError(f"queues that borrow need a non-preemptive ordering policy; "
+                                  f"{self.policy.name} preempts on its own")
+        if state.cap != 1:
+            raise SimulationError("queues that borrow need exclusive GPUs (max_jobs_per_gpu = 1)")
+        try:
+            return QuotaManager(specs, state)
+        except ValueError as exc:
+            raise SimulationError(f"queues: {exc}") from exc
 
     def _outcome_counts(self, state: ClusterState, jobs: list[Job]) -> dict:
         """Postponements and failures always; slowdowns when a speed model shaped run times."""
