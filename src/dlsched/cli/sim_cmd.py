@@ -138,6 +138,9 @@ def register(app: typer.Typer) -> None:
         else:
             _print_summaries({config.policy.name: summary})
             _print_ground_truth(summary)
+            from dlsched.cli.queue_table import print_queues
+
+            print_queues(out, summary)
         if "energy" in summary and not as_json:
             e = summary["energy"]
             out.print(f"energy ({config.energy.mode}): {e['avg_powered_off_nodes']:.1f} nodes off on average, "

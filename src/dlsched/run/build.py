@@ -157,6 +157,15 @@ def run_cluster(config: RunConfig, inputs: Inputs):
     return cluster
 
 
+def run_queues(config: RunConfig, cluster) -> tuple:
+    """The cluster file's queues (quotas that lend and borrow) of the VCs this run simulates."""
+    if config.cluster.cluster_file is None:
+        return ()
+    from dlsched.traces.cluster_queues import read_queues
+
+    return tuple(q for q in read_queues(config.cluster.cluster_file) if q.name in cluster.vcs)
+
+
 def run_spec(config: RunConfig, inputs: Inputs):
     """The engine's :class:`~dlsched.runner.RunSpec` for ``config`` on ``inputs``."""
     from dlsched.runner import RunSpec
@@ -170,8 +179,10 @@ def run_spec(config: RunConfig, inputs: Inputs):
         energy_options["buffer"] = e.buffer
     context = PolicyContext(config.engine.compat, inputs.origin, config.models.profiles)
     speed = config.models.speed
+    sim_config = _sim_config(config)
+    sim_config.queues = run_queues(config, cluster)
     return RunSpec(
-        config.policy.name, config.placement.name, config.policy.backfill, _sim_config(config),
+        config.policy.name, config.placement.name, config.policy.backfill, sim_config,
         policy_options=constructor_options(config.policy.name, config.policy.params, context),
         meta={"trace": inputs.name, "skipped": dict(inputs.skipped),
               "cluster": {"vcs": list(cluster.vcs), "nodes": len(cluster.nodes), "gpus": cluster.total_gpus},
@@ -184,6 +195,13 @@ def run_spec(config: RunConfig, inputs: Inputs):
 def notes(config: RunConfig, inputs: Inputs) -> list[str]:
     """What the user should know about how this run treats its input and options."""
     out = []
+    if config.cluster.cluster_file is not None:
+        from dlsched.traces.cluster_queues import read_queues
+
+        left_out = [q.name for q in read_queues(config.cluster.cluster_file) if q.name not in inputs.cluster.vcs]
+        if left_out:
+            out.append(f"queues {', '.join(left_out)} of {config.cluster.cluster_file} are of VCs this run does "
+                       "not simulate: they neither lend nor borrow")
     if inputs.zero_duration:
         out.append(f"{inputs.zero_duration:,} of {len(inputs.jobs):,} jobs have a duration of 0 s: they finish "
                    "as they start (JCT = queue delay) and count in every average")

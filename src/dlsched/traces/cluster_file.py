@@ -15,7 +15,8 @@
     vc = "vc01"
     nodes = 24
 
-YAML holds the same keys (``defaults:`` and a ``groups:`` list). ``--vc-config``/``--nodes``
+YAML holds the same keys (``defaults:`` and a ``groups:`` list). An optional ``queues`` list
+gives the VCs quotas that lend and borrow (read by :mod:`dlsched.traces.cluster_queues`). ``--vc-config``/``--nodes``
 stay as shortcuts for homogeneous clusters; this file is what ``dlsched cluster show`` prints
 and what ``dlsched trace generate`` writes beside a generated trace.
 """
@@ -51,10 +52,10 @@ def read_cluster_file(path: str | Path) -> ClusterSpec:
     data = _parse(path)
     if not isinstance(data, dict):
         raise TraceError(where, "want a table with 'groups' (and optional 'defaults')")
-    unknown = set(data) - {"defaults", "groups", "name"}
+    unknown = set(data) - {"defaults", "groups", "name", "queues"}
     if unknown:
         raise TraceError(where, f"unknown top-level key(s) {', '.join(sorted(unknown))}; "
-                                "want defaults, groups")
+                                "want defaults, groups (and optional name, queues)")
     given = _table(data.get("defaults", {}), NODE_KEYS, where, "defaults")
     defaults = {**DEFAULTS, **given}
     groups = data.get("groups")

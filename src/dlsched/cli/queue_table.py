@@ -1,0 +1,33 @@
+"""The per-queue table ``simulate`` prints when the cluster file's queues lend and borrow."""
+
+from __future__ import annotations
+
+
+def print_queues(out, summary: dict) -> None:
+    """Guaranteed vs used vs borrowed vs lent GPU time, reclaims and queue delay per queue."""
+    rows = summary.get("per_queue")
+    if not rows:
+        return
+    from rich.table import Table
+
+    table = Table(title="queues (GPU-hours; delay in seconds)")
+    cols = ["GPUs", "borrow", "lend", "guaranteed", "used", "borrowed", "lent", "used/guar.", "reclaimed",
+            "reclaims", "jobs", "avg_queue_delay"]
+    table.add_column("queue")
+    for c in cols:
+        table.add_column(c, justify="right")
+    for name, q in rows.items():
+        share = q["share_of_guarantee"]
+        table.add_row(name, str(q["guarantee_gpus"]), _limit(q["borrow_limit"]), _limit(q["lend_limit"]),
+                      f"{q['guaranteed_gpu_hours']:,.1f}", f"{q['used_gpu_hours']:,.1f}",
+                      f"{q['borrowed_gpu_hours']:,.1f}", f"{q['lent_gpu_hours']:,.1f}",
+                      "-" if share is None else f"{share:.3f}", f"{q['reclaimed']:,}", f"{q['reclaims']:,}",
+                      f"{q['jobs']:,}", f"{q['avg_queue_delay']:,.1f}")
+    out.print(table)
+    jain = summary.get("queue_fairness_jain")
+    out.print("Jain's fairness index over used / guaranteed GPU time: "
+              + ("-" if jain is None else f"{jain:.4f}"), highlight=False)
+
+
+def _limit(value: int | None) -> str:
+    return "none" if value is None else f"{value:,}"

@@ -1,0 +1,102 @@
+"""The cluster file's ``queues`` list: which VCs may borrow idle GPUs of others, and how many.
+
+    [[queues]]
+    name = "vc01"            # a VC of the file's groups (each VC is a leaf queue)
+    borrow_limit = 16        # GPUs its jobs may hold on other VCs' nodes at once (absent: no limit)
+    lend_limit = 8           # GPUs of its nodes other VCs' jobs may hold at once (absent: no limit)
+    parent = "research"      # its cohort: only queues with the same parent lend to each other
+    guarantee = 64           # optional check: its nodes' GPUs (or {V100 = 32, A100 = 32} per type)
+
+A VC's guarantee is its own nodes (per GPU type), as in the Helios partition; ``guarantee`` only
+checks that the file says what its groups give. A VC without an entry neither borrows nor lends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dlsched.core.cluster import ClusterSpec
+from dlsched.kernel.quotas import QueueSpec
+from dlsched.traces.cluster_file import _int, _line_of, _parse, _short, _table, read_cluster_file
+from dlsched.traces.model import TraceError
+
+QUEUE_KEYS = {"name", "borrow_limit", "lend_limit", "parent", "guarantee"}
+
+
+def read_queues(path: str | Path, cluster: ClusterSpec | None = None) -> tuple[QueueSpec, ...]:
+    """The queues the cluster file at ``path`` declares (empty when it has no ``queues``).
+
+    Errors are :class:`TraceError` naming the file, the line and the key (``queues[2].lend_limit``)."""
+    path = Path(path)
+    where = str(path)
+    data = _parse(path)
+    raw = data.get("queues") if isinstance(data, dict) else None
+    if raw is None:
+        return ()
+    if cluster is None:
+        cluster = read_cluster_file(path)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if not isinstance(raw, list):
+        raise TraceError(where, "'queues' must be a list of tables (name, borrow_limit, lend_limit, parent)")
+    specs: list[QueueSpec] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(raw, 1):
+        what = f"queues[{i}]"
+        try:
+            specs.append(_queue(entry, what, where, cluster, seen))
+        except TraceError as exc:
+            key = exc.reason.split(" ", 1)[0].removeprefix(what + ".").rstrip(":")
+            value = entry.get(key) if isinstance(entry, dict) else None
+            line = _line_of(text, key, value if isinstance(value, (str, int, float)) else None)
+            raise (TraceError(exc.path, exc.reason, line=line) if line and key in QUEUE_KEYS else exc) from None
+    return tuple(specs)
+
+
+def _queue(entry: Any, what: str, where: str, cluster: ClusterSpec, seen: set[str]) -> QueueSpec:
+    own = _table(entry, QUEUE_KEYS, where, what)
+    name = own.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise TraceError(where, f"{what}.name = {_short(name)}: want the name of a VC of the groups")
+    name = name.strip()
+    if name not in cluster.vcs:
+        raise TraceError(where, f"{what}.name = {name!r}: no group has this VC (VCs: {', '.join(cluster.vcs)})")
+    if name in seen:
+        raise TraceError(where, f"{what}.name = {name!r}: the VC has two queue entries")
+    seen.add(name)
+    limits = {key: None if own.get(key) is None else _int(own[key], where, f"{what}.{key}", 0)
+              for key in ("borrow_limit", "lend_limit")}
+    parent = own.get("parent")
+    if parent is not None and (not isinstance(parent, str) or not parent.strip()):
+        raise TraceError(where, f"{what}.parent = {_short(parent)}: want a cohort name (text)")
+    if "guarantee" in own:
+        _check_guarantee(own["guarantee"], what, where, name, cluster)
+    return QueueSpec(name, limits["borrow_limit"], limits["lend_limit"], parent.strip() if parent else None)
+
+
+def _check_guarantee(value: Any, what: str, where: str, vc: str, cluster: ClusterSpec) -> None:
+    """A guarantee must be what the VC's nodes give: total GPUs, or GPUs per type."""
+    ids = set(cluster.vcs[vc].node_ids)
+    by_type: dict[str, int] = {}
+    for node in cluster.nodes:
+        if node.node_id in ids:
+            by_type[node.gpu_type.name] = by_type.get(node.gpu_type.name, 0) + node.gpus
+    if isinstance(value, dict):
+        from dlsched.core.cluster import gpu_type
+
+        given: dict[str, int] = {}
+        for key, n in value.items():
+            try:
+                type_name = gpu_type(str(key)).name
+            except ValueError as exc:
+                raise TraceError(where, f"{what}.guarantee: {exc}") from None
+            given[type_name] = _int(n, where, f"{what}.guarantee.{key}", 0)
+        given = {k: v for k, v in given.items() if v}
+        if given != by_type:
+            raise TraceError(where, f"{what}.guarantee = {given}: VC {vc}'s nodes give {by_type} (a guarantee "
+                                    "is the VC's own nodes in this version)")
+        return
+    total = _int(value, where, f"{what}.guarantee", 0)
+    if total != sum(by_type.values()):
+        raise TraceError(where, f"{what}.guarantee = {total}: VC {vc}'s nodes give {sum(by_type.values())} GPUs "
+                                "(a guarantee is the VC's own nodes in this version)")
