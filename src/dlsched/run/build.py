@@ -60,6 +60,26 @@ def _names(table, key: str, value: str | None) -> None:
         raise OptionError(key, f"unknown --{key.replace('_', '-')} {value!r}; choose from {', '.join(table)}")
 
 
+def _check_queues(configs: list[RunConfig]) -> None:
+    """The cluster file's queues parse (errors name file, line and key), and queues that borrow
+    run with a non-preemptive policy on exclusive GPUs."""
+    from dlsched.kernel.quotas import borrowing_possible
+    from dlsched.registry import POLICIES
+    from dlsched.traces.cluster_queues import read_queues
+
+    path = configs[0].cluster.cluster_file
+    if not borrowing_possible(read_queues(path)):
+        return
+    for config in configs:
+        name = config.policy.name
+        if name in POLICIES and getattr(POLICIES[name], "preemptive", False):
+            raise OptionError("policy", f"--policy {name} preempts on its own; the queues of --cluster {path} "
+                                        "borrow, which needs a non-preemptive ordering policy")
+    if configs[0].placement.max_jobs_per_gpu > 1:
+        raise OptionError("max_jobs_per_gpu", f"the queues of --cluster {path} borrow, which needs exclusive GPUs "
+                                              "(--max-jobs-per-gpu 1)")
+
+
 def check(configs: list[RunConfig]) -> None:
     """What needs no input loaded to see is wrong: unknown names, missing files, options that
     exclude each other. Raises :class:`OptionError` naming the option."""
@@ -77,6 +97,8 @@ def check(configs: list[RunConfig]) -> None:
                       ("cluster", first.cluster.cluster_file)):
         if path is not None and not Path(path).exists():
             raise OptionError(key, f"--{key.replace('_', '-')} {path}: no such file")
+    if first.cluster.cluster_file is not None:
+        _check_queues(configs)
     if first.placement.name is not None:
         try:
             make_placer(first.placement.name)

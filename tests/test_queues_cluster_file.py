@@ -1,0 +1,86 @@
+"""The cluster file's queues: fidelity with borrowing off, errors naming file and key, the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dlsched.cli.main import app
+from dlsched.traces.cluster_queues import read_queues
+from dlsched.traces.model import TraceError
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
+BASE = '[defaults]\ngpus = 8\n\n[[groups]]\nvc = "vc01"\nnodes = 2\n\n[[groups]]\nvc = "vc02"\nnodes = 1\ngpu = "A100"\n'
+
+
+def _run(*argv) -> tuple[int, str]:
+    result = CliRunner().invoke(app, [str(a) for a in argv])
+    assert "Traceback" not in result.output
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("policy", ["fifo", "qssf"])
+def test_fixed_queues_give_the_plain_vcs_jobs_csv(tmp_path, policy) -> None:
+    """borrow_limit 0 everywhere: the same decisions, byte for byte, as the built-in VCs."""
+    common = ("--jobs", "1500", "--seed", "3", "--policy", policy)
+    code, text = _run("simulate", *common, "--out", tmp_path / "plain")
+    assert code == 0, text
+    code, text = _run("simulate", *common, "--cluster", EXAMPLES / "queues-fixed.toml", "--out", tmp_path / "fixed")
+    assert code == 0, text
+    assert (tmp_path / "fixed" / "jobs.csv").read_bytes() == (tmp_path / "plain" / "jobs.csv").read_bytes()
+    assert "per_queue" not in json.loads((tmp_path / "fixed" / "summary.json").read_text())
+
+
+def test_borrowing_run_reports_per_queue(tmp_path) -> None:
+    code, text = _run("simulate", "--jobs", "1500", "--seed", "3", "--cluster", EXAMPLES / "queues.toml",
+                      "--out", tmp_path / "b")
+    assert code == 0, text
+    assert "queues (GPU-hours" in text and "Jain's fairness index" in text
+    s = json.loads((tmp_path / "b" / "summary.json").read_text())
+    q = s["per_queue"]
+    assert list(q) == [f"vc0{i}" for i in range(1, 9)]
+    assert sum(r["borrowed_gpu_hours"] for r in q.values()) == pytest.approx(sum(r["lent_gpu_hours"] for r in q.values()))
+    assert sum(r["borrowed_starts"] for r in q.values()) > 0
+    assert sum(r["reclaimed"] for r in q.values()) == sum(r["reclaims"] for r in q.values())
+    assert all(r["lent_gpu_hours"] <= r["guaranteed_gpu_hours"] * 0.5 + 1e-9 for r in q.values())  # lend_limit = half
+    assert sum(r["jobs"] for r in q.values()) == s["jobs"] == 1500
+    assert 0 < s["queue_fairness_jain"] <= 1
+
+
+def test_queues_are_read(tmp_path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(BASE + '\n[[queues]]\nname = "vc01"\nborrow_limit = 8\nparent = "x"\nguarantee = 16\n'
+                    '\n[[queues]]\nname = "vc02"\nlend_limit = 0\nguarantee = {A100 = 8}\n')
+    a, b = read_queues(path)
+    assert (a.name, a.borrow_limit, a.lend_limit, a.parent) == ("vc01", 8, None, "x")
+    assert (b.name, b.borrow_limit, b.lend_limit, b.parent) == ("vc02", None, 0, None)
+
+
+@pytest.mark.parametrize("queues,message", [
+    ('[[queues]]\nname = "vc01"\nborrow_limit = -1\n', "line 15: queues[1].borrow_limit = -1: want a whole number >= 0"),
+    ('[[queues]]\nname = "vc01"\nlend_limit = "lots"\n', "queues[1].lend_limit = 'lots': want a whole number >= 0"),
+    ('[[queues]]\nname = "vc09"\n', "queues[1].name = 'vc09': no group has this VC (VCs: vc01, vc02)"),
+    ('[[queues]]\nname = "vc01"\n[[queues]]\nname = "vc01"\n', "queues[2].name = 'vc01': the VC has two queue"),
+    ('[[queues]]\nname = "vc01"\nguarantee = 8\n', "queues[1].guarantee = 8: VC vc01's nodes give 16 GPUs"),
+    ('[[queues]]\nname = "vc02"\nguarantee = {V100 = 8}\n', "queues[1].guarantee = {'V100': 8}: VC vc02's nodes give"),
+    ('[[queues]]\nname = "vc01"\nweight = 2\n', "queues[1]: unknown key(s) weight; known: "),
+    ('queues = 3\n', "'queues' must be a list of tables"),
+])
+def test_bad_queues_are_one_line_errors(tmp_path, queues, message) -> None:
+    path = tmp_path / "c.toml"
+    text = (queues + BASE) if queues.startswith("queues =") else (BASE + "\n" + queues)
+    path.write_text(text)
+    with pytest.raises(TraceError) as err:
+        read_queues(path)
+    assert str(path) in str(err.value) and message in str(err.value)
+    code, out = _run("simulate", "--jobs", "20", "--vcs", "vc01", "--cluster", path, "--out", tmp_path / "r")
+    assert code == 2 and out.startswith("error: ") and message in out and len(out.strip().splitlines()) == 1
+
+
+def test_preemptive_policy_with_borrowing_is_an_error(tmp_path) -> None:
+    code, out = _run("simulate", "--jobs", "50", "--policy", "srtf", "--cluster", EXAMPLES / "queues.toml",
+                     "--out", tmp_path / "r")
+    assert code == 2 and out.startswith("error: --policy srtf preempts on its own") and "non-preemptive" in out
