@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> str:
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        for policy in args.policies.split(","):
+        for policy in args.policies.split(",") if args.seeds > 0 else ():
             base = {"jobs": args.jobs, "policy": policy}
             results[f"built-in {args.jobs:,} jobs / {policy}"] = cell(
                 base, EXAMPLES / "queues-fixed.toml", EXAMPLES / "queues.toml", list(range(args.seeds)),

@@ -23,7 +23,7 @@ and lent, and counts reclaims, for ``summary.json``'s ``per_queue``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from collections.abc import Iterable
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Status
@@ -55,12 +55,10 @@ def borrowing_possible(specs: Iterable[QueueSpec]) -> bool:
 
 
 def head_of(vc: VcState, now: float) -> Job | None:
-    """The job the VC's ordering policy looks at first."""
-    queue = vc.queue
-    if queue.pass_order is None:
-        return queue.head()
-    order = queue.pass_order(now)
-    return order[0] if order else None
+    """The job the VC's ordering policy looks at first: the queue's head as its last pass left it
+    (a queue that re-sorts itself at each pass is not re-sorted here: its pass has side effects,
+    e.g. the Helios QSSF queue's count of this instant's arrivals)."""
+    return vc.queue.head()
 
 
 def jain(values: list[float]) -> float | None:
