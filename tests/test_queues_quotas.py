@@ -127,3 +127,14 @@ def test_lender_waits_for_its_own_jobs_without_reclaiming():
     t = {j.job_id: (j.start_time, j.end_time, j.preemptions) for j in res.jobs}
     # c1 needs all 8 GPUs; C's own c0 holds 6 until 100: reclaiming a2's 2 would not make it fit
     assert t == {"c0": (0, 100, 0), "a1": (0, 100, 0), "a2": (1, 51, 0), "c1": (100, 120, 0)}
+
+
+def test_active_entitlement_counts_only_time_with_jobs():
+    res, _ = run()
+    q = res.extra["per_queue"]
+    # A has jobs from 0 to 100, C from 10 to 30, B never
+    assert q["A"]["active_hours"] * 3600 == pytest.approx(100) and q["C"]["active_hours"] * 3600 == pytest.approx(20)
+    assert q["B"]["active_hours"] == 0 and q["B"]["share_of_active_guarantee"] is None
+    assert q["A"]["share_of_active_guarantee"] == pytest.approx(1260 / 800)
+    assert q["C"]["share_of_active_guarantee"] == pytest.approx(160 / 160)
+    assert res.extra["queue_fairness_jain_active"] == pytest.approx(jain([1260 / 800, 1.0]))

@@ -24,9 +24,11 @@ def print_queues(out, summary: dict) -> None:
                       "-" if share is None else f"{share:.3f}", f"{q['reclaimed']:,}", f"{q['reclaims']:,}",
                       f"{q['jobs']:,}", f"{q['avg_queue_delay']:,.1f}")
     out.print(table)
-    jain = summary.get("queue_fairness_jain")
+    jain, active = summary.get("queue_fairness_jain"), summary.get("queue_fairness_jain_active")
     out.print("Jain's fairness index over used / guaranteed GPU time: "
-              + ("-" if jain is None else f"{jain:.4f}"), highlight=False)
+              + ("-" if jain is None else f"{jain:.4f}")
+              + "; over used / (guarantee x time the queue had jobs): "
+              + ("-" if active is None else f"{active:.4f}"), highlight=False)
 
 
 def _limit(value: int | None) -> str:

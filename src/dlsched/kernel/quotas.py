@@ -89,9 +89,17 @@ class QuotaManager:
         self.reclaims = [0] * len(state.vcs)    # preemptions the VC triggered to get its GPUs back
         self.borrow_starts = [0] * len(state.vcs)
         self._since: dict[Job, tuple[float, int]] = {}  # running job -> (start, host vid or -1)
+        self._in_system = [0] * len(state.vcs)      # the VC's jobs submitted and not finished
+        self._active_since = [0.0] * len(state.vcs)
+        self.active_time = [0.0] * len(state.vcs)   # seconds with >= 1 job waiting or running
         state.add_observer(self)
 
     # -- observer: GPU time per queue ------------------------------------------------------
+    def submitted(self, job: Job, vc: VcState, now: float) -> None:
+        if not self._in_system[vc.vid]:
+            self._active_since[vc.vid] = now
+        self._in_system[vc.vid] += 1
+
     def started(self, job: Job, vc: VcState, now: float) -> None:
         host = self.state.hosts.get(job)
         self._since[job] = (now, -1 if host is None else host.vid)
@@ -105,6 +113,10 @@ class QuotaManager:
             self.lent_area[host] += area
             self.borrowed[vc.vid] -= job.gpus
             self.lent[host] -= job.gpus
+        if why == "finish":
+            self._in_system[vc.vid] -= 1
+            if not self._in_system[vc.vid]:
+                self.active_time[vc.vid] += now - self._active_since[vc.vid]
 
     # -- one instant ---------------------------------------------------------------------
     def rebalance(self, policy, view, now: float) -> list[Job]:
@@ -193,7 +205,9 @@ class QuotaManager:
     # -- report ----------------------------------------------------------------------------
     def per_queue(self, jobs: list[Job], t0: float, t1: float) -> dict:
         """Per queue: guaranteed vs used vs borrowed vs lent GPU time (GPU-hours), reclaims, queue
-        delay; and Jain's index over used / guaranteed GPU time."""
+        delay; Jain's index over used / guaranteed GPU time (over the run: with every job done it
+        mostly measures how demand matches the guarantees), and over used / guarantee x the time
+        the queue had jobs (its entitlement while it wanted GPUs: borrowing moves it)."""
         state = self.state
         span = max(t1 - t0, 0.0)
         delays: dict[int, list[float]] = {}
@@ -201,6 +215,7 @@ class QuotaManager:
             delays.setdefault(job.vc_state.vid, []).append(job.queue_delay)
         out: dict = {}
         shares: list[float] = []
+        active_shares: list[float] = []
         for vc in state.vcs:
             spec = self.specs[vc.vid]
             by_type: dict[str, int] = {}
@@ -209,6 +224,8 @@ class QuotaManager:
                     name = state.node_specs[node].gpu_type.name
                     by_type[name] = by_type.get(name, 0) + state.node_gpus[node]
             guaranteed = vc.total_gpus * span
+            active = self.active_time[vc.vid] + (t1 - self._active_since[vc.vid] if self._in_system[vc.vid] else 0.0)
+            entitled = vc.total_gpus * active  # its guarantee while it had jobs to run
             d = delays.get(vc.vid, [])
             row = {
                 "guarantee_gpus": vc.total_gpus, "guarantee_by_type": by_type,
@@ -218,11 +235,16 @@ class QuotaManager:
                 "borrowed_gpu_hours": self.borrowed_area[vc.vid] / 3600.0,
                 "lent_gpu_hours": self.lent_area[vc.vid] / 3600.0,
                 "share_of_guarantee": self.used_area[vc.vid] / guaranteed if guaranteed else None,
+                "active_hours": active / 3600.0,
+                "share_of_active_guarantee": self.used_area[vc.vid] / entitled if entitled else None,
                 "borrowed_starts": self.borrow_starts[vc.vid],
                 "reclaimed": self.reclaimed[vc.vid], "reclaims": self.reclaims[vc.vid],
                 "jobs": len(d), "avg_queue_delay": sum(d) / len(d) if d else 0.0,
             }
             if guaranteed:
                 shares.append(row["share_of_guarantee"])
+            if entitled:
+                active_shares.append(row["share_of_active_guarantee"])
             out[vc.name] = row
-        return {"per_queue": out, "queue_fairness_jain": jain(shares)}
+        return {"per_queue": out, "queue_fairness_jain": jain(shares),
+                "queue_fairness_jain_active": jain(active_shares)}
