@@ -84,3 +84,11 @@ def test_preemptive_policy_with_borrowing_is_an_error(tmp_path) -> None:
     code, out = _run("simulate", "--jobs", "50", "--policy", "srtf", "--cluster", EXAMPLES / "queues.toml",
                      "--out", tmp_path / "r")
     assert code == 2 and out.startswith("error: --policy srtf preempts on its own") and "non-preemptive" in out
+
+
+def test_cluster_show_prints_the_queues_back(tmp_path) -> None:
+    code, _ = _run("cluster", "show", EXAMPLES / "queues.toml", "--out", tmp_path / "q.toml")
+    assert code == 0
+    again = read_queues(tmp_path / "q.toml")
+    assert again == read_queues(EXAMPLES / "queues.toml") and len(again) == 8
+    assert again[0].borrow_limit == 256 and again[0].lend_limit == 128

@@ -46,6 +46,10 @@ def show(
             cluster = read_cluster_file(file)
             title = str(file)
         text = cluster_to_toml(cluster, title)
+        if file is not None:
+            from dlsched.traces.cluster_queues import queues_to_toml, read_queues
+
+            text += queues_to_toml(read_queues(file, cluster))
         if out is None:
             print(text, end="")
         else:

@@ -100,3 +100,19 @@ def _check_guarantee(value: Any, what: str, where: str, vc: str, cluster: Cluste
     if total != sum(by_type.values()):
         raise TraceError(where, f"{what}.guarantee = {total}: VC {vc}'s nodes give {sum(by_type.values())} GPUs "
                                 "(a guarantee is the VC's own nodes in this version)")
+
+
+def queues_to_toml(specs: tuple[QueueSpec, ...]) -> str:
+    """The ``[[queues]]`` tables of ``specs`` (``cluster show`` prints them after the groups)."""
+    lines: list[str] = []
+    for q in specs:
+        lines += ["", "[[queues]]", f"name = {_quoted(q.name)}"]
+        lines += [f"{key} = {value}" for key, value in (("borrow_limit", q.borrow_limit), ("lend_limit", q.lend_limit))
+                  if value is not None]
+        if q.parent is not None:
+            lines.append(f"parent = {_quoted(q.parent)}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
