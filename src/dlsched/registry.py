@@ -98,6 +98,7 @@ POLICIES: Mapping[str, type] = LazyTable({
     "srtf": "dlsched.sched.srtf:SrtfPolicy",
     "qssf": "dlsched.sched.orders.qssf:QssfPolicy",
     "las": "dlsched.sched.orders.las:LasPolicy",
+    "fairshare": "dlsched.sched.orders.fairshare:FairSharePolicy",
     "horus": "dlsched.sched.horus:HorusPolicy",
     "horus-f": "dlsched.sched.horus:HorusFairPolicy",
     "obp": "dlsched.sched.orders.obp:ObpPolicy",
