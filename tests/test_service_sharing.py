@@ -208,8 +208,8 @@ def test_a_replayed_log_keeps_the_memory_label(tmp_path):
     assert mem == {"small": 24576, "plain": 40 * 1024}
 
 
-LIVE_POLICIES = ["fifo", "qssf", "las", "horus", "horus-f", "obp", "ffd-util", "coscheml", "binpack", "loadbalance",
-                 "mystic", "random-pairing"]
+LIVE_POLICIES = ["fifo", "qssf", "las", "fairshare", "horus", "horus-f", "obp", "ffd-util", "coscheml", "binpack",
+                 "loadbalance", "mystic", "random-pairing"]
 
 
 @pytest.mark.parametrize("cap", [1, 2])
