@@ -89,7 +89,7 @@ def test_lender_with_waiting_jobs_does_not_lend():
     the_jobs = [Job("b1", "B", 8, 0, 100), Job("b2", "B", 4, 1, 10), Job("a1", "A", 8, 0, 100),
                 Job("a2", "A", 4, 2, 10)]
     queues = (QueueSpec("A", 8, None), QueueSpec("B", 8, None), QueueSpec("C", 0, 0))
-    res, starts = run(queues, the_jobs=the_jobs)
+    res, _ = run(queues, the_jobs=the_jobs)
     t = {j.job_id: (j.start_time, j.end_time) for j in res.jobs}
     assert t["b2"] == (100, 110) and t["a2"] == (100, 110)  # C lends nothing; A and B are full
 
@@ -98,7 +98,7 @@ def test_cohorts_keep_borrowing_inside():
     queues = (QueueSpec("A", 8, None, parent="x"), QueueSpec("B", 0, None, parent="y"),
               QueueSpec("C", 0, None, parent="x"))
     the_jobs = [Job("a1", "A", 8, 0, 100), Job("a2", "A", 8, 1, 10)]
-    res, starts = run(queues, the_jobs=the_jobs)
+    _, starts = run(queues, the_jobs=the_jobs)
     assert ("a2", 1, "C") in starts  # B is of another cohort; C (same parent) lends
 
 
@@ -111,7 +111,7 @@ def test_reclaim_takes_the_most_recent_borrower_only():
     queues = (QueueSpec("A", 8, None), QueueSpec("B", 0, 0), QueueSpec("C", 0, None))
     the_jobs = [Job("a1", "A", 8, 0, 100), Job("a2", "A", 4, 1, 50), Job("a3", "A", 4, 2, 50),
                 Job("c1", "C", 4, 10, 20)]
-    res, starts = run(queues, the_jobs=the_jobs)
+    res, _ = run(queues, the_jobs=the_jobs)
     t = {j.job_id: (j.start_time, j.end_time, j.preemptions) for j in res.jobs}
     # c1 needs 4 of C's 8 GPUs, both lent: only a3 (started last) is reclaimed; it borrows C
     # again when c1 ends at 30 with 50 - 8 + 10 = 52 s left

@@ -22,8 +22,8 @@ and lent, and counts reclaims, for ``summary.json``'s ``per_queue``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Status
