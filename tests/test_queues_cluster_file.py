@@ -92,3 +92,16 @@ def test_cluster_show_prints_the_queues_back(tmp_path) -> None:
     again = read_queues(tmp_path / "q.toml")
     assert again == read_queues(EXAMPLES / "queues.toml") and len(again) == 8
     assert again[0].borrow_limit == 256 and again[0].lend_limit == 128
+
+
+def test_borrowing_experiment_runs_and_pairs_seeds(tmp_path) -> None:
+    from dlsched.experiments.borrowing import main, queues_toml
+
+    path = tmp_path / "c.toml"
+    path.write_text(queues_toml({"a": 2, "b": 1}, 8, True))
+    a, b = read_queues(path)
+    assert (a.name, a.borrow_limit, a.lend_limit, b.borrow_limit, b.lend_limit) == ("a", 16, 8, 8, 4)
+    text = main(["--seeds", "2", "--jobs", "400"])
+    rows = text.splitlines()[2:]
+    assert len(rows) == 2 and rows[0].startswith("| built-in 400 jobs | fifo | 2 |")
+    assert all(row.count("|") == 13 and " of 2 |" in row for row in rows)

@@ -75,8 +75,9 @@ def cell(base: dict, fixed: Path, borrow: Path, seeds: list[int], tmp: Path) -> 
 
 def table(results: dict[str, dict]) -> str:
     head = ("| workload | policy | runs | avg queue delay, fixed (s) | borrowing (s) | paired diff (s) | "
-            "avg JCT, fixed (s) | borrowing (s) | paired diff (s) | reclaims / run | borrowed GPU time |")
-    lines = [head, "|" + "---|" * 11]
+            "avg JCT, fixed (s) | borrowing (s) | paired diff (s) | runs with less wait | reclaims / run | "
+            "borrowed GPU time |")
+    lines = [head, "|" + "---|" * 12]
     for label, res in results.items():
         rows = res["rows"]
         wf = [a["avg_queue_delay"] for a, _ in rows]
@@ -87,7 +88,7 @@ def table(results: dict[str, dict]) -> str:
         lines.append(
             f"| {workload} | {policy} | {len(rows)} | {statistics.fmean(wf):,.0f} | {statistics.fmean(wb):,.0f} | "
             f"{_paired([y - x for x, y in zip(wf, wb)])} | {statistics.fmean(jf):,.0f} | {statistics.fmean(jb):,.0f} | "
-            f"{_paired([y - x for x, y in zip(jf, jb)])} | "
+            f"{_paired([y - x for x, y in zip(jf, jb)])} | {sum(y < x for x, y in zip(wf, wb))} of {len(rows)} | "
             f"{statistics.fmean(_reclaims(b) for _, b in rows):,.1f} | "
             f"{100 * statistics.fmean(_borrowed_share(b) for _, b in rows):.1f} % |")
     return "\n".join(lines)
