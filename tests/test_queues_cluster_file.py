@@ -105,3 +105,25 @@ def test_borrowing_experiment_runs_and_pairs_seeds(tmp_path) -> None:
     rows = text.splitlines()[2:]
     assert len(rows) == 2 and rows[0].startswith("| built-in 400 jobs | fifo | 2 |")
     assert all(row.count("|") == 13 and " of 2 |" in row for row in rows)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "qssf", "las", "fairshare"])
+def test_borrowing_keeps_the_kernel_invariants(policy) -> None:
+    """The whole state re-checked after every pass (and every rebalance) with borrowing on."""
+    from dataclasses import replace
+
+    from dlsched.registry import make_policy
+    from dlsched.run.build import build_run
+    from dlsched.run.options import configs_from_options
+    from dlsched.sim import Simulator
+
+    [config], _ = configs_from_options({"jobs": 3000, "seed": 0, "policy": policy,
+                                        "cluster": EXAMPLES / "queues.toml"})
+    run = build_run(config)
+    sim_config = replace(run.spec.config, check_invariants=True)
+    res = Simulator(run.cluster, make_policy(policy, "consolidate", **run.spec.policy_options),
+                    sim_config).run(run.inputs.jobs)
+    q = res.extra["per_queue"]
+    assert all(j.end_time >= j.start_time >= j.submit_time for j in res.jobs)
+    assert sum(r["borrowed_starts"] for r in q.values()) > 0 and sum(r["reclaims"] for r in q.values()) > 0
+    assert sum(j.preemptions for j in res.jobs) == sum(r["reclaims"] for r in q.values())
