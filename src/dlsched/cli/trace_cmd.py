@@ -145,9 +145,9 @@ def generate(
 
 def _sharing_workload(name: str, seed: int, gpu: str | None, profiles: str, shared: Path | None,
                       limit: int | None):
-    """A workload of :mod:`dlsched.traces.workloads` and a line saying how to simulate it."""
+    """A workload of :mod:`dlsched.experiments.workloads` and a line saying how to simulate it."""
+    from dlsched.experiments.workloads import make_workload
     from dlsched.models.colocation_table import load_table
-    from dlsched.traces.workloads import make_workload
 
     if limit is not None and limit < 1:
         raise ValueError(f"--limit must be >= 1, got {limit}")

@@ -3,7 +3,7 @@
 The workload brings its cluster (the paper's testbed, or Philly's VCs) and GPU type; ``--nodes``
 (with ``--gpus-per-node``) or ``--vc-config`` resize it, ``--gpu`` changes the GPU type. With
 ``--predict-resources`` jobs get the real predictors' estimates, and a documented noisy prior
-where a model does not resolve (:func:`dlsched.traces.workloads.attach_predictions`).
+where a model does not resolve (:func:`dlsched.experiments.workloads.attach_predictions`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from dlsched.cli.common import console
 def load_workload(name: str, seed: int, profiles: str, gpu: str | None, nodes: int | None, gpus_per_node: int,
                   vc_config: Path | None, topology: str | None, predict: bool):
     """(trace, jobs, cluster, run name, GPU type) for workload ``name``."""
+    from dlsched.experiments.workloads import attach_predictions, make_workload
     from dlsched.models.colocation_table import load_table
     from dlsched.runner import cluster_for
     from dlsched.traces.vc import load_vc_config
-    from dlsched.traces.workloads import attach_predictions, make_workload
 
     wl = make_workload(name, seed=seed, table=load_table(profiles), gpu=gpu)
     for note in wl.notes:

@@ -6,7 +6,7 @@ their predicted memory), gives it the predictions of the chosen kind and simulat
 utilisation observer. Predictions are computed once per (workload, seed) and reused.
 
 Prediction kinds: ``real`` (the shipped utilisation/memory predictors from graph features, a
-noisy prior where a model does not resolve: :func:`~dlsched.traces.workloads.attach_predictions`)
+noisy prior where a model does not resolve: :func:`~dlsched.experiments.workloads.attach_predictions`)
 or ``perfect`` (predictions = the measured truth, to separate policy quality from prediction
 error).
 """
@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from dlsched.core.job import Job
+from dlsched.experiments.workloads import Workload, attach_predictions, make_workload
 from dlsched.models.colocation import ColocationSpeed
 from dlsched.models.colocation_table import builtin_table
 from dlsched.models.failure import OutOfMemory
 from dlsched.registry import make_policy
 from dlsched.sim import SimConfig, Simulator
 from dlsched.sim.config import no_overhead
-from dlsched.traces.workloads import Workload, attach_predictions, make_workload
 
 PREDICTIONS = ("real", "perfect")
 
