@@ -120,6 +120,7 @@ class ClusterState:
         self._on_start: tuple = ()
         self._on_stop: tuple = ()
         self._on_node: tuple = ()
+        self._on_predict: tuple = ()
         for vc in cluster.vcs:
             self._new_vc(vc)
         for node in cluster.nodes:
@@ -134,12 +135,22 @@ class ClusterState:
     # -- observers ----------------------------------------------------------------------
     def add_observer(self, obs: object) -> None:
         """Register an observer; it implements any of ``submitted(job, vc, now)``,
-        ``started(job, vc, now)``, ``stopped(job, vc, now, why)``, ``node_changed(node, now)``."""
+        ``started(job, vc, now)``, ``stopped(job, vc, now, why)``, ``node_changed(node, now)``,
+        ``predictions_changed(job)``."""
         self._observers.append(obs)
         self._on_submit = tuple(o.submitted for o in self._observers if hasattr(o, "submitted"))
         self._on_start = tuple(o.started for o in self._observers if hasattr(o, "started"))
         self._on_stop = tuple(o.stopped for o in self._observers if hasattr(o, "stopped"))
         self._on_node = tuple(o.node_changed for o in self._observers if hasattr(o, "node_changed"))
+        self._on_predict = tuple(o.predictions_changed for o in self._observers
+                                 if hasattr(o, "predictions_changed"))
+
+    def predictions_changed(self, job: Job) -> None:
+        """A running job's predicted utilisation or memory was corrected
+        (:func:`dlsched.kernel.correction.observe`): observers that sum predicted load re-read it.
+        Occupancy is unchanged, so this is a notice, not a transition."""
+        for cb in self._on_predict:
+            cb(job)
 
     def add_clock(self, callback: Callable[[float], float]) -> None:
         """``callback(now) -> next time`` runs before the first transition at or after the time

@@ -18,6 +18,7 @@ from operator import attrgetter
 from typing import Iterator
 
 from dlsched.core.job import Job
+from dlsched.kernel.correction import observe
 from dlsched.kernel.decisions import Decision, Postpone, Start, Status
 from dlsched.kernel.queues import KeyedQueue
 from dlsched.kernel.state import VcState
@@ -54,8 +55,6 @@ class OrderingPolicy:
         restored by ``Job.reset`` before another run, as ``--observe-after``'s corrections)."""
         seen = job.observed_mem_mib
         if seen == seen and not job.pred_gpu_mem_mib >= seen:
-            from dlsched.sim.observe import observe
-
             observe(job, float("nan"), seen, now)
 
     def new_queue(self) -> KeyedQueue:

@@ -628,7 +628,7 @@ class SchedulerCore:
         """A node agent's reading of a running pod: kept for the operator's predicted-vs-observed view;
         once the pod has run ``warmup`` seconds it replaces the predictions (the simulator's
         :class:`~dlsched.sim.observe.ObservedCorrection`). Returns what happened."""
-        from dlsched.sim.observe import observe
+        from dlsched.kernel.correction import observe
 
         with self.lock:
             job = self.jobs.get(uid)
@@ -697,7 +697,7 @@ class SchedulerCore:
         get that reading as their prediction now (as the simulator's OOM model does), even inside
         their warm-up: otherwise the failed pod is re-placed beside a partner that is bigger than the
         policy believes, and the same collision repeats."""
-        from dlsched.sim.observe import observe
+        from dlsched.kernel.correction import observe
 
         st = self.state
         for idx, mask in job.placement or ():
