@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
+from dlsched.kernel.correction import observe
 from dlsched.kernel.state import ClusterState
 
 
@@ -53,8 +54,6 @@ class OutOfMemory:
         if not reason.startswith("out of memory"):
             return
         job.observed_mem_mib = job._gpu_mem_mib  # the crash report: how much it needed
-        from dlsched.kernel.correction import observe
-
         for node, mask in job.placement or ():
             cap = state.node_mem[node]
             for g in set_bits(mask):

@@ -233,3 +233,14 @@ class PlacementPipeline:
                 placement: Placement = tuple(out)
                 return Fit(_FITS, placement)
         return Fit(_UNSCHED, None, f"{need} GPUs needed, only {need - left} pass the filters")
+
+
+def room_of(view, job: Job, node: int) -> int:
+    """GPUs of ``node`` that may take ``job``: free ones, plus (sharing on) shared ones whose
+    predicted memory left fits the job and that are below the job cap."""
+    state = view.state
+    if state.cap > 1:
+        return PlacementPipeline.room(view, job, node)
+    if state.node_slot[node] < 0:
+        return 0
+    return ~state.node_mask[node] & ((1 << state.node_gpus[node]) - 1)
