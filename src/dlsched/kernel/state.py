@@ -470,9 +470,8 @@ class ClusterState:
         if job.state is not _RUNNING and job.state is not _ASSUMED:
             raise StateError(f"job {job.job_id} failed while {job.state.name}")
         vc = job.vc_state
-        tell = getattr(self.failure_model, "failed", None)
-        if tell is not None:  # the ground-truth failure model reports what the crash showed
-            tell(job, self, now, reason)
+        if self.failure_model is not None:  # the ground-truth model reports what the crash showed
+            self.failure_model.failed(job, self, now, reason)
         self._stopping(job, vc, now, "fail")
         affected = self._stop(job, vc, now)
         job._remaining = job._start_remaining
