@@ -32,6 +32,13 @@ _CREATED, _PENDING, _RUNNING = JobState.CREATED, JobState.PENDING, JobState.RUNN
 _ASSUMED, _FINISHED = JobState.ASSUMED, JobState.FINISHED
 _NOTHING: tuple = ()
 
+# The exclusive shortcut of start() and finish(): a placement on this many nodes without sharing
+# books and releases its GPUs inline (the body of _allocate / _release for one node, ~2x faster).
+# 1 in every run; 0 sends every placement through _allocate / _release, the general path that
+# dlsched.sim.reference.reference_paths() compares against (a module constant read where the
+# literal 1 was, so the switch costs the hot path no instruction).
+EXCLUSIVE_SHORTCUT_NODES = 1
+
 
 class StateError(RuntimeError):
     """A transition that would corrupt the cluster state (double booking, double finish, ...)."""
@@ -324,7 +331,7 @@ class ClusterState:
         if self._on_start:
             for cb in self._on_start:
                 cb(job, vc, now)
-        if len(placement) == 1 and not shared:
+        if len(placement) == EXCLUSIVE_SHORTCUT_NODES and not shared:
             # common case, inlined: one node, exclusive GPUs
             node, mask = placement[0]
             used = self.node_mask[node]
@@ -427,7 +434,7 @@ class ClusterState:
         affected = self.co_runners(job, model.scope) if model is not None else None
         placement = job.placement
         node, mask = placement[0]
-        if len(placement) == 1 and self.node_slot[node] >= 0 and self.cap == 1:
+        if len(placement) == EXCLUSIVE_SHORTCUT_NODES and self.node_slot[node] >= 0 and self.cap == 1:
             n = mask.bit_count()
             old = self.node_free[node]
             local = 1 << self.node_local[node]

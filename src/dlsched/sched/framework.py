@@ -68,6 +68,9 @@ class PlacementPipeline:
     """Filters, weighted scorers, a GPU picker and permits for one job at a time."""
 
     use_index = True  # sharing: room and scores from the load index (False: the per-node scan)
+    # a lone bucket scorer's exact fast_place (and Horus's free_fit) instead of the stages; read
+    # when a pipeline is built (False: always the stages, see dlsched.sim.reference)
+    fast_paths = True
 
     def __init__(self, scorers: Sequence[tuple[object, float]], filters: Sequence[object] = (),
                  share: bool = False, name: str | None = None) -> None:
@@ -94,7 +97,7 @@ class PlacementPipeline:
         # exact exclusive choice; the per-node sharing stages only when idle GPUs cannot take the job
         self.idle_first = None
         if len(self.scorers) == 1 and not self.filters and isinstance(only, FastPlacer):
-            if not share:
+            if not share and self.fast_paths:
                 self.place = only.fast_place  # exact bucket algorithm, no per-node scan
             elif not getattr(only, "packs", False):
                 self.idle_first = only.fast_place

@@ -230,8 +230,9 @@ class HorusPolicy(OrderingPolicy):
         """The cost placement's exact shortcut for a job some node can take on free GPUs, when
         the placement is that scorer alone (no other scorer, filter or permit could differ)."""
         placer = self.placer
-        scorers = getattr(placer, "scorers", ())
-        if len(scorers) == 1 and not placer.filters and not placer.permits and hasattr(scorers[0][0], "free_fit"):
+        scorers = placer.scorers
+        if (placer.fast_paths and len(scorers) == 1 and not placer.filters and not placer.permits
+                and hasattr(scorers[0][0], "free_fit")):
             return scorers[0][0].free_fit
         return None
 
