@@ -15,6 +15,8 @@ from dlsched.registry import FAILURE_MODELS, PLACERS, POLICIES, SPEED_MODELS, ma
 from dlsched.sched.orders.fifo import FifoPolicy
 from dlsched.sched.protocols import (
     HOOKS,
+    PLUGIN_FLAGS,
+    POLICY_FLAGS,
     POLICY_HOOKS,
     FailureModel,
     FastPlacer,
@@ -27,11 +29,12 @@ from dlsched.sched.protocols import (
 
 # public method names that look like a hook but are not one, with why (none today)
 NOT_HOOKS: dict[str, str] = {}
+FLAGS = PLUGIN_FLAGS + POLICY_FLAGS
 
 
 def hook_problems(obj: object) -> list[str]:
-    """What is wrong with ``obj``'s hooks: a parameter list other than the declared one, or a
-    public method named like a hook but not one."""
+    """What is wrong with ``obj``'s hooks: a parameter list other than the declared one, a public
+    method named like a hook but not one, or a class attribute named like a flag but not one."""
     cls = obj if isinstance(obj, type) else type(obj)
     out = []
     for name in dir(cls):
@@ -49,10 +52,16 @@ def hook_problems(obj: object) -> list[str]:
                 params = params[1:]  # self
             if tuple(params) != HOOKS[name]:
                 out.append(f"{cls.__name__}.{name}{tuple(params)}: the hook takes {HOOKS[name]}")
-        elif name not in NOT_HOOKS and callable(getattr(cls, name)) and not isinstance(value, type):
+        elif name in NOT_HOOKS or name in FLAGS or isinstance(value, type):
+            continue
+        elif callable(getattr(cls, name)):
             near = difflib.get_close_matches(name, HOOKS, n=1, cutoff=0.8)
             if near:
                 out.append(f"{cls.__name__}.{name}: not a hook; did you mean {near[0]}?")
+        else:
+            near = difflib.get_close_matches(name, FLAGS, n=1, cutoff=0.8)
+            if near:
+                out.append(f"{cls.__name__}.{name}: not a flag; did you mean {near[0]}?")
     return out
 
 
@@ -103,6 +112,7 @@ def test_a_misspelt_or_misshapen_hook_fails_the_check():
 
     class Plugin:
         name = "p"
+        single_node = True  # the flag is single_node_only
 
         def score(self, view, vc, job, node):
             return 1.0
@@ -112,7 +122,8 @@ def test_a_misspelt_or_misshapen_hook_fails_the_check():
 
     assert hook_problems(Misspelt) == ["Misspelt.job_finshed: not a hook; did you mean job_finished?"]
     assert hook_problems(Misshapen) == ["Misshapen.job_failed('job', 'now'): the hook takes ('job', 'now', 'reason')"]
-    assert hook_problems(Plugin) == ["Plugin.permitt: not a hook; did you mean permit?"]
+    assert hook_problems(Plugin) == ["Plugin.permitt: not a hook; did you mean permit?",
+                                     "Plugin.single_node: not a flag; did you mean single_node_only?"]
 
 
 def test_policy_base_defaults_are_no_ops():

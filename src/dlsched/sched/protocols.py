@@ -148,6 +148,8 @@ class PluginObserver(Protocol):
 # fits one node waits rather than span nodes), packs (sharing: always go through the stages),
 # default_speed_model (the ground truth the plug-in optimises for).
 PLUGIN_FLAGS = ("score_by_free", "single_node_only", "packs", "default_speed_model", "postpone")
+# ... and the flags a policy may set (Policy's attributes, plus what make_policy reads)
+POLICY_FLAGS = ("oracle", "preemptive", "requeues_running", "default_placement", "placement_name")
 
 
 # -- ground truth the kernel asks (simulated backends) -------------------------------------------
