@@ -24,6 +24,7 @@ import numpy as np
 
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
 from dlsched.core.job import Job, JobState, truth_hidden
+from dlsched.kernel.correction import observe
 from dlsched.kernel.decisions import Preempt, Start
 from dlsched.kernel.queues import KeyedQueue
 from dlsched.kernel.state import ClusterState, StateError
@@ -632,8 +633,6 @@ class SchedulerCore:
         """A node agent's reading of a running pod: kept for the operator's predicted-vs-observed view;
         once the pod has run ``warmup`` seconds it replaces the predictions (the simulator's
         :class:`~dlsched.sim.observe.ObservedCorrection`). Returns what happened."""
-        from dlsched.sim.observe import observe
-
         with self.lock:
             job = self.jobs.get(uid)
             if job is None or job.state is not RUNNING:
@@ -701,8 +700,6 @@ class SchedulerCore:
         get that reading as their prediction now (as the simulator's OOM model does), even inside
         their warm-up: otherwise the failed pod is re-placed beside a partner that is bigger than the
         policy believes, and the same collision repeats."""
-        from dlsched.sim.observe import observe
-
         st = self.state
         for idx, mask in job.placement or ():
             for g in gpu_list(mask):
