@@ -43,13 +43,17 @@ def register(app: typer.Typer) -> None:
                                               "log (for `dlsched replay`)"),
         observe_after: float = typer.Option(60.0, min=0.0, help="seconds a pod runs before node-agent "
                                             "readings replace its predictions"),
+        unseen_pod_ttl: float = typer.Option(30.0, min=0.5, help="seconds a pod known only from kube-scheduler's "
+                                             "filter calls (the API server does not show it) may hold GPUs"),
+        nudge: bool = typer.Option(True, help="touch a pod nominated after kube-scheduler was told to wait, so "
+                                   "that it is retried at once (v1.20 waits for a cluster event or 60 s)"),
     ) -> None:
         """Run the kube-scheduler extender (filter, prioritize, bind) and the operator API."""
         with clear_errors():
             service, app = build_service(policy, placement, backfill, kubeconfig, api_server, api_token,
                                          insecure_skip_tls_verify, db, token, scheduler_name, vc_map, default_vc,
                                          max_jobs_per_gpu, model_dir, predict_resources, gpu, record,
-                                         observe_after)
+                                         observe_after, unseen_pod_ttl, nudge)
         import uvicorn
 
         placed_by = getattr(service.core.policy, "placement_name", placement)
@@ -85,7 +89,7 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
                   api_token: str | None, insecure: bool, db: str, token: str | None, scheduler_name: str,
                   vc_map: str, default_vc: str, max_jobs_per_gpu: int, model_dir: Path | None,
                   predict_resources: bool = False, gpu: str = "V100", record: Path | None = None,
-                  observe_after: float = 60.0):
+                  observe_after: float = 60.0, unseen_pod_ttl: float = 30.0, nudge: bool = True):
     """Everything ``serve`` starts, checked in order; bad input raises ValueError naming the option."""
     try:
         import fastapi  # noqa: F401
@@ -136,7 +140,8 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
                       soft_wrap=True, highlight=False)
     api = make_api(str(kubeconfig) if kubeconfig else None, api_server, api_token, insecure)
     bridge = KubeBridge(api, core, scheduler_name, default_vc)
-    service = LiveService(core, bridge, token, scheduler_name, model_dir, observe_after=observe_after)
+    service = LiveService(core, bridge, token, scheduler_name, model_dir, observe_after=observe_after,
+                          unseen_ttl=unseen_pod_ttl, nudge=nudge)
     try:
         found = service.start()
     except Exception as exc:  # noqa: BLE001 - connection refused, TLS, 401: one line naming the server

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from dlsched.service.pods import GPUS_ANNOTATION, PodError, node_facts, pod_facts
+from dlsched.service.pods import GPUS_ANNOTATION, NOMINATED_ANNOTATION, PodError, node_facts, pod_facts
 
 log = logging.getLogger("dlsched.service")
 
@@ -50,6 +50,36 @@ def _json(resp) -> dict:
     return json.loads(resp.data)
 
 
+def annotation_patch(uid: str, key: str, text: str, has_annotations: bool) -> list[dict]:
+    """A JSON patch writing annotation ``key``, refused (422) unless the pod's uid is ``uid`` and
+    it has no ``spec.nodeName`` (the API server's JSON patch takes a ``test`` of null as "absent").
+    ``has_annotations``: add to the map; else create the map, tested absent first so that a
+    map there after all is never replaced."""
+    ops: list[dict] = [{"op": "test", "path": "/metadata/uid", "value": uid},
+                       {"op": "test", "path": "/spec/nodeName", "value": None}]
+    if has_annotations:
+        ops.append({"op": "add", "path": "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1"),
+                    "value": text})
+    else:
+        ops += [{"op": "test", "path": "/metadata/annotations", "value": None},
+                {"op": "add", "path": "/metadata/annotations", "value": {key: text}}]
+    return ops
+
+
+def gpu_patch(uid: str, text: str, has_annotations: bool) -> list[dict]:
+    """The JSON patch writing ``dlsched.io/gpus`` to the pending pod ``uid`` only."""
+    return annotation_patch(uid, GPUS_ANNOTATION, text, has_annotations)
+
+
+def _message(exc) -> str:
+    """The API server's reason in an ApiException (its Status message), on one line."""
+    try:
+        msg = json.loads(exc.body or b"{}").get("message") or exc.reason
+    except (ValueError, AttributeError):
+        msg = exc.reason
+    return " ".join(str(msg).split())[:300]
+
+
 class KubeBridge:
     """Lists and watches nodes and pods into ``core``; binds pods for it."""
 
@@ -62,6 +92,7 @@ class KubeBridge:
         self._threads: list[threading.Thread] = []
         self.bad_objects = 0
         self.resyncs = 0
+        self.refused_annotations = 0   # GPU annotations the API server refused (uid changed / bound)
 
     # -- start-up ---------------------------------------------------------------------
     def reconcile(self) -> tuple[str, str, set[str]]:
@@ -174,15 +205,24 @@ class KubeBridge:
         return (listing.get("metadata") or {}).get("resourceVersion", "")
 
     # -- binding --------------------------------------------------------------------------
-    def bind(self, namespace: str, name: str, uid: str, node: str, gpus: list[int]) -> str:
-        """Annotate the pod with its GPU indices, then bind it; '' on success, else the error."""
+    def bind(self, namespace: str, name: str, uid: str, node: str, gpus: list[int] | None,
+             annotated: bool = True) -> str:
+        """Annotate the pod with its GPU indices, then bind it; '' on success, else the error.
+
+        The annotation is a JSON patch whose ``test`` operations make the API server refuse it
+        unless the pod named is still the one asked for (same uid) and is not bound (no
+        ``spec.nodeName``): a bind request with a made-up uid, or for a pod bound meanwhile,
+        never rewrites the GPUs of a pod that runs (issue 22, point 1). ``gpus`` None: a pod
+        that requests no GPU, bound untouched. ``annotated``: whether the pod has annotations
+        already (the patch adds the map otherwise); the other form is tried when it was wrong."""
         from kubernetes.client import V1Binding, V1ObjectMeta, V1ObjectReference
         from kubernetes.client.exceptions import ApiException
 
-        text = ",".join(str(g) for g in gpus)
         try:
-            self.api.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {GPUS_ANNOTATION: text}}},
-                                          _preload_content=False)
+            if gpus is not None:
+                error = self._annotate(namespace, name, uid, ",".join(str(g) for g in gpus), annotated)
+                if error:
+                    return error
             body = V1Binding(metadata=V1ObjectMeta(name=name, namespace=namespace, uid=uid),
                              target=V1ObjectReference(kind="Node", name=node, api_version="v1"))
             self.api.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)
@@ -191,6 +231,43 @@ class KubeBridge:
         except Exception as exc:  # noqa: BLE001 - connection errors: the bind failed, GPUs must return
             return f"bind failed: {exc}"
         return ""
+
+    def _annotate(self, namespace: str, name: str, uid: str, text: str, annotated: bool) -> str:
+        """The GPU annotation, written only to the pending pod with this uid; '' or the error."""
+        from kubernetes.client.exceptions import ApiException
+
+        for has_map in (annotated, not annotated):
+            try:
+                self.api.patch_namespaced_pod(name, namespace, gpu_patch(uid, text, has_map),
+                                              _preload_content=False)
+                return ""
+            except ApiException as exc:
+                if exc.status != 422:
+                    raise
+                # v1.20 does not say which test failed: the other form of the annotation map next
+        self.refused_annotations += 1
+        return (f"API server refused the GPU annotation (422): pod {namespace}/{name} is bound already or its "
+                f"uid is not {uid}")
+
+    def touch(self, namespace: str, name: str, uid: str, node: str) -> str:
+        """Nudge kube-scheduler: an annotation naming the nomination is written to the pending pod
+        (same preconditions as the GPU annotation), and the pod update moves it out of
+        kube-scheduler's unschedulable queue (v1.20 retries such a pod otherwise only on a
+        cluster event or after 60 s). '' on success, else the error."""
+        from kubernetes.client.exceptions import ApiException
+
+        value = f"{node} {time.time():.3f}"
+        for has_map in (True, False):
+            try:
+                self.api.patch_namespaced_pod(name, namespace, annotation_patch(uid, NOMINATED_ANNOTATION, value,
+                                                                                has_map), _preload_content=False)
+                return ""
+            except ApiException as exc:
+                if exc.status != 422:
+                    return f"({exc.status}) {_message(exc)}"
+            except Exception as exc:  # noqa: BLE001 - a nudge is best effort
+                return str(exc)
+        return "(422) the pod is bound already or has another uid"
 
     def create_pod(self, namespace: str, body: dict) -> dict:
         """Create a pod (operator API's submit); ValueError with the API server's reason if refused."""

@@ -8,7 +8,10 @@ HTTP server start.
 
 from __future__ import annotations
 
+import logging
+import queue
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +20,7 @@ from typing import Callable
 from dlsched.service.core import BindError, SchedulerCore
 from dlsched.service.pods import BATCH_ANNOTATION, GPU_RESOURCE, MODEL_ANNOTATION, VC_LABEL
 
+log = logging.getLogger("dlsched.service")
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -60,6 +64,10 @@ class LiveService:
     observe_after: float = 60.0   # seconds a pod runs before agent readings replace its predictions
     stats: dict = field(default_factory=lambda: {"binds": 0, "bind_failures": 0})
     agents: dict = field(default_factory=dict)   # node -> the last inventory its agent posted
+    unseen_ttl: float = 30.0   # seconds a pod known from filter calls only may hold a nomination
+    nudge: bool = True         # touch a pod nominated after kube-scheduler was told to wait
+    _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
+    _done: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def start(self) -> dict:
         """Reconcile with the API server and start watching; returns what reconciliation found."""
@@ -67,11 +75,34 @@ class LiveService:
             return {}
         node_rv, pod_rv, holding = self.bridge.reconcile()
         dropped = self.core.store.reset_assignments(holding, self.core.now())
+        if self.nudge and hasattr(self.bridge, "touch"):
+            self.core.nudge = lambda pod, node: self._nudges.put((pod, node))
+            threading.Thread(target=self._nudger, name="nudge", daemon=True).start()
         self.core.run_pass()
         self.bridge.start(node_rv, pod_rv)
+        threading.Thread(target=self._expirer, name="expire", daemon=True).start()
         return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped}
 
+    def _nudger(self) -> None:
+        """Writes the nudges the core asks for (API calls stay outside the core's lock)."""
+        while not self._done.is_set():
+            try:
+                pod, node = self._nudges.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            error = self.bridge.touch(pod.namespace, pod.name, pod.uid, node)
+            self.stats["nudges" if not error else "nudges_failed"] = \
+                self.stats.get("nudges" if not error else "nudges_failed", 0) + 1
+            if error:
+                log.info("nudge of %s failed: %s", pod.key, error)
+
+    def _expirer(self) -> None:
+        """Drops, every second, nominations of pods the API server has not shown in time."""
+        while not self._done.wait(1.0):
+            self.core.expire_unseen(self.unseen_ttl)
+
     def stop(self) -> None:
+        self._done.set()
         if self.bridge is not None:
             self.bridge.stop()
         if self.core.recorder is not None:
@@ -84,12 +115,18 @@ class LiveService:
             pod, gpus = self.core.begin_bind(uid, node)
         except BindError as exc:
             return str(exc)
-        if (pod.namespace, pod.name) != (namespace, name):
+        if (pod.uid, pod.namespace, pod.name) != (uid, namespace, name):
             return f"uid {uid} is pod {pod.key}, not {namespace}/{name}"
         if self.bridge is None:
             error = "no API server connected"
+        elif gpus is None:   # requests no GPU: bound untouched (no annotation, nothing held)
+            error = self.bridge.bind(namespace, name, uid, node, None)
+            if not error:
+                self.core.zero_gpu.pop(uid, None)
+            self.stats["binds" if not error else "bind_failures"] += 1
+            return error
         else:
-            error = self.bridge.bind(namespace, name, uid, node, gpus)
+            error = self.bridge.bind(namespace, name, uid, node, gpus, bool(pod.annotations))
         self.core.end_bind(uid, node, error)
         self.stats["binds" if not error else "bind_failures"] += 1
         return error
