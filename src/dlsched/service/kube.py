@@ -32,18 +32,32 @@ def make_api(kubeconfig: str | None = None, api_server: str | None = None, token
             cfg.api_key = {"authorization": token}
             cfg.api_key_prefix = {"authorization": "Bearer"}
         cfg.verify_ssl = not insecure
-        if insecure:  # chosen explicitly on the command line: warn once at start-up, not per request
-            import urllib3
-
-            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-            log.warning("not verifying the API server's certificate (--insecure-skip-tls-verify)")
+        if insecure:
+            insecure_once("--insecure-skip-tls-verify")
         if ca_file:
             cfg.ssl_ca_cert = ca_file
         return client.CoreV1Api(client.ApiClient(cfg))
     if kubeconfig:
-        return client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+        api_client = config.new_client_from_config(config_file=kubeconfig)
+        if not api_client.configuration.verify_ssl:
+            insecure_once(f"insecure-skip-tls-verify in {kubeconfig}")
+        return client.CoreV1Api(api_client)
     config.load_incluster_config()
     return client.CoreV1Api()
+
+
+_warned_insecure: list[str] = []
+
+
+def insecure_once(why: str) -> None:
+    """TLS verification was turned off on purpose: say so once, in our words, and silence
+    urllib3's InsecureRequestWarning (it would repeat on every API call, watches included)."""
+    import urllib3
+
+    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    if not _warned_insecure:
+        _warned_insecure.append(why)
+        log.warning("not verifying the API server's certificate (%s)", why)
 
 
 def _json(resp) -> dict:

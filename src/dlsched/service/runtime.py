@@ -163,10 +163,15 @@ class LiveService:
 
     def predict(self, model: str, batch_size: int, gpu: str) -> dict:
         """Predicted GPU utilisation and memory of a model at a batch size (the shipped predictor)."""
+        from dlsched.core.cluster import gpu_type
         from dlsched.core.job import Job
         from dlsched.predictors.resources.default import load_default
         from dlsched.predictors.resources.hook import fill_job_predictions, graph_resolver
 
+        try:
+            gpu = gpu_type(gpu).name
+        except ValueError as exc:
+            raise ValueError(f"gpu: {exc}") from None
         if not REF_RE.match(model) or ".." in model:
             raise ValueError("model must be a zoo model name or an .onnx file name (letters, digits, '_', '-', '.')")
         ref = model
