@@ -23,8 +23,8 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
 
-from support.control_plane import add_gpu_node, extender_control_plane, gpu_pod  # noqa: E402
-from support.service_proc import ServiceProcess  # noqa: E402
+from support.control_plane import add_gpu_node, extender_control_plane, gpu_pod
+from support.service_proc import ServiceProcess
 
 TTL = 3.0
 PRODUCT = "nvidia.com/gpu.product"

@@ -15,15 +15,15 @@ import warnings
 import pytest
 
 pytest.importorskip("fastapi")
-from support.live_app import FakeBridge, LiveApp, pod_json  # noqa: E402
+from support.live_app import FakeBridge, LiveApp, pod_json
 
-from dlsched.registry import make_policy  # noqa: E402
-from dlsched.service.agent import FakeSource, run_round  # noqa: E402
-from dlsched.service.app import build_app  # noqa: E402
-from dlsched.service.core import SchedulerCore  # noqa: E402
-from dlsched.service.pods import NodeFacts, PodFacts  # noqa: E402
-from dlsched.service.runtime import LiveService  # noqa: E402
-from dlsched.service.store import Store  # noqa: E402
+from dlsched.registry import make_policy
+from dlsched.service.agent import FakeSource, run_round
+from dlsched.service.app import build_app
+from dlsched.service.core import SchedulerCore
+from dlsched.service.pods import NodeFacts, PodFacts
+from dlsched.service.runtime import LiveService
+from dlsched.service.store import Store
 
 TOKEN = "safety-token"
 
@@ -180,21 +180,23 @@ def test_nominations_of_pods_the_api_server_never_showed_expire():
         assert core.counters["nominations expired (pod unknown to the API server)"] == 1
 
 
-def test_a_nomination_after_a_wait_answer_is_nudged_once():
-    service, now = make(gpus=2)
+def test_only_a_nomination_after_a_wait_answer_is_nudged():
+    service, _ = make(gpus=2)
     core = service.core
-    nudged = []
-    core.nudge = lambda pod, node: nudged.append((pod.key, node))
+    told = []
+    core.nudge = lambda pod, node, gpus, waited: told.append((pod.key, node, gpus, waited))
     with LiveApp(build_app(service)) as live:
-        assert live.schedule("a", 2, ["n1"]) == "n1"
-        assert live.schedule("b", 2, ["n1"]) == ""        # told to wait
-        assert nudged == []
+        assert live.schedule("a", 2, ["n1"]) == "n1"       # nominated inside its own filter: answered there
+        assert live.schedule("b", 2, ["n1"]) == ""         # told to wait
+        assert told == []
         core.pod_gone("a")
-        core.run_pass()                                   # as the watch does after the deletion
-        assert nudged == [("default/b", "n1")]
+        core.run_pass()                                    # as the watch does after the deletion
+        assert told == [("default/b", "n1", "0,1", True)]  # kube-scheduler must be nudged
         assert live.schedule("b", 2, ["n1"]) == "n1"
-        assert live.schedule("c", 1, []) == ""             # nominated inside its own filter: no nudge
-        assert nudged == [("default/b", "n1")]
+        core.pod_seen(PodFacts("w", "default", "w", 1, created=3.0))   # from the watch, never filtered
+        core.pod_gone("b")
+        core.run_pass()
+        assert len(told) == 1                              # kube-scheduler will ask about it anyway
 
 
 def test_insecure_kubeconfig_warns_once_in_our_words(tmp_path, caplog):

@@ -16,7 +16,7 @@ class FakeBridge:
     def __init__(self) -> None:
         self.binds: list[tuple] = []
 
-    def bind(self, namespace, name, uid, node, gpus, annotated=True):
+    def bind(self, namespace, name, uid, node, gpus, annotated=True, annotate=True):
         self.binds.append((namespace, name, uid, node, tuple(gpus or ())))
         return ""
 

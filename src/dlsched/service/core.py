@@ -97,7 +97,9 @@ class SchedulerCore:
         self._offered_last: tuple[list[str], frozenset[str]] = ([], frozenset())
         self.last_outcome: dict[str, str] = {}     # uid -> the last filter answer (nominated / waiting / ...)
         self.zero_gpu: OrderedDict[str, PodFacts] = OrderedDict()   # pending pods requesting no GPU
-        self.nudge: Callable[[PodFacts, str], None] | None = None   # told of nominations kube-scheduler waits on
+        # told of a nomination of a pod kube-scheduler was told to wait (pod, node, GPU text, True):
+        # the service annotates the pending pod, and the update makes kube-scheduler retry it
+        self.nudge: Callable[[PodFacts, str, str, bool], None] | None = None
         self._answering = ""                       # the uid whose filter call is being answered
         self._dirty: set[int] = set()
         self._ranks: dict[int, tuple[tuple, list[tuple], bool]] = {}   # vid -> (stamp, sorted ranks, NaN among them)
@@ -534,7 +536,9 @@ class SchedulerCore:
         self.waiting.pop(uid, None)
         self._record("start", uid=uid, node=st.node_ids[idx], gpus=[g for g, _ in slots], shared=bool(shared))
         if self.nudge is not None and uid != self._answering and self.last_outcome.get(uid, "nominated") != "nominated":
-            self.nudge(pod, st.node_ids[idx])   # kube-scheduler was told to wait: it would not ask again soon
+            # kube-scheduler was told to wait (and this is not the pod's own filter call, whose
+            # answer is on its way): it would not ask again before a cluster event or 60 s
+            self.nudge(pod, st.node_ids[idx], ",".join(str(g) for g, _ in slots), True)
         return True
 
     # -- the extender's questions ---------------------------------------------------------------

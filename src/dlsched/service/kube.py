@@ -91,6 +91,19 @@ def annotation_patch(uid: str, key: str, text: str, has_annotations: bool) -> li
     return ops
 
 
+def annotations_patch(uid: str, values: dict[str, str], has_annotations: bool) -> list[dict]:
+    """:func:`annotation_patch` for several annotations at once."""
+    items = list(values.items())
+    ops = annotation_patch(uid, *items[0], has_annotations)
+    for key, text in items[1:]:
+        if has_annotations:
+            ops.append({"op": "add", "path": "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1"),
+                        "value": text})
+        else:
+            ops[-1]["value"][key] = text
+    return ops
+
+
 def gpu_patch(uid: str, text: str, has_annotations: bool) -> list[dict]:
     """The JSON patch writing ``dlsched.io/gpus`` to the pending pod ``uid`` only."""
     return annotation_patch(uid, GPUS_ANNOTATION, text, has_annotations)
@@ -231,7 +244,7 @@ class KubeBridge:
 
     # -- binding --------------------------------------------------------------------------
     def bind(self, namespace: str, name: str, uid: str, node: str, gpus: list[int] | None,
-             annotated: bool = True) -> str:
+             annotated: bool = True, annotate: bool = True) -> str:
         """Annotate the pod with its GPU indices, then bind it; '' on success, else the error.
 
         The annotation is a JSON patch whose ``test`` operations make the API server refuse it
@@ -239,16 +252,24 @@ class KubeBridge:
         ``spec.nodeName``): a bind request with a made-up uid, or for a pod bound meanwhile,
         never rewrites the GPUs of a pod that runs (issue 22, point 1). ``gpus`` None: a pod
         that requests no GPU, bound untouched. ``annotated``: whether the pod has annotations
-        already (the patch adds the map otherwise); the other form is tried when it was wrong."""
+        already (the patch adds the map otherwise); the other form is tried when it was wrong.
+        ``annotate`` False: the pod was annotated, with the same preconditions, when it was
+        nominated (:meth:`touch`): the Binding alone. The Binding carries the annotation too (the
+        API server copies a Binding's annotations to the pod, in the same write as the node),
+        and refuses a pod bound already; v1.20 does *not* check its uid (measured: a Binding
+        with a made-up uid binds the pod), hence the patch's uid test."""
         from kubernetes.client import V1Binding, V1ObjectMeta, V1ObjectReference
         from kubernetes.client.exceptions import ApiException
 
         try:
-            if gpus is not None:
-                error = self._annotate(namespace, name, uid, ",".join(str(g) for g in gpus), annotated)
+            text = None if gpus is None else ",".join(str(g) for g in gpus)
+            if text is not None and annotate:
+                error = self._annotate(namespace, name, uid, text, annotated)
                 if error:
                     return error
-            body = V1Binding(metadata=V1ObjectMeta(name=name, namespace=namespace, uid=uid),
+            meta = V1ObjectMeta(name=name, namespace=namespace, uid=uid,
+                                annotations=None if text is None else {GPUS_ANNOTATION: text})
+            body = V1Binding(metadata=meta,
                              target=V1ObjectReference(kind="Node", name=node, api_version="v1"))
             _read(self.api.create_namespaced_pod_binding(name, namespace, body, _preload_content=False))
         except ApiException as exc:
@@ -274,17 +295,20 @@ class KubeBridge:
         return (f"API server refused the GPU annotation (422): pod {namespace}/{name} is bound already or its "
                 f"uid is not {uid}")
 
-    def touch(self, namespace: str, name: str, uid: str, node: str) -> str:
-        """Nudge kube-scheduler: an annotation naming the nomination is written to the pending pod
-        (same preconditions as the GPU annotation), and the pod update moves it out of
-        kube-scheduler's unschedulable queue (v1.20 retries such a pod otherwise only on a
-        cluster event or after 60 s). '' on success, else the error."""
+    def touch(self, namespace: str, name: str, uid: str, node: str, gpus: str = "") -> str:
+        """Annotate a nominated, pending pod: ``dlsched.io/nominated`` (node and time) and, when
+        given, its GPUs (``dlsched.io/gpus``), with the uid / not-bound preconditions of the GPU
+        annotation. The pod update also nudges kube-scheduler: it moves the pod out of its
+        unschedulable queue (v1.20 retries such a pod otherwise only on a cluster event or after
+        60 s). '' on success, else the error."""
         from kubernetes.client.exceptions import ApiException
 
         value = f"{node} {time.time():.3f}"
         for has_map in (True, False):
             try:
                 patch = annotation_patch(uid, NOMINATED_ANNOTATION, value, has_map)
+                if gpus:
+                    patch = annotations_patch(uid, {NOMINATED_ANNOTATION: value, GPUS_ANNOTATION: gpus}, has_map)
                 _read(self.api.patch_namespaced_pod(name, namespace, patch, _preload_content=False))
                 return ""
             except ApiException as exc:
