@@ -41,14 +41,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.control_plane import (  # noqa: E402
+from support.control_plane import (
     add_gpu_node,
     cleanup,
     free_port,
     missing_reason,
     start_control_plane,
 )
-from support.service_proc import ServiceProcess  # noqa: E402
+from support.service_proc import ServiceProcess
 
 NAMESPACE = "bench"
 

@@ -138,7 +138,12 @@ class LiveService:
             return error
         else:
             ahead = self._annotated.pop(uid, None) == (node, ",".join(map(str, gpus)))
-            if ahead:   # the pending pod with this uid carries these GPUs already: the Binding alone
+            # the uid is the API server's own for this name (its watch showed the pod), or the
+            # pending pod with this uid was annotated when nudged: the Binding alone, which writes
+            # the annotation with the node and refuses a bound pod. A pod known from filter calls
+            # only gets the patch that tests its uid first.
+            seen = uid not in self.core.unseen and self.core.key_uid.get(pod.key) == uid
+            if ahead or seen:
                 error = self.bridge.bind(namespace, name, uid, node, gpus, annotate=False)
             else:
                 error = self.bridge.bind(namespace, name, uid, node, gpus, bool(pod.annotations))
