@@ -143,6 +143,24 @@ def test_a_pod_requesting_zero_gpus_is_bound_untouched(live):
     _delete(cp, "zero")
 
 
+def test_a_made_up_uid_of_a_zero_gpu_pod_binds_nothing(live):
+    """v1.20 does not check a Binding's uid: without the uid test, a filter and a bind carrying a
+    made-up uid would bind any pending pod (another scheduler's here) to the node named."""
+    cp, svc = live
+    body = gpu_pod("other", 0, "other")
+    body["spec"]["schedulerName"] = "nobody"
+    _create(cp, body)
+    fake = "00000000-0000-4000-8000-000000000004"
+    status, out = _post(svc.url + "/scheduler/filter", {"Pod": _fake_pod(fake, "other", 0), "NodeNames": ["gpu-0"]})
+    assert status == 200 and out["NodeNames"] == ["gpu-0"], out
+    status, out = _post(svc.url + "/scheduler/bind", {"PodName": "other", "PodNamespace": "default",
+                                                      "PodUID": fake, "Node": "gpu-0"})
+    assert status == 200 and "uid" in out["Error"], out
+    _, pod = cp.request("GET", "/api/v1/namespaces/default/pods/other")
+    assert not pod["spec"].get("nodeName")
+    _delete(cp, "other")
+
+
 def test_a_node_selector_is_honoured_where_dlsched_prefers_another_node(live):
     cp, svc = live
     # on mixed nodes consolidate takes the node with the most free GPUs (big-0); the selector
