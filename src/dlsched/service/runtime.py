@@ -67,7 +67,7 @@ class LiveService:
     unseen_ttl: float = 30.0   # seconds a pod known from filter calls only may hold a nomination
     nudge: bool = True         # annotate a pod nominated after kube-scheduler was told to wait (a nudge)
     _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
-    _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) written ahead
+    _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) a nudge wrote
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def start(self) -> dict:
@@ -93,7 +93,7 @@ class LiveService:
         other, landed after the binds and slowed the API server (82 of 100 came too late)."""
         while not self._done.is_set():
             try:
-                pod, node, gpus, waited = self._nudges.get(timeout=1.0)
+                pod, node, gpus, _ = self._nudges.get(timeout=1.0)
             except queue.Empty:
                 continue
             error = self.bridge.touch(pod.namespace, pod.name, pod.uid, node, gpus)
@@ -103,8 +103,8 @@ class LiveService:
                     self._annotated.pop(next(iter(self._annotated)))
             else:
                 self._annotated.pop(pod.uid, None)
-                log.info("annotating %s ahead of its bind failed: %s", pod.key, error)
-            key = ("nudges" if waited else "annotated_ahead") + ("_failed" if error else "")
+                log.info("nudge of %s failed: %s", pod.key, error)
+            key = "nudges_failed" if error else "nudges"
             self.stats[key] = self.stats.get(key, 0) + 1
 
     def _expirer(self) -> None:
