@@ -266,7 +266,11 @@ class SchedulerCore:
             for uid in old:
                 del self.unseen[uid]
                 job = self.jobs.get(uid)
-                if job is None or job.state is RUNNING:
+                if job is None:
+                    self.parked.pop(uid, None)   # never a job (its VC has no room for it): forgotten
+                    self.waiting.pop(uid, None)
+                    continue
+                if job.state is RUNNING:
                     continue
                 self._end(job, self.pods[uid], f"the API server did not show the pod within {ttl:g} s")
                 self.ended.pop(uid, None)   # not ended: should it appear after all, it is taken
