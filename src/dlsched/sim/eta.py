@@ -116,17 +116,32 @@ def _deep(policy):
     return copy.deepcopy(policy, memo)
 
 
-def _copy_job(job: Job, duration: float) -> Job:
-    twin = Job.__new__(Job)
-    for name in _PUBLIC:
-        setattr(twin, name, getattr(job, name))
-    twin._duration = duration
-    twin._status = ""
-    twin._gpu_util = twin._gpu_mem_mib = math.nan
-    twin.prior_gpu_util = twin.prior_gpu_mem_mib = math.nan
-    twin.observed_at = -1.0
-    twin.reset()
-    return twin
+def _make_copier() -> Callable[[Job, float], Job]:
+    """``copy(job, duration) -> Job``: a twin with the job's request and predictions, ``duration``
+    as its (predicted) truth and fresh runtime state. Generated as one function of plain attribute
+    stores (~3x faster than a setattr loop; a refresh copies every job of the cluster)."""
+    fields = "\n".join(f"    t.{name} = job.{name}" for name in _PUBLIC)
+    src = f"""def copy(job, duration):
+    t = new(Job)
+{fields}
+    t._duration = t._remaining = t._start_remaining = duration
+    t._status = ""
+    t._gpu_util = t._gpu_mem_mib = t.prior_gpu_util = t.prior_gpu_mem_mib = nan
+    t.observed_at = t.start_time = t.end_time = t.run_since = t.wait_since = -1.0
+    t.state = CREATED
+    t.preemptions = t.failures = t.epoch = t.enq_seq = t.run_seq = 0
+    t.queue_delay = 0.0
+    t.placement = t.vc_state = None
+    t.speed = 1.0
+    t.last_failure = ""
+    return t
+"""
+    scope = {"new": Job.__new__, "Job": Job, "nan": math.nan, "CREATED": JobState.CREATED}
+    exec(compile(src, "<dlsched.sim.eta copy>", "exec"), scope)  # noqa: S102 - generated from _PUBLIC only
+    return scope["copy"]
+
+
+_copy_job = _make_copier()
 
 
 def copy_state(state: ClusterState) -> ClusterState:
@@ -184,6 +199,11 @@ class EtaEstimator:
 
     def estimate(self, state: ClusterState, now: float, only: Iterable[Job] | None = None) -> EtaResult:
         """ETAs at ``now`` of every waiting job of ``state`` (or of those in ``only``)."""
+        return self.snapshot(state, now, only).run()
+
+    def snapshot(self, state: ClusterState, now: float, only: Iterable[Job] | None = None) -> ForwardRun:
+        """Copy what the forward run needs from ``state`` (the live service holds its lock for this
+        part only; :meth:`ForwardRun.run` touches nothing of the original)."""
         running = [j for vc in state.vcs for j in vc.running]
         waiting = sorted((j for vc in state.vcs for j in vc.queue), key=lambda j: j.enq_seq)
         durations, unpredicted = self._durations([*running, *waiting])
@@ -192,33 +212,58 @@ class EtaEstimator:
         new_queue = policy.new_queue
         for vc in twin.vcs:
             vc.queue = new_queue()
-        result = EtaResult(now, unpredicted=unpredicted)
+        run = ForwardRun(twin, policy, now, EtaResult(now, unpredicted=unpredicted), self.max_events)
         twin.begin(now)
-        heap: list[tuple[float, int, Job, int]] = []
-        seq = 0
+        heap = run.heap
         shared = twin.cap > 1
+        vcs = twin.vcs
+        submit, start, overrun = twin.submit, twin.start, self.overrun
         for job in running:
-            left, over = predicted_remaining(job, now, durations[job], self.overrun)
-            result.overrun += over
+            left, over = predicted_remaining(job, now, durations[job], overrun)
+            run.result.overrun += over
             twin_job = _copy_job(job, left)
-            twin.submit(twin_job, now)
-            twin.start(twin_job, job.placement, now, shared)
-            seq += 1
-            heap.append((now + left, seq, twin_job, twin_job.epoch))
+            twin_job.vc_state = vcs[job.vc_state.vid]
+            submit(twin_job, now)
+            start(twin_job, job.placement, now, shared)
+            run.seq += 1
+            heap.append((now + left, run.seq, twin_job, twin_job.epoch))
         heapq.heapify(heap)
-        origin: dict[Job, Job] = {}
+        origin = run.origin
         for job in waiting:
             twin_job = _copy_job(job, durations[job])
-            twin.submit(twin_job, now)
+            twin_job.vc_state = vcs[job.vc_state.vid]
+            submit(twin_job, now)
             origin[twin_job] = job
-        wanted = set(only) if only is not None else None
+        run.wanted = set(only) if only is not None else None
+        return run
+
+
+class ForwardRun:
+    """A copied state and policy, ready to run forward until every waiting job has started."""
+
+    def __init__(self, twin: ClusterState, policy, now: float, result: EtaResult, max_events: int | None) -> None:
+        self.twin = twin
+        self.policy = policy
+        self.now = now
+        self.result = result
+        self.max_events = max_events
+        self.heap: list[tuple[float, int, Job, int]] = []
+        self.seq = 0
+        self.origin: dict[Job, Job] = {}     # twin -> the real waiting job
+        self.wanted: set[Job] | None = None
+
+    def run(self) -> EtaResult:
+        """The event loop of the forward run: finishes and policy timers, then one pass per VC
+        that changed (as :mod:`dlsched.sim.engine` orders an instant); no arrivals."""
+        twin, policy, result, origin, wanted = self.twin, self.policy, self.result, self.origin, self.wanted
+        heap, seq = self.heap, self.seq
         left_to_start = len(origin) if wanted is None else sum(1 for j in origin.values() if j in wanted)
         view = SchedulingView(twin, getattr(policy, "oracle", False))
         schedule = policy.schedule
         dirty = {vc: None for vc in twin.vcs if vc.pending}
         woken: set = set()
         timers: list[tuple[float, int, int]] = []
-        t = now
+        t = self.now
         max_events = self.max_events if self.max_events is not None else INF
         while left_to_start:
             view.now = t
