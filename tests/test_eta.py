@@ -174,3 +174,30 @@ def test_sample_times_are_bounded():
         sample_times(jobs, 0)
     with pytest.raises(ValueError, match="--samples"):
         sample_times(jobs, 10**6)
+
+
+def test_a_sample_that_finds_no_waiting_job_looks_again_at_the_next_instants():
+    # sample time 0.5: the callback runs at the next transition (c's arrival at 1) and sees the
+    # state of instant 0: nothing waits. It looks again at the next instant (d's arrival at 2):
+    # c waits since 1, so the estimate is taken as of t = 1, the last change
+    jobs = hand_jobs()
+    sampler = run_with_sampler(jobs, make_policy("fifo"), [0.5])
+    assert sampler.probes == 1 and sampler.refreshes == 1
+    assert [(s.job.job_id, s.at, s.eta) for s in sampler.samples] == [("c", 1.0, 100.0)]
+
+
+def test_true_duration_diagnostic_matches_perfect_predictions():
+    jobs = random_jobs(50, seed=11)
+    policy = make_policy("fifo")
+    cluster = ClusterSpec.from_vc_sizes({"v": 3}, gpus_per_node=4)
+    truth = EtaEstimator(policy, duration_of=lambda j: j._duration)
+    for j in jobs:
+        j.pred_duration = j._duration * 2  # wrong predictions: only the diagnostic is exact
+    sampler = EtaSampler(EtaEstimator(policy), sample_times(jobs, 10), truth=truth)
+    Simulator(cluster, policy, observers=(sampler,)).run(jobs)
+    assert sampler.samples
+    assert all(s.eta_true == pytest.approx(s.job.start_time) for s in sampler.samples)
+    assert any(s.eta != pytest.approx(s.job.start_time) for s in sampler.samples)
+    rows = {(r["method"], r["group"]): r for r in accuracy_rows(sampler.samples)}
+    diag = rows[("forward simulation, true durations (diagnostic)", "all")]
+    assert diag["median_abs_error_h"] == 0.0 and diag["within_10pct"] == 1.0

@@ -82,8 +82,10 @@ def print_table(result: dict) -> None:
         table.add_row(r["method"], str(r["jobs"]), r["group"], str(r["estimates"]), _fmt(r["median_abs_error_h"]),
                       _fmt(r["within_10pct"], True), _fmt(r["within_1h"], True), str(r["never"]))
     out.print(table)
-    console.print(f"{result['jobs']} jobs, {result['refreshes']} ETA refreshes ({result['mean_refresh_ms']:.1f} ms "
-                  f"each on average), predictions: {result['predictions']}; {result['seconds']:.1f} s in all")
+    console.print(f"{result['jobs']} jobs, {result['refreshes']} ETA refreshes of {result['samples']} sample times "
+                  f"({result['mean_refresh_ms']:.1f} ms each on average; {result['samples_skipped']} sample times "
+                  f"fell in the same quiet spell as a later one), predictions: {result['predictions']}; "
+                  f"{result['seconds']:.1f} s in all")
 
 
 def register(app: typer.Typer) -> None:

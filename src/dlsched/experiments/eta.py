@@ -31,6 +31,8 @@ from dlsched.sim.eta import EtaEstimator
 GROUPS: tuple[tuple[str, int, int], ...] = (("all", 1, 1 << 30), ("1 GPU", 1, 1), ("2-8 GPUs", 2, 8),
                                             (">8 GPUs", 9, 1 << 30))
 MAX_SAMPLES = 2000
+METHODS: tuple[tuple[str, str], ...] = (("forward simulation", "eta"), ("naive (position x mean / running)", "naive"),
+                                        ("forward simulation, true durations (diagnostic)", "eta_true"))
 HOUR = 3600.0
 
 
@@ -42,6 +44,7 @@ class Sample:
     at: float
     eta: float
     naive: float
+    eta_true: float = math.nan   # the forward run with true durations (diagnostic); NaN: not taken
 
 
 @dataclass
@@ -52,21 +55,33 @@ class EtaSampler:
     times: list[float]
     learner: object = None                  # an OnlineDurationEstimator for policies without predictions
     progress: Callable[[int, int], None] | None = None
+    truth: EtaEstimator | None = None       # the same forward run on true durations (diagnostic)
     samples: list[Sample] = field(default_factory=list)
     refreshes: int = 0
     refresh_seconds: float = 0.0
     skipped: int = 0                        # sample times with no transition between them (same state)
+    probes: int = 0                         # instants looked at in vain (no job waiting)
     _i: int = 0
     _done: list = field(default_factory=list)
     _run_sum: float = 0.0
     _run_n: int = 0
     _pred: dict = field(default_factory=dict)
+    _seen: float = -math.inf
 
     def attach(self, state: ClusterState) -> None:
         self.state = state
         state.add_clock(self._tick)
 
+    # transition observer hooks run after the clock callbacks of their instant: ``_seen`` is the
+    # time of the last transition before the one that runs a callback
+    def submitted(self, job: Job, vc, now: float) -> None:
+        self._seen = now
+
+    def started(self, job: Job, vc, now: float) -> None:
+        self._seen = now
+
     def stopped(self, job: Job, vc, now: float, why: str) -> None:
+        self._seen = now
         if why == "finish":
             self._done.append(job)  # learnt from at the next sample, once it is FINISHED
 
@@ -77,6 +92,8 @@ class EtaSampler:
         return hit
 
     def _tick(self, now: float) -> float:
+        """Due sample: with jobs waiting, refresh; with none, look again at the next instant (a
+        refresh measures something), until the next sample time is due."""
         times = self.times
         if self._i >= len(times):
             return math.inf
@@ -86,7 +103,13 @@ class EtaSampler:
         while j + 1 < len(times) and times[j + 1] <= now:
             j += 1
         self.skipped += j - self._i
-        at = self._at = times[j]
+        self._i = j
+        state = self.state
+        if not state.n_pending:
+            self.probes += 1
+            return math.nextafter(now, math.inf)   # the first transition of a later instant
+        # the state is as it was after the last transition (before now): its time, or the sample's
+        at = self._at = max(times[j], self._seen)
         self._i = j + 1
         self._sample(at)
         if self.progress is not None:
@@ -109,6 +132,7 @@ class EtaSampler:
         self.refresh_seconds += time.perf_counter() - t0
         self.refreshes += 1
         eta = result.eta
+        true_eta = self.truth.estimate(state, at).eta if self.truth is not None else {}
         for vc in state.vcs:
             if not vc.pending:
                 continue
@@ -120,7 +144,8 @@ class EtaSampler:
                 mean = sum(preds) / len(preds) if preds else HOUR
             rate = max(1, len(vc.running))
             for pos, job in enumerate(order):
-                self.samples.append(Sample(job, at, eta.get(job, math.inf), at + (pos + 1) * mean / rate))
+                self.samples.append(Sample(job, at, eta.get(job, math.inf), at + (pos + 1) * mean / rate,
+                                           true_eta.get(job, math.nan)))
 
     def _duration_of(self, job: Job) -> float:
         d = job.pred_duration
@@ -139,8 +164,10 @@ def accuracy_rows(samples: list[Sample]) -> list[dict]:
     start = np.fromiter((s.job.start_time for s in samples), float, len(samples))
     at = np.fromiter((s.at for s in samples), float, len(samples))
     wait = np.maximum(start - at, 0.0)
-    for method, attr in (("forward simulation", "eta"), ("naive (position x mean / running)", "naive")):
+    for method, attr in METHODS:
         est = np.fromiter((getattr(s, attr) for s in samples), float, len(samples))
+        if np.isnan(est).all():
+            continue
         err = np.abs(est - start)
         for name, lo, hi in GROUPS:
             sel = (gpus >= lo) & (gpus <= hi)
@@ -169,7 +196,7 @@ def sample_times(jobs: list[Job], samples: int) -> list[float]:
 
 def run_accuracy(jobs: list[Job], cluster, policy_name: str, samples: int = 50, placement: str | None = None,
                  policy_options: dict | None = None, progress: Callable[[int, int], None] | None = None,
-                 overrun: float = 0.5) -> dict:
+                 overrun: float = 0.5, diagnose: bool = True) -> dict:
     """Simulate ``jobs`` under ``policy_name`` with an :class:`EtaSampler`; the accuracy table."""
     from dlsched.registry import make_policy
     from dlsched.sim.engine import Simulator
@@ -182,7 +209,10 @@ def run_accuracy(jobs: list[Job], cluster, policy_name: str, samples: int = 50, 
         from dlsched.predictors.duration.online import OnlineDurationEstimator
 
         learner = OnlineDurationEstimator()
-    sampler = EtaSampler(EtaEstimator(policy, overrun=overrun), sample_times(jobs, samples), learner, progress)
+    # the diagnostic reads the truth slot, as the engine does: never an input of the estimate itself
+    truth = EtaEstimator(policy, overrun=overrun, duration_of=lambda job: job._duration) if diagnose else None
+    sampler = EtaSampler(EtaEstimator(policy, overrun=overrun), sample_times(jobs, samples), learner, progress,
+                         truth)
     if learner is not None:
         sampler.estimator.predict = sampler._predict
     t0 = time.perf_counter()
@@ -190,6 +220,7 @@ def run_accuracy(jobs: list[Job], cluster, policy_name: str, samples: int = 50, 
     wall = time.perf_counter() - t0
     rows = accuracy_rows(sampler.samples)
     return {"policy": policy_name, "jobs": len(jobs), "samples": samples, "refreshes": sampler.refreshes,
+            "samples_skipped": sampler.skipped, "empty_queue_probes": sampler.probes,
             "estimates": len(sampler.samples), "refresh_seconds": sampler.refresh_seconds,
             "mean_refresh_ms": 1000 * sampler.refresh_seconds / max(1, sampler.refreshes),
             "seconds": wall, "overrun": overrun, "events": result.events,
