@@ -201,3 +201,26 @@ def test_true_duration_diagnostic_matches_perfect_predictions():
     rows = {(r["method"], r["group"]): r for r in accuracy_rows(sampler.samples)}
     diag = rows[("forward simulation, true durations (diagnostic)", "all")]
     assert diag["median_abs_error_h"] == 0.0 and diag["within_10pct"] == 1.0
+
+
+def test_calibration_scales_predictions_by_observed_over_predicted():
+    from dlsched.sim.eta import Calibration
+
+    cal = Calibration(min_jobs=2)
+    cal.observe(100.0, 300.0)
+    assert cal.factor == 1.0                  # too few finished jobs yet
+    cal.observe(100.0, 100.0)
+    cal.observe(math.nan, 5000.0)             # no prediction: not counted
+    assert cal.jobs == 2 and cal.factor == 2.0
+    state = ClusterState(ClusterSpec.from_vc_sizes({"v": 1}, gpus_per_node=1), new_queue=make_policy("fifo").new_queue)
+    a = job("a", 0, 1, 999, pred=50)
+    state.submit(a, 0.0)
+    state.start(a, ((0, 1),), 0.0)
+    b, c = job("b", 1, 1, 999, pred=30), job("c", 2, 1, 999, pred=10)
+    state.submit(b, 1.0)
+    state.submit(c, 2.0)
+    # a is expected to run 2 x 50 = 100 s (ends at 100); b then 2 x 30 = 60 s: c starts at 160
+    assert EtaEstimator(make_policy("fifo"), calibration=cal).estimate(state, 10.0).by_id() == {"b": 100.0, "c": 160.0}
+    cal_far = Calibration(min_jobs=1, hi=1.5)
+    cal_far.observe(1.0, 100.0)
+    assert cal_far.factor == 1.5              # clipped

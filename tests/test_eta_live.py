@@ -112,3 +112,16 @@ def test_queue_endpoint_carries_the_eta_fields():
     body = TestClient(build_app(service)).get("/api/v1/queue").json()
     assert {q["uid"]: q["eta"] for q in body} == {"p2": t1 + 100, "p3": t1 + 150, "p4": t1 + 150}
     assert all(q["eta_in_s"] >= 0 for q in body)
+
+
+def test_finished_pods_calibrate_the_predictions():
+    core, service = setup()
+    t1 = running_and_waiting(core, service)
+    core.eta.calibration.min_jobs = 1
+    # p1 was predicted 100 s; it finishes after 200 s of the service clock: factor 2
+    core.clock = lambda: t1 + 200.0
+    core.pod_seen(PodFacts("p1", "default", "p1", 8, node_name="n", phase="Succeeded"))
+    assert core.eta.calibration.factor == pytest.approx(2.0)
+    rows = {q["uid"]: q["eta"] for q in core.queue()}   # no pass has run since: p2 still waits
+    # p2 may start now (t1 + 200) and is expected to run 2 x 50 s: p3 and p4 start at t1 + 300
+    assert rows == {"p2": t1 + 200.0, "p3": t1 + 300.0, "p4": t1 + 300.0}

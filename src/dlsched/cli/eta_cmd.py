@@ -84,7 +84,9 @@ def print_table(result: dict) -> None:
     out.print(table)
     console.print(f"{result['jobs']} jobs, {result['refreshes']} ETA refreshes of {result['samples']} sample times "
                   f"({result['mean_refresh_ms']:.1f} ms each on average; {result['samples_skipped']} sample times "
-                  f"fell in the same quiet spell as a later one), predictions: {result['predictions']}; "
+                  f"fell in the same quiet spell as a later one), predictions: {result['predictions']}"
+                  + (f" x {result['calibration_factor']:.2f} (calibration)" if result['calibration_factor'] else "")
+                  + "; "
                   f"{result['seconds']:.1f} s in all")
 
 
@@ -106,6 +108,8 @@ def register(app: typer.Typer) -> None:
         samples: Annotated[int, typer.Option("--samples", help="ETA refreshes per run, evenly spaced")] = 50,
         overrun: Annotated[float, typer.Option("--overrun", help="a running job past its prediction runs this "
                                                "times its elapsed time more")] = 0.5,
+        calibrate: Annotated[bool, typer.Option("--calibrate/--no-calibrate", help="scale predictions by the run "
+                                                "time of finished jobs over their predictions")] = True,
         as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON")] = False,
     ) -> None:
         """ETA accuracy: forward-simulation start-time estimates vs the actual starts, beside a naive estimate."""
@@ -126,7 +130,7 @@ def register(app: typer.Typer) -> None:
                 with progress.Activity(f"experiment eta: {policy} on {len(tr.jobs):,} jobs",
                                        progress.enabled(ctx)) as act:
                     result = run_accuracy(tr.jobs, cluster, policy, samples, policy_options=options,
-                                          progress=act.update, overrun=overrun)
+                                          progress=act.update, overrun=overrun, calibrate=calibrate)
                 result["input"] = name
                 results.append(result)
                 if not as_json:

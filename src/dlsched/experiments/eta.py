@@ -9,6 +9,10 @@ every sampled estimate is compared with the job's actual (first) start: median a
 share within 10 % of the actual wait from the sample time, share within one hour, by job size
 (1 GPU, 2-8, >8 GPUs).
 
+Calibration (on by default): the predictions are scaled by the run time of the jobs finished so
+far over their predictions (:class:`~dlsched.sim.eta.Calibration`), since a start time sums the
+durations ahead and duration predictors aim at the median.
+
 Predictions: the policy's own where it sets them (QSSF's online estimator writes
 ``pred_duration`` at submission); otherwise (FIFO) a separate
 :class:`~dlsched.predictors.duration.online.OnlineDurationEstimator` that learns only from jobs
@@ -26,7 +30,7 @@ import numpy as np
 
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.state import ClusterState
-from dlsched.sim.eta import EtaEstimator
+from dlsched.sim.eta import Calibration, EtaEstimator
 
 GROUPS: tuple[tuple[str, int, int], ...] = (("all", 1, 1 << 30), ("1 GPU", 1, 1), ("2-8 GPUs", 2, 8),
                                             (">8 GPUs", 9, 1 << 30))
@@ -117,10 +121,15 @@ class EtaSampler:
         return times[self._i] if self._i < len(times) else math.inf
 
     def _sample(self, at: float) -> None:
+        calibration = self.estimator.calibration
         for job in self._done:
             if job.state is JobState.FINISHED:
-                self._run_sum += job.end_time - job.start_time
+                ran = job.end_time - job.start_time   # observed, as a live service sees it
+                self._run_sum += ran
                 self._run_n += 1
+                if calibration is not None:
+                    pred = job.pred_duration
+                    calibration.observe(self._pred.get(job, math.nan) if math.isnan(pred) else pred, ran)
                 if self.learner is not None:
                     self.learner.observe_finished(job, max(job.end_time, 0.0))
         self._done = [j for j in self._done if j.state is not JobState.FINISHED]
@@ -196,7 +205,7 @@ def sample_times(jobs: list[Job], samples: int) -> list[float]:
 
 def run_accuracy(jobs: list[Job], cluster, policy_name: str, samples: int = 50, placement: str | None = None,
                  policy_options: dict | None = None, progress: Callable[[int, int], None] | None = None,
-                 overrun: float = 0.5, diagnose: bool = True) -> dict:
+                 overrun: float = 0.5, diagnose: bool = True, calibrate: bool = True) -> dict:
     """Simulate ``jobs`` under ``policy_name`` with an :class:`EtaSampler`; the accuracy table."""
     from dlsched.registry import make_policy
     from dlsched.sim.engine import Simulator
@@ -211,8 +220,9 @@ def run_accuracy(jobs: list[Job], cluster, policy_name: str, samples: int = 50, 
         learner = OnlineDurationEstimator()
     # the diagnostic reads the truth slot, as the engine does: never an input of the estimate itself
     truth = EtaEstimator(policy, overrun=overrun, duration_of=lambda job: job._duration) if diagnose else None
-    sampler = EtaSampler(EtaEstimator(policy, overrun=overrun), sample_times(jobs, samples), learner, progress,
-                         truth)
+    calibration = Calibration() if calibrate else None
+    sampler = EtaSampler(EtaEstimator(policy, overrun=overrun, calibration=calibration), sample_times(jobs, samples),
+                         learner, progress, truth)
     if learner is not None:
         sampler.estimator.predict = sampler._predict
     t0 = time.perf_counter()
@@ -221,6 +231,7 @@ def run_accuracy(jobs: list[Job], cluster, policy_name: str, samples: int = 50, 
     rows = accuracy_rows(sampler.samples)
     return {"policy": policy_name, "jobs": len(jobs), "samples": samples, "refreshes": sampler.refreshes,
             "samples_skipped": sampler.skipped, "empty_queue_probes": sampler.probes,
+            "calibration_factor": calibration.factor if calibration is not None else None,
             "estimates": len(sampler.samples), "refresh_seconds": sampler.refresh_seconds,
             "mean_refresh_ms": 1000 * sampler.refresh_seconds / max(1, sampler.refreshes),
             "seconds": wall, "overrun": overrun, "events": result.events,

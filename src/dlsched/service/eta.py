@@ -4,6 +4,8 @@
 every transition (submit, start, finish, forget, withdraw, node change) bumps a version. ``etas()``
 returns the cached ETAs while the version is unchanged and the cache is younger than ``max_age``
 seconds (a running job that outlives its prediction moves the estimates as time passes);
+predictions are scaled by the finished pods' run time over their predictions (a
+:class:`~dlsched.sim.eta.Calibration`, from 50 finished pods on);
 otherwise it refreshes: the state is copied under the service lock
 (:meth:`~dlsched.sim.eta.EtaEstimator.snapshot`) and the forward run happens outside it, so filter
 and bind requests never wait for a refresh. One refresh at a time; a caller that finds one
@@ -15,7 +17,7 @@ from __future__ import annotations
 import math
 import threading
 
-from dlsched.sim.eta import EtaEstimator
+from dlsched.sim.eta import Calibration, EtaEstimator
 
 
 class LiveEta:
@@ -24,7 +26,8 @@ class LiveEta:
     def __init__(self, core, max_age: float = 30.0, overrun: float = 0.5) -> None:
         self.core = core
         self.max_age = max_age
-        self.estimator = EtaEstimator(core.policy, overrun=overrun)
+        self.calibration = Calibration()   # finished pods' run times over their predictions
+        self.estimator = EtaEstimator(core.policy, overrun=overrun, calibration=self.calibration)
         self.version = 0
         self.refreshes = 0
         self.unpredicted = 0          # pending or running jobs of the last refresh without a prediction
@@ -42,6 +45,8 @@ class LiveEta:
 
     def stopped(self, job, vc, now: float, why: str) -> None:
         self.version += 1
+        if why == "finish":
+            self.calibration.observe(job.pred_duration, now - job.start_time)
 
     def node_changed(self, node: int, now: float) -> None:
         self.version += 1

@@ -57,6 +57,34 @@ class EtaResult:
         return {job.job_id: t for job, t in self.eta.items()}
 
 
+class Calibration:
+    """Scale for predicted durations so that their *sum* matches what finished jobs really ran.
+
+    Duration predictors aim at a typical job (QSSF's are about right in the median and about 2.5x
+    short in the sum on the built-in workload, whose durations are heavy-tailed), while a start
+    time is a sum of the durations ahead. ``factor`` = run time of the finished jobs / their
+    predictions (1 until ``min_jobs`` have finished; clipped to [``lo``, ``hi``])."""
+
+    def __init__(self, min_jobs: int = 50, lo: float = 0.1, hi: float = 10.0) -> None:
+        self.min_jobs, self.lo, self.hi = min_jobs, lo, hi
+        self.jobs = 0
+        self.predicted = 0.0
+        self.actual = 0.0
+
+    def observe(self, predicted: float, actual: float) -> None:
+        """A finished job: its prediction and the time it really ran (an observation, not truth)."""
+        if predicted > 0 and actual >= 0:  # NaN predictions compare False
+            self.jobs += 1
+            self.predicted += predicted
+            self.actual += actual
+
+    @property
+    def factor(self) -> float:
+        if self.jobs < self.min_jobs or self.predicted <= 0:
+            return 1.0
+        return min(self.hi, max(self.lo, self.actual / self.predicted))
+
+
 def predicted_remaining(job: Job, now: float, duration: float, overrun: float) -> tuple[float, bool]:
     """(predicted remaining seconds, whether the job has outrun its prediction)."""
     since = job.run_since if job.run_since >= 0 else now
@@ -164,7 +192,8 @@ class EtaEstimator:
     """Forward simulations of a state under one policy: ``estimate(state, now)`` -> :class:`EtaResult`.
 
     ``predict(job) -> seconds`` is used for jobs without a prediction of their own (default: the
-    mean of the predictions the state holds, else ``default_duration``). ``overrun``: see the
+    mean of the predictions the state holds, else ``default_duration``); a :class:`Calibration`
+    scales every prediction. ``overrun``: see the
     module docstring. ``max_events``: a bound on the forward run's finish events (the jobs not
     started by then get ``inf``; None: no bound). ``duration_of(job) -> seconds`` replaces every
     prediction: only the accuracy experiment uses it, with the true durations, to tell how much of
@@ -172,12 +201,14 @@ class EtaEstimator:
 
     def __init__(self, policy, predict: Callable[[Job], float] | None = None, overrun: float = 0.5,
                  default_duration: float = 3600.0, max_events: int | None = None,
-                 duration_of: Callable[[Job], float] | None = None) -> None:
+                 duration_of: Callable[[Job], float] | None = None,
+                 calibration: Calibration | None = None) -> None:
         if not overrun >= 0:
             raise ValueError(f"overrun must be >= 0, got {overrun}")
         self.policy = policy
         self.predict = predict
         self.duration_of = duration_of   # replaces every prediction (experiments' true-duration diagnostic)
+        self.calibration = calibration   # scales every prediction (None: as predicted)
         self.overrun = float(overrun)
         self.default_duration = float(default_duration)
         self.max_events = max_events
@@ -201,6 +232,9 @@ class EtaEstimator:
                 fallback = sum(out.values()) / len(out) if out else self.default_duration
                 for job in missing:
                     out[job] = fallback
+        factor = self.calibration.factor if self.calibration is not None else 1.0
+        if factor != 1.0:
+            out = {job: d * factor for job, d in out.items()}
         return out, len(missing)
 
     def estimate(self, state: ClusterState, now: float, only: Iterable[Job] | None = None) -> EtaResult:
