@@ -161,6 +161,7 @@ def test_accuracy_rows_by_group_hand_checked():
     fwd = rows[("forward", "all")]
     assert fwd["estimates"] == 3 and fwd["never"] == 1
     assert fwd["median_abs_error_h"] == pytest.approx(4000 / 3600)
+    assert fwd["median_wait_h"] == pytest.approx(10000 / 3600)
     assert fwd["within_10pct"] == pytest.approx(1 / 3) and fwd["within_1h"] == pytest.approx(1 / 3)
     assert rows[("forward", "1 GPU")]["median_abs_error_h"] == pytest.approx(50 / 3600)
     assert rows[("naive (", "2-8 GPUs")]["median_abs_error_h"] == 0.0

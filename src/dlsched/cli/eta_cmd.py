@@ -76,10 +76,12 @@ def print_table(result: dict) -> None:
     from rich.table import Table
 
     table = Table(title=f"ETA accuracy: {result['policy']} on {result['input']}")
-    for head in ("method", "jobs", "group", "estimates", "median |error| (h)", "within 10 %", "within 1 h", "never"):
+    for head in ("method", "jobs", "group", "estimates", "median wait (h)", "median |error| (h)", "within 10 %",
+                 "within 1 h", "never"):
         table.add_column(head, justify="left" if head in ("method", "group") else "right")
     for r in result["rows"]:
-        table.add_row(r["method"], str(r["jobs"]), r["group"], str(r["estimates"]), _fmt(r["median_abs_error_h"]),
+        table.add_row(r["method"], str(r["jobs"]), r["group"], str(r["estimates"]), _fmt(r["median_wait_h"]),
+                      _fmt(r["median_abs_error_h"]),
                       _fmt(r["within_10pct"], True), _fmt(r["within_1h"], True), str(r["never"]))
     out.print(table)
     console.print(f"{result['jobs']} jobs, {result['refreshes']} ETA refreshes of {result['samples']} sample times "
