@@ -225,3 +225,22 @@ def test_calibration_scales_predictions_by_observed_over_predicted():
     cal_far = Calibration(min_jobs=1, hi=1.5)
     cal_far.observe(1.0, 100.0)
     assert cal_far.factor == 1.5              # clipped
+
+
+def test_a_placement_with_an_index_gets_a_fresh_copy_and_stays_exact():
+    # topo-aware keeps an index of the running jobs (a kernel observer): the forward run binds a
+    # new one to the copied state; the real run's index is left alone
+    rng = random.Random(2)
+    jobs = []
+    for i in range(40):
+        j = Job(f"t{i}", "v", rng.choice([1, 2, 4, 8]), float(rng.randint(0, 600)), float(rng.randint(50, 400)),
+                model_name="alexnet", batch_size=16)
+        j.pred_duration = j._duration
+        jobs.append(j)
+    policy = make_policy("fifo", "topo-aware")
+    cluster = ClusterSpec.from_vc_sizes({"v": 2}, gpus_per_node=8, topology="dgx1")
+    sampler = EtaSampler(EtaEstimator(policy), sample_times(jobs, 8))
+    Simulator(cluster, policy, SimConfig(check_invariants=True), observers=(sampler,)).run(jobs)
+    assert sampler.samples
+    for s in sampler.samples:
+        assert s.eta == pytest.approx(s.job.start_time, abs=1e-6), s.job.job_id
