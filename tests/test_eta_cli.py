@@ -63,3 +63,12 @@ def test_philly_window_slice(shared):
     (r,) = json.loads(output)
     assert r["jobs"] > 1000 and r["refreshes"] >= 1
     assert any(row["group"] == "all" and row["estimates"] > 0 for row in r["rows"])
+
+
+def test_markdown_output_is_the_docs_table():
+    code, _, output = _run("--jobs", "400", "--samples", "8", "--policies", "fifo", "--markdown")
+    assert code == 0, output
+    lines = [ln for ln in output.splitlines() if ln.startswith("|")]
+    assert lines[0].startswith("| method | group | jobs | estimates | median wait (h)")
+    assert any(ln.startswith("| forward simulation | all |") for ln in lines)
+    assert any(ln.startswith("| naive (position x mean / running) | all |") for ln in lines)

@@ -92,6 +92,22 @@ def print_table(result: dict) -> None:
                   f"{result['seconds']:.1f} s in all")
 
 
+def markdown_table(result: dict) -> str:
+    """The accuracy table as Markdown (what docs/eta.md shows)."""
+    lines = [f"**{result['policy']}** on {result['input']}: {result['refreshes']} refreshes, "
+             f"{result['mean_refresh_ms']:.0f} ms each on average"
+             + (f", calibration factor {result['calibration_factor']:.2f}" if result.get("calibration_factor") else ""),
+             "",
+             "| method | group | jobs | estimates | median wait (h) | median abs. error (h) | within 10 % | within 1 h "
+             "| never |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in result["rows"]:
+        lines.append(f"| {r['method']} | {r['group']} | {r['jobs']} | {r['estimates']} | {_fmt(r['median_wait_h'])} | "
+                     f"{_fmt(r['median_abs_error_h'])} | {_fmt(r['within_10pct'], True)} | "
+                     f"{_fmt(r['within_1h'], True)} | {r['never']} |")
+    return "\n".join(lines) + "\n"
+
+
 def register(app: typer.Typer) -> None:
     from dlsched.cli.topology_cmd import _group
 
@@ -113,6 +129,7 @@ def register(app: typer.Typer) -> None:
         calibrate: Annotated[bool, typer.Option("--calibrate/--no-calibrate", help="scale predictions by the run "
                                                 "time of finished jobs over their predictions")] = True,
         as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON")] = False,
+        markdown: Annotated[bool, typer.Option("--markdown", help="print Markdown tables (as in docs/eta.md)")] = False,
     ) -> None:
         """ETA accuracy: forward-simulation start-time estimates vs the actual starts, beside a naive estimate."""
         from dlsched.cli import progress
@@ -135,7 +152,9 @@ def register(app: typer.Typer) -> None:
                                           progress=act.update, overrun=overrun, calibrate=calibrate)
                 result["input"] = name
                 results.append(result)
-                if not as_json:
+                if markdown:
+                    print(markdown_table(result))
+                elif not as_json:
                     print_table(result)
         if as_json:
             print(json.dumps(results, indent=2, default=float))
