@@ -98,8 +98,8 @@ def markdown_table(result: dict) -> str:
              f"{result['mean_refresh_ms']:.0f} ms each on average"
              + (f", calibration factor {result['calibration_factor']:.2f}" if result.get("calibration_factor") else ""),
              "",
-             "| method | group | jobs | estimates | median wait (h) | median abs. error (h) | within 10 % | within 1 h "
-             "| never |",
+             ("| method | group | jobs | estimates | median wait (h) | median abs. error (h) | within 10 % "
+              "| within 1 h | never |"),
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         lines.append(f"| {r['method']} | {r['group']} | {r['jobs']} | {r['estimates']} | {_fmt(r['median_wait_h'])} | "
