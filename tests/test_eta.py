@@ -244,3 +244,16 @@ def test_a_placement_with_an_index_gets_a_fresh_copy_and_stays_exact():
     assert sampler.samples
     for s in sampler.samples:
         assert s.eta == pytest.approx(s.job.start_time, abs=1e-6), s.job.job_id
+
+
+def test_max_events_bounds_the_forward_run():
+    state = ClusterState(ClusterSpec.from_vc_sizes({"v": 1}, gpus_per_node=1), new_queue=make_policy("fifo").new_queue)
+    a = job("a", 0, 1, 10)
+    state.submit(a, 0.0)
+    state.start(a, ((0, 1),), 0.0)
+    for i, t in enumerate((1.0, 2.0, 3.0)):
+        state.submit(job(f"w{i}", t, 1, 10), t)
+    full = EtaEstimator(make_policy("fifo")).estimate(state, 5.0).by_id()
+    assert full == {"w0": 10.0, "w1": 20.0, "w2": 30.0}
+    cut = EtaEstimator(make_policy("fifo"), max_events=1).estimate(state, 5.0)
+    assert cut.by_id() == {"w0": 10.0, "w1": math.inf, "w2": math.inf} and cut.events == 1
