@@ -3,6 +3,8 @@ estimate of every pending pod (hand-checked), cached until the state changes."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from dlsched.registry import make_policy
@@ -125,3 +127,17 @@ def test_finished_pods_calibrate_the_predictions():
     rows = {q["uid"]: q["eta"] for q in core.queue()}   # no pass has run since: p2 still waits
     # p2 may start now (t1 + 200) and is expected to run 2 x 50 s: p3 and p4 start at t1 + 300
     assert rows == {"p2": t1 + 200.0, "p3": t1 + 300.0, "p4": t1 + 300.0}
+
+
+def test_the_filter_reason_quotes_the_last_refresh_only():
+    core, service = setup()
+    running_and_waiting(core, service)
+    passed, failed = core.filter(pod("p3", 4), ["n"])
+    assert passed == [] and "estimated start" not in failed["n"]   # no refresh yet: none quoted
+    assert core.eta.refreshes == 0                                  # and the filter did not refresh
+    core.queue()
+    passed, failed = core.filter(pod("p3", 4), ["n"])
+    assert passed == [] and failed["n"].startswith("queued by dlsched (fifo): 1 of 3 pending jobs")
+    # p3 starts at t1 + 150 s; the test clock ticks one second per reading
+    assert re.search(r"; estimated start in [12] min \(forward simulation, fifo\)$", failed["n"]), failed["n"]
+    assert core.eta.refreshes == 1

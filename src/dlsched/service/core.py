@@ -573,11 +573,12 @@ class SchedulerCore:
             return self.waiting[uid]
         vc = job.vc_state
         ahead = self._ahead(job)
+        eta = self.eta.reason(uid, self._now)   # the last refresh's ETA, never a refresh here
         if not self.keyed:   # e.g. Horus: its own rounds pick among the pending jobs, skipping misfits
             return (f"queued by dlsched ({self.policy.name}): no room the policy accepts in its last pass; "
-                    f"{ahead} of {vc.pending} pending jobs of VC {vc.name} arrived earlier; {vc.free} GPUs free")
+                    f"{ahead} of {vc.pending} pending jobs of VC {vc.name} arrived earlier; {vc.free} GPUs free{eta}")
         return (f"queued by dlsched ({self.policy.name}): {ahead} of {vc.pending} pending jobs of VC {vc.name} "
-                f"go first; {vc.free} GPUs free")
+                f"go first; {vc.free} GPUs free{eta}")
 
     def _ahead(self, job: Job) -> int:
         """How many pending jobs of the job's VC go before it: a binary search in the VC's

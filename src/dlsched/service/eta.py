@@ -9,7 +9,8 @@ predictions are scaled by the finished pods' run time over their predictions (a
 otherwise it refreshes: the state is copied under the service lock
 (:meth:`~dlsched.sim.eta.EtaEstimator.snapshot`) and the forward run happens outside it, so filter
 and bind requests never wait for a refresh. One refresh at a time; a caller that finds one
-under way gets the last ETAs.
+under way gets the last ETAs. The filter's reason for a waiting pod quotes the last refresh's ETA
+(:meth:`reason`), never refreshing.
 """
 
 from __future__ import annotations
@@ -50,6 +51,16 @@ class LiveEta:
 
     def node_changed(self, node: int, now: float) -> None:
         self.version += 1
+
+    def reason(self, uid: str, now: float) -> str:
+        """``"; estimated start in ..."`` for a pod's filter reason, from the last refresh only (a
+        dict lookup: the filter path never pays for a forward run); "" without an estimate."""
+        t = self._etas.get(uid)
+        if t is None or t == math.inf:
+            return ""
+        left = max(0.0, t - now)
+        when = f"{left / 60:.0f} min" if left < 7200 else f"{left / 3600:.1f} h"
+        return f"; estimated start in {when} (forward simulation, {self.estimator.policy.name})"
 
     def etas(self) -> dict[str, float]:
         """Pod uid -> estimated start (the service clock's seconds; ``inf``: not in the forward run)."""
