@@ -257,3 +257,21 @@ def test_max_events_bounds_the_forward_run():
     assert full == {"w0": 10.0, "w1": 20.0, "w2": 30.0}
     cut = EtaEstimator(make_policy("fifo"), max_events=1).estimate(state, 5.0)
     assert cut.by_id() == {"w0": 10.0, "w1": math.inf, "w2": math.inf} and cut.events == 1
+
+
+def test_a_policy_that_keeps_waking_with_nothing_running_cannot_loop_forever():
+    from dlsched.sched.orders.fifo import FifoPolicy
+
+    class Sleepy(FifoPolicy):
+        """Never starts anything; asks for another pass a second later, forever."""
+        name = "sleepy"
+
+        def schedule(self, view, vc):
+            view.wake_at(view.now + 1.0, vc)
+            return iter(())
+
+    state = ClusterState(ClusterSpec.from_vc_sizes({"v": 1}, gpus_per_node=1), new_queue=make_policy("fifo").new_queue)
+    w = job("w", 0, 1, 10)
+    state.submit(w, 0.0)
+    res = EtaEstimator(Sleepy(make_policy("fifo").placer)).estimate(state, 0.0)
+    assert res.by_id() == {"w": math.inf}

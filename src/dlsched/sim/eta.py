@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 
 from dlsched.core.cluster import ClusterSpec, VirtualCluster
 from dlsched.core.job import Job, JobState
-from dlsched.kernel.decisions import Preempt, Start
+from dlsched.kernel.decisions import Start
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
 
 INF = math.inf
-_PENDING, _RUNNING, _ASSUMED = JobState.PENDING, JobState.RUNNING, JobState.ASSUMED
+_RUNNING = JobState.RUNNING
+IDLE_TIMER_LIMIT = 10_000   # policy wake-ups in a row with nothing running and nothing started: stop
 # what a copy keeps of a job: its request and predictions (what a policy may read)
 _PUBLIC = ("index", "job_id", "user", "name", "vc", "gpus", "cpus", "submit_time", "model_name", "batch_size",
            "onnx_ref", "min_utility", "pred_duration", "pred_gpu_util", "pred_gpu_mem_mib", "priority",
@@ -305,8 +306,10 @@ class ForwardRun:
         timers: list[tuple[float, int, int]] = []
         t = self.now
         max_events = self.max_events if self.max_events is not None else INF
+        idle = 0   # a policy that keeps asking for wake-ups while nothing runs must not loop forever
         while left_to_start:
             view.now = t
+            starts_before = result.starts
             for vc in dirty:
                 if not vc.pending and vc not in woken:
                     continue
@@ -323,9 +326,7 @@ class ForwardRun:
                             result.eta[first] = t
                             if wanted is None or first in wanted:
                                 left_to_start -= 1
-                    elif kind is Preempt:
-                        twin.apply(decision, t)  # the job goes back to the queue; its finish is stale
-                    else:
+                    else:   # Preempt (the job queues again; its finish event goes stale) or Postpone
                         twin.apply(decision, t)
             dirty.clear()
             woken.clear()
@@ -334,10 +335,11 @@ class ForwardRun:
                     seq += 1
                     heapq.heappush(timers, (t1, seq, vid))
             view._wakeups.clear()
+            idle = idle + 1 if not heap and result.starts == starts_before else 0
             t_fin = heap[0][0] if heap else INF
             t_tim = timers[0][0] if timers else INF
             t = min(t_fin, t_tim)
-            if t == INF or result.events >= max_events:
+            if t == INF or result.events >= max_events or idle > IDLE_TIMER_LIMIT:
                 break
             while heap and heap[0][0] == t:
                 _, _, job, epoch = heapq.heappop(heap)
