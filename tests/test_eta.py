@@ -275,3 +275,18 @@ def test_a_policy_that_keeps_waking_with_nothing_running_cannot_loop_forever():
     state.submit(w, 0.0)
     res = EtaEstimator(Sleepy(make_policy("fifo").placer)).estimate(state, 0.0)
     assert res.by_id() == {"w": math.inf}
+
+
+def test_only_some_jobs_stops_the_forward_run_once_they_have_started():
+    jobs = hand_jobs()
+    state = ClusterState(ClusterSpec.from_vc_sizes({"v": 2}, gpus_per_node=4), new_queue=make_policy("fifo").new_queue)
+    for j in jobs[:2]:
+        state.submit(j, 0.0)
+    state.start(jobs[0], ((0, 0b1111),), 0.0)
+    state.start(jobs[1], ((1, 0b1111),), 0.0)
+    for j in jobs[2:]:
+        state.submit(j, j.submit_time)
+    full = EtaEstimator(make_policy("fifo")).estimate(state, 10.0)
+    assert full.by_id() == {"c": 100.0, "d": 130.0, "e": 130.0, "f": 140.0}
+    part = EtaEstimator(make_policy("fifo")).estimate(state, 10.0, only=[jobs[2]])
+    assert part.by_id() == {"c": 100.0} and part.events < full.events

@@ -28,8 +28,13 @@ def _run(*argv: str):
     (("--trace", "nope.csv"), "error: --trace nope.csv: give --vc-config FILE"),
     (("--trace", "nope.csv", "--vc-config", "nope2.csv"), "error: --trace nope.csv: no such file"),
     (("--vc-config", "v.csv"), "error: --vc-config, --start and --end go with --trace"),
+    (("--trace", "{bad}", "--vc-config", "{bad}"), "error: {bad}: no VCs in file"),
 ])
-def test_bad_input_is_one_error_line(argv, starts):
+def test_bad_input_is_one_error_line(argv, starts, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n")
+    argv = [a.replace("{bad}", str(bad)) for a in argv]
+    starts = starts.replace("{bad}", str(bad))
     code, lines, _ = _run(*argv)
     assert code == 2 and len(lines) == 1, lines
     assert lines[0].startswith(starts), lines[0]
