@@ -109,6 +109,9 @@ class SchedulerCore:
         on_prepare = getattr(policy, "prepare", None)
         if on_prepare is not None:
             on_prepare(self.view)
+        from dlsched.service.eta import LiveEta
+
+        self.eta = LiveEta(self)   # forward-simulation start estimates for queue() (docs/eta.md)
         self._record("config", policy=policy.name, placement=getattr(policy, "placement_name", ""),
                      backfill=bool(getattr(policy, "backfill", False)), max_jobs_per_gpu=max_jobs_per_gpu,
                      default_gpu=self.default_gpu.name)
@@ -723,11 +726,12 @@ class SchedulerCore:
             return self.waiting[uid]
         vc = job.vc_state
         ahead = self._ahead(job)
+        eta = self.eta.reason(uid, self._now)   # the last refresh's ETA, never a refresh here
         if not self.keyed:   # e.g. Horus: its own rounds pick among the pending jobs, skipping misfits
             return (f"queued by dlsched ({self.policy.name}): no room the policy accepts in its last pass; "
-                    f"{ahead} of {vc.pending} pending jobs of VC {vc.name} arrived earlier; {vc.free} GPUs free")
+                    f"{ahead} of {vc.pending} pending jobs of VC {vc.name} arrived earlier; {vc.free} GPUs free{eta}")
         return (f"queued by dlsched ({self.policy.name}): {ahead} of {vc.pending} pending jobs of VC {vc.name} "
-                f"go first; {vc.free} GPUs free")
+                f"go first; {vc.free} GPUs free{eta}")
 
     def _ahead(self, job: Job) -> int:
         """How many pending jobs of the job's VC go before it: a binary search in the VC's
@@ -883,23 +887,33 @@ class SchedulerCore:
                             for vc in st.vcs]}
 
     def queue(self) -> list[dict]:
+        etas = self.eta.etas()   # refreshed when the state changed; the forward run holds no lock
         with self.lock:
+            now = self.now()
             out = []
             for vc in self.state.vcs:
                 jobs = sorted(vc.queue, key=self._rank)
                 for rank, job in enumerate(jobs):
                     out.append({"pod": self.pods[job.job_id].key, "uid": job.job_id, "vc": vc.name, "rank": rank,
                                 "gpus": job.gpus, "priority": _num(job.priority),
-                                "reason": self.waiting.get(job.job_id, "")})
+                                "reason": self.waiting.get(job.job_id, ""), **_eta(etas.get(job.job_id), now)})
             for uid, pod in self.parked.items():
                 out.append({"pod": pod.key, "uid": uid, "vc": self.vcs.vc_of(pod), "rank": -1, "gpus": pod.gpus,
-                            "priority": None, "reason": self.waiting.get(uid, "")})
+                            "priority": None, "reason": self.waiting.get(uid, ""), **_eta(None, now)})
             return out
 
 
 def _priority(total: float) -> int:
     """A placement score in [0, 1] (clipped) as an extender priority in 1..PRIORITY_TOP + 1."""
     return 1 + int(PRIORITY_TOP * (0.0 if total < 0.0 else 1.0 if total > 1.0 else total) + 0.5)
+
+
+def _eta(t: float | None, now: float) -> dict:
+    """The queue's ETA fields: the estimated start (service clock) and seconds from now; None where
+    there is no estimate (not yet refreshed, a parked pod, or no start in the forward run)."""
+    if t is None or t == float("inf"):
+        return {"eta": None, "eta_in_s": None}
+    return {"eta": t, "eta_in_s": max(0.0, t - now)}
 
 
 def _num(x: float) -> float | None:
