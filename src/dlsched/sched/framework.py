@@ -102,6 +102,22 @@ class PlacementPipeline:
             elif not getattr(only, "packs", False):
                 self.idle_first = only.fast_place
 
+    def fresh(self) -> PlacementPipeline:
+        """The same placement with new plug-in instances (no index bound to any state yet): a
+        forward copy of the cluster (start-time estimates, ``sched/eta.py``) gets its own indexes
+        without going back to the registry."""
+        import copy
+
+        def renew(plugin):
+            try:
+                return type(plugin)()
+            except TypeError:   # a plug-in built with arguments: an independent copy of it
+                return copy.deepcopy(plugin)
+
+        scorer_ids = {id(s) for s, _ in self.scorers}
+        extra = [f for f in self.filters if id(f) not in scorer_ids]
+        return PlacementPipeline([(renew(s), w) for s, w in self.scorers], extra, share=self.share, name=self.name)
+
     def place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
         """Run the stages for ``job``; see the module docstring."""
         need = job.gpus

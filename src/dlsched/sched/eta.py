@@ -107,9 +107,7 @@ def fork_policy(policy, state: ClusterState):
         clone.estimator = _PredictionsOnly()  # a queue that assigns keys in a pass must not teach the real one
     placer = getattr(policy, "placer", None)
     if placer is not None and getattr(placer, "observers", None):
-        from dlsched.registry import make_placer
-
-        clone.placer = make_placer(placer.name.replace("+", ","), share=placer.share)
+        clone.placer = placer.fresh()
         for plugin in clone.placer.observers:
             attach = getattr(plugin, "attach", None)
             if attach is not None:
@@ -166,7 +164,7 @@ def _make_copier() -> Callable[[Job, float], Job]:
     return t
 """
     scope = {"new": Job.__new__, "Job": Job, "nan": math.nan, "CREATED": JobState.CREATED}
-    exec(compile(src, "<dlsched.sim.eta copy>", "exec"), scope)  # noqa: S102 - generated from _PUBLIC only
+    exec(compile(src, "<dlsched.sched.eta copy>", "exec"), scope)  # noqa: S102 - generated from _PUBLIC only
     return scope["copy"]
 
 
