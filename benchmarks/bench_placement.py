@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from dlsched.topology.bench import bench_placement
+from dlsched.experiments.topology.bench import bench_placement
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from dlsched.core.job import Job, OracleAccessError
 from dlsched.models.failure import OutOfMemory
 from dlsched.models.speed import TimeSlicedSpeed
 from dlsched.registry import make_policy
+from dlsched.sched.protocols import PolicyBase
 from dlsched.sim import SimConfig, SimulationError, Simulator
 from dlsched.sim.config import no_overhead
 
@@ -160,7 +161,7 @@ def test_a_job_that_never_fits_its_gpu_stops_with_a_clear_error():
                   failure_model=OutOfMemory(delay=1)).run([big])
 
 
-class _Peeker:
+class _Peeker(PolicyBase):
     """A policy that is not an oracle but reads the true duration off the job."""
 
     name = "peeker"
@@ -200,9 +201,8 @@ def test_a_non_oracle_policy_reading_truth_fails_loudly(attr):
 def test_policies_see_no_future_jobs():
     seen = []
 
-    class Recording:
-        name, oracle, preemptive = "rec", False, False
-        job_finished = job_failed = None
+    class Recording(PolicyBase):
+        name = "rec"
 
         def __init__(self):
             from dlsched.registry import make_placer

@@ -82,7 +82,7 @@ def test_a_job_stopped_before_the_warm_up_is_not_observed_and_nan_measurements_k
 def test_a_memory_only_oom_observation_does_not_end_the_watch():
     """An OOM beside j reports its memory at 5 (j stays watched); j is preempted at 10, before its
     30 s warm-up: on its restart at 60 it is watched again, its utilisation is observed at 90."""
-    from dlsched.sim.observe import observe
+    from dlsched.kernel.correction import observe
 
     obs = ObservedCorrection(30)
     obs.attach(None)

@@ -25,7 +25,7 @@ def make(share: int = 1, warmup: float = 60.0):
     now = [1000.0]
 
     def predict(job):
-        job.pred_gpu_util, job.pred_gpu_mem_mib = 0.5, 8000.0
+        job.pred_gpu_util, job.pred_gpu_mem_mib = 50.0, 8000.0
 
     core = SchedulerCore(make_policy("fifo", "consolidate", share=share > 1), Store("sqlite://"),
                          max_jobs_per_gpu=share, clock=lambda: now[0], predict=predict)
@@ -47,7 +47,7 @@ def test_fake_agent_readings_replace_predictions_after_the_warmup():
         res = runner.invoke(app, argv)
         assert res.exit_code == 0, res.output
         assert "2 pods reported" in res.output and "'warming up': 2" in res.output
-        assert core.jobs["p1"].pred_gpu_util == 0.5 and core.jobs["p1"].observed_at < 0
+        assert core.jobs["p1"].pred_gpu_util == 50.0 and core.jobs["p1"].observed_at < 0
         now[0] += 60
         res = runner.invoke(app, argv)
         assert "'corrected': 2" in res.output, res.output
@@ -56,10 +56,10 @@ def test_fake_agent_readings_replace_predictions_after_the_warmup():
             job = core.jobs[uid]
             util, mem = core.observed[uid][:2]
             assert job.pred_gpu_util == util and job.pred_gpu_mem_mib == mem      # the reading replaced them
-            assert (job.prior_gpu_util, job.prior_gpu_mem_mib) == (0.5, 8000.0)  # the prediction is kept
+            assert (job.prior_gpu_util, job.prior_gpu_mem_mib) == (50.0, 8000.0)  # the prediction is kept
             s_util, s_mem = steady.steady(uid)
-            assert mem == pytest.approx(s_mem, abs=0.1) and abs(util - s_util) < 0.15
-            assert 0.3 <= s_util <= 0.95 and 0.15 * 32768 <= s_mem <= 0.6 * 32768
+            assert mem == pytest.approx(s_mem, abs=0.1) and abs(util - s_util) < 15
+            assert 30 <= s_util <= 95 and 0.15 * 32768 <= s_mem <= 0.6 * 32768
         assert service.agents["n1"]["gpus"][0]["memory_total_mib"] == 32768.0
         assert len(service.agents["n1"]["gpus"]) == 4
         # the agent's inventory is per GPU: p1's two GPUs each hold its memory
@@ -140,7 +140,7 @@ def test_nvml_path_reads_real_gpus_or_says_why_not():
     if res.exit_code == 0:
         reading = json.loads(res.output.strip().splitlines()[-1])
         assert reading["node"] == "here" and reading["gpus"]
-        assert all(g["memory_total_mib"] > 0 and 0 <= g["util"] <= 1 for g in reading["gpus"])
+        assert all(g["memory_total_mib"] > 0 and 0 <= g["util"] <= 100 for g in reading["gpus"])
     else:
         assert res.exit_code == 2 and res.output.startswith("error: ") and "NVML" in res.output
 

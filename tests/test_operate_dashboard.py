@@ -41,7 +41,7 @@ def live():
         pytest.skip("chromium is absent (apt-get install -y chromium)")
 
     def predict(job):
-        job.pred_gpu_util, job.pred_gpu_mem_mib = {"small": (0.5, 8000.0), "big": (0.9, 30000.0)}[job.model_name]
+        job.pred_gpu_util, job.pred_gpu_mem_mib = {"small": (50.0, 8000.0), "big": (90.0, 30000.0)}[job.model_name]
 
     core = SchedulerCore(make_policy("fifo", "consolidate", share=True), Store("sqlite://"), max_jobs_per_gpu=2,
                          predict=predict)
@@ -53,7 +53,7 @@ def live():
                                  ("p5", 4, "big"), ("p6", 2, "small")):
             app.schedule(uid, gpus, ["n1", "n2"], model)
         app.call("POST", "/api/v1/observations", {"node": "n2", "pods": [
-            {"uid": "p2", "gpu_util": 0.7, "gpu_mem_mib": 9000}]}, token=TOKEN)
+            {"uid": "p2", "gpu_util": 70, "gpu_mem_mib": 9000}]}, token=TOKEN)
         yield service, app
 
 
@@ -109,7 +109,7 @@ def test_dashboard_refreshes_and_screenshot(live, tmp_path):
     service, app = live
     # a change after the page was served shows up through the script's refresh
     app.call("POST", "/api/v1/observations", {"node": "n2", "pods": [
-        {"uid": "p4", "gpu_util": 0.2, "gpu_mem_mib": 5000}]}, token=TOKEN)
+        {"uid": "p4", "gpu_util": 20, "gpu_mem_mib": 5000}]}, token=TOKEN)
     dom = chromium(tmp_path, f"{app.url}/dashboard", "--dump-dom")
     assert ["default/p4", "50%", "20%", "8000", "5000"] in cells(dom, "pvo")
     shot = tmp_path / "dashboard.png"

@@ -28,7 +28,7 @@ from dlsched.service.store import Store
 
 PROMETHEUS = shutil.which("prometheus")
 TOKEN = "op-token"
-PRED = {"small": (0.5, 8000.0), "big": (0.9, 30000.0)}
+PRED = {"small": (50.0, 8000.0), "big": (90.0, 30000.0)}   # percent, as the predictors give
 
 
 def make_live() -> LiveService:
@@ -54,7 +54,7 @@ def scraped(tmp_path_factory):
     placed = {uid: live.schedule(uid, g, nodes, model) for uid, g, model in
               (("p1", 4, "big"), ("p2", 1, "small"), ("p3", 3, "big"), ("p4", 1, "small"), ("p5", 4, "big"))}
     live.call("POST", "/api/v1/observations", {"node": "n1", "pods": [
-        {"uid": "p2", "gpu_util": 0.7, "gpu_mem_mib": 9000}, {"uid": "p4", "gpu_util": 0.4, "gpu_mem_mib": 7500}]},
+        {"uid": "p2", "gpu_util": 70, "gpu_mem_mib": 9000}, {"uid": "p4", "gpu_util": 40, "gpu_mem_mib": 7500}]},
         token=TOKEN)
     port = free_port()
     (tmp / "prometheus.yml").write_text(
@@ -132,10 +132,10 @@ def test_extender_latency_histograms_per_verb(scraped):
 def test_predicted_against_observed_with_their_error(scraped):
     _, _, prom = scraped
     util = {(m["pod"], m["source"]): v for m, v in query(prom, "dlsched_pod_gpu_util")}
-    assert util == {("default/p2", "predicted"): 0.5, ("default/p2", "observed"): 0.7,
-                    ("default/p4", "predicted"): 0.5, ("default/p4", "observed"): 0.4}
+    assert util == {("default/p2", "predicted"): 50.0, ("default/p2", "observed"): 70.0,
+                    ("default/p4", "predicted"): 50.0, ("default/p4", "observed"): 40.0}
     mem = {(m["pod"], m["source"]): v for m, v in query(prom, "dlsched_pod_gpu_mem_mib")}
     assert mem[("default/p2", "observed")] == 9000.0 and mem[("default/p4", "predicted")] == 8000.0
     err = by(prom, "dlsched_prediction_abs_error", "resource")
-    assert err["gpu_util"] == pytest.approx((0.2 + 0.1) / 2)
+    assert err["gpu_util"] == pytest.approx((20 + 10) / 2)   # percentage points
     assert err["gpu_mem_mib"] == pytest.approx((1000 + 500) / 2)

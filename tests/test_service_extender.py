@@ -26,8 +26,8 @@ class FakeBridge:
         self.fail = set(fail)
         self.binds: list[tuple] = []
 
-    def bind(self, namespace, name, uid, node, gpus):
-        self.binds.append((namespace, name, uid, node, tuple(gpus)))
+    def bind(self, namespace, name, uid, node, gpus, annotated=True, annotate=True):
+        self.binds.append((namespace, name, uid, node, tuple(gpus or ())))
         return "conflict: pod already bound" if name in self.fail else ""
 
 

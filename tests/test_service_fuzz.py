@@ -23,7 +23,7 @@ TOKEN = "fuzz-token"
 class Bridge:
     """Stands in for the API server: binds succeed, pods are 'created'."""
 
-    def bind(self, namespace, name, uid, node, gpus):
+    def bind(self, namespace, name, uid, node, gpus, annotated=True, annotate=True):
         return ""
 
     def create_pod(self, namespace, body):

@@ -16,8 +16,14 @@ from dlsched.service.store import Store
 
 
 class Raw:
+    """A urllib3 response as the bridge reads it: its body, and its connection handed back."""
+
     def __init__(self, obj: dict) -> None:
         self.data = json.dumps(obj).encode()
+        self.released = False
+
+    def release_conn(self) -> None:
+        self.released = True
 
 
 def node(name: str, gpus: int = 8) -> dict:

@@ -16,7 +16,7 @@ pytest.importorskip("sqlalchemy")
 
 
 class Bridge:
-    def bind(self, namespace, name, uid, node, gpus):
+    def bind(self, namespace, name, uid, node, gpus, annotated=True, annotate=True):
         return ""
 
     def stop(self) -> None:

@@ -13,7 +13,7 @@ from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
 from dlsched.registry import make_policy
 from dlsched.sched.framework import PlacementPipeline
-from dlsched.sched.sharing.index import load_index, predictions_changed
+from dlsched.sched.sharing.index import load_index
 
 
 def _scene(policy, seed: int, nodes: int = 16, step: int = 1, pending: int = 200):
@@ -73,7 +73,7 @@ def test_index_follows_transitions_and_corrections():
     arr = idx.arrays(vc)
     before = arr.mem[state.node_local[node], g]
     running.pred_gpu_mem_mib = 123.0
-    predictions_changed(state, running)
+    state.predictions_changed(running)  # what kernel.correction.observe announces
     others = sum(o.pred_gpu_mem_mib if o.pred_gpu_mem_mib == o.pred_gpu_mem_mib else state.node_mem[node]
                  for o in state.gpu_holders(node, g) if o is not running)
     assert idx.arrays(vc).mem[state.node_local[node], g] == others + 123.0 != before

@@ -9,6 +9,7 @@ from dlsched.core.job import Job, JobState
 from dlsched.kernel.view import OracleAccessError
 from dlsched.metrics.summary import summarize
 from dlsched.registry import POLICIES, make_policy
+from dlsched.sched.protocols import PolicyBase
 from dlsched.sim import SimConfig, SimulationError, Simulator
 from dlsched.sim.config import helios_checkpoint_overhead, no_overhead
 
@@ -81,8 +82,8 @@ def test_unknown_vc_is_an_error():
 
 
 def test_non_oracle_policy_cannot_read_true_durations():
-    class Peeking:
-        name, oracle, preemptive, placement_name = "peek", False, False, "none"
+    class Peeking(PolicyBase):
+        name, placement_name = "peek", "none"
 
         def new_queue(self):
             from dlsched.kernel.queues import ArrivalQueue

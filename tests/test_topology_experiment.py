@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
-from dlsched.topology.evaluation import PAPER_POLICIES, prototype
+from dlsched.experiments.topology.evaluation import PAPER_POLICIES, prototype
 
 # Cumulative execution time (s) of the prototype under each policy, as the second simulator that
 # used to live in dlsched.topology gave them (and docs/topology.md reports).
@@ -86,7 +86,7 @@ def test_cli_commands(tmp_path):
 
 def test_scenario1_figures(tmp_path):
     """Sec. 5.5.1 (100 jobs, 5 Minsky machines): the figures the former second simulator gave."""
-    from dlsched.topology.evaluation import scenario
+    from dlsched.experiments.topology.evaluation import scenario
 
     s = scenario("topo-scenario1", 100, 5, tmp_path)
     expected = {"fcfs": (1.0338, 2), "best-fit": (1.0268, 1), "topo-aware": (1.0342, 1), "topo-aware-p": (1.0206, 0)}

@@ -72,8 +72,8 @@ def test_rate_of_multi_node_jobs():
 
 
 def test_postponements_are_counted_in_the_result():
-    from dlsched.topology.evaluation import paper_cluster, paper_jobs
-    from dlsched.topology.scenarios import prototype_jobs
+    from dlsched.experiments.topology.evaluation import paper_cluster, paper_jobs
+    from dlsched.experiments.topology.scenarios import prototype_jobs
 
     cluster = paper_cluster(1, "minsky")
     result = Simulator(cluster, make_policy("fifo", "topo-aware-p", backfill=True), SimConfig(),

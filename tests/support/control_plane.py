@@ -135,12 +135,17 @@ def _http_ok(url: str) -> bool:
         return resp.status == 200
 
 
-def scheduler_config(extender_url: str, kubeconfig: Path, cache_capable: bool = False) -> dict:
-    """The v1beta1 KubeSchedulerConfiguration registering dlsched as the extender."""
+def scheduler_config(extender_url: str, kubeconfig: Path, cache_capable: bool = False,
+                     qps: float | None = None) -> dict:
+    """The v1beta1 KubeSchedulerConfiguration registering dlsched as the extender (``qps``: the
+    scheduler's API client rate, its default 50/s with bursts of 100 when None)."""
+    conn: dict = {"kubeconfig": str(kubeconfig)}
+    if qps is not None:
+        conn.update(qps=qps, burst=int(2 * qps))
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
         "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "clientConnection": conn,
         "leaderElection": {"leaderElect": False},
         # A pod dlsched keeps queued fails filtering and backs off; short back-offs keep the tests fast
         # (the default grows to 10 s).
@@ -160,7 +165,8 @@ def scheduler_config(extender_url: str, kubeconfig: Path, cache_capable: bool = 
     }
 
 
-def start_control_plane(k8s_dir: Path, extender_url: str, cache_capable: bool = False) -> ControlPlane:
+def start_control_plane(k8s_dir: Path, extender_url: str, cache_capable: bool = False,
+                        qps: float | None = None) -> ControlPlane:
     """Start etcd, kube-apiserver and kube-scheduler; raise with their logs when one fails."""
     work = Path(tempfile.mkdtemp(prefix="dlsched-k8s-"))
     cp = ControlPlane(work)
@@ -198,7 +204,7 @@ def start_control_plane(k8s_dir: Path, extender_url: str, cache_capable: bool = 
         _wait(cp, "kube-apiserver", lambda: cp.request("GET", "/readyz")[0] == 200, 90)
         kubeconfig = cp.kubeconfig()
         sched_cfg = work / "scheduler.json"
-        sched_cfg.write_text(json.dumps(scheduler_config(extender_url, kubeconfig, cache_capable)))
+        sched_cfg.write_text(json.dumps(scheduler_config(extender_url, kubeconfig, cache_capable, qps)))
         cp.scheduler_port = free_port()
         _spawn(cp, "kube-scheduler", [str(work / "kube-scheduler"), f"--config={sched_cfg}",
                                       "--bind-address=127.0.0.1", f"--secure-port={cp.scheduler_port}",

@@ -16,8 +16,8 @@ class FakeBridge:
     def __init__(self) -> None:
         self.binds: list[tuple] = []
 
-    def bind(self, namespace, name, uid, node, gpus):
-        self.binds.append((namespace, name, uid, node, tuple(gpus)))
+    def bind(self, namespace, name, uid, node, gpus, annotated=True, annotate=True):
+        self.binds.append((namespace, name, uid, node, tuple(gpus or ())))
         return ""
 
     def stop(self) -> None:

@@ -60,6 +60,10 @@ def register(app: typer.Typer) -> None:
                                              "without a successful renewal"),
         retry_period: float = typer.Option(1.0, help="--leader-elect: seconds between tries to acquire or "
                                            "renew"),
+        unseen_pod_ttl: float = typer.Option(30.0, min=0.5, help="seconds a pod known only from kube-scheduler's "
+                                             "filter calls (the API server does not show it) may hold GPUs"),
+        nudge: bool = typer.Option(True, help="touch a pod nominated after kube-scheduler was told to wait, so "
+                                   "that it is retried at once (v1.20 waits for a cluster event or 60 s)"),
     ) -> None:
         """Run the kube-scheduler extender (filter, prioritize, bind) and the operator API."""
         with clear_errors():
@@ -72,7 +76,7 @@ def register(app: typer.Typer) -> None:
             service, app = build_service(policy, placement, backfill, kubeconfig, api_server, api_token,
                                          insecure_skip_tls_verify, db, token, scheduler_name, vc_map, default_vc,
                                          max_jobs_per_gpu, model_dir, predict_resources, gpu, record,
-                                         observe_after, election)
+                                         observe_after, election, unseen_pod_ttl, nudge)
         import uvicorn
 
         placed_by = getattr(service.core.policy, "placement_name", placement)
@@ -108,7 +112,8 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
                   api_token: str | None, insecure: bool, db: str, token: str | None, scheduler_name: str,
                   vc_map: str, default_vc: str, max_jobs_per_gpu: int, model_dir: Path | None,
                   predict_resources: bool = False, gpu: str = "V100", record: Path | None = None,
-                  observe_after: float = 60.0, election=None):
+                  observe_after: float = 60.0, election=None, unseen_pod_ttl: float = 30.0,
+                  nudge: bool = True):
     """Everything ``serve`` starts, checked in order; bad input raises ValueError naming the option."""
     try:
         import fastapi  # noqa: F401
@@ -166,7 +171,8 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
         where = f"--kubeconfig {kubeconfig}" if kubeconfig else f"--api-server {api_server}"
         raise ValueError(f"{where}: not a usable kubeconfig ({str(exc).splitlines()[0][:200]})") from None
     bridge = KubeBridge(api, core, scheduler_name, default_vc)
-    service = LiveService(core, bridge, token, scheduler_name, model_dir, observe_after=observe_after)
+    service = LiveService(core, bridge, token, scheduler_name, model_dir, observe_after=observe_after,
+                          unseen_ttl=unseen_pod_ttl, nudge=nudge)
     if election is not None:   # reconciles when it becomes leader; until then it forwards to the leader
         from dlsched.cli.serve_ha import start_election
         from dlsched.service.follower import LeaderGate
@@ -174,6 +180,9 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
         start_election(service, api, election)
         console.print(f"leader election on lease {election.lease_namespace}/{election.lease_name} as "
                       f"{election.identity} ({election.url})", soft_wrap=True, highlight=False)
+        if not chosen:
+            console.print(f"operator API token (give --token or DLSCHED_TOKEN to choose one): {token}",
+                          soft_wrap=True, highlight=False)
         return service, LeaderGate(build_app(service), service)
     try:
         found = service.start()

@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
     def topo_prototype(ctx: typer.Context, out_dir: OutOpt, as_json: JsonOpt = False) -> None:
         """Table 1's six jobs on one IBM Minsky under FCFS, BF, TOPO-AWARE and TOPO-AWARE-P (Fig. 8),
         on the main engine with the topology speed model."""
-        from dlsched.topology.evaluation import prototype
+        from dlsched.experiments.topology.evaluation import prototype
 
         with clear_errors():
             check_out_dir(out_dir)
@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
     def topo_scenario1(ctx: typer.Context, out_dir: OutOpt, seed: SeedOpt = 0, jobs: Annotated[int, typer.Option()] = 100,
                        machines: Annotated[int, typer.Option()] = 5, as_json: JsonOpt = False) -> None:
         """Sec. 5.5.1: 100 jobs on 5 Minsky machines (Fig. 10)."""
-        from dlsched.topology.evaluation import scenario
+        from dlsched.experiments.topology.evaluation import scenario
 
         with clear_errors():
             check_out_dir(out_dir)
@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
                        machines: Annotated[int, typer.Option(help="number of machines (1,000 in the paper)")] = 1_000,
                        as_json: JsonOpt = False) -> None:
         """Sec. 5.5.2: 10,000 jobs on 1,000 Minsky machines (Fig. 11); --jobs/--machines shrink it."""
-        from dlsched.topology.evaluation import scenario
+        from dlsched.experiments.topology.evaluation import scenario
 
         with clear_errors():
             check_out_dir(out_dir)
@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
                             postpone: Annotated[bool, typer.Option(help="TOPO-AWARE-P")] = False,
                             seed: SeedOpt = 0, as_json: JsonOpt = False) -> None:
         """Latency (p50/p99 ms) of one TOPO-AWARE placement decision on a loaded cluster."""
-        from dlsched.topology.bench import bench_placement
+        from dlsched.experiments.topology.bench import bench_placement
 
         with clear_errors():
             with _activity(ctx, f"bench placement: {decisions:,} decisions on {machines:,} machines"):

@@ -12,7 +12,7 @@ request before it runs again. Jobs without a measured memory never fail.
 The crash also shows who filled the GPU: when the kernel fails the job it tells the model
 (:meth:`OutOfMemory.failed`), and every co-runner on a GPU the crashed job overfilled whose true
 peak exceeds its predicted memory gets that peak as an *observation*
-(:func:`dlsched.sim.observe.observe`: the prediction is replaced, the prior kept), as a node
+(:func:`dlsched.kernel.correction.observe`: the prediction is replaced, the prior kept), as a node
 agent would report it for a running process. Correcting only the crashed job would let a policy
 put it back beside an under-predicted co-runner until ``max_failures``.
 
@@ -32,6 +32,7 @@ import math
 
 from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
+from dlsched.kernel.correction import observe
 from dlsched.kernel.state import ClusterState
 
 
@@ -99,8 +100,6 @@ class OutOfMemory:
         if not reason.startswith("out of memory"):
             return
         job.observed_mem_mib = job._gpu_mem_mib  # the crash report: how much it needed
-        from dlsched.sim.observe import observe
-
         for node, mask in job.placement or ():
             cap = state.node_mem[node]
             for g in set_bits(mask):

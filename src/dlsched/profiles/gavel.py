@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlsched.predictors.interference.base import JobProfile, PairObservation
+from dlsched.core.colocation import JobProfile, PairObservation
 from dlsched.profiles.location import profiles_dir
 from dlsched.profiles.table import ProfileError, ProfileSet, numeric, read_table
 

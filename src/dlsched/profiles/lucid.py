@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlsched.predictors.interference.base import JobProfile, PairObservation
+from dlsched.core.colocation import JobProfile, PairObservation
 from dlsched.profiles.location import profiles_dir
 from dlsched.profiles.table import ProfileError, ProfileSet, numeric, read_table
 

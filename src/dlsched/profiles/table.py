@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlsched.predictors.interference.base import JobProfile, PairObservation
+from dlsched.core.colocation import JobProfile, PairObservation
 
 
 class ProfileError(ValueError):

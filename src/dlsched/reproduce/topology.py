@@ -36,7 +36,7 @@ class TopoTable1(Reproduction):
     command = "dlsched experiment topo-prototype --out DIR"
 
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
-        from dlsched.topology.evaluation import prototype
+        from dlsched.experiments.topology.evaluation import prototype
 
         summary = prototype(ctx.work / "topo-prototype")
         ref = PAPER_CUMULATIVE_S["topo-aware-p"]
@@ -62,7 +62,7 @@ class TopoScenario1(Reproduction):
     jobs, machines = 100, 5
 
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
-        from dlsched.topology.evaluation import scenario
+        from dlsched.experiments.topology.evaluation import scenario
 
         experiment = "topo-scenario1" if self.name == "topo-scenario1" else "topo-scenario2"
         summary = scenario(experiment, self.jobs, self.machines, ctx.work / self.name, 0)

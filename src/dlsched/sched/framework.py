@@ -27,7 +27,7 @@ scores of plug-ins that define ``score_rows`` (Horus's cost) come from the per-G
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -37,21 +37,13 @@ from dlsched.kernel.decisions import Fit, Placement, Status
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.gpus import nodes_with_at_least, take_lowest
+from dlsched.sched.protocols import FastPlacer, Filter, Permit, Picker, RowScorer, Scorer  # noqa: F401
 from dlsched.sched.sharing.index import bits_mask, load_index, mask_rows
 
 _FITS, _UNSCHED = Status.FITS, Status.UNSCHEDULABLE
 
 
-class Scorer(Protocol):
-    name: str
-
-    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float: ...
-
-
-class Filter(Protocol):
-    name: str
-
-    def filter(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> str | None: ...
+_OBSERVER_HOOKS = ("started", "stopped", "node_changed", "predictions_changed")
 
 
 def shared_gpu_use(state, node: int, shared: int) -> dict[int, float]:
@@ -76,6 +68,9 @@ class PlacementPipeline:
     """Filters, weighted scorers, a GPU picker and permits for one job at a time."""
 
     use_index = True  # sharing: room and scores from the load index (False: the per-node scan)
+    # a lone bucket scorer's exact fast_place (and Horus's free_fit) instead of the stages; read
+    # when a pipeline is built (False: always the stages, see dlsched.sim.reference)
+    fast_paths = True
 
     def __init__(self, scorers: Sequence[tuple[object, float]], filters: Sequence[object] = (),
                  share: bool = False, name: str | None = None) -> None:
@@ -86,26 +81,42 @@ class PlacementPipeline:
                 raise ValueError(f"scorer {scorer.name}: weight must be > 0, got {weight}")
         self.scorers = list(scorers)
         # a scorer that also defines filter() (e.g. ffd-util's utilisation bound) filters too
-        self.filters = list(filters) + [s for s, _ in self.scorers if hasattr(s, "filter") and s not in filters]
+        self.filters = list(filters) + [s for s, _ in self.scorers if isinstance(s, Filter) and s not in filters]
         self.share = share
         self.name = name or "+".join(s.name if w == 1 else f"{s.name}:{w:g}" for s, w in self.scorers)
         plugins = [s for s, _ in self.scorers] + self.filters
-        self.picker = next((s for s, _ in self.scorers if hasattr(s, "gpus")), None)
-        self.permits = [p for p in plugins if hasattr(p, "permit")]
-        self.observers = [p for p in plugins if hasattr(p, "started") or hasattr(p, "stopped")]
+        self.picker = next((s for s, _ in self.scorers if isinstance(s, Picker)), None)
+        self.permits = [p for p in plugins if isinstance(p, Permit)]
+        self.observers = [p for p in plugins if any(hasattr(p, h) for h in _OBSERVER_HOOKS)]
         # a job that fits one node never spans nodes when a scorer says so (Helios consolidate)
         # all scorers can score every candidate node at once and nothing filters: vectorised
-        self.vector_scores = not self.filters and all(hasattr(s, "score_rows") for s, _ in self.scorers)
+        self.vector_scores = not self.filters and all(isinstance(s, RowScorer) for s, _ in self.scorers)
         self.single_node_only = any(getattr(s, "single_node_only", False) for s, _ in self.scorers)
         only = self.scorers[0][0]
         # sharing on, a bucket placer alone that does not ask for packing: idle GPUs first, by its
         # exact exclusive choice; the per-node sharing stages only when idle GPUs cannot take the job
         self.idle_first = None
-        if len(self.scorers) == 1 and not self.filters and hasattr(only, "fast_place"):
-            if not share:
+        if len(self.scorers) == 1 and not self.filters and isinstance(only, FastPlacer):
+            if not share and self.fast_paths:
                 self.place = only.fast_place  # exact bucket algorithm, no per-node scan
             elif not getattr(only, "packs", False):
                 self.idle_first = only.fast_place
+
+    def fresh(self) -> PlacementPipeline:
+        """The same placement with new plug-in instances (no index bound to any state yet): a
+        forward copy of the cluster (start-time estimates, ``sched/eta.py``) gets its own indexes
+        without going back to the registry."""
+        import copy
+
+        def renew(plugin):
+            try:
+                return type(plugin)()
+            except TypeError:   # a plug-in built with arguments: an independent copy of it
+                return copy.deepcopy(plugin)
+
+        scorer_ids = {id(s) for s, _ in self.scorers}
+        extra = [f for f in self.filters if id(f) not in scorer_ids]
+        return PlacementPipeline([(renew(s), w) for s, w in self.scorers], extra, share=self.share, name=self.name)
 
     def place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
         """Run the stages for ``job``; see the module docstring."""
@@ -233,3 +244,14 @@ class PlacementPipeline:
                 placement: Placement = tuple(out)
                 return Fit(_FITS, placement)
         return Fit(_UNSCHED, None, f"{need} GPUs needed, only {need - left} pass the filters")
+
+
+def room_of(view, job: Job, node: int) -> int:
+    """GPUs of ``node`` that may take ``job``: free ones, plus (sharing on) shared ones whose
+    predicted memory left fits the job and that are below the job cap."""
+    state = view.state
+    if state.cap > 1:
+        return PlacementPipeline.room(view, job, node)
+    if state.node_slot[node] < 0:
+        return 0
+    return ~state.node_mask[node] & ((1 << state.node_gpus[node]) - 1)

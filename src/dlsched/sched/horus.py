@@ -197,9 +197,7 @@ class HorusPolicy(OrderingPolicy):
     def job_failed(self, job: Job, now: float, reason: str) -> None:
         """The failover's corrected prediction (see the inherited method), re-read by the queue."""
         super().job_failed(job, now, reason)
-        refresh = getattr(job.vc_state.queue, "refresh", None)
-        if refresh is not None:
-            refresh(job)
+        job.vc_state.queue.refresh(job)  # new_queue() made it a RequestQueue
 
     def features(self, jobs: list[Job], vc: VcState, capacity: float) -> np.ndarray:
         """Per job: tasks, predicted utilisation, GPUs per task, predicted memory (Horus §4.2.2)."""
@@ -230,8 +228,9 @@ class HorusPolicy(OrderingPolicy):
         """The cost placement's exact shortcut for a job some node can take on free GPUs, when
         the placement is that scorer alone (no other scorer, filter or permit could differ)."""
         placer = self.placer
-        scorers = getattr(placer, "scorers", ())
-        if len(scorers) == 1 and not placer.filters and not placer.permits and hasattr(scorers[0][0], "free_fit"):
+        scorers = placer.scorers
+        if (placer.fast_paths and len(scorers) == 1 and not placer.filters and not placer.permits
+                and hasattr(scorers[0][0], "free_fit")):
             return scorers[0][0].free_fit
         return None
 
@@ -297,7 +296,7 @@ class HorusPolicy(OrderingPolicy):
         state, now = view.state, view.now
         capacity = state.node_mem[vc.nodes[0]] if vc.nodes else 0.0
         queues = self.queues(pending, vc, capacity)
-        share = getattr(self.placer, "share", False) and state.cap > 1
+        share = self.placer.share and state.cap > 1
         place = self.placer.place
         free_fit = self._free_fit()
         seq, starts = self._round_order(queues, now)

@@ -6,10 +6,9 @@ so a big job at the head is never overtaken; with ``backfill=True`` later jobs m
 gaps. A placement that a plug-in postpones (TOPO-AWARE-P) is yielded as a
 :class:`~dlsched.kernel.decisions.Postpone`, so the backend counts and logs it.
 
-The policy protocol every backend relies on: ``name``, ``oracle`` (may read ground truth),
-``preemptive``, ``placer``, ``new_queue()``, ``schedule(view, vc)`` yielding decisions,
-optional ``prepare(view)``, and the hooks ``job_submitted(job, now)``, ``job_finished(job, now)``,
-``job_failed(job, now, reason)`` (``None`` when a policy has no use for them).
+The policy protocol every backend relies on is :class:`dlsched.sched.protocols.Policy`; this base
+derives from :class:`~dlsched.sched.protocols.PolicyBase`, which gives every optional hook its
+default.
 """
 
 from __future__ import annotations
@@ -18,23 +17,21 @@ from operator import attrgetter
 from typing import Iterator
 
 from dlsched.core.job import Job
+from dlsched.kernel.correction import observe
 from dlsched.kernel.decisions import Decision, Postpone, Start, Status
 from dlsched.kernel.queues import KeyedQueue
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.protocols import PolicyBase
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 _new_start = tuple.__new__
 
 
-class OrderingPolicy:
+class OrderingPolicy(PolicyBase):
     """Base of the non-preemptive queue-order policies. Subclasses define :meth:`key`."""
 
     name = "ordering"
-    oracle = False       # True: may read ground truth (the explicit grant)
-    preemptive = False
-    job_submitted = None
-    job_finished = None
 
     def __init__(self, placer, backfill: bool = False) -> None:
         self.placer = placer
@@ -54,8 +51,6 @@ class OrderingPolicy:
         restored by ``Job.reset`` before another run, as ``--observe-after``'s corrections)."""
         seen = job.observed_mem_mib
         if seen == seen and not job.pred_gpu_mem_mib >= seen:
-            from dlsched.sim.observe import observe
-
             observe(job, float("nan"), seen, now)
 
     def new_queue(self) -> KeyedQueue:

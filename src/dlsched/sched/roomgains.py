@@ -32,13 +32,6 @@ def room_gains(state: ClusterState) -> RoomGains:
     return gains
 
 
-def predictions_corrected(state: ClusterState) -> None:
-    """A running job's prediction changed: its GPUs' predicted load (so their room) moved."""
-    gains = _TRACKERS.get(state)
-    if gains is not None:
-        gains.everywhere += 1
-
-
 class RoomGains:
     """The nodes of the stops per VC, in order, plus a count of the changes that count for every
     VC (node changes, corrected predictions)."""
@@ -63,6 +56,10 @@ class RoomGains:
         log.append(-1)  # a stop without nodes still counts
 
     def node_changed(self, node: int, now: float) -> None:
+        self.everywhere += 1
+
+    def predictions_changed(self, job: Job) -> None:
+        """A running job's prediction was corrected: its GPUs' predicted load (so their room) moved."""
         self.everywhere += 1
 
     def mark(self, vid: int) -> tuple[int, int]:

@@ -15,19 +15,17 @@ from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start, Status
 from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.protocols import PolicyBase
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 _by_remaining = attrgetter("_remaining", "enq_seq")  # pending jobs: true remaining time, then queue order
 _new_start = tuple.__new__
 
 
-class SrtfPolicy:
+class SrtfPolicy(PolicyBase):
     name = "srtf"
     oracle = True  # the grant: reads true remaining times
     preemptive = True
-    job_submitted = None
-    job_finished = None
-    job_failed = None
 
     def __init__(self, placer, backfill: bool = False) -> None:
         self.placer = placer

@@ -11,7 +11,9 @@ pod's share. Two sources:
   function of the seed and the pod UID, so a rerun reads the same) plus seeded noise per round.
 
 The agent posts ``{node, pods: [{uid, gpu_util, gpu_mem_mib}], gpus: [...]}`` to
-``POST /api/v1/observations`` with the operator token.
+``POST /api/v1/observations`` with the operator token. Utilisation is in **percent (0-100)**
+everywhere -- NVML's own unit, the predictors' and ffd-util's (``FULL_UTIL = 100``) -- so a
+reading replaces a prediction as it is (issue 22: fractions made ffd-util co-locate past 100 %).
 """
 
 from __future__ import annotations
@@ -35,13 +37,13 @@ class GpuInfo:
     name: str
     memory_total_mib: float
     memory_used_mib: float = 0.0
-    util: float = 0.0                        # 0-1
+    util: float = 0.0                        # percent, 0-100
     pods: dict[str, float] = field(default_factory=dict)   # pod uid -> memory MiB on this GPU
 
 
 @dataclass
 class Reading:
-    """One round of a node: its GPUs, and per pod its utilisation (0-1, summed over its GPUs and
+    """One round of a node: its GPUs, and per pod its utilisation (percent, summed over its GPUs and
     averaged) and memory (MiB, the most it uses on any one GPU: what must fit on a GPU)."""
 
     node: str
@@ -51,7 +53,7 @@ class Reading:
 
     def body(self) -> dict:
         return {"node": self.node,
-                "pods": [{"uid": uid, "gpu_util": round(u, 4), "gpu_mem_mib": round(m, 1)}
+                "pods": [{"uid": uid, "gpu_util": round(u, 2), "gpu_mem_mib": round(m, 1)}
                          for uid, (u, m) in sorted(self.pods.items())],
                 "gpus": [asdict(g) for g in self.gpus], "topology": self.topology}
 
@@ -78,7 +80,7 @@ def _unit(seed: int, *parts: str) -> float:
 class FakeSource:
     """``n`` GPUs of ``memory_mib`` each and a seeded utilisation model of the pods placed on them."""
 
-    def __init__(self, n: int, seed: int = 0, memory_mib: float = 32768.0, noise: float = 0.02,
+    def __init__(self, n: int, seed: int = 0, memory_mib: float = 32768.0, noise: float = 2.0,
                  mem_fraction: tuple[float, float] = (0.15, 0.6)) -> None:
         if n < 1:
             raise ValueError(f"--fake-gpus must be >= 1, got {n}")
@@ -87,9 +89,9 @@ class FakeSource:
         self.rng = random.Random(seed)
 
     def steady(self, uid: str) -> tuple[float, float]:
-        """The pod's steady utilisation and memory: fixed by seed and UID."""
+        """The pod's steady utilisation (percent) and memory (MiB): fixed by seed and UID."""
         lo, hi = self.mem_fraction
-        util = 0.3 + 0.65 * _unit(self.seed, uid, "util")
+        util = 30.0 + 65.0 * _unit(self.seed, uid, "util")
         mem = self.memory_mib * (lo + (hi - lo) * _unit(self.seed, uid, "mem"))
         return util, mem
 
@@ -99,13 +101,13 @@ class FakeSource:
         pods = {}
         for uid, indices in sorted(placed.items()):
             util, mem = self.steady(uid)
-            util = min(max(util + self.rng.gauss(0.0, self.noise), 0.0), 1.0)
+            util = min(max(util + self.rng.gauss(0.0, self.noise), 0.0), 100.0)
             for i in indices:
                 if 0 <= i < self.n:
                     g = gpus[i]
                     g.pods[uid] = mem
                     g.memory_used_mib += mem
-                    g.util = min(g.util + util, 1.0)
+                    g.util = min(g.util + util, 100.0)
             pods[uid] = (util, mem)
         return Reading(node, gpus, pods, None)
 
@@ -143,7 +145,7 @@ class NvmlSource:
             mem = nv.nvmlDeviceGetMemoryInfo(h)
             util = nv.nvmlDeviceGetUtilizationRates(h)
             g = GpuInfo(i, name if isinstance(name, str) else name.decode(), mem.total / 2**20, mem.used / 2**20,
-                        util.gpu / 100.0)
+                        float(util.gpu))   # NVML reports percent, the service's unit
             try:
                 procs = nv.nvmlDeviceGetComputeRunningProcesses(h)
             except nv.NVMLError:

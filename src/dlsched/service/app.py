@@ -16,13 +16,17 @@ answers when the FastAPI app is called directly; everything else goes through Fa
 from __future__ import annotations
 
 import gc
+import json
+import math
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 
 from dlsched.service.extender import (
@@ -41,12 +45,73 @@ from dlsched.service.runtime import LiveService
 EXTENDER_MAX_BYTES = 32 * 1024 * 1024   # a NodeList of ~10,000 full node objects
 OPERATOR_MAX_BYTES = 64 * 1024
 EXTENDER_PATHS = ("/scheduler/filter", "/scheduler/prioritize")
+TOKEN_REQUIRED = "a valid 'Authorization: Bearer TOKEN' header is required"
 
 Answer = Callable[[bytes], tuple[int, bytes]]   # raw request body -> (status, JSON reply)
 
 GC_YOUNG_THRESHOLD = 10_000   # gen-0 collection after this many net new containers (CPython's default: 700)
 
 NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"   # a DNS label (namespace, pod name)
+# operator calls that need the token: refused (403) before their body is read, so an
+# unauthenticated caller learns nothing from validation errors
+GUARDED_PATHS = frozenset({"/api/v1/jobs", "/api/v1/observations", "/api/v1/predictions"})
+
+
+def _not_finite(text: str) -> float:
+    raise json.JSONDecodeError(f"{text} is not a finite number (JSON has none)", text, 0)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise json.JSONDecodeError(f"{text} is out of the range of a float", text, 0)
+    return value
+
+
+def strict_loads(raw: bytes | str) -> object:
+    """JSON as the RFC has it: ``NaN``, ``Infinity`` and numbers beyond a float (``1e400``) are
+    refused (a 422 from FastAPI's JSON-error path, instead of a value that later fails to encode
+    in an answer: the 500s of issue 22)."""
+    return json.loads(raw, parse_constant=_not_finite, parse_float=_finite_float)
+
+
+class StrictJsonRequest(Request):
+    """A request whose JSON body is read with :func:`strict_loads`."""
+
+    async def json(self) -> object:
+        if not hasattr(self, "_json"):
+            self._json = strict_loads(await self.body())
+        return self._json
+
+
+class StrictJsonRoute(APIRoute):
+    """Every FastAPI route reads its body through :class:`StrictJsonRequest`."""
+
+    def get_route_handler(self) -> Callable:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            return await handler(StrictJsonRequest(request.scope, request.receive))
+        return route
+
+
+def _encodable(obj: object) -> object:
+    """``obj`` with every non-finite float written as text, so that an error answer that echoes
+    the input always encodes."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return repr(obj)
+    if isinstance(obj, dict):
+        return {k: _encodable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_encodable(v) for v in obj]
+    return obj
+
+
+async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's 422, with inputs it could not encode (NaN, inf) written as text."""
+    from fastapi.encoders import jsonable_encoder
+
+    return JSONResponse(status_code=422, content={"detail": jsonable_encoder(_encodable(exc.errors()))})
 
 
 class SubmitJob(BaseModel):
@@ -66,7 +131,19 @@ class PredictRequest(BaseModel):
 
     model: str = Field(min_length=1, max_length=128)
     batch_size: int = Field(32, ge=1, le=1 << 20)
-    gpu: str = Field("V100", pattern=r"^[A-Za-z0-9-]{1,32}$")
+    gpu: str = Field("V100", pattern=r"^[A-Za-z0-9-]{1,32}$",
+                     description="a GPU type of dlsched.core.cluster.GPU_TYPES (V100, A100, ...); another is a 422")
+
+
+class Prediction(BaseModel):
+    """What the shipped resource predictor says of a model at a batch size on a GPU type."""
+
+    model: str
+    batch_size: int
+    gpu: str
+    gpu_util: float | None = Field(description="predicted GPU utilisation in percent, 0-100 (the unit of the "
+                                               "node agent's readings and of ffd-util's bound)")
+    gpu_mem_mib: float | None = Field(description="predicted GPU memory in MiB")
 
 
 async def _raw_body(request: Request, limit: int) -> bytes:
@@ -87,11 +164,15 @@ def _response(status: int, payload: bytes) -> Response:
 
 
 class Observation(BaseModel):
-    """One agent reading of a pod: GPU utilisation (0-1) and memory (MiB), null when not measured."""
+    """One agent reading of a pod: GPU utilisation (percent, 0-100) and memory (MiB), null when
+    not measured. Percent is the unit of the predictors and of ffd-util's bound (FULL_UTIL = 100):
+    a reading replaces the pod's prediction as it is."""
 
     uid: str = Field(min_length=1, max_length=128)
-    gpu_util: float | None = Field(None, ge=0, le=1)
-    gpu_mem_mib: float | None = Field(None, ge=0, le=1 << 24)
+    gpu_util: float | None = Field(None, ge=0, le=100, allow_inf_nan=False,
+                                   description="GPU utilisation of the pod in percent, 0-100 (NVML's unit)")
+    gpu_mem_mib: float | None = Field(None, ge=0, le=1 << 24, allow_inf_nan=False,
+                                      description="GPU memory of the pod in MiB (the most on any one of its GPUs)")
 
 
 class Observations(BaseModel):
@@ -147,15 +228,20 @@ def build_app(service: LiveService) -> Front:
         return metrics.timed(verb) if metrics is not None else _NoTimer()
 
     app = FastAPI(title="dlsched scheduler extender", version="1", lifespan=serving_gc,
-                  description="kube-scheduler extender (filter, prioritize, bind) and operator API of dlsched.")
+                  description="kube-scheduler extender (filter, prioritize, bind) and operator API of dlsched. "
+                              "GPU utilisation is in percent (0-100) everywhere.")
+    app.router.route_class = StrictJsonRoute
+    app.add_exception_handler(RequestValidationError, validation_error)
     core = service.core
 
-    def require_token(request: Request) -> None:
-        sent = request.headers.get("authorization", "")
+    def token_ok(sent: str) -> bool:
         scheme, _, value = sent.partition(" ")
-        if not service.token or scheme.lower() != "bearer" or not secrets.compare_digest(
-                value.encode(), service.token.encode()):
-            raise HTTPException(403, "a valid 'Authorization: Bearer TOKEN' header is required")
+        return bool(service.token) and scheme.lower() == "bearer" and secrets.compare_digest(
+            value.encode(), service.token.encode())
+
+    def require_token(request: Request) -> None:
+        if not token_ok(request.headers.get("authorization", "")):
+            raise HTTPException(403, TOKEN_REQUIRED)
 
     ext = {"requestBody": {"required": True, "content": {"application/json": {"schema": EXTENDER_ARGS_SCHEMA}}}}
     bind_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": BIND_ARGS_SCHEMA}}}}
@@ -271,7 +357,8 @@ def build_app(service: LiveService) -> Front:
         service.agents[obs.node] = {"gpus": obs.gpus, "topology": obs.topology, "at": core.now()}
         return service.observe(obs.node, [(p.uid, p.gpu_util, p.gpu_mem_mib) for p in obs.pods])
 
-    @app.post("/api/v1/predictions", tags=["operator"], dependencies=[Depends(require_token)])
+    @app.post("/api/v1/predictions", tags=["operator"], dependencies=[Depends(require_token)],
+              response_model=Prediction)
     def predict(req: PredictRequest) -> dict:
         """Predicted GPU utilisation and memory for a model reference and batch size."""
         try:
@@ -282,7 +369,7 @@ def build_app(service: LiveService) -> Front:
             raise HTTPException(422, str(exc)) from None
 
     return Front(app, {"/scheduler/filter": answer_filter, "/scheduler/prioritize": answer_prioritize,
-                       "/empty": answer_empty})
+                       "/empty": answer_empty}, token_ok)
 
 
 class Front:
@@ -290,9 +377,10 @@ class Front:
     the ``lean`` paths (POST) from the raw body, and hands everything else to FastAPI. Plain ASGI:
     no per-request task, no middleware stack."""
 
-    def __init__(self, app: FastAPI, lean: dict[str, Answer]) -> None:
+    def __init__(self, app: FastAPI, lean: dict[str, Answer], token_ok: Callable[[str], bool] | None = None) -> None:
         self.app = app
         self.lean = lean
+        self.token_ok = token_ok
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and scope["method"] in ("POST", "PUT", "PATCH"):
@@ -305,6 +393,11 @@ class Front:
             if not length.isdigit() or int(length) > limit:
                 await _reply(send, 413, dumps({"detail": f"body larger than {limit} bytes"}))
                 return
+            if path in GUARDED_PATHS and self.token_ok is not None:
+                sent = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+                if not self.token_ok(sent.decode("latin-1")):
+                    await _reply(send, 403, dumps({"detail": TOKEN_REQUIRED}))
+                    return
             answer = self.lean.get(path) if scope["method"] == "POST" else None
             if answer is not None:
                 raw = await _read(receive, limit)

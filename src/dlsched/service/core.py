@@ -24,6 +24,7 @@ import numpy as np
 
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
 from dlsched.core.job import Job, JobState, truth_hidden
+from dlsched.kernel.correction import observe
 from dlsched.kernel.decisions import Preempt, Start
 from dlsched.kernel.queues import KeyedQueue
 from dlsched.kernel.state import ClusterState, StateError
@@ -45,6 +46,7 @@ PENDING, RUNNING, ASSUMED, FINISHED = JobState.PENDING, JobState.RUNNING, JobSta
 MAX_SCORE = 10  # the extender protocol's highest host priority
 PRIORITY_TOP = MAX_SCORE - 2   # policy scores map to 1..9, below the nominated node's MAX_SCORE
 ENDED_KEPT = 100_000   # uids of ended pods remembered, so that a stale copy is not adopted again
+ZERO_GPU_KEPT = 10_000  # pending pods that request no GPU, remembered for their bind
 
 
 class BindError(RuntimeError):
@@ -88,14 +90,28 @@ class SchedulerCore:
         self.counters: Counter[str] = Counter()
         self.passes = 0
         self.observed: dict[str, tuple[float, float, float]] = {}   # pod uid -> (util, mem MiB, at) last read
-        self.filter_outcomes: Counter[str] = Counter()   # nominated / waiting / re-deciding
+        self.filter_outcomes: Counter[str] = Counter()   # nominated / waiting / refused (a uid the API server does not have)
         self.recent_filters: deque[dict] = deque(maxlen=50)   # the last answers, with the reasons given
+        self.key_uid: dict[str, str] = {}          # namespace/name -> uid, as the API server has it
+        self.unseen: dict[str, float] = {}         # uid -> when a pod known from a filter call only was submitted
+        self.offered: dict[str, frozenset[str]] = {}   # uid -> the nodes kube-scheduler offered in its last filter
+        self._offered_last: tuple[list[str], frozenset[str]] = ([], frozenset())
+        self.last_outcome: dict[str, str] = {}     # uid -> the last filter answer (nominated / waiting / ...)
+        self.zero_gpu: OrderedDict[str, PodFacts] = OrderedDict()   # pending pods requesting no GPU
+        # told of a nomination of a pod kube-scheduler was told to wait (pod, node, GPU text, True):
+        # the service annotates the pending pod, and the update makes kube-scheduler retry it
+        self.nudge: Callable[[PodFacts, str, str, bool], None] | None = None
+        self._answering = ""                       # the uid whose filter call is being answered
         self._dirty: set[int] = set()
         self._ranks: dict[int, tuple[tuple, list[tuple], bool]] = {}   # vid -> (stamp, sorted ranks, NaN among them)
         self._now = 0.0
+        self._restrict_placement()
         on_prepare = getattr(policy, "prepare", None)
         if on_prepare is not None:
             on_prepare(self.view)
+        from dlsched.service.eta import LiveEta
+
+        self.eta = LiveEta(self)   # forward-simulation start estimates for queue() (docs/eta.md)
         self._record("config", policy=policy.name, placement=getattr(policy, "placement_name", ""),
                      backfill=bool(getattr(policy, "backfill", False)), max_jobs_per_gpu=max_jobs_per_gpu,
                      default_gpu=self.default_gpu.name)
@@ -187,7 +203,13 @@ class SchedulerCore:
         """Any news about a pod (watch event, start-up list, or the pod inside a filter call)."""
         with self.lock:
             if pod.gpus == 0:
+                self._zero_gpu_seen(pod)
                 return
+            self.unseen.pop(pod.uid, None)
+            if not pod.terminal:
+                self.key_uid[pod.key] = pod.uid
+            elif self.key_uid.get(pod.key) == pod.uid:
+                del self.key_uid[pod.key]
             if pod.uid in self.ended:
                 # a pod's uid never comes back once it finished or was deleted: this is an older
                 # copy (a late event, a scheduler's stale pod); adopting it would hold GPUs forever
@@ -206,10 +228,67 @@ class SchedulerCore:
             elif job is None:
                 self._submit(pod)
 
+    def pod_offered(self, pod: PodFacts) -> str:
+        """A pod inside a filter call: submitted when the service does not know it, nothing else.
+        The body comes from the network, not from the API server: it never ends, adopts or
+        updates a pod the service knows, and a pod whose namespace/name the API server has under
+        another uid is refused (a made-up uid must not get GPUs: issue 22). Returns why the
+        pod is refused, or ''."""
+        known = self.key_uid.get(pod.key)
+        if known is not None and known != pod.uid:
+            self.counters["filter calls with a uid the API server does not have"] += 1
+            return f"uid {pod.uid} is not pod {pod.key} (the API server has it as uid {known})"
+        if pod.uid in self.ended:
+            self.counters["stale pods of ended uids ignored"] += 1
+            return f"pod {pod.key} (uid {pod.uid}) has ended"
+        if pod.node_name or pod.terminal:
+            return "" if pod.uid in self.jobs else f"pod {pod.key} is not pending"
+        if pod.uid in self.jobs or pod.uid in self.parked:
+            return ""
+        self.unseen[pod.uid] = self.now()
+        self._submit(pod)
+        return ""
+
+    def _zero_gpu_seen(self, pod: PodFacts) -> None:
+        """A pod that requests no GPU is never a job; its bind (kube-scheduler sends it to the
+        extender when ``nvidia.com/gpu: 0`` is listed) binds it untouched."""
+        if pod.node_name or pod.terminal:
+            self.zero_gpu.pop(pod.uid, None)
+            return
+        self.zero_gpu[pod.uid] = pod
+        self.zero_gpu.move_to_end(pod.uid)
+        if len(self.zero_gpu) > ZERO_GPU_KEPT:
+            self.zero_gpu.popitem(last=False)
+
+    def expire_unseen(self, ttl: float) -> int:
+        """Pods known from filter calls only, that the API server has not shown within ``ttl``
+        seconds, are dropped with whatever they hold (a filter for a pod that does not exist
+        must not hold GPUs until a restart). Returns how many."""
+        with self.lock:
+            now = self.now()
+            old = [uid for uid, at in self.unseen.items() if now - at >= ttl]
+            for uid in old:
+                del self.unseen[uid]
+                job = self.jobs.get(uid)
+                if job is None:
+                    self.parked.pop(uid, None)   # never a job (its VC has no room for it): forgotten
+                    self.waiting.pop(uid, None)
+                    continue
+                if job.state is RUNNING:
+                    continue
+                self._end(job, self.pods[uid], f"the API server did not show the pod within {ttl:g} s")
+                self.ended.pop(uid, None)   # not ended: should it appear after all, it is taken
+                self.counters["nominations expired (pod unknown to the API server)"] += 1
+            if old:
+                self.run_pass()
+            return len(old)
+
     def pod_gone(self, uid: str) -> None:
         with self.lock:
             self.parked.pop(uid, None)
             self.waiting.pop(uid, None)
+            self.zero_gpu.pop(uid, None)
+            self.unseen.pop(uid, None)
             job = self.jobs.get(uid)
             if job is not None:
                 self._end(job, self.pods[uid], "pod deleted")
@@ -384,6 +463,10 @@ class SchedulerCore:
         self.slots.pop(uid, None)
         self.waiting.pop(uid, None)
         self.observed.pop(uid, None)
+        self.offered.pop(uid, None)
+        self.last_outcome.pop(uid, None)
+        if self.key_uid.get(pod.key) == uid:
+            del self.key_uid[pod.key]
         node_names = [n for n in self.gone_nodes if not st.node_holders[st.node_index[n]]]
         for name in node_names:
             st.remove_node(st.node_index[name], now)
@@ -445,6 +528,14 @@ class SchedulerCore:
             self.waiting[uid] = f"the policy placed it on {len(placement)} nodes; a pod runs on one node"
             return False
         idx, mask = placement[0]
+        allowed = self.offered.get(uid)
+        if allowed is not None and st.node_ids[idx] not in allowed:
+            # a policy that places without the restricted placement (its own shortcut): refused
+            st.forget(job, now)
+            self.counters["nominations off the nodes kube-scheduler offered"] += 1
+            self.waiting[uid] = (f"the policy placed it on {st.node_ids[idx]}, which kube-scheduler did not "
+                                 f"offer for this pod (its selector, affinity or taints)")
+            return True
         slots = self._take_slots(uid, idx, mask)
         try:
             self.store.assume(uid, pod.key, st.node_ids[idx], slots, now, detail=f"policy={self.policy.name}")
@@ -456,6 +547,10 @@ class SchedulerCore:
             return False
         self.waiting.pop(uid, None)
         self._record("start", uid=uid, node=st.node_ids[idx], gpus=[g for g, _ in slots], shared=bool(shared))
+        if self.nudge is not None and uid != self._answering and self.last_outcome.get(uid, "nominated") != "nominated":
+            # kube-scheduler was told to wait (and this is not the pod's own filter call, whose
+            # answer is on its way): it would not ask again before a cluster event or 60 s
+            self.nudge(pod, st.node_ids[idx], ",".join(str(g) for g, _ in slots), True)
         return True
 
     # -- the extender's questions ---------------------------------------------------------------
@@ -469,25 +564,82 @@ class SchedulerCore:
         """The filter's answer: (nodes that pass, the one reason every other node fails with)."""
         with self.lock:
             if pod.gpus == 0:
+                self._zero_gpu_seen(pod)
                 return list(node_names), ""
-            self.pod_seen(pod)
-            self.run_pass()
-            job = self.jobs.get(pod.uid)
-            if job is not None and job.state is ASSUMED:
-                node = self.state.node_ids[job.placement[0][0]]
-                if node in node_names:
+            refused = self.pod_offered(pod)
+            if refused:
+                return self._answer(pod, "refused", [], node_names, refused)
+            self._note_offered(pod.uid, node_names)
+            self._answering = pod.uid
+            try:
+                self.run_pass()
+                job = self.jobs.get(pod.uid)
+                if job is not None and job.state is ASSUMED:
+                    node = self.state.node_ids[job.placement[0][0]]
+                    if node not in node_names:
+                        # nominated before kube-scheduler said where the pod may go (its selector,
+                        # affinity, taints): decided again at once, on the nodes it offered
+                        self._forget(job, f"nominated {node}, which the scheduler did not offer")
+                        self.counters["nominations moved to an offered node"] += 1
+                        self.run_pass()
+                if job is not None and job.state is ASSUMED:
+                    node = self.state.node_ids[job.placement[0][0]]
                     why = f"dlsched ({self.policy.name}) nominated {node} for this pod"
                     return self._answer(pod, "nominated", [node], node_names, why)
-                self._forget(job, f"nominated {node}, which the scheduler did not offer")
-                why = f"dlsched nominated {node}, which the scheduler did not offer; re-deciding"
-                return self._answer(pod, "re-deciding", [], node_names, why)
+            finally:
+                self._answering = ""
             why = self.why_waiting(pod.uid)
             return self._answer(pod, "waiting", [], node_names, why)
+
+    def _note_offered(self, uid: str, node_names: list[str]) -> None:
+        """Remember the nodes kube-scheduler offered for this pod (the set is shared while
+        kube-scheduler sends the same list for pod after pod)."""
+        last_names, last_set = self._offered_last
+        if node_names != last_names:
+            last_set = frozenset(node_names)
+            self._offered_last = (list(node_names), last_set)
+        if uid in self.jobs and self.offered.get(uid) is not last_set:
+            self.offered[uid] = last_set
+            job = self.jobs[uid]
+            if job.state is PENDING:
+                self._dirty.add(job.vc_state.vid)   # other nodes now: worth another pass
+
+    def _restrict_placement(self) -> None:
+        """The placement of a job kube-scheduler filtered is restricted to the nodes it offered
+        (its node selector, affinity and taint tolerations are honoured): the policy's placer is
+        wrapped so that a fit off those nodes is tried again with the other nodes closed."""
+        placer = getattr(self.policy, "placer", None)
+        inner = getattr(placer, "place", None)
+        if inner is None:
+            return
+        offered, st = self.offered, self.state
+
+        def place(view, vc, job):
+            fit = inner(view, vc, job)
+            allowed = offered.get(job.job_id)
+            if allowed is None or fit.placement is None or all(st.node_ids[n] in allowed for n, _ in fit.placement):
+                return fit
+            closed = [n for n in vc.nodes if st.node_ids[n] not in allowed and not st.node_cordoned[n]
+                      and not st.node_removed[n]]
+            for n in closed:
+                st.cordon(n, view.now)
+            try:
+                return inner(view, vc, job)
+            finally:
+                for n in closed:
+                    st.uncordon(n, view.now)
+
+        try:
+            placer.place = place
+        except AttributeError:
+            self.counters["placements not restricted to offered nodes"] += 1
 
     def _answer(self, pod: PodFacts, outcome: str, passed: list[str], node_names: list[str],
                 why: str) -> tuple[list[str], str]:
         """Count a filter answer and keep it (with the reason the other nodes were rejected)."""
         self.filter_outcomes[outcome] += 1
+        if pod.uid in self.jobs:
+            self.last_outcome[pod.uid] = outcome
         self.recent_filters.append({"at": self._now, "pod": pod.key, "outcome": outcome, "passed": passed,
                                     "rejected": len(node_names) - len(passed), "reason": why})
         return passed, why
@@ -574,11 +726,12 @@ class SchedulerCore:
             return self.waiting[uid]
         vc = job.vc_state
         ahead = self._ahead(job)
+        eta = self.eta.reason(uid, self._now)   # the last refresh's ETA, never a refresh here
         if not self.keyed:   # e.g. Horus: its own rounds pick among the pending jobs, skipping misfits
             return (f"queued by dlsched ({self.policy.name}): no room the policy accepts in its last pass; "
-                    f"{ahead} of {vc.pending} pending jobs of VC {vc.name} arrived earlier; {vc.free} GPUs free")
+                    f"{ahead} of {vc.pending} pending jobs of VC {vc.name} arrived earlier; {vc.free} GPUs free{eta}")
         return (f"queued by dlsched ({self.policy.name}): {ahead} of {vc.pending} pending jobs of VC {vc.name} "
-                f"go first; {vc.free} GPUs free")
+                f"go first; {vc.free} GPUs free{eta}")
 
     def _ahead(self, job: Job) -> int:
         """How many pending jobs of the job's VC go before it: a binary search in the VC's
@@ -601,10 +754,13 @@ class SchedulerCore:
         queue has none (Horus, Horus-f: arrival order, their rounds decide) its arrival."""
         return (self.policy.key(job), job.enq_seq) if self.keyed else (job.enq_seq,)
 
-    def begin_bind(self, uid: str, node: str) -> tuple[PodFacts, list[int]]:
-        """Check a bind against the nomination; returns the pod and its GPU indices."""
+    def begin_bind(self, uid: str, node: str) -> tuple[PodFacts, list[int] | None]:
+        """Check a bind against the nomination; returns the pod and its GPU indices (None: a
+        pending pod that requests no GPU, bound untouched)."""
         with self.lock:
             job = self.jobs.get(uid)
+            if job is None and uid in self.zero_gpu:
+                return self.zero_gpu[uid], None
             if job is None:
                 raise BindError(f"dlsched has no pending pod with uid {uid}")
             if job.state is not ASSUMED:
@@ -632,8 +788,6 @@ class SchedulerCore:
         """A node agent's reading of a running pod: kept for the operator's predicted-vs-observed view;
         once the pod has run ``warmup`` seconds it replaces the predictions (the simulator's
         :class:`~dlsched.sim.observe.ObservedCorrection`). Returns what happened."""
-        from dlsched.sim.observe import observe
-
         with self.lock:
             job = self.jobs.get(uid)
             if job is None or job.state is not RUNNING:
@@ -701,8 +855,6 @@ class SchedulerCore:
         get that reading as their prediction now (as the simulator's OOM model does), even inside
         their warm-up: otherwise the failed pod is re-placed beside a partner that is bigger than the
         policy believes, and the same collision repeats."""
-        from dlsched.sim.observe import observe
-
         st = self.state
         for idx, mask in job.placement or ():
             for g in gpu_list(mask):
@@ -735,23 +887,33 @@ class SchedulerCore:
                             for vc in st.vcs]}
 
     def queue(self) -> list[dict]:
+        etas = self.eta.etas()   # refreshed when the state changed; the forward run holds no lock
         with self.lock:
+            now = self.now()
             out = []
             for vc in self.state.vcs:
                 jobs = sorted(vc.queue, key=self._rank)
                 for rank, job in enumerate(jobs):
                     out.append({"pod": self.pods[job.job_id].key, "uid": job.job_id, "vc": vc.name, "rank": rank,
                                 "gpus": job.gpus, "priority": _num(job.priority),
-                                "reason": self.waiting.get(job.job_id, "")})
+                                "reason": self.waiting.get(job.job_id, ""), **_eta(etas.get(job.job_id), now)})
             for uid, pod in self.parked.items():
                 out.append({"pod": pod.key, "uid": uid, "vc": self.vcs.vc_of(pod), "rank": -1, "gpus": pod.gpus,
-                            "priority": None, "reason": self.waiting.get(uid, "")})
+                            "priority": None, "reason": self.waiting.get(uid, ""), **_eta(None, now)})
             return out
 
 
 def _priority(total: float) -> int:
     """A placement score in [0, 1] (clipped) as an extender priority in 1..PRIORITY_TOP + 1."""
     return 1 + int(PRIORITY_TOP * (0.0 if total < 0.0 else 1.0 if total > 1.0 else total) + 0.5)
+
+
+def _eta(t: float | None, now: float) -> dict:
+    """The queue's ETA fields: the estimated start (service clock) and seconds from now; None where
+    there is no estimate (not yet refreshed, a parked pod, or no start in the forward run)."""
+    if t is None or t == float("inf"):
+        return {"eta": None, "eta_in_s": None}
+    return {"eta": t, "eta_in_s": max(0.0, t - now)}
 
 
 def _num(x: float) -> float | None:

@@ -41,7 +41,7 @@ def dashboard_data(service, decisions: int = 50) -> dict:
                     mem += j_mem if j_mem == j_mem else 0.0
                     jobs.append({"pod": core.pods[job.job_id].key, "state": job.state.name.lower(),
                                  "util": _num(j_util), "mem_mib": _num(j_mem), "observed": seen is not None})
-                gpus.append({"index": g, "jobs": jobs, "shared": len(jobs) > 1, "util": round(min(util, 1.0), 4),
+                gpus.append({"index": g, "jobs": jobs, "shared": len(jobs) > 1, "util": round(min(util, 100.0), 2),
                              "mem_mib": round(mem, 1)})
             nodes.append({"name": name, "vc": st.vcs[st.node_vc[idx]].name, "cordoned": st.node_cordoned[idx],
                           "gpu_mem_mib": st.node_mem[idx], "gpus": gpus})
@@ -69,7 +69,7 @@ def _e(x: object) -> str:
 def _fmt(x: float | None, pct: bool = False) -> str:
     if x is None:
         return "–"
-    return f"{100 * x:.0f}%" if pct else f"{x:.0f}"
+    return f"{x:.0f}%" if pct else f"{x:.0f}"   # utilisation is in percent already
 
 
 def render_body(data: dict) -> str:
@@ -122,7 +122,7 @@ td,th{border:1px solid #ccc;padding:2px 6px}ul{margin:0;padding-left:1.2em}"""
 # The same markup as render_body, drawn in the browser from /api/v1/dashboard.
 SCRIPT = r"""
 const e = s => String(s ?? "").replace(/[&<>"']/g, c => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;","'":"&#x27;"}[c]));
-const f = (x, pct) => x === null || x === undefined ? "–" : (pct ? Math.round(100 * x) + "%" : Math.round(x).toString());
+const f = (x, pct) => x === null || x === undefined ? "–" : (pct ? Math.round(x) + "%" : Math.round(x).toString());
 function render(d) {
   let o = [`<h1>dlsched <span id="policy">${e(d.policy)}</span></h1>`, '<h2>Nodes</h2><div id="nodes">'];
   for (const n of d.nodes) {

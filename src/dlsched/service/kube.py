@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from dlsched.service.pods import GPUS_ANNOTATION, PodError, node_facts, pod_facts
+from dlsched.service.pods import GPUS_ANNOTATION, NOMINATED_ANNOTATION, PodError, node_facts, pod_facts
 
 log = logging.getLogger("dlsched.service")
 
@@ -32,22 +32,90 @@ def make_api(kubeconfig: str | None = None, api_server: str | None = None, token
             cfg.api_key = {"authorization": token}
             cfg.api_key_prefix = {"authorization": "Bearer"}
         cfg.verify_ssl = not insecure
-        if insecure:  # chosen explicitly on the command line: warn once at start-up, not per request
-            import urllib3
-
-            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-            log.warning("not verifying the API server's certificate (--insecure-skip-tls-verify)")
+        if insecure:
+            insecure_once("--insecure-skip-tls-verify")
         if ca_file:
             cfg.ssl_ca_cert = ca_file
         return client.CoreV1Api(client.ApiClient(cfg))
     if kubeconfig:
-        return client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+        api_client = config.new_client_from_config(config_file=kubeconfig)
+        if not api_client.configuration.verify_ssl:
+            insecure_once(f"insecure-skip-tls-verify in {kubeconfig}")
+        return client.CoreV1Api(api_client)
     config.load_incluster_config()
     return client.CoreV1Api()
 
 
+_warned_insecure: list[str] = []
+
+
+def insecure_once(why: str) -> None:
+    """TLS verification was turned off on purpose: say so once, in our words, and silence
+    urllib3's InsecureRequestWarning (it would repeat on every API call, watches included)."""
+    import urllib3
+
+    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    if not _warned_insecure:
+        _warned_insecure.append(why)
+        log.warning("not verifying the API server's certificate (%s)", why)
+
+
 def _json(resp) -> dict:
-    return json.loads(resp.data)
+    return json.loads(_read(resp))
+
+
+def _read(resp) -> bytes:
+    """The raw response's body, and its connection back to the pool: a response read with
+    ``_preload_content=False`` otherwise keeps its connection, and the next call opens a new
+    TLS connection (≈ 80 ms of CPU here, most of it loading the CA store: every bind paid it
+    two or three times, issue 22's create-to-bind figures)."""
+    try:
+        return resp.data
+    finally:
+        resp.release_conn()
+
+
+def annotation_patch(uid: str, key: str, text: str, has_annotations: bool) -> list[dict]:
+    """A JSON patch writing annotation ``key``, refused (422) unless the pod's uid is ``uid`` and
+    it has no ``spec.nodeName`` (the API server's JSON patch takes a ``test`` of null as "absent").
+    ``has_annotations``: add to the map; else create the map, tested absent first so that a
+    map there after all is never replaced."""
+    ops: list[dict] = [{"op": "test", "path": "/metadata/uid", "value": uid},
+                       {"op": "test", "path": "/spec/nodeName", "value": None}]
+    if has_annotations:
+        ops.append({"op": "add", "path": "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1"),
+                    "value": text})
+    else:
+        ops += [{"op": "test", "path": "/metadata/annotations", "value": None},
+                {"op": "add", "path": "/metadata/annotations", "value": {key: text}}]
+    return ops
+
+
+def annotations_patch(uid: str, values: dict[str, str], has_annotations: bool) -> list[dict]:
+    """:func:`annotation_patch` for several annotations at once."""
+    items = list(values.items())
+    ops = annotation_patch(uid, *items[0], has_annotations)
+    for key, text in items[1:]:
+        if has_annotations:
+            ops.append({"op": "add", "path": "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1"),
+                        "value": text})
+        else:
+            ops[-1]["value"][key] = text
+    return ops
+
+
+def gpu_patch(uid: str, text: str, has_annotations: bool) -> list[dict]:
+    """The JSON patch writing ``dlsched.io/gpus`` to the pending pod ``uid`` only."""
+    return annotation_patch(uid, GPUS_ANNOTATION, text, has_annotations)
+
+
+def _message(exc) -> str:
+    """The API server's reason in an ApiException (its Status message), on one line."""
+    try:
+        msg = json.loads(exc.body or b"{}").get("message") or exc.reason
+    except (ValueError, AttributeError):
+        msg = exc.reason
+    return " ".join(str(msg).split())[:300]
 
 
 class KubeBridge:
@@ -62,6 +130,7 @@ class KubeBridge:
         self._threads: list[threading.Thread] = []
         self.bad_objects = 0
         self.resyncs = 0
+        self.refused_annotations = 0   # GPU annotations the API server refused (uid changed / bound)
 
     # -- start-up ---------------------------------------------------------------------
     def reconcile(self) -> tuple[str, str, set[str]]:
@@ -174,23 +243,89 @@ class KubeBridge:
         return (listing.get("metadata") or {}).get("resourceVersion", "")
 
     # -- binding --------------------------------------------------------------------------
-    def bind(self, namespace: str, name: str, uid: str, node: str, gpus: list[int]) -> str:
-        """Annotate the pod with its GPU indices, then bind it; '' on success, else the error."""
+    def bind(self, namespace: str, name: str, uid: str, node: str, gpus: list[int] | None,
+             annotated: bool = True, annotate: bool = True) -> str:
+        """Annotate the pod with its GPU indices, then bind it; '' on success, else the error.
+
+        The annotation is a JSON patch whose ``test`` operations make the API server refuse it
+        unless the pod named is still the one asked for (same uid) and is not bound (no
+        ``spec.nodeName``): a bind request with a made-up uid, or for a pod bound meanwhile,
+        never rewrites the GPUs of a pod that runs (issue 22, point 1). ``gpus`` None: a pod
+        that requests no GPU, bound untouched. ``annotated``: whether the pod has annotations
+        already (the patch adds the map otherwise); the other form is tried when it was wrong.
+        ``annotate`` False: the pod was annotated, with the same preconditions, when it was
+        nominated (:meth:`touch`): the Binding alone. The Binding carries the annotation too (the
+        API server copies a Binding's annotations to the pod, in the same write as the node),
+        and refuses a pod bound already; v1.20 does *not* check its uid (measured: a Binding
+        with a made-up uid binds the pod), hence the patch's uid test."""
         from kubernetes.client import V1Binding, V1ObjectMeta, V1ObjectReference
         from kubernetes.client.exceptions import ApiException
 
-        text = ",".join(str(g) for g in gpus)
         try:
-            self.api.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {GPUS_ANNOTATION: text}}},
-                                          _preload_content=False)
-            body = V1Binding(metadata=V1ObjectMeta(name=name, namespace=namespace, uid=uid),
+            text = None if gpus is None else ",".join(str(g) for g in gpus)
+            if text is None:   # no GPU, nothing to write: a patch of tests alone checks the uid
+                try:
+                    _read(self.api.patch_namespaced_pod(name, namespace, annotation_patch(uid, "", "", True)[:2],
+                                                        _preload_content=False))
+                except ApiException as exc:
+                    if exc.status != 422:
+                        raise
+                    return (f"API server refused the bind (422): pod {namespace}/{name} is bound already or its "
+                            f"uid is not {uid}")
+            elif annotate:
+                error = self._annotate(namespace, name, uid, text, annotated)
+                if error:
+                    return error
+            meta = V1ObjectMeta(name=name, namespace=namespace, uid=uid,
+                                annotations=None if text is None else {GPUS_ANNOTATION: text})
+            body = V1Binding(metadata=meta,
                              target=V1ObjectReference(kind="Node", name=node, api_version="v1"))
-            self.api.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)
+            _read(self.api.create_namespaced_pod_binding(name, namespace, body, _preload_content=False))
         except ApiException as exc:
             return f"API server refused the bind ({exc.status}): {exc.reason}"
         except Exception as exc:  # noqa: BLE001 - connection errors: the bind failed, GPUs must return
             return f"bind failed: {exc}"
         return ""
+
+    def _annotate(self, namespace: str, name: str, uid: str, text: str, annotated: bool) -> str:
+        """The GPU annotation, written only to the pending pod with this uid; '' or the error."""
+        from kubernetes.client.exceptions import ApiException
+
+        for has_map in (annotated, not annotated):
+            try:
+                _read(self.api.patch_namespaced_pod(name, namespace, gpu_patch(uid, text, has_map),
+                                                    _preload_content=False))
+                return ""
+            except ApiException as exc:
+                if exc.status != 422:
+                    raise
+                # v1.20 does not say which test failed: the other form of the annotation map next
+        self.refused_annotations += 1
+        return (f"API server refused the GPU annotation (422): pod {namespace}/{name} is bound already or its "
+                f"uid is not {uid}")
+
+    def touch(self, namespace: str, name: str, uid: str, node: str, gpus: str = "") -> str:
+        """Annotate a nominated, pending pod: ``dlsched.io/nominated`` (node and time) and, when
+        given, its GPUs (``dlsched.io/gpus``), with the uid / not-bound preconditions of the GPU
+        annotation. The pod update also nudges kube-scheduler: it moves the pod out of its
+        unschedulable queue (v1.20 retries such a pod otherwise only on a cluster event or after
+        60 s). '' on success, else the error."""
+        from kubernetes.client.exceptions import ApiException
+
+        value = f"{node} {time.time():.3f}"
+        for has_map in (True, False):
+            try:
+                patch = annotation_patch(uid, NOMINATED_ANNOTATION, value, has_map)
+                if gpus:
+                    patch = annotations_patch(uid, {NOMINATED_ANNOTATION: value, GPUS_ANNOTATION: gpus}, has_map)
+                _read(self.api.patch_namespaced_pod(name, namespace, patch, _preload_content=False))
+                return ""
+            except ApiException as exc:
+                if exc.status != 422:
+                    return f"({exc.status}) {_message(exc)}"
+            except Exception as exc:  # noqa: BLE001 - a nudge is best effort
+                return str(exc)
+        return "(422) the pod is bound already or has another uid"
 
     def create_pod(self, namespace: str, body: dict) -> dict:
         """Create a pod (operator API's submit); ValueError with the API server's reason if refused."""

@@ -44,7 +44,7 @@ class StateCollector(Collector):
                                           labels=["outcome"])
             for outcome in ("nominated", "waiting", "re-deciding"):
                 filters.add_metric([outcome], core.filter_outcomes[outcome])
-            util = GaugeMetricFamily("dlsched_pod_gpu_util", "GPU utilisation of a pod (0-1)",
+            util = GaugeMetricFamily("dlsched_pod_gpu_util", "GPU utilisation of a pod (percent, 0-100)",
                                      labels=["pod", "source"])
             mem = GaugeMetricFamily("dlsched_pod_gpu_mem_mib", "GPU memory of a pod (MiB)",
                                     labels=["pod", "source"])
@@ -56,7 +56,8 @@ class StateCollector(Collector):
                         if not math.isnan(value):
                             fam.add_metric([r["pod"], source], value)
             error = GaugeMetricFamily("dlsched_prediction_abs_error",
-                                      "Mean absolute error of predictions against agent readings",
+                                      "Mean absolute error of predictions against agent readings (gpu_util: percentage points; "
+                                      "gpu_mem_mib: MiB)",
                                       labels=["resource"])
             for resource, key in (("gpu_util", "util_error"), ("gpu_mem_mib", "mem_error_mib")):
                 errs = [r[key] for r in rows if not math.isnan(r[key])]

@@ -12,6 +12,7 @@ from datetime import datetime
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPUS_ANNOTATION = "dlsched.io/gpus"          # written at bind: the GPU indices on the node, e.g. "0,1"
+NOMINATED_ANNOTATION = "dlsched.io/nominated"   # "NODE TIME": written to nudge kube-scheduler (a pod update)
 VC_LABEL = "dlsched.io/vc"                   # on pods and nodes: the virtual cluster
 MODEL_ANNOTATION = "dlsched.io/model"        # ONNX reference or model name (for the predictors)
 BATCH_ANNOTATION = "dlsched.io/batch-size"

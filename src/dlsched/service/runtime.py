@@ -8,7 +8,10 @@ HTTP server start.
 
 from __future__ import annotations
 
+import logging
+import queue
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +20,7 @@ from typing import Callable
 from dlsched.service.core import BindError, SchedulerCore
 from dlsched.service.pods import BATCH_ANNOTATION, GPU_RESOURCE, MODEL_ANNOTATION, VC_LABEL
 
+log = logging.getLogger("dlsched.service")
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -63,6 +67,11 @@ class LiveService:
     elector: object | None = None   # a LeaderElector with two or more replicas (see attach_elector)
     started: bool = False           # start() has reconciled: the core may answer extender calls
     forwarding: dict = field(default_factory=lambda: {"forwarded": 0, "refused": 0})   # as a follower
+    unseen_ttl: float = 30.0   # seconds a pod known from filter calls only may hold a nomination
+    nudge: bool = True         # annotate a pod nominated after kube-scheduler was told to wait (a nudge)
+    _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
+    _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) a nudge wrote
+    _done: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def start(self) -> dict:
         """Reconcile with the API server and start watching; returns what reconciliation found.
@@ -73,8 +82,12 @@ class LiveService:
             return {}
         node_rv, pod_rv, holding = self.bridge.reconcile()
         dropped = self.core.store.reset_assignments(holding, self.core.now())
+        if self.nudge and hasattr(self.bridge, "touch"):
+            self.core.nudge = lambda pod, node, gpus, waited: self._nudges.put((pod, node, gpus, waited))
+            threading.Thread(target=self._nudger, name="nudge", daemon=True).start()
         self.core.run_pass()
         self.bridge.start(node_rv, pod_rv)
+        threading.Thread(target=self._expirer, name="expire", daemon=True).start()
         self.started = True
         return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped}
 
@@ -96,7 +109,36 @@ class LiveService:
         return {"leader_election": True, **self.elector.status(), "ready": self.leading(),
                 "calls_forwarded": self.forwarding["forwarded"], "calls_refused": self.forwarding["refused"]}
 
+    def _nudger(self) -> None:
+        """Annotates a pod nominated after kube-scheduler was told to wait with its node and GPUs
+        (API calls stay outside the core's lock; the uid / not-bound preconditions of the bind's
+        patch): the pod update moves it out of kube-scheduler's unschedulable queue (the nudge),
+        and its bind then needs the Binding call alone. Only such pods: annotating every
+        nomination ahead of its bind was tried, and under load the writes queued behind each
+        other, landed after the binds and slowed the API server (82 of 100 came too late)."""
+        while not self._done.is_set():
+            try:
+                pod, node, gpus, _ = self._nudges.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            error = self.bridge.touch(pod.namespace, pod.name, pod.uid, node, gpus)
+            if not error:
+                self._annotated[pod.uid] = (node, gpus)
+                if len(self._annotated) > 100_000:
+                    self._annotated.pop(next(iter(self._annotated)))
+            else:
+                self._annotated.pop(pod.uid, None)
+                log.info("nudge of %s failed: %s", pod.key, error)
+            key = "nudges_failed" if error else "nudges"
+            self.stats[key] = self.stats.get(key, 0) + 1
+
+    def _expirer(self) -> None:
+        """Drops, every second, nominations of pods the API server has not shown in time."""
+        while not self._done.wait(1.0):
+            self.core.expire_unseen(self.unseen_ttl)
+
     def stop(self) -> None:
+        self._done.set()
         if self.elector is not None:
             self.elector.stop(release=True)
         if self.bridge is not None:
@@ -113,12 +155,27 @@ class LiveService:
             pod, gpus = self.core.begin_bind(uid, node)
         except BindError as exc:
             return str(exc)
-        if (pod.namespace, pod.name) != (namespace, name):
+        if (pod.uid, pod.namespace, pod.name) != (uid, namespace, name):
             return f"uid {uid} is pod {pod.key}, not {namespace}/{name}"
         if self.bridge is None:
             error = "no API server connected"
+        elif gpus is None:   # requests no GPU: bound untouched (no annotation, nothing held)
+            error = self.bridge.bind(namespace, name, uid, node, None)
+            if not error:
+                self.core.zero_gpu.pop(uid, None)
+            self.stats["binds" if not error else "bind_failures"] += 1
+            return error
         else:
-            error = self.bridge.bind(namespace, name, uid, node, gpus)
+            ahead = self._annotated.pop(uid, None) == (node, ",".join(map(str, gpus)))
+            # the uid is the API server's own for this name (its watch showed the pod), or the
+            # pending pod with this uid was annotated when nudged: the Binding alone, which writes
+            # the annotation with the node and refuses a bound pod. A pod known from filter calls
+            # only gets the patch that tests its uid first.
+            seen = uid not in self.core.unseen and self.core.key_uid.get(pod.key) == uid
+            if ahead or seen:
+                error = self.bridge.bind(namespace, name, uid, node, gpus, annotate=False)
+            else:
+                error = self.bridge.bind(namespace, name, uid, node, gpus, bool(pod.annotations))
         self.core.end_bind(uid, node, error)
         self.stats["binds" if not error else "bind_failures"] += 1
         return error
@@ -155,10 +212,15 @@ class LiveService:
 
     def predict(self, model: str, batch_size: int, gpu: str) -> dict:
         """Predicted GPU utilisation and memory of a model at a batch size (the shipped predictor)."""
+        from dlsched.core.cluster import gpu_type
         from dlsched.core.job import Job
         from dlsched.predictors.resources.default import load_default
         from dlsched.predictors.resources.hook import fill_job_predictions, graph_resolver
 
+        try:
+            gpu = gpu_type(gpu).name
+        except ValueError as exc:
+            raise ValueError(f"gpu: {exc}") from None
         if not REF_RE.match(model) or ".." in model:
             raise ValueError("model must be a zoo model name or an .onnx file name (letters, digits, '_', '-', '.')")
         ref = model

@@ -29,12 +29,17 @@ from dlsched.kernel.quotas import QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError, VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.metrics.recorder import MetricsRecorder
+from dlsched.sched.protocols import FailureModel, Policy, SpeedModel
 from dlsched.sim.config import SimConfig
 
 # event priorities at equal times
 FINISH, POWER, TIMER, END = 0, 1, 3, 9
 
 INF = math.inf
+# The engine's inline Start: without ground-truth models a start moves no other job's finish, so
+# the loop calls state.start itself instead of state.apply (False: every decision goes through
+# apply, the general path dlsched.sim.reference.reference_paths() compares against).
+INLINE_START = True
 STALL_LIMIT = 30 * 86400.0  # with a power manager: nothing running and jobs waiting this long = stuck
 
 
@@ -57,8 +62,9 @@ class SimResult:
 class Simulator:
     """Runs one policy over one job list on one cluster, with optional ground-truth models."""
 
-    def __init__(self, cluster: ClusterSpec, policy, config: SimConfig | None = None,
-                 speed_model=None, power_manager=None, failure_model=None,
+    def __init__(self, cluster: ClusterSpec, policy: Policy, config: SimConfig | None = None,
+                 speed_model: SpeedModel | None = None, power_manager=None,
+                 failure_model: FailureModel | None = None,
                  observers: Sequence[object] = ()) -> None:
         self.cluster = cluster
         self.policy = policy
@@ -75,7 +81,7 @@ class Simulator:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            with truth_hidden(not getattr(self.policy, "oracle", False)):
+            with truth_hidden(not self.policy.oracle):
                 return self._run(jobs, progress)
         finally:
             if was_enabled:
@@ -87,7 +93,7 @@ class Simulator:
                              speed_model=self.speed_model, failure_model=self.failure_model,
                              preemption_overhead=cfg.preemption_overhead)
         rec = MetricsRecorder(state, cfg.timeline_interval)  # registers itself as the state's clock observer
-        plugins = getattr(getattr(policy, "placer", None), "observers", ())  # plug-ins with an index
+        plugins = policy.placer.observers if policy.placer is not None else ()  # plug-ins with an index
         for plugin in (*plugins, *self.observers):
             attach = getattr(plugin, "attach", None)
             if attach is not None:
@@ -114,8 +120,8 @@ class Simulator:
         cfg = self.config
         policy = self.policy
         state, rec = self._build_state()
-        compat_tick = cfg.compat == "helios" and getattr(policy, "preemptive", False)
-        view = SchedulingView(state, getattr(policy, "oracle", False), compat_tick)
+        compat_tick = cfg.compat == "helios" and policy.preemptive
+        view = SchedulingView(state, policy.oracle, compat_tick)
         self.state, self.view, self.recorder = state, view, rec
         power = self.power_manager
         check = cfg.check_invariants
@@ -136,11 +142,10 @@ class Simulator:
         cursor = 0
         popped = 0
         vcs = state.vcs
-        on_finish = getattr(policy, "job_finished", None)
-        on_submit = getattr(policy, "job_submitted", None)
-        on_failed = getattr(policy, "job_failed", None)
-        if hasattr(policy, "prepare"):
-            policy.prepare(view)
+        on_finish = policy.job_finished  # None: no hook (PolicyBase), skipped per finish
+        on_submit = policy.job_submitted
+        on_failed = policy.job_failed
+        policy.prepare(view)
         if power is not None:
             for t0, kind, payload in power.initial_events(state, jobs):
                 seq += 1
@@ -154,7 +159,7 @@ class Simulator:
         # hot loop: bind methods and constants to locals
         heappop, heappush = heapq.heappop, heapq.heappush
         finish, submit, apply, start = state.finish, state.submit, state.apply, state.start
-        plain = state._speed_model is None and state.failure_model is None  # ClusterState.apply's shortcut
+        plain = INLINE_START and state._speed_model is None and state.failure_model is None  # apply's shortcut
         failures_due = state.failures_due
         still_due = getattr(state.failure_model, "still_due", None)
         schedule = policy.schedule
@@ -310,7 +315,7 @@ class Simulator:
         rec.close(max(map(attrgetter("end_time"), jobs), default=0.0))
         if progress is not None:
             progress(n_jobs, n_jobs)
-        result = SimResult(jobs, rec, policy.name, getattr(policy, "placement_name", ""), events)
+        result = SimResult(jobs, rec, policy.name, policy.placement_name, events)
         result.extra.update(self._outcome_counts(state, jobs))
         if quotas is not None:
             t0 = jobs[0].submit_time if jobs else 0.0

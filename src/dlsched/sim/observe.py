@@ -16,7 +16,7 @@ due time sees the prior — except a pass woken by a policy timer alone, which s
 next transition.
 
 An out-of-memory crash is an observation too: the failure model reports, through the same
-:func:`observe`, the peak memory of the crashed job's co-runners whose prediction it showed too
+rule (:func:`dlsched.kernel.correction.observe`), the peak memory of the crashed job's co-runners whose prediction it showed too
 low (:meth:`~dlsched.models.failure.OutOfMemory.failed`). Such a memory-only observation does not
 end a job's watch: its utilisation is still observed after the warm-up.
 """
@@ -24,9 +24,9 @@ end a job's watch: its utilisation is still observed after the warm-up.
 from __future__ import annotations
 
 import heapq
-import math
 
 from dlsched.core.job import Job
+from dlsched.kernel.correction import observe
 
 
 class ObservedCorrection:
@@ -93,23 +93,3 @@ class ObservedCorrection:
     def summary(self, metrics) -> dict:
         return {"observe_after": self.warmup, "predictions_corrected": self.corrected}
 
-
-def observe(job: Job, util: float, mem_mib: float, at: float, state=None) -> bool:
-    """Replace ``job``'s predictions by values measured at time ``at`` (NaN: not measured, that
-    prediction stays); the first observation keeps the predictions as the priors that
-    :meth:`Job.reset` restores. With ``state``, a running job's sharing load index re-reads its
-    GPUs. Returns whether anything was measured."""
-    if math.isnan(util) and math.isnan(mem_mib):
-        return False
-    if job.observed_at < 0:
-        job.prior_gpu_util, job.prior_gpu_mem_mib = job.pred_gpu_util, job.pred_gpu_mem_mib
-    job.observed_at = at
-    if not math.isnan(util):
-        job.pred_gpu_util = float(util)
-    if not math.isnan(mem_mib):
-        job.pred_gpu_mem_mib = float(mem_mib)
-    if state is not None and job.placement:
-        from dlsched.sched.sharing.index import predictions_changed
-
-        predictions_changed(state, job)  # sharing placements' load index re-reads its GPUs
-    return True

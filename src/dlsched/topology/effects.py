@@ -147,6 +147,35 @@ def mean_pair_distance(gpus: list[tuple[int, int]], graphs: Sequence[MachineGrap
     return pair_distance_sum(gpus, graphs) / (n * (n - 1) / 2)
 
 
+_BEST: dict[tuple[int, int], tuple[MachineGraph, int]] = {}
+
+
+def _best_pair_sum(mg: MachineGraph, k: int) -> int:
+    n = mg.gpus
+    if k < 2:
+        return 0
+    if k <= n:
+        return min(sum(mg.dist[a][b] for a, b in itertools.combinations(c, 2))
+                   for c in itertools.combinations(range(n), k))
+    full, rest = divmod(k, n)
+    intra = full * best_pair_sum(mg, n) + best_pair_sum(mg, rest)
+    sizes = [n] * full + ([rest] if rest else [])
+    cross_pairs = sum(sizes[i] * sizes[j] for i in range(len(sizes)) for j in range(i + 1, len(sizes)))
+    return intra + cross_pairs * (2 * min(mg.up) + 2 * W_NETWORK)
+
+
+def best_pair_sum(mg: MachineGraph, k: int) -> int:
+    """Smallest possible sum of pairwise distances of ``k`` GPUs on idle machines like ``mg``
+    (brute force over subsets, cached per machine graph: at most C(8, 4) = 70 subsets)."""
+    if k < 2:
+        return 0
+    hit = _BEST.get((id(mg), k))
+    if hit is None or hit[0] is not mg:
+        hit = (mg, _best_pair_sum(mg, k))
+        _BEST[(id(mg), k)] = hit
+    return hit[1]
+
+
 def placement_factor(p: JobProfile, placement: Placement, graphs: Sequence[MachineGraph]) -> float:
     """Multiplier >= 1 on run time from where the GPUs are (pack = 1, Sec. 3.2).
 
@@ -155,8 +184,6 @@ def placement_factor(p: JobProfile, placement: Placement, graphs: Sequence[Machi
     """
     if p.gpus < 2:
         return 1.0
-    from dlsched.topology.utility import best_pair_sum  # local import: utility imports us
-
     gl = gpu_list(placement)
     mg = graphs[gl[0][0]]
     span = max(1, mg.diameter - mg.nearest)

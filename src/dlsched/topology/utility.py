@@ -21,18 +21,18 @@ most fragmented domains to increase cluster utilization" (Sec. 4.3).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dlsched.topology.effects import (
     Placement,
+    best_pair_sum,
     footprint,
     gpu_list,
     interference_factor,
     pair_distance_sum,
 )
-from dlsched.topology.graph import W_NETWORK, MachineGraph
+from dlsched.topology.graph import MachineGraph
 from dlsched.topology.jobgraph import JobProfile
 
 ALPHA = (1 / 3, 1 / 3, 1 / 3)
@@ -46,35 +46,6 @@ class UtilityParts:
     utility: float
     t: float
     t_best: float
-
-
-_BEST: dict[tuple[int, int], tuple[MachineGraph, int]] = {}
-
-
-def _best_pair_sum(mg: MachineGraph, k: int) -> int:
-    n = mg.gpus
-    if k < 2:
-        return 0
-    if k <= n:
-        return min(sum(mg.dist[a][b] for a, b in itertools.combinations(c, 2))
-                   for c in itertools.combinations(range(n), k))
-    full, rest = divmod(k, n)
-    intra = full * best_pair_sum(mg, n) + best_pair_sum(mg, rest)
-    sizes = [n] * full + ([rest] if rest else [])
-    cross_pairs = sum(sizes[i] * sizes[j] for i in range(len(sizes)) for j in range(i + 1, len(sizes)))
-    return intra + cross_pairs * (2 * min(mg.up) + 2 * W_NETWORK)
-
-
-def best_pair_sum(mg: MachineGraph, k: int) -> int:
-    """Smallest possible sum of pairwise distances of ``k`` GPUs on idle machines like ``mg``
-    (brute force over subsets, cached per machine graph: at most C(8, 4) = 70 subsets)."""
-    if k < 2:
-        return 0
-    hit = _BEST.get((id(mg), k))
-    if hit is None or hit[0] is not mg:
-        hit = (mg, _best_pair_sum(mg, k))
-        _BEST[(id(mg), k)] = hit
-    return hit[1]
 
 
 def min_sockets(mg: MachineGraph, k: int) -> int:

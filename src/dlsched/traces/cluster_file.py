@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, VirtualCluster, gpu_type
+from dlsched.core.topology import PRESETS, preset_topology
+from dlsched.topology.smi import load_topo_file
 from dlsched.traces.model import TraceError
 
 NODE_KEYS = {"gpus", "gpu", "gpu_memory_mib", "gpu_idle_watts", "gpu_max_watts", "cpus", "host_memory_gib",
@@ -220,15 +222,11 @@ def _node_template(group: dict, path: Path, what: str) -> dict:
     if group.get("topology") and group.get("topology_file"):
         raise TraceError(where, f"{what}: give topology or topology_file, not both")
     if group.get("topology"):
-        from dlsched.core.topology import preset_topology
-
         try:
             topology = preset_topology(str(group["topology"]), gpus)
         except ValueError as exc:
             raise TraceError(where, f"{what}.topology: {exc}") from None
     elif group.get("topology_file"):
-        from dlsched.topology.smi import load_topo_file
-
         file = (path.parent / str(group["topology_file"])).resolve()
         try:
             topology = load_topo_file(file).to_node_topology(file.stem)
@@ -275,8 +273,6 @@ def cluster_to_toml(cluster: ClusterSpec, title: str = "") -> str:
 
 def _preset_name(node: NodeSpec) -> str | None:
     """The preset (``--topology`` name) whose topology this node has, if any."""
-    from dlsched.core.topology import PRESETS, preset_topology
-
     for name in PRESETS:
         try:
             if preset_topology(name, node.gpus) == node.topology:

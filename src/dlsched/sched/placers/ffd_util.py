@@ -15,8 +15,9 @@ from __future__ import annotations
 from dlsched.core.job import Job
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.framework import room_of
 from dlsched.sched.gpus import take_lowest
-from dlsched.sched.sharing.load import FULL_UTIL, NodeLoad, pred_util, room_of
+from dlsched.sched.sharing.load import FULL_UTIL, NodeLoad, pred_util
 
 
 class FfdUtilPlacer:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dlsched.core.job import Job
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import SchedulingView
-from dlsched.sched.sharing.load import NodeLoad, cheapest, room_of
+from dlsched.sched.framework import room_of
+from dlsched.sched.sharing.load import NodeLoad, cheapest
 
 
 def free_mem_costs(view: SchedulingView, node: int, room: int, sign: float) -> list[tuple[float, int]]:

@@ -10,8 +10,8 @@ the rows of nodes that changed since the last look:
 * it is a kernel observer: ``started`` / ``stopped`` / ``node_changed`` mark the nodes a
   transition touches (a started job's nodes are known only after the start, so they are marked
   at the next look, as :class:`~dlsched.metrics.delivered.DeliveredUtilisation` does);
-* a prediction corrected while a job runs (``ObservedCorrection``) must call
-  :func:`predictions_changed` so the job's nodes are re-read;
+* a prediction corrected while a job runs (:func:`dlsched.kernel.correction.observe`) reaches
+  it as the observer hook ``predictions_changed(job)``: the job's nodes are re-read;
 * a row is recomputed from the holders in holder order, exactly as
   :class:`~dlsched.sched.sharing.load.NodeLoad` and the pipeline's room sum them, so every
   float (and so every placement decision) equals the per-node scan's.
@@ -28,7 +28,6 @@ import numpy as np
 
 from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState, VcState
-from dlsched.sched.roomgains import predictions_corrected
 from dlsched.sched.sharing.load import FULL_UTIL
 
 _INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -41,16 +40,6 @@ def load_index(state: ClusterState) -> LoadIndex:
         idx = _INDEXES[state] = LoadIndex(state)
         state.add_observer(idx)
     return idx
-
-
-def predictions_changed(state: ClusterState, job: Job) -> None:
-    """A running job's predicted utilisation or memory changed: re-read its nodes (and tell
-    :mod:`~dlsched.sched.roomgains`: lower predicted memory is more room)."""
-    predictions_corrected(state)
-    idx = _INDEXES.get(state)
-    if idx is not None and job.placement:
-        for node, _ in job.placement:
-            idx.dirty.add(node)
 
 
 _BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)  # byte -> its 8 bits
@@ -109,6 +98,11 @@ class LoadIndex:
 
     def node_changed(self, node: int, now: float) -> None:
         self.dirty.add(node)
+
+    def predictions_changed(self, job: Job) -> None:
+        """A running job's predicted utilisation or memory was corrected: re-read its nodes."""
+        for node, _ in job.placement or ():
+            self.dirty.add(node)
 
     # -- reading ------------------------------------------------------------------------------
     def arrays(self, vc: VcState) -> VcArrays:

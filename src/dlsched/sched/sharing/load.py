@@ -52,19 +52,6 @@ class NodeLoad:
                 mask ^= low
 
 
-def room_of(view, job: Job, node: int) -> int:
-    """GPUs of ``node`` that may take ``job``: free ones, plus (sharing on) shared ones whose
-    predicted memory left fits the job and that are below the job cap."""
-    state = view.state
-    if state.cap > 1:
-        from dlsched.sched.framework import PlacementPipeline
-
-        return PlacementPipeline.room(view, job, node)
-    if state.node_slot[node] < 0:
-        return 0
-    return ~state.node_mask[node] & ((1 << state.node_gpus[node]) - 1)
-
-
 def cheapest(costs: list[tuple[float, int]], count: int) -> tuple[float, int]:
     """Sum of the ``count`` lowest costs and the mask of their GPUs (lowest index on ties)."""
     costs.sort()

@@ -15,6 +15,7 @@ import numpy as np
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
+from dlsched.experiments.topology.scenarios import CLASS_BATCHES, GPU_CHOICES, GPU_PROBS, MODELS_BY_INDEX
 from dlsched.kernel.decisions import Status
 from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import ClusterState
@@ -22,7 +23,6 @@ from dlsched.kernel.view import SchedulingView
 from dlsched.registry import make_placer
 from dlsched.topology.graph import PRESET_GPUS
 from dlsched.topology.jobgraph import BatchClass
-from dlsched.topology.scenarios import CLASS_BATCHES, GPU_CHOICES, GPU_PROBS, MODELS_BY_INDEX
 
 
 def _random_job(rng: np.random.Generator, i: int, now: float) -> Job:

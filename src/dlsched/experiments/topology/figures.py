@@ -14,7 +14,7 @@ import numpy as np
 
 from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
-from dlsched.topology.audit import PlacementAudit
+from dlsched.experiments.topology.audit import PlacementAudit
 
 
 def summarize(jobs: Sequence[Job], audit: PlacementAudit, postponements: int,

@@ -20,15 +20,15 @@ from pathlib import Path
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
+from dlsched.experiments.topology.audit import PlacementAudit, PostponeCounter
+from dlsched.experiments.topology.figures import summarize, timeline_rows
+from dlsched.experiments.topology.scenarios import generate_jobs, prototype_jobs
 from dlsched.models.topology import TopologySpeed
 from dlsched.registry import make_policy
 from dlsched.sim.config import SimConfig
 from dlsched.sim.engine import SimResult, Simulator
-from dlsched.topology.audit import PlacementAudit, PostponeCounter
-from dlsched.topology.figures import summarize, timeline_rows
 from dlsched.topology.graph import PRESET_GPUS
 from dlsched.topology.jobgraph import JobProfile
-from dlsched.topology.scenarios import generate_jobs, prototype_jobs
 
 # experiment policy -> (ordering policy, placement, backfill), all names of the registry
 PAPER_POLICIES: dict[str, tuple[str, str, bool]] = {
