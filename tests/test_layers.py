@@ -28,8 +28,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sim", "service"),               # the two drivers
     ("registry",),                    # names -> policies, placers, models, power managers
     ("runner",),                      # one run assembled and simulated
-    ("experiments",),                 # the papers' scenarios and harnesses
+    ("workloads",),                   # the sharing papers' workload generators (need the co-location table)
     ("run",),                         # a run as one value (RunConfig) and build_run, for every face
+    ("experiments",),                 # the papers' scenarios and harnesses (build runs through run/)
     ("sweep",),                       # grids of runs
     ("report",),                      # pages from run and sweep outputs
     ("reproduce",),                   # the papers' figures end to end

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from dlsched.cli.main import app
 from dlsched.core.job import Job
-from dlsched.experiments.workloads import WORKLOADS, attach_predictions, make_workload
+from dlsched.workloads import WORKLOADS, attach_predictions, make_workload
 from dlsched.models.colocation_table import builtin_table, load_table
 
 

@@ -218,7 +218,7 @@ def register(app: typer.Typer) -> None:
                 history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
         """Any registered policies on a sharing workload beside no sharing: makespan, paired gain (95 % CI, wins)."""
         from dlsched.experiments.sharing_tables import compare as run
-        from dlsched.experiments.workloads import WORKLOADS
+        from dlsched.workloads import WORKLOADS
 
         with clear_errors():
             _check_cap(cap)

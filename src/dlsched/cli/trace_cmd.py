@@ -164,9 +164,9 @@ def _check_span(days: float | None, load: float) -> None:
 
 def _sharing_workload(name: str, seed: int, gpu: str | None, profiles: str, shared: Path | None,
                       limit: int | None):
-    """A workload of :mod:`dlsched.experiments.workloads` and a line saying how to simulate it."""
+    """A workload of :mod:`dlsched.workloads` and a line saying how to simulate it."""
     from dlsched.models.truth import resolve_truth
-    from dlsched.experiments.workloads import make_workload
+    from dlsched.workloads import make_workload
 
     if limit is not None and limit < 1:
         raise ValueError(f"--limit must be >= 1, got {limit}")

@@ -8,7 +8,7 @@ with the truth's ``colocation`` speed model (measured pairs), the OOM failure mo
 delivered-utilisation observer. Predictions are computed once per (workload, seed, truth) and reused.
 
 Prediction kinds: ``real`` (the shipped utilisation/memory predictors from graph features, a
-noisy prior where a model does not resolve: :func:`~dlsched.experiments.workloads.attach_predictions`)
+noisy prior where a model does not resolve: :func:`~dlsched.workloads.attach_predictions`)
 or ``perfect`` (predictions = the measured truth, to separate policy quality from prediction
 error).
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from dlsched.core.job import Job
-from dlsched.experiments.workloads import Workload, attach_predictions, make_workload
+from dlsched.workloads import Workload, attach_predictions, make_workload
 from dlsched.models.failure import OutOfMemory
 from dlsched.models.truth import Truth, resolve_truth
 from dlsched.registry import make_policy

@@ -245,7 +245,7 @@ def compare(seeds: list[int], workload: str, specs: list[PolicyRun], predictions
     waiting time, paired makespan gain (mean, 95 % CI, wins), OOM crashes."""
     t0 = time.perf_counter()
     truth = truth or resolve_truth()
-    from dlsched.experiments.workloads import DEFAULT_GPU
+    from dlsched.workloads import DEFAULT_GPU
 
     base = PolicyRun("no sharing (FIFO)", "fifo", 1)
     specs = _with_models([base, *specs], DEFAULT_GPU.get(workload.split("-")[0], "V100"), truth)

@@ -3,7 +3,7 @@
 The workload brings its cluster (the paper's testbed, or Philly's VCs) and GPU type; ``--nodes``
 (with ``--gpus-per-node``) or ``--vc-config`` resize it, ``--gpu`` changes the GPU type. With
 ``--predict-resources`` jobs get the real predictors' estimates, and a documented noisy prior
-where a model does not resolve (:func:`dlsched.experiments.workloads.attach_predictions`).
+where a model does not resolve (:func:`dlsched.workloads.attach_predictions`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dlsched.run.inputs import Say, quiet
 
 def workload_names() -> tuple[str, ...]:
     """The names ``--workload`` takes."""
-    from dlsched.experiments.workloads import WORKLOADS
+    from dlsched.workloads import WORKLOADS
 
     return tuple(WORKLOADS)
 
@@ -24,7 +24,7 @@ def load_workload(name: str, seed: int, profiles: str, gpu: str | None, nodes: i
                   vc_config: Path | None, topology: str | None, predict: bool, say: Say = quiet):
     """(trace, jobs, cluster, run name, GPU type) for workload ``name``."""
     from dlsched.models.truth import resolve_truth
-    from dlsched.experiments.workloads import attach_predictions, make_workload
+    from dlsched.workloads import attach_predictions, make_workload
     from dlsched.runner import cluster_for
     from dlsched.traces.vc import load_vc_config
 
