@@ -5,8 +5,11 @@
 * ``state``: weights + gradients + optimizer state, by optimizer and precision:
   fp32 parameter bytes P × (2 + k), k = 0 (SGD), 1 (SGD with momentum), 2 (Adam/AdamW), plus
   P/2 under AMP for the fp16 weight copies autocast keeps for the backward pass.
-* ``saved``: the activations autograd keeps for backward (:mod:`dlsched.graph.saved`), fp32 or AMP,
-  without the attention probabilities when the job uses a fused attention kernel.
+* ``saved``: the activations autograd keeps for backward (:mod:`dlsched.graph.saved`), fp32 or AMP;
+  with a fused attention kernel (the default) the s×s attention tensors are replaced by one fp32
+  statistic per row (:data:`ATTENTION_MODES`).
+* the optimizer step's parameter-sized temporaries (foreach Adam) and DDP's gradient buckets go
+  into ``state`` (:func:`memory_terms`).
 * ``saved_conv``: the part of it kept by convolutions and batch norms, weighed apart because
   cuDNN holds per-sample workspace beside them (``saved`` is the rest).
 * ``largest_tensor``: the transient of one backward step (an input gradient beside its output).
@@ -43,36 +46,88 @@ TRAIN_COLUMNS = ("state_mib", "saved_mib", "saved_conv_mib", "max_tensor_mib")
 MAX_BATCH = 1 << 20
 
 
+#: attention implementations (``--attention``): ``eager`` keeps the s×s probabilities, their
+#: dropout mask and the dropped copy (2.25 fp32 matrices per layer with dropout); ``fused``
+#: (``scaled_dot_product_attention`` with FlashAttention, PyTorch >= 2.0, transformers >= 4.36,
+#: timm >= 0.9) and ``memory_efficient`` (SDPA's memory-efficient kernel, what it picks for fp32
+#: inputs or an arbitrary mask) keep none of them, only one fp32 log-sum-exp per row (the
+#: memory-efficient kernel pads rows to 32: <= 31 rows per head and layer more, not counted)
+#: and the dropout RNG seed.
+ATTENTION_MODES = ("eager", "fused", "memory_efficient")
+#: what current stacks do for transformer graphs; graphs without attention are unaffected
+DEFAULT_ATTENTION = "fused"
+#: optimizer implementations: PyTorch 2.x runs Adam(W)/SGD ``foreach`` on CUDA by default;
+#: ``fused=True`` gives the fused kernel; ``for_loop`` is the per-parameter path
+OPTIMIZER_IMPLS = ("foreach", "fused", "for_loop")
+DEFAULT_OPTIMIZER_IMPL = "foreach"
+
+
 @dataclass(frozen=True)
 class JobMeta:
     """What the graph does not say about a training job. Defaults: Adam (the most common and the
-    hungriest of the usual optimizers, so a default over- rather than under-predicts), fp32, and
-    eager attention (the s×s probabilities kept; ``fused_attention=True`` for code that calls
-    ``scaled_dot_product_attention``, such as timm's ViTs, which keeps none of them)."""
+    hungriest of the usual optimizers, so a default over- rather than under-predicts), its
+    ``foreach`` implementation (PyTorch 2.x's default on CUDA), fp32, fused attention (what
+    ``scaled_dot_product_attention`` does in transformers >= 4.36 and timm >= 0.9; pass
+    ``attention="eager"`` for code that computes softmax(q·kᵀ)·v itself), one process per GPU
+    (``ddp=True`` adds DistributedDataParallel's gradient buckets).
+    ``fused_attention`` is the older boolean spelling (True = "fused", False = "eager")."""
 
     optimizer: str = DEFAULT_OPTIMIZER
     amp: bool = False
-    fused_attention: bool = False
+    fused_attention: bool | None = None
+    attention: str = ""
+    optimizer_impl: str = DEFAULT_OPTIMIZER_IMPL
+    ddp: bool = False
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZER_STATES:
             raise ValueError(f"unknown optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZER_STATES)}")
+        mode = self.attention or ("" if self.fused_attention is None
+                                  else "fused" if self.fused_attention else "eager") or DEFAULT_ATTENTION
+        mode = mode.replace("-", "_").lower()
+        if mode not in ATTENTION_MODES:
+            raise ValueError(f"unknown attention mode {self.attention!r}; known: {', '.join(ATTENTION_MODES)}")
+        if self.optimizer_impl not in OPTIMIZER_IMPLS:
+            raise ValueError(f"unknown optimizer implementation {self.optimizer_impl!r}; "
+                             f"known: {', '.join(OPTIMIZER_IMPLS)}")
+        object.__setattr__(self, "attention", mode)
+        object.__setattr__(self, "fused_attention", mode != "eager")
+
+
+def optimizer_temp_mib(param_mib: float, meta: JobMeta) -> float:
+    """Parameter-sized temporaries of one optimizer step (MiB), from PyTorch's ``torch.optim``
+    code: ``foreach`` Adam/AdamW allocates ``exp_avg_sq.sqrt()`` for every parameter at once
+    (``torch._foreach_sqrt``: one fp32 copy of the parameters) before ``_foreach_addcdiv_``;
+    SGD's foreach path updates in place (momentum buffers, then parameters); the ``fused``
+    kernels and the ``for_loop`` path work per tensor (at most the largest parameter, not
+    counted). Weight decay in Adam (not AdamW) adds ``grads + wd·params`` (another copy), which
+    the job metadata does not say, so it is not counted."""
+    if meta.optimizer_impl != "foreach" or meta.optimizer not in ("adam", "adamw"):
+        return 0.0
+    return param_mib
 
 
 def memory_terms(features: Mapping[str, float], meta: JobMeta = JobMeta()) -> tuple[float, float, float, float]:
-    """``TRAIN_COLUMNS`` of one job from its graph features (``GraphAnalysis.features``)."""
+    """``TRAIN_COLUMNS`` of one job from its graph features (``GraphAnalysis.features``).
+
+    The optimizer step runs after backward has freed the saved activations, so its temporaries
+    raise the peak only by what they exceed those activations by: the state term carries
+    ``max(0, temporaries - saved activations)`` (large models at small batches). DDP keeps a
+    gradient copy in its buckets (``gradient_as_bucket_view=False``, the default): one more P."""
     sfx = "_amp" if meta.amp else ""
     try:
         conv = float(features.get("saved_conv_bytes" + sfx, 0.0)) / MIB
         p = float(features["param_bytes"]) / MIB
         saved = float(features["saved_bytes_amp" if meta.amp else "saved_bytes"]) / MIB
-        if meta.fused_attention:
+        if meta.attention != "eager":
             saved -= float(features["saved_attn_bytes_amp" if meta.amp else "saved_attn_bytes"]) / MIB
+            saved += float(features.get("saved_attn_rows_bytes", 0.0)) / MIB
         tmp = float(features["max_tensor_bytes"]) / MIB
     except KeyError as exc:
         raise KeyError(f"training-memory estimate needs feature {exc.args[0]!r} "
                        "(re-run the graph analysis with this dlsched)") from None
-    state = p * (2 + OPTIMIZER_STATES[meta.optimizer]) + (0.5 * p if meta.amp else 0.0)
+    state = p * (2 + OPTIMIZER_STATES[meta.optimizer]) + (0.5 * p if meta.amp else 0.0) + (p if meta.ddp else 0.0)
+    state += max(0.0, optimizer_temp_mib(p, meta) - saved)
     return state, saved - conv, conv, tmp * (0.5 if meta.amp else 1.0)
 
 
@@ -153,7 +208,10 @@ class TrainingMemoryModel(Regressor):
 
 
 __all__ = [
+    "ATTENTION_MODES",
+    "DEFAULT_ATTENTION",
     "DEFAULT_OPTIMIZER",
+    "OPTIMIZER_IMPLS",
     "MAX_BATCH",
     "OPTIMIZER_STATES",
     "TRAIN_COLUMNS",
@@ -161,4 +219,5 @@ __all__ = [
     "TrainingMemoryModel",
     "calibration_factor",
     "memory_terms",
+    "optimizer_temp_mib",
 ]
