@@ -135,6 +135,16 @@ def _render_training_memory(con: Any, res: dict[str, Any]) -> None:
             t.add_row(f"{est} ({src})", str(r["rows"]), _fmt(r["mape"], None, 1), _fmt(r["under10"], None, 1),
                       _fmt(r.get("band_coverage"), None, 2))
     con.print(t)
+    ev = res.get("evaluation_set", {})
+    for line in ev.get("scored", []):
+        con.print(f"scored: {line}")
+    for line in ev.get("missing", []):
+        con.print(f"[yellow]missing:[/] {line}")
+    if "not_scored" in res.get("targets", {}):
+        con.print(f"[yellow]targets not scored:[/] {res['targets']['not_scored']}")
+    if "band_coverage_stack_unknown" in res:
+        con.print(f"band coverage where the stack is unknown (every known stack's context): "
+                  f"{res['band_coverage_stack_unknown']:.2f}")
     demo = res.get("calibration_demo_family", {})
     if "before" in demo:
         con.print(f"calibration, family {demo['family']} ({demo['models']} models, fitted without it): "

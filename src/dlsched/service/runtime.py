@@ -43,8 +43,13 @@ def resource_predictor(gpu: str, model_dir: Path | None = None) -> Callable:
             return None
         return graph_resolver(ref)
 
+    from dlsched.predictors.resources.stack_calibration import StackCalibration
+
+    calibration = StackCalibration()   # per (GPU type, stack): learnt from the agents' peaks
+
     def predict(job) -> None:
-        fill_job_predictions([job], predictor, resolve, gpu=gpu)
+        fill_job_predictions([job], predictor, resolve, gpu=gpu, calibration=calibration)
+    predict.calibration = calibration
     return predict
 
 

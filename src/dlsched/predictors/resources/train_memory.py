@@ -150,15 +150,19 @@ class TrainingMemoryModel(Regressor):
         self.under_tol = under_tol
         self.seed = seed
 
-    def fit(self, X: Any, y: Any) -> TrainingMemoryModel:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> TrainingMemoryModel:
+        """Fit the constants; ``sample_weight`` (e.g. 1 / rows of the row's family) keeps a few
+        large families from deciding the intercept and slopes for everyone."""
         from scipy.optimize import least_squares
 
         X = _as_2d(X)
         y = np.asarray(y, float)
         A = np.c_[np.ones(len(X)), X]
+        w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
+        w = np.sqrt(w / w.mean())
 
         def resid(theta: np.ndarray) -> np.ndarray:
-            return (A @ theta) / y - 1.0
+            return w * ((A @ theta) / y - 1.0)
 
         res = least_squares(resid, x0=np.array([1000.0, 1.0, 1.0, 1.0, 1.0]), loss="soft_l1", f_scale=0.1,
                             bounds=([0.0, 0.5, 0.5, 0.5, 0.0], [8192.0, 4.0, 4.0, 4.0, 8.0]))
@@ -187,24 +191,40 @@ class TrainingMemoryModel(Regressor):
         return {"context_mib": c[0], "state_scale": c[1], "act_scale": c[2], "conv_scale": c[3], "tmp_scale": c[4],
                 "safety": self.safety_, "band_lo": self.band_[0], "band_hi": self.band_[1]}
 
-    def predict(self, X: Any) -> np.ndarray:
+    def predict(self, X: Any, context_mib: float | None = None) -> np.ndarray:
+        """Peak MiB; ``context_mib`` replaces the fitted intercept (the fit stack's context) with
+        another stack's (:mod:`.context`)."""
         self._check_fitted()
         X = _as_2d(X)
-        return self.safety_ * (np.c_[np.ones(len(X)), X] @ np.asarray(self.coef_))
+        coef = np.asarray(self.coef_, float).copy()
+        if context_mib is not None:
+            coef[0] = float(context_mib)
+        return self.safety_ * (np.c_[np.ones(len(X)), X] @ coef)
 
-    def predict_band(self, X: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(reserve, lo, hi): the prediction and its ~80 % band."""
-        m = self.predict(X)
-        return m, np.minimum(m * self.band_[0], m), np.maximum(m * self.band_[1], m)
+    def predict_band(self, X: Any, context_mib: float | None = None,
+                     context_range: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(reserve, lo, hi): the prediction and its ~80 % band; with ``context_range`` (the stack
+        is unknown) lo and hi also span the smallest and largest known stack context."""
+        m = self.predict(X, context_mib)
+        lo_base, hi_base = m, m
+        if context_range is not None:
+            lo_base = np.minimum(m, self.predict(X, context_range[0]))
+            hi_base = np.maximum(m, self.predict(X, context_range[1]))
+        return m, np.minimum(lo_base * self.band_[0], m), np.maximum(hi_base * self.band_[1], m)
+
+    #: the software stack the intercept was fitted on (:mod:`.context`); "" = not said, and then
+    #: the fitted intercept is used as it is unless a caller names a stack
+    stack_: str = ""
 
     def _state(self) -> dict[str, Any]:
-        return {"coef": self.coef_, "safety": self.safety_, "band": self.band_}
+        return {"coef": self.coef_, "safety": self.safety_, "band": self.band_, "stack": self.stack_}
 
     def _load_payload(self, payload: str) -> None:
         d = json.loads(payload)
         self.coef_ = [float(v) for v in d["coef"]]
         self.safety_ = float(d["safety"])
         self.band_ = [float(v) for v in d["band"]]
+        self.stack_ = str(d.get("stack", ""))
 
 
 __all__ = [
