@@ -15,8 +15,8 @@ from dlsched.predictors.resources import persist
 from dlsched.predictors.resources.calibration import GpuCalibration
 from dlsched.predictors.resources.context import DEFAULT_STACK, context_range, stack_context
 from dlsched.predictors.resources.features import mem_inputs, vectorize
-from dlsched.predictors.resources.stack_calibration import cluster_key
 from dlsched.predictors.resources.regressors import Regressor
+from dlsched.predictors.resources.stack_calibration import cluster_key
 from dlsched.predictors.resources.train_memory import (
     TRAIN_COLUMNS,
     JobMeta,

@@ -118,8 +118,8 @@ def evaluation_set(info: dict[str, Any], csv: Path, onnx_dir: Path) -> dict[str,
     """Which rows the training-memory figures come from, and what a complete run would add: a
     fresh clone without the TIMM graph features scores Lucid's rows only and must say so."""
     timm = info.get("timm", {})
-    scored = [f"timm: {timm.get('rows', 0)} rows of {timm.get('exported', 0)} architectures "
-              f"(graph features from {timm.get('features_from', onnx_dir)})"] if timm.get("rows") else []
+    scored = [(f"timm: {timm.get('rows', 0)} rows of {timm.get('exported', 0)} architectures "
+               f"(graph features from {timm.get('features_from', onnx_dir)})")] if timm.get("rows") else []
     if "lucid" in info:
         scored.append(f"lucid: {info['lucid']['rows']} rows (shown apart; not part of the targets)")
     missing = []

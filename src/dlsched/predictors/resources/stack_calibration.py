@@ -57,7 +57,7 @@ class _Fit:
         else:
             w = 1.0 / y  # relative errors: every job weighs the same
             A = np.c_[np.ones(len(raw)), raw] * w[:, None]
-            (a_ls, k_ls), *_ = np.linalg.lstsq(A, y * w, rcond=None)
+            (_, k_ls), *_ = np.linalg.lstsq(A, y * w, rcond=None)
             n = len(raw)
             k = float(np.clip((n * k_ls + PRIOR_WEIGHT * 1.0) / (n + PRIOR_WEIGHT), *K_BOUNDS))
             a = float(np.median(y - k * raw))   # the intercept that goes with the shrunk slope
