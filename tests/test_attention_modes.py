@@ -147,3 +147,27 @@ def test_real_exports_of_bert_and_gpt2_tag_the_same_tensors() -> None:
         assert f["attn_layers"] == layers, cfg
         assert f["saved_attn_bytes"] == pytest.approx(layers * 9 * b * heads * s * s), cfg
         assert f["saved_attn_rows_bytes"] == pytest.approx(layers * 4 * b * heads * s), cfg
+
+
+def test_predict_cli_attention_option(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from dlsched.cli.main import app
+
+    path = tmp_path / "bert_attn.onnx"
+    onnx.save(bert_base_shaped(), path)
+    run = CliRunner().invoke
+    base = ["predict", str(path), "--batch", "32", "--seq", "512", "--gpu", "A100-40GB", "--json"]
+    fused = json.loads(run(app, base).output)
+    eager = json.loads(run(app, [*base, "--attention", "eager"]).output)
+    assert fused["attention"] == "fused" and eager["attention"] == "eager" and fused["attention_layers"] == 12
+    sxs, lse = 10_871_635_968, 12 * 32 * 12 * 512 * 4
+    assert eager["saved_activation_bytes"] - fused["saved_activation_bytes"] == pytest.approx(sxs - lse)
+    assert eager["gpu_mem_mib"]["mean"] > fused["gpu_mem_mib"]["mean"] + 0.8 * sxs / MIB
+    res = run(app, ["predict", str(path), "--attention", "flash9"])
+    assert res.exit_code == 2 and res.output.strip().startswith("error: --attention 'flash9': expected one of")
+    res = run(app, ["predict", "--help"])
+    flat = " ".join(res.output.replace("│", " ").split())
+    assert "--attention" in flat and "fused (default:" in flat

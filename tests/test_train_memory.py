@@ -208,8 +208,12 @@ def test_predictor_calibrate_cli(tmp_path: Path) -> None:
     res = CliRunner().invoke(main_app, ["predictor", "calibrate", str(obs), "--predictor", str(tmp_path / "p"),
                                         "--out", str(tmp_path / "cal")])
     assert res.exit_code == 0, res.output
-    assert "T4: 1 observed jobs; memory x1.500" in res.output
-    assert Predictor.load(tmp_path / "cal").mem_calibration == {"t4": pytest.approx(1.5)}
+    # one job: the stack's offset as an intercept (factor 1), the error before is 1/3
+    assert "T4 / stack unknown: 1 observed jobs; intercept +" in res.output and "factor x1.000" in res.output
+    assert "error 33.3 % before" in res.output
+    cal = Predictor.load(tmp_path / "cal")
+    assert cal.mem_affine["t4|unknown"] == (pytest.approx(0.5 * raw), 1.0)
+    assert cal.predict_mem_mib(f, "T4")[0] == pytest.approx(1.5 * raw)
     obs.write_text("model,batchsize,mem_mib,optimizer\nx,8,100,lion\n")
     res = CliRunner().invoke(main_app, ["predictor", "calibrate", str(obs), "--out", str(tmp_path / "c2")])
     assert res.exit_code == 2 and "column 'optimizer' has 'lion' (row 2)" in res.output
