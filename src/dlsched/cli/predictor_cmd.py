@@ -115,6 +115,14 @@ def _render(report: dict[str, Any]) -> None:
         if isinstance(tgt, dict) and "met" in tgt:
             bound = f"<= {tgt['max']}" if "max" in tgt else f">= {tgt['min']}"
             con.print(f"target {name}: {_fmt(tgt['value'])} (target {bound}) {'met' if tgt['met'] else 'NOT met'}")
+    measured = report.get("measured_jobs", {})
+    if "missing" in measured:
+        con.print(f"[yellow]held-out GPU measurements:[/] {measured['missing']}")
+    for run in measured.get("runs", []):
+        mem = run.get("memory")
+        con.print(f"held-out run {run['run']} ({run.get('gpu', '?')}, stack {run.get('stack', '?')}): "
+                  + (f"{run['rows']} jobs, memory MAPE {mem['mape']:.1f} %, under-predicted >10 % {mem['under10']:.1f} %, "
+                     f"band coverage {mem['band_coverage']:.2f}" if mem else run.get("skipped", "nothing scored")))
     for note in report.get("notes", []):
         con.print(f"[yellow]note:[/] {note}")
 

@@ -133,6 +133,13 @@ def evaluation_set(info: dict[str, Any], csv: Path, onnx_dir: Path) -> dict[str,
     return {"scored": scored, "missing": missing, "targets_on": "timm" if timm.get("rows") else None}
 
 
+def _measured() -> dict[str, Any]:
+    """The held-out check on our own GPU measurements (:mod:`.measured_eval`)."""
+    from dlsched.predictors.resources.measured_eval import measured_check
+
+    return measured_check()
+
+
 def util_targets(util: dict[str, Any]) -> dict[str, Any]:
     """Issue 11's utilisation targets against the leave-one-model-out figures."""
     lomo = util.get("leave_one_model_out", {})
@@ -175,6 +182,7 @@ def full_report(shared: Path, profiles_path: Path | None = None, n_estimators: i
     except FeatureError as exc:
         report["notes"].append(f"utilisation tables skipped: {exc}")
         report["training_memory"] = training_memory_section(shared, onnx_dir)
+        report["measured_jobs"] = _measured()
         return report
     report["utilization"].update(util_report(profiles, rows, n_estimators, seed))
     if profiles_path is None:  # the host constants beside Gavel's throughputs and Orion's kernels
@@ -187,6 +195,7 @@ def full_report(shared: Path, profiles_path: Path | None = None, n_estimators: i
             shared, vectorize(rows, ROOFLINE_FEATURES), profiles["gpu_util"].to_numpy(float), folds, list(labels))
     report["util_targets"] = util_targets(report["utilization"])
     report["training_memory"] = training_memory_section(shared, onnx_dir, profiles, rows)
+    report["measured_jobs"] = _measured()
     if np.isfinite(profiles["gmem"].to_numpy(float)).all():
         report["memory"]["lucid_lomo"] = lucid_memory(profiles, rows)
         report["memory"]["lucid_lomo_info"] = {"rows": len(profiles), "models": int(profiles["model"].nunique())}
