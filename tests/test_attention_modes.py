@@ -171,3 +171,25 @@ def test_predict_cli_attention_option(tmp_path) -> None:
     res = run(app, ["predict", "--help"])
     flat = " ".join(res.output.replace("│", " ").split())
     assert "--attention" in flat and "fused (default:" in flat
+
+
+def test_predict_cli_stack_option(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from dlsched.cli.main import app
+    from dlsched.predictors.resources.context import stack_context
+    from dlsched.predictors.resources.default import load_default
+
+    path = tmp_path / "bert_attn.onnx"
+    onnx.save(bert_base_shaped(), path)
+    base = ["predict", str(path), "--batch", "2", "--seq", "64", "--gpu", "A100-40GB", "--json"]
+    got = {st: json.loads(CliRunner().invoke(app, [*base, "--stack", st]).output)["gpu_mem_mib"]
+           for st in ("lazy", "eager", "unknown")}
+    safety = load_default().mem_model.constants()["safety"]
+    diff = stack_context("eager", "A100").total_mib - stack_context("lazy", "A100").total_mib
+    assert got["eager"]["mean"] - got["lazy"]["mean"] == pytest.approx(safety * diff)
+    assert got["unknown"]["mean"] == pytest.approx(got["lazy"]["mean"]) and got["unknown"]["hi"] > got["eager"]["hi"]
+    res = CliRunner().invoke(app, ["predict", str(path), "--stack", "tf1"])
+    assert res.exit_code == 2 and res.output.startswith("error: --stack 'tf1': expected one of")

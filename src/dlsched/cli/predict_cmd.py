@@ -107,6 +107,10 @@ def predict(
                                             "parameter-sized temporary), fused or for_loop"),
     ddp: bool = typer.Option(False, "--ddp", help="DistributedDataParallel (its gradient buckets: one more "
                                                   "copy of the gradients)"),
+    stack: str = typer.Option("unknown", "--stack",
+                              help="software stack, for the memory held before the first tensor: lazy (PyTorch >= "
+                                   "1.13 with CUDA >= 11.7), eager, gpumemnet-a100 (the fit's own), or unknown "
+                                   "(default: lazy, band widened to every known stack)"),
     predictor_dir: Path | None = typer.Option(None, "--predictor",
                                               help="a predictor saved by `dlsched predictor train` (default: shipped)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -133,6 +137,11 @@ def predict(
                    err=True)
         raise typer.Exit(2)
     meta = JobMeta(optimizer, amp, attention=attention, optimizer_impl=optimizer_impl, ddp=ddp)
+    from dlsched.predictors.resources.context import KNOWN_STACKS
+
+    if stack.strip().lower() not in KNOWN_STACKS:
+        typer.echo(f"error: --stack {stack!r}: expected one of {', '.join(KNOWN_STACKS)}", err=True)
+        raise typer.Exit(2)
     if batch > MAX_BATCH:
         typer.echo(f"error: --batch {batch}: beyond any GPU (at most {MAX_BATCH:,} samples per step are accepted)",
                    err=True)
@@ -161,9 +170,11 @@ def predict(
         explain = getattr(pred, "gpu_note", None)  # optional: only data-sheet predictors have it
         if util is not None and explain is not None and (note := explain(gpu)):
             notes.append(note)
-        takes_meta = "meta" in inspect.signature(pred.predict_mem_mib).parameters
-        mem = _ask(pred.predict_mem_mib, feats, gpu, "memory", notes,
-                   **({"meta": meta} if takes_meta else {}))
+        params = inspect.signature(pred.predict_mem_mib).parameters
+        kw: dict[str, Any] = {"meta": meta} if "meta" in params else {}
+        if "stack" in params:
+            kw["stack"] = stack
+        mem = _ask(pred.predict_mem_mib, feats, gpu, "memory", notes, **kw)
     else:
         notes.append(why or "no predictor")
     if util is None:
@@ -195,6 +206,7 @@ def predict(
         "attention": meta.attention,
         "attention_layers": int(feats.get("attn_layers", 0)),
         "ddp": ddp,
+        "stack": stack,
         "gpu_util": util,
         "gpu_mem_mib": mem,
         "unknown_ops": analysis.unknown_ops,
