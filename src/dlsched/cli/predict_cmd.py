@@ -82,7 +82,7 @@ def _saved_bytes(feats: dict[str, float], meta: Any) -> float:
     amp = "_amp" if meta.amp else ""
     saved = feats["saved_bytes" + amp]
     if meta.attention != "eager":
-        saved += feats.get("saved_attn_rows_bytes", 0.0) - feats["saved_attn_bytes" + amp]
+        saved += feats.get("saved_attn_rows_bytes", 0.0) - feats.get("saved_attn_bytes" + amp, 0.0)
     return saved
 
 

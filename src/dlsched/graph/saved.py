@@ -7,6 +7,7 @@ tensors some backward formula needs are still alive (PyTorch's ``derivatives.yam
 * Relu/Sigmoid/Tanh/Softmax/Exp/Sqrt/Reciprocal keep their output; Gelu/Erf/Silu/Clip/Log/Pow/
   HardSwish/LeakyRelu/Elu/Softplus/Mish keep their input;
 * Mul/Div keep the operands the gradient needs (nothing when the other side is a constant);
+  Where (``masked_fill``) keeps only its condition;
 * Add/Sub/Concat/Split/Reshape/Transpose/pooling by average/Cast/Pad/Resize keep nothing;
 * Dropout keeps a one-byte mask per element; MaxPool its input and int64 indices;
 * BatchNorm/LayerNorm/GroupNorm/InstanceNorm keep their input (the per-row statistics are small);
@@ -33,7 +34,7 @@ KEEP_INPUTS = frozenset(["MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "M
                          "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "PRelu", "Abs", "Sin",
                          "Cos", "Neg", "BatchNormalization", "LayerNormalization", "GroupNormalization",
                          "InstanceNormalization", "LpNormalization", "ReduceL2", "ReduceMax", "ReduceMin",
-                         "LRN", "Atan", "ThresholdedRelu", "Where"])
+                         "LRN", "Atan", "ThresholdedRelu"])
 KEEP_OUTPUT = frozenset(["Relu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Exp", "Sqrt", "Reciprocal"])
 KEEP_NOTHING = frozenset([
     "Add", "Sub", "Concat", "Split", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze",
@@ -136,6 +137,9 @@ def saved_tensors(prep: Prepared, dtypes: dict[str, int]) -> dict[tuple[str, str
             elif acts:
                 root = _root(acts[0], alias)
                 saved.setdefault((root, "attn_mask" if in_attn else "mask"), (0.25, 0.25))
+        elif n.op == "Where":  # masked_fill / where: the gradient needs only the condition
+            if n.inputs and n.inputs[0] not in prep.static:
+                keep(n.inputs[0], n)
         elif n.op in ("MaxPool", "GlobalMaxPool"):
             for i in acts[:1]:
                 keep(i, n)
@@ -209,11 +213,17 @@ def _attention_probs(prep: Prepared, producer: dict[str, NodeRec],
     for n in prep.nodes:
         if n.op != "Softmax" or not n.outputs:
             continue
-        src, hops = producer.get(n.inputs[0]), 0
-        while src is not None and src.op in _SCORE_OPS and hops < 5:
-            src = next((producer[i] for i in src.inputs if i in producer and i not in prep.static), None)
-            hops += 1
-        if not act_matmul(src):
+        # back through scaling, masking (Where: the scores are not its first input), bias, casts
+        frontier, scores = [producer.get(n.inputs[0])], False
+        for _ in range(5):
+            if any(act_matmul(x) for x in frontier):
+                scores = True
+                break
+            frontier = [producer[i] for x in frontier if x is not None and x.op in _SCORE_OPS
+                        for i in x.inputs if i in producer and i not in prep.static]
+            if not frontier:
+                break
+        if not scores:
             continue
         chain, frontier, found = [n.outputs[0]], [n.outputs[0]], False
         for _ in range(4):  # Softmax -> [Cast] -> [Dropout] -> MatMul

@@ -63,16 +63,6 @@ def load_util_profiles(path: str | Path) -> pd.DataFrame:
                         "batch": _numeric(df, path, "batchsize"),
                         "gpu_util": _numeric(df, path, "gpu_util")})
     out["amp"] = _numeric(df, path, "amp").fillna(0).astype(int) if "amp" in df.columns else 0
-    out["seq"] = _numeric(df, path, "seq").fillna(0).astype(int) if "seq" in df.columns else 0
-    out["attention"] = text("attention")
-    out["attention"] = (out["attention"].str.lower().str.replace("-", "_") if "attention" in df.columns else "")
-    out["stack"] = text("stack")
-    if "attention" in df.columns:
-        bad = ~out["attention"].isin(["", *ATTENTION_MODES])
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ProfileError(f"{path}: column 'attention' has {out['attention'].iloc[row]!r} (row {row + 2}); "
-                               f"expected one of {', '.join(ATTENTION_MODES)}")
     out["gmem"] = _numeric(df, path, "gmem") if "gmem" in df.columns else np.nan
     out["gpu"] = df["gpu"].astype(str) if "gpu" in df.columns else "unknown"
     out["onnx"] = df["onnx"].fillna("").astype(str) if "onnx" in df.columns else ""

@@ -120,7 +120,8 @@ def memory_terms(features: Mapping[str, float], meta: JobMeta = JobMeta()) -> tu
         p = float(features["param_bytes"]) / MIB
         saved = float(features["saved_bytes_amp" if meta.amp else "saved_bytes"]) / MIB
         if meta.attention != "eager":
-            saved -= float(features["saved_attn_bytes_amp" if meta.amp else "saved_attn_bytes"]) / MIB
+            # graphs analysed before attention was tagged have no such key: nothing to take off
+            saved -= float(features.get("saved_attn_bytes_amp" if meta.amp else "saved_attn_bytes", 0.0)) / MIB
             saved += float(features.get("saved_attn_rows_bytes", 0.0)) / MIB
         tmp = float(features["max_tensor_bytes"]) / MIB
     except KeyError as exc:
