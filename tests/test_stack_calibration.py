@@ -181,3 +181,32 @@ def test_live_core_feeds_observed_peaks_to_the_calibration() -> None:
     p2 = PodFacts("u2", "default", "u2", 1, created=1.0, annotations=dict(ann, **{"dlsched.io/batch-size": "32"}))
     core.filter(p2, ["n1"])
     assert core.jobs["u2"].pred_gpu_mem_mib > 5000.0   # the stack's offset, learnt from u1
+
+
+def test_calibrate_cli_keys_by_stack_and_rejects_bad_attention(tmp_path) -> None:
+    import onnx
+    from typer.testing import CliRunner
+
+    from dlsched.cli.main import app
+    from dlsched.predictors.resources.bundle import Predictor
+    from test_graph_saved import mlp
+
+    model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0)
+    Predictor(util_model=None, util_features=(), mem_model=model).save(tmp_path / "p")
+    onnx.save(mlp(), tmp_path / "mlp.onnx")
+    obs = tmp_path / "obs.csv"
+    lines = ["model,onnx,batchsize,mem_mib,gpu,stack,attention"]
+    lines += [f",{tmp_path / 'mlp.onnx'},{b},{2500 + b},A100,cu121,fused" for b in (8, 16, 32, 64, 128, 256)]
+    lines += [f",{tmp_path / 'mlp.onnx'},{b},{1200 + b},A100,cu118-eager," for b in (8, 16)]
+    obs.write_text("\n".join(lines) + "\n")
+    res = CliRunner().invoke(app, ["predictor", "calibrate", str(obs), "--predictor", str(tmp_path / "p"),
+                                   "--out", str(tmp_path / "cal")])
+    assert res.exit_code == 0, res.output
+    assert "A100 / stack cu121: 6 observed jobs" in res.output and "A100 / stack cu118-eager: 2 observed" in res.output
+    aff = Predictor.load(tmp_path / "cal").mem_affine
+    assert set(aff) == {"a100|cu121", "a100|cu118-eager"}
+    # the cu121 jobs sit ~1,300 MiB above the cu118 ones: each key learnt its own offset
+    assert aff["a100|cu121"][0] > aff["a100|cu118-eager"][0] + 500
+    obs.write_text(f"model,onnx,batchsize,mem_mib,attention\n,{tmp_path / 'mlp.onnx'},8,100,flash9\n")
+    res = CliRunner().invoke(app, ["predictor", "calibrate", str(obs), "--out", str(tmp_path / "c2")])
+    assert res.exit_code == 2 and "column 'attention' has 'flash9' (row 2)" in res.output

@@ -109,8 +109,9 @@ def predict(
                                                   "copy of the gradients)"),
     stack: str = typer.Option("unknown", "--stack",
                               help="software stack, for the memory held before the first tensor: lazy (PyTorch >= "
-                                   "1.13 with CUDA >= 11.7), eager, gpumemnet-a100 (the fit's own), or unknown "
-                                   "(default: lazy, band widened to every known stack)"),
+                                   "1.13 with CUDA >= 11.7), eager, gpumemnet-a100 (the fit's own), unknown "
+                                   "(default: lazy, band widened to every known stack), or a cluster's own label "
+                                   "(predicted as unknown, plus its calibration from `predictor calibrate`)"),
     predictor_dir: Path | None = typer.Option(None, "--predictor",
                                               help="a predictor saved by `dlsched predictor train` (default: shipped)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -138,10 +139,6 @@ def predict(
         raise typer.Exit(2)
     meta = JobMeta(optimizer, amp, attention=attention, optimizer_impl=optimizer_impl, ddp=ddp)
     from dlsched.predictors.resources.context import KNOWN_STACKS
-
-    if stack.strip().lower() not in KNOWN_STACKS:
-        typer.echo(f"error: --stack {stack!r}: expected one of {', '.join(KNOWN_STACKS)}", err=True)
-        raise typer.Exit(2)
     if batch > MAX_BATCH:
         typer.echo(f"error: --batch {batch}: beyond any GPU (at most {MAX_BATCH:,} samples per step are accepted)",
                    err=True)
@@ -182,6 +179,10 @@ def predict(
     if mem is None:
         est = horus_memory_mib(feats)
         mem = {"mean": est, "lo": est / FALLBACK_BAND, "hi": est * FALLBACK_BAND, "source": "horus_eq2"}
+    if stack.strip().lower() not in KNOWN_STACKS and mem.get("source") == "predictor":
+        has_cal = f"{gpu.strip().lower()}|{stack.strip().lower()}" in getattr(pred, "mem_affine", {})
+        notes.append(f"stack {stack!r}: no documented context (known: {', '.join(KNOWN_STACKS)}); predicted as "
+                     f"unknown{', then its calibration from observed peaks' if has_cal else ''}")
     if (fit := gpu_memory.fit_note(mem["mean"], gpu)) is not None:
         notes.append(fit)
     elif gpu_memory.memory_gib(gpu) is None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from dlsched.predictors.resources import persist
 from dlsched.predictors.resources.calibration import GpuCalibration
-from dlsched.predictors.resources.context import DEFAULT_STACK, context_range, stack_context
+from dlsched.predictors.resources.context import DEFAULT_STACK, KNOWN_STACKS, context_range, stack_context
 from dlsched.predictors.resources.features import mem_inputs, vectorize
 from dlsched.predictors.resources.regressors import Regressor
 from dlsched.predictors.resources.stack_calibration import cluster_key
@@ -93,7 +93,8 @@ class Predictor:
         default Adam, fused attention, and AMP from ``features["amp"]``) and the software
         ``stack`` (:mod:`.context`: its CUDA context, workspaces and allocator floor replace the
         fitted intercept; ``None``/"unknown": today's lazily loading stack, with the band
-        widened to every known stack's context); older graph estimators ignore both.
+        widened to every known stack's context; a label of the cluster's own, e.g. ``cu121``, is
+        predicted as unknown until calibration learns it); older graph estimators ignore both.
         ``family`` (e.g. ``timm_family(name)``) picks a per-family calibration on ``gpu`` when
         there is one, else the GPU type's; a ``gpu|stack`` intercept + factor learnt from
         observed peaks (:attr:`mem_affine`) is applied last."""
@@ -107,6 +108,8 @@ class Predictor:
             ctx, rng = None, None
             if stack or self.mem_model.stack_:   # a model that says nothing of its stack keeps its intercept
                 label = (stack or DEFAULT_STACK).strip().lower()
+                if label not in KNOWN_STACKS:   # a cluster's own label: its context is learnt by calibration
+                    label = DEFAULT_STACK
                 if label == (self.mem_model.stack_ or "").lower():
                     ctx = fitted
                 else:
