@@ -21,8 +21,8 @@ from pathlib import Path
 
 from dlsched.predictors.resources import graph_memory_eval as gme
 from dlsched.predictors.resources import profiles
-from dlsched.predictors.resources.context import FIT_STACK, stack_context
 from dlsched.predictors.resources.build_default import TRAINING_MEMORY_FILE, build
+from dlsched.predictors.resources.context import FIT_STACK, stack_context
 
 ATTRIBUTION = ("Fitted on peak memory measured by GPUMemNet (Yousefzadeh-Asl-Miandoab et al., ITU RAD lab, "
                "github.com/itu-rad/GPUMemNet, Related_works/FakeTensor/fake_tensor.xlsx; no license, cited "

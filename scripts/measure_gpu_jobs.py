@@ -161,7 +161,7 @@ class _Nvml:
             pynvml.nvmlInit()
             self.nv = pynvml
             idx = int(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or 0)
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(idx if idx >= 0 else 0)
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(max(idx, 0))
             self.ok = True
         except Exception:  # noqa: BLE001 - no NVML bindings: nvidia-smi below
             self.ok = False
@@ -179,7 +179,7 @@ class _Nvml:
                            capture_output=True, text=True, timeout=5, check=False).stdout.split("\n")[0].split(",")
         return float(q[0]), float(q[1])
 
-    def __enter__(self) -> _Nvml:
+    def __enter__(self) -> _Nvml:  # noqa: PYI034 - a private helper, never subclassed
         self.samples = []
         if not self.cuda:
             return self
@@ -189,7 +189,7 @@ class _Nvml:
             while not self._stop.is_set():
                 try:
                     self.samples.append(self._read())
-                except Exception:  # noqa: BLE001 - a failed read loses one sample
+                except Exception:  # noqa: BLE001, S110 - a failed read loses one sample, nothing else
                     pass
                 time.sleep(0.05)
         self._thread = threading.Thread(target=loop, daemon=True)
@@ -287,7 +287,7 @@ def _run_child(mode: str, spec: dict[str, Any], timeout: float) -> Any:
         env.setdefault("OMP_NUM_THREADS", "1")
     proc = subprocess.run([sys.executable, __file__, "--child", mode, json.dumps(spec)], capture_output=True,
                           text=True, timeout=timeout, env=env, check=False)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{") or ln.startswith("[")]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(("{", "["))]
     if proc.returncode != 0 or not lines:
         raise RuntimeError((proc.stderr.strip().splitlines() or ["child failed"])[-1][:300])
     return json.loads(lines[-1])

@@ -26,11 +26,13 @@ def test_dry_run_writes_jobs_pairs_and_the_stack(tmp_path: Path) -> None:
                            "--models", "neumf,lstm_lm", "--pairs", "1"],
                           capture_output=True, text=True, env=env, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    jobs = list(csv.DictReader(open(tmp_path / "m" / "jobs.csv")))
+    with open(tmp_path / "m" / "jobs.csv") as fh:
+        jobs = list(csv.DictReader(fh))
     assert [(r["label"], r["batch"]) for r in jobs] == [("neumf", "1"), ("neumf", "2"), ("lstm_lm", "1"),
                                                        ("lstm_lm", "2")]
     assert all(r["error"] == "" and float(r["step_s"]) > 0 and r["device"] == "cpu" for r in jobs)
-    pairs = list(csv.DictReader(open(tmp_path / "m" / "pairs.csv")))
+    with open(tmp_path / "m" / "pairs.csv") as fh:
+        pairs = list(csv.DictReader(fh))
     assert len(pairs) == 1 and pairs[0]["a"] == "lstm_lm" and pairs[0]["b"] == "neumf"
     assert pairs[0]["error"] == "" and 0 < float(pairs[0]["speed_a"]) < 3
     stack = json.loads((tmp_path / "m" / "stack.json").read_text())

@@ -42,8 +42,8 @@ def test_evaluation_set_names_the_feature_source(tmp_path: Path) -> None:
     ev = evaluation_set({"timm": {"rows": 1217, "exported": 253, "features_from": "shipped timm_graph_features.csv.gz",
                                   "not_exported": 725}}, csv, tmp_path)
     assert ev["targets_on"] == "timm"
-    assert ev["scored"] == ["timm: 1217 rows of 253 architectures (graph features from shipped "
-                            "timm_graph_features.csv.gz)"]
+    assert ev["scored"] == [("timm: 1217 rows of 253 architectures (graph features from shipped "
+                             "timm_graph_features.csv.gz)")]
     assert ev["missing"] == ["725 TIMM architectures have no graph features (not exported)"]
     ev = evaluation_set({"timm": {"rows": 0}}, csv, tmp_path / "onnx")
     assert ev["targets_on"] is None and "no TIMM graph features" in ev["missing"][0]

@@ -185,11 +185,11 @@ def test_live_core_feeds_observed_peaks_to_the_calibration() -> None:
 
 def test_calibrate_cli_keys_by_stack_and_rejects_bad_attention(tmp_path) -> None:
     import onnx
+    from test_graph_saved import mlp
     from typer.testing import CliRunner
 
     from dlsched.cli.main import app
     from dlsched.predictors.resources.bundle import Predictor
-    from test_graph_saved import mlp
 
     model = TrainingMemoryModel.from_constants(1000.0, 1.0, 1.0, 1.0, 0.0)
     Predictor(util_model=None, util_features=(), mem_model=model).save(tmp_path / "p")
