@@ -47,3 +47,23 @@ def test_evaluation_set_names_the_feature_source(tmp_path: Path) -> None:
     assert ev["missing"] == ["725 TIMM architectures have no graph features (not exported)"]
     ev = evaluation_set({"timm": {"rows": 0}}, csv, tmp_path / "onnx")
     assert ev["targets_on"] is None and "no TIMM graph features" in ev["missing"][0]
+
+
+def test_timm_rows_come_from_the_shipped_feature_table_without_exports(tmp_path: Path) -> None:
+    """A fresh clone has no exported TIMM graphs: the shipped table of graph features gives the
+    same rows (measurements still from the TIMM csv), and the source is named."""
+    from dlsched.predictors.resources import graph_memory_eval as gme
+
+    csv = tmp_path / "timm.csv"
+    csv.write_text("Filename,Batch Size,Max GPU Memory (MiB),GB after Forward,GB after Backward,Last Numeric Value\n"
+                   "resnet18_1.out,8,2000,100,200,300\nresnet18_2.out,16,2500,100,200,400\n"
+                   "vit_tiny_1.out,8,3000,100,200,500\n")
+    feats = {("resnet18", 8): 1.0, ("resnet18", 16): 2.0}
+    table = {k: {c: v * MIB for c in gme.FEATURE_COLUMNS} for k, v in feats.items()}
+    shipped = gme.write_feature_table(table, tmp_path / "features.csv.gz")
+    rows, info = gme.timm_rows(csv, tmp_path / "no-onnx", shipped=shipped)
+    assert list(rows["model"]) == ["resnet18", "resnet18"] and list(rows["batch"]) == [8, 16]
+    assert info["features_from_shipped"] == 1 and info["not_exported"] == 1 and info["features_from_onnx"] == 0
+    assert info["features_from"] == "shipped features.csv.gz"
+    # state = P (2 + 1) with SGD momentum (timm's default), fused attention: saved - attn + rows
+    assert rows["state_mib"].tolist() == [3.0, 6.0]

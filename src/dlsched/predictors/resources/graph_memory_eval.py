@@ -81,7 +81,7 @@ def timm_features(models: list[str], batches: dict[str, list[int]], onnx_dir: Pa
 def write_feature_table(feats: dict[tuple[str, int], dict[str, float]], path: Path = SHIPPED_TIMM_FEATURES) -> Path:
     """Ship the graph features (not the measurements) so a fresh clone scores the same rows."""
     rows = [{"model": m, "batch": b, **f} for (m, b), f in sorted(feats.items())]
-    pd.DataFrame(rows).to_csv(path, index=False, float_format="%.6g")
+    pd.DataFrame(rows).to_csv(path, index=False, float_format="%.12g")
     return path
 
 
