@@ -196,15 +196,21 @@ def test_predict_cli_stack_option(tmp_path) -> None:
     from typer.testing import CliRunner
 
     from dlsched.cli.main import app
+    from dlsched.predictors.resources.bundle import Predictor
     from dlsched.predictors.resources.context import stack_context
-    from dlsched.predictors.resources.default import load_default
 
+    model = TrainingMemoryModel.from_constants(1800.0, 1.0, 1.0, 1.0, 1.0, safety=1.1)
+    model.stack_ = "gpumemnet-a100"   # like the shipped constants: fitted on GPUMemNet's stack
+    Predictor(util_model=None, util_features=(), mem_model=model).save(tmp_path / "p")
     path = tmp_path / "bert_attn.onnx"
     onnx.save(bert_base_shaped(), path)
-    base = ["predict", str(path), "--batch", "2", "--seq", "64", "--gpu", "A100-40GB", "--json"]
+    base = ["predict", str(path), "--batch", "2", "--seq", "64", "--gpu", "A100-40GB", "--json",
+            "--predictor", str(tmp_path / "p")]
     got = {st: json.loads(CliRunner().invoke(app, [*base, "--stack", st]).output)["gpu_mem_mib"]
-           for st in ("lazy", "eager", "unknown")}
-    safety = load_default().mem_model.constants()["safety"]
+           for st in ("lazy", "eager", "unknown", "gpumemnet-a100")}
+    safety = 1.1
+    assert got["gpumemnet-a100"]["mean"] - got["lazy"]["mean"] == pytest.approx(
+        safety * (1800.0 - stack_context("lazy", "A100").total_mib))
     diff = stack_context("eager", "A100").total_mib - stack_context("lazy", "A100").total_mib
     assert got["eager"]["mean"] - got["lazy"]["mean"] == pytest.approx(safety * diff)
     assert got["unknown"]["mean"] == pytest.approx(got["lazy"]["mean"]) and got["unknown"]["hi"] > got["eager"]["hi"]

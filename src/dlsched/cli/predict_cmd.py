@@ -169,8 +169,8 @@ def predict(
             notes.append(note)
         params = inspect.signature(pred.predict_mem_mib).parameters
         kw: dict[str, Any] = {"meta": meta} if "meta" in params else {}
-        if "stack" in params:
-            kw["stack"] = stack
+        if "stack" in params:   # "unknown": a predictor fitted on its cluster's own stack keeps its intercept
+            kw["stack"] = None if stack.strip().lower() == "unknown" else stack
         mem = _ask(pred.predict_mem_mib, feats, gpu, "memory", notes, **kw)
     else:
         notes.append(why or "no predictor")

@@ -155,7 +155,7 @@ def evaluate(rows: pd.DataFrame) -> dict[str, Any]:
     ulo, uhi = np.full(len(y), np.nan), np.full(len(y), np.nan)
     for f in np.unique(folds):
         te = folds == f
-        m = TrainingMemoryModel().fit(X[~te], y[~te], w[~te])
+        m = TrainingMemoryModel().fit(X[~te], y[~te], w[~te], groups=rows["family"].to_numpy()[~te])
         pred[te], lo[te], hi[te] = m.predict_band(X[te])
         # the same rows as if the stack were not known: today's default context, band over all stacks
         _, ulo[te], uhi[te] = m.predict_band(X[te], stack_context(DEFAULT_STACK, "A100").total_mib,
@@ -250,7 +250,7 @@ def family_weights(rows: pd.DataFrame) -> np.ndarray:
 def fit(rows: pd.DataFrame) -> TrainingMemoryModel:
     """The model fitted on all ``rows`` (what ships), families weighted equally."""
     return TrainingMemoryModel().fit(rows[list(TRAIN_COLUMNS)].to_numpy(float), rows["mem_mib"].to_numpy(float),
-                                     family_weights(rows))
+                                     family_weights(rows), groups=rows["family"].to_numpy())
 
 
 __all__ = ["DEFAULT_TIMM_ONNX", "TIMM_META", "calibration_demo", "evaluate", "family_calibration_demo",

@@ -13,17 +13,18 @@
 * ``saved_conv``: the part of it kept by convolutions and batch norms, weighed apart because
   cuDNN holds per-sample workspace beside them (``saved`` is the rest).
 * ``largest_tensor``: the transient of one backward step (an input gradient beside its output).
-* ``context``: the CUDA context, cuDNN/cuBLAS workspaces and what the caching allocator holds back
-  (it rounds to 512 B blocks in 2 MiB segments; ``s_act`` > 1 is that rounding and fragmentation).
+* ``context``: the stack's CUDA context, cuBLAS workspaces, allocator floor and library modules
+  (:mod:`.context`); the fitted intercept is the context of the fit's own stack, and a prediction
+  for another stack replaces it.
 
-The five constants are fitted on measured peaks with a relative-error (soft-L1) loss and
-non-negative bounds; ``safety`` then lifts the fit so that at most 5 % of the training rows are
-under-predicted by more than 10 % -- the share the issue allows, the same rule as
-:func:`calibration_factor` (an under-estimate OOM-kills a job; an over-estimate wastes memory). The
-measured/predicted ratios have a heavy upper tail (a few families far above the formula), so a
-stricter in-sample share costs a lot: on 253 TIMM architectures out of fold, 3 % gives MAPE 22.6 %
-with 3.3 % under-predicted, 5 % gives 13.1 % with 4.8 %. ``band`` is the 5th/95th percentile of measured / predicted on the fit rows: on
-unseen families (out of fold) that holds ~80 % of the measurements.
+The five constants are fitted on measured peaks with a relative-error (soft-L1) loss, non-negative
+bounds and (for the shipped fit) every family weighted equally; ``safety`` then lifts the fit so
+that at most 5 % of the rows are under-predicted by more than 10 % -- the share the issue allows
+(an under-estimate OOM-kills a job; an over-estimate wastes memory). Given the rows' families,
+the lift and the ``band`` (5th/95th percentile of measured / predicted) come from an inner
+5-fold split by family, i.e. from families each inner fit has not seen, because that is what
+they must hold for; the measured/predicted ratios have a heavy upper tail (a few architectures
+far above the formula), so an in-sample lift under-covers new families.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ MIB = 2.0**20
 OPTIMIZER_STATES = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2}
 DEFAULT_OPTIMIZER = "adam"
 TRAIN_COLUMNS = ("state_mib", "saved_mib", "saved_conv_mib", "max_tensor_mib")
+#: inner folds (by family) that set the safety lift and band on unseen families
+INNER_FOLDS = 5
 #: the largest batch worth asking about; beyond it no GPU holds even the inputs
 MAX_BATCH = 1 << 20
 
@@ -151,29 +154,47 @@ class TrainingMemoryModel(Regressor):
         self.under_tol = under_tol
         self.seed = seed
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> TrainingMemoryModel:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, groups: Any = None) -> TrainingMemoryModel:
         """Fit the constants; ``sample_weight`` (e.g. 1 / rows of the row's family) keeps a few
-        large families from deciding the intercept and slopes for everyone."""
-        from scipy.optimize import least_squares
-
+        large families from deciding the intercept and slopes for everyone. With ``groups``
+        (families) the safety lift and the band come from measured / predicted of each group
+        predicted by a fit without it (5 inner folds), i.e. from how the model does on families
+        it has not seen, which is what they are for; without, from the fit rows themselves."""
         X = _as_2d(X)
         y = np.asarray(y, float)
-        A = np.c_[np.ones(len(X)), X]
         w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
-        w = np.sqrt(w / w.mean())
+        coef = self._solve(X, y, w)
+        self.coef_ = [float(v) for v in coef]
+        if groups is not None and len(set(groups)) >= INNER_FOLDS:
+            from dlsched.predictors.ml.folds import stable_fold
 
-        def resid(theta: np.ndarray) -> np.ndarray:
-            return w * ((A @ theta) / y - 1.0)
-
-        res = least_squares(resid, x0=np.array([1000.0, 1.0, 1.0, 1.0, 1.0]), loss="soft_l1", f_scale=0.1,
-                            bounds=([0.0, 0.5, 0.5, 0.5, 0.0], [8192.0, 4.0, 4.0, 4.0, 8.0]))
-        self.coef_ = [float(v) for v in res.x]
-        ratio = y / (A @ res.x)
+            inner = np.array([stable_fold(f"inner:{g}", INNER_FOLDS) for g in groups])
+            ratio = np.empty(len(y))
+            for f in np.unique(inner):
+                te = inner == f
+                ratio[te] = y[te] / (np.c_[np.ones(te.sum()), X[te]] @ self._solve(X[~te], y[~te], w[~te]))
+        else:
+            ratio = y / (np.c_[np.ones(len(X)), X] @ coef)
         # lift so that <= under_share of the rows are under-predicted by more than under_tol
         self.safety_ = float(max(1.0, np.quantile(ratio, 1.0 - self.under_share) / (1.0 + self.under_tol)))
         r = ratio / self.safety_
         self.band_ = [float(np.quantile(r, 0.05)), float(np.quantile(r, 0.95))]
         return self
+
+    @staticmethod
+    def _solve(X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Soft-L1 fit of the five constants on relative errors, non-negative bounds."""
+        from scipy.optimize import least_squares
+
+        A = np.c_[np.ones(len(X)), X]
+        sw = np.sqrt(w / w.mean())
+
+        def resid(theta: np.ndarray) -> np.ndarray:
+            return sw * ((A @ theta) / y - 1.0)
+
+        res = least_squares(resid, x0=np.array([1000.0, 1.0, 1.0, 1.0, 1.0]), loss="soft_l1", f_scale=0.1,
+                            bounds=([0.0, 0.5, 0.5, 0.5, 0.0], [8192.0, 4.0, 4.0, 4.0, 8.0]))
+        return res.x
 
     @classmethod
     def from_constants(cls, context_mib: float, state: float, act: float, conv: float, tmp: float,
