@@ -17,8 +17,8 @@ slope. So, per key, ``calibrated = a + k * raw`` with:
 The guard: a job signature (model, batch, sequence, optimizer, precision, attention) that has
 been observed is never predicted below the largest peak seen for it on that key.
 
-Errors are kept prequentially (each observation scored with the calibration as it stood before
-that observation arrived), so "after" is what the cluster would really have got.
+Errors are kept prequentially: "after" scores the calibrated prediction each job was given when
+it was submitted (before its own peak was known), so it is what the cluster really got.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class StackCalibration:
     def __init__(self) -> None:
         self.fits: dict[str, _Fit] = {}
         self.peaks: dict[tuple[str, str], float] = {}       # (key, signature) -> largest peak seen
-        self.pending: dict[str, tuple[float, str, str]] = {}  # job -> (raw, key, signature)
+        self.pending: dict[str, tuple[float, str, str, float]] = {}  # job -> (raw, key, signature, given)
         self.counted: dict[str, int] = {}                     # job -> index of its row in its fit
 
     def apply(self, raw_mib: float, gpu: str = "", stack: str = "", signature: str = "") -> float:
@@ -96,15 +96,16 @@ class StackCalibration:
         """Remember a job's uncalibrated prediction; returns the calibrated one."""
         if not math.isfinite(raw_mib) or raw_mib <= 0:
             return raw_mib
-        self.pending[job_id] = (float(raw_mib), cluster_key(gpu, stack), signature)
-        return self.apply(raw_mib, gpu, stack, signature)
+        given = self.apply(raw_mib, gpu, stack, signature)
+        self.pending[job_id] = (float(raw_mib), cluster_key(gpu, stack), signature, given)
+        return given
 
     def observe(self, job_id: str, peak_mib: float) -> bool:
         """An observed peak of a recorded job: scored, then added to its key's fit. False when the
         job was never recorded (no prediction to compare) or the reading is not a positive figure."""
         if job_id not in self.pending or not math.isfinite(peak_mib) or peak_mib <= 0:
             return False
-        raw, key, sig = self.pending[job_id]
+        raw, key, sig, given = self.pending[job_id]
         fit = self.fits.setdefault(key, _Fit())
         if sig:
             self.peaks[(key, sig)] = max(self.peaks.get((key, sig), 0.0), float(peak_mib))
@@ -114,10 +115,10 @@ class StackCalibration:
                 return True
             fit.seen[i] = float(peak_mib)
             fit.err_before[i] = abs(raw - peak_mib) / peak_mib
+            fit.err_after[i] = abs(given - peak_mib) / peak_mib
         else:
-            before = fit.apply(raw)
             fit.err_before.append(abs(raw - peak_mib) / peak_mib)
-            fit.err_after.append(abs(before - peak_mib) / peak_mib)
+            fit.err_after.append(abs(given - peak_mib) / peak_mib)   # what the job was really given
             fit.raw.append(raw)
             fit.seen.append(float(peak_mib))
             self.counted[job_id] = len(fit.raw) - 1
