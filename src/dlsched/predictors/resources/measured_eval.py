@@ -83,7 +83,8 @@ def measured_check(predictor: Any = None, resolve: Any = None, base: Path = MEAS
     """Every committed run scored, or a plain statement that there is none."""
     found = runs(base)
     if not found:
-        return {"runs": [], "missing": f"no measurements committed under {base} (scripts/measure_gpu_jobs.py on a "
+        where = "src/dlsched/predictors/resources/data/measured/" if base == MEASURED_DIR else str(base)
+        return {"runs": [], "missing": f"no measurements committed under {where} (scripts/measure_gpu_jobs.py on a "
                                        "GPU writes them; it has not met a GPU yet)"}
     if predictor is None:
         from dlsched.predictors.resources.default import load_default
