@@ -169,8 +169,9 @@ def predict(
             notes.append(note)
         params = inspect.signature(pred.predict_mem_mib).parameters
         kw: dict[str, Any] = {"meta": meta} if "meta" in params else {}
-        if "stack" in params:   # "unknown": a predictor fitted on its cluster's own stack keeps its intercept
-            kw["stack"] = None if stack.strip().lower() == "unknown" else stack
+        if "stack" in params:   # "unknown" on a predictor that names no fit stack: its own intercept
+            own = getattr(getattr(pred, "mem_model", None), "stack_", "")
+            kw["stack"] = None if stack.strip().lower() == "unknown" and not own else stack
         mem = _ask(pred.predict_mem_mib, feats, gpu, "memory", notes, **kw)
     else:
         notes.append(why or "no predictor")

@@ -92,9 +92,11 @@ class Predictor:
         A training-memory model (:mod:`.train_memory`) uses ``meta`` (optimizer, AMP, attention;
         default Adam, fused attention, and AMP from ``features["amp"]``) and the software
         ``stack`` (:mod:`.context`: its CUDA context, workspaces and allocator floor replace the
-        fitted intercept; ``None``/"unknown": today's lazily loading stack, with the band
-        widened to every known stack's context; a label of the cluster's own, e.g. ``cu121``, is
-        predicted as unknown until calibration learns it); older graph estimators ignore both.
+        fitted intercept; "unknown": today's lazily loading stack, with the band widened to every
+        known stack's context; a label of the cluster's own, e.g. ``cu121``, is predicted as
+        unknown until calibration learns it; ``None``: the stack the constants were fitted on, as
+        the simulator's profiled workloads were measured on such stacks); older graph estimators
+        ignore both.
         ``family`` (e.g. ``timm_family(name)``) picks a per-family calibration on ``gpu`` when
         there is one, else the GPU type's; a ``gpu|stack`` intercept + factor learnt from
         observed peaks (:attr:`mem_affine`) is applied last."""
@@ -106,8 +108,8 @@ class Predictor:
             meta = meta or JobMeta(amp=bool(features.get("amp", 0)))
             fitted = float(self.mem_model.coef_[0])
             ctx, rng = None, None
-            if stack or self.mem_model.stack_:   # a model that says nothing of its stack keeps its intercept
-                label = (stack or DEFAULT_STACK).strip().lower()
+            if stack:   # None: the fit's own stack (its intercept); "unknown" and others: their context
+                label = stack.strip().lower()
                 if label not in KNOWN_STACKS:   # a cluster's own label: its context is learnt by calibration
                     label = DEFAULT_STACK
                 if label == (self.mem_model.stack_ or "").lower():
