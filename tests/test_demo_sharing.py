@@ -15,6 +15,7 @@ def test_demo_sharing_section_numbers():
     # the README's table (mean of seeds 0-2; the built-in truth of issue 23: pairs capped at time
     # slicing, true memory = estimate x a seeded measured error)
     assert rows["FIFO, no sharing"]["makespan"] == pytest.approx(1971, abs=1)
+    # (and issue 24's memory model: fused attention by default, refitted constants, foreach Adam's step)
     assert rows["Horus"]["makespan"] == pytest.approx(1638, abs=1)
     assert rows["Co-scheML"]["makespan"] == pytest.approx(1456, abs=1)  # its default forest, built-in table
     assert rows["OBP"]["makespan"] == pytest.approx(1629, abs=1)

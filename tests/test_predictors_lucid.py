@@ -42,6 +42,16 @@ def test_hook_with_zoo_and_default() -> None:
             Job("d", "vc", 1, 0.0, 1.0, onnx_ref="/nonexistent/model.onnx", batch_size=8)]
     assert fill_job_predictions(jobs, pred, graph_resolver) == 2
     assert 0 < jobs[0].pred_gpu_util <= 100
-    # tiny model: the fitted CUDA context dominates (Lucid measured 2,050 MiB for NeuMF)
+    # tiny model: the context dominates; no stack named: the fit stack's (GPUMemNet's), near
+    # Lucid's measurement (2,050 MiB)
     assert 1500 <= jobs[1].pred_gpu_mem_mib < 2200
+    # stack unknown: today's lazily loading context for the reserve, and a band up to the fit
+    # stack's, which holds Lucid's measurement
+    from dlsched.predictors.resources.graph_source import graph_features
+
+    m, lo, hi = pred.predict_mem_mib(graph_features("NeuMF", 128), "unknown", stack="unknown")
+    assert 500 <= m < 800 and lo <= 2050 <= hi
+    lazy = Job("e", "vc", 1, 0.0, 1.0, model_name="NeuMF", batch_size=128, stack="lazy")
+    fill_job_predictions([lazy], pred, graph_resolver)
+    assert lazy.pred_gpu_mem_mib == pytest.approx(m)
     assert math.isnan(jobs[2].pred_gpu_util) and math.isnan(jobs[3].pred_gpu_mem_mib)

@@ -41,6 +41,7 @@ NODES = {
     "g24-0": (4, {"dlsched.io/gpu-memory-mib": "24576"}, 24 * 1024),   # default type (V100), 24 GiB
 }
 BATCHES = (32, 64, 128)
+STACK = "gpumemnet-a100"
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,8 @@ def cluster(shared, tmp_path_factory):
 
 
 def _annotations(model: str, batch: int) -> dict[str, str]:
-    return {"dlsched.io/model": model, "dlsched.io/batch-size": str(batch)}
+    # the stack of the shipped constants: the batch sizes below were chosen for its context
+    return {"dlsched.io/model": model, "dlsched.io/batch-size": str(batch), "dlsched.io/stack": STACK}
 
 
 def _predicted(kinds) -> dict[tuple[str, int], tuple[float, float]]:
@@ -64,7 +66,7 @@ def _predicted(kinds) -> dict[tuple[str, int], tuple[float, float]]:
     predict = resource_predictor("V100")
     out = {}
     for model, batch in kinds:
-        job = Job("x", "default", 1, 0.0, float("nan"), model_name=model, batch_size=batch)
+        job = Job("x", "default", 1, 0.0, float("nan"), model_name=model, batch_size=batch, stack=STACK)
         predict(job)
         out[model, batch] = (job.pred_gpu_util, job.pred_gpu_mem_mib)
     return out

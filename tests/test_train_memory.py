@@ -29,16 +29,43 @@ def test_memory_terms_by_optimizer_and_precision() -> None:
          "saved_conv_bytes": 100 * MIB, "saved_conv_bytes_amp": 50 * MIB}
     # weights + grads (2P) + state: SGD none, momentum one buffer, Adam two moments
     # (state, saved not by convs, saved by convs/BN, largest tensor)
-    assert memory_terms(f, JobMeta("sgd")) == (200.0, 200.0, 100.0, 10.0)
-    assert memory_terms(f, JobMeta("sgd_momentum")) == (300.0, 200.0, 100.0, 10.0)
-    assert memory_terms(f, JobMeta("adamw")) == (400.0, 200.0, 100.0, 10.0)
+    eager = {"attention": "eager"}
+    assert memory_terms(f, JobMeta("sgd", **eager)) == (200.0, 200.0, 100.0, 10.0)
+    assert memory_terms(f, JobMeta("sgd_momentum", **eager)) == (300.0, 200.0, 100.0, 10.0)
+    assert memory_terms(f, JobMeta("adamw", **eager)) == (400.0, 200.0, 100.0, 10.0)
     # AMP: fp32 masters plus the fp16 weight copies (P/2); the AMP activations; half the transient
-    assert memory_terms(f, JobMeta("adam", amp=True)) == (450.0, 110.0, 50.0, 5.0)
-    # a fused attention kernel keeps none of the attention probabilities
+    assert memory_terms(f, JobMeta("adam", amp=True, **eager)) == (450.0, 110.0, 50.0, 5.0)
+    # a fused attention kernel keeps none of the attention probabilities (now the default; the
+    # old boolean spelling still works)
+    assert memory_terms(f, JobMeta("sgd")) == (200.0, 110.0, 100.0, 10.0)
     assert memory_terms(f, JobMeta("sgd", fused_attention=True)) == (200.0, 110.0, 100.0, 10.0)
     assert memory_terms(f, JobMeta("sgd", amp=True, fused_attention=True)) == (250.0, 40.0, 50.0, 5.0)
+    assert JobMeta(fused_attention=False).attention == "eager" and JobMeta().attention == "fused"
+    # ... but one fp32 log-sum-exp per attention row
+    rows = dict(f, saved_attn_rows_bytes=2 * MIB)
+    assert memory_terms(rows, JobMeta("sgd", attention="memory-efficient")) == (200.0, 112.0, 100.0, 10.0)
+    assert memory_terms(rows, JobMeta("sgd", attention="eager")) == (200.0, 200.0, 100.0, 10.0)
+    with pytest.raises(ValueError, match="unknown attention mode"):
+        JobMeta(attention="flash3")
     with pytest.raises(ValueError, match="unknown optimizer"):
         JobMeta("lion")
+
+
+def test_optimizer_step_temporaries_and_ddp_buckets() -> None:
+    """foreach Adam allocates sqrt(exp_avg_sq) for all parameters at once after backward freed
+    the activations: it raises the peak by what it exceeds them by. Fused/for-loop Adam and SGD
+    do not. DDP's buckets hold one more gradient copy."""
+    big = {"param_bytes": 1000 * MIB, "saved_bytes": 300 * MIB, "saved_bytes_amp": 150 * MIB,
+           "max_tensor_bytes": 10 * MIB, "saved_attn_bytes": 0.0, "saved_attn_bytes_amp": 0.0}
+    assert memory_terms(big, JobMeta("adam"))[0] == 4000.0 + (1000.0 - 300.0)
+    assert memory_terms(big, JobMeta("adamw", optimizer_impl="fused"))[0] == 4000.0
+    assert memory_terms(big, JobMeta("adam", optimizer_impl="for_loop"))[0] == 4000.0
+    assert memory_terms(big, JobMeta("sgd_momentum"))[0] == 3000.0
+    assert memory_terms(big, JobMeta("sgd_momentum", ddp=True))[0] == 4000.0
+    small = dict(big, param_bytes=100 * MIB)  # activations > temporaries: no effect
+    assert memory_terms(small, JobMeta("adam"))[0] == 400.0
+    with pytest.raises(ValueError, match="optimizer implementation"):
+        JobMeta(optimizer_impl="apex")
 
 
 def test_fit_recovers_constants_and_keeps_under_predictions_rare() -> None:
@@ -63,7 +90,7 @@ def test_predictor_round_trip_with_job_meta(tmp_path: Path) -> None:
     f = analyze(mlp()).features(64)
     p = f["param_bytes"] / MIB
     sgd = pred.predict_mem_mib(f, meta=JobMeta("sgd"))
-    adam = pred.predict_mem_mib(f, meta=JobMeta("adam"))
+    adam = pred.predict_mem_mib(f, meta=JobMeta("adam", optimizer_impl="fused"))
     assert sgd[0] == pytest.approx(1000 + 2 * p + f["saved_bytes"] / MIB)
     assert adam[0] - sgd[0] == pytest.approx(2 * p)
     assert sgd[1] == pytest.approx(0.9 * sgd[0]) and sgd[2] == pytest.approx(1.1 * sgd[0])
@@ -138,7 +165,9 @@ def test_simulator_hook_uses_a_saved_predictor_and_job_metadata(tmp_path: Path,
     f = analyze(mlp()).features(64)
     p = f["param_bytes"] / MIB
     assert jobs[0].pred_gpu_mem_mib == pytest.approx(1000 + 2 * p + f["saved_bytes"] / MIB)
-    assert jobs[1].pred_gpu_mem_mib - jobs[0].pred_gpu_mem_mib == pytest.approx(2 * p)  # Adam's two moments
+    # Adam's two moments, and foreach Adam's sqrt(v) temporary beyond the (freed) activations
+    extra = 2 * p + max(0.0, p - f["saved_bytes"] / MIB)
+    assert jobs[1].pred_gpu_mem_mib - jobs[0].pred_gpu_mem_mib == pytest.approx(extra)
     err = capsys.readouterr().err
     assert "predicted GPU utilisation and memory for 3 of 3 jobs" in err
     assert "1 jobs are predicted not to fit one A100-40GB" in err and "needs ~75 GiB" in err
@@ -172,14 +201,19 @@ def test_predictor_calibrate_cli(tmp_path: Path) -> None:
     Predictor(util_model=None, util_features=(), mem_model=model).save(tmp_path / "p")
     onnx.save(mlp(), tmp_path / "mlp.onnx")
     f = analyze(mlp()).features(64)
-    raw = 1000 + 4 * f["param_bytes"] / MIB + f["saved_bytes"] / MIB  # Adam: weights, grads, 2 moments
+    p, sv = f["param_bytes"] / MIB, f["saved_bytes"] / MIB
+    raw = 1000 + 4 * p + sv + max(0.0, p - sv)  # Adam: weights, grads, 2 moments, foreach sqrt(v)
     obs = tmp_path / "obs.csv"
     obs.write_text(f"model,onnx,batchsize,mem_mib,gpu\n,{tmp_path / 'mlp.onnx'},64,{1.5 * raw},T4\n")
     res = CliRunner().invoke(main_app, ["predictor", "calibrate", str(obs), "--predictor", str(tmp_path / "p"),
                                         "--out", str(tmp_path / "cal")])
     assert res.exit_code == 0, res.output
-    assert "T4: 1 observed jobs; memory x1.500" in res.output
-    assert Predictor.load(tmp_path / "cal").mem_calibration == {"t4": pytest.approx(1.5)}
+    # one job: the stack's offset as an intercept (factor 1), the error before is 1/3
+    assert "T4 / stack unknown: 1 observed jobs; intercept +" in res.output and "factor x1.000" in res.output
+    assert "error 33.3 % before" in res.output
+    cal = Predictor.load(tmp_path / "cal")
+    assert cal.mem_affine["t4|unknown"] == (pytest.approx(0.5 * raw), 1.0)
+    assert cal.predict_mem_mib(f, "T4")[0] == pytest.approx(1.5 * raw)
     obs.write_text("model,batchsize,mem_mib,optimizer\nx,8,100,lion\n")
     res = CliRunner().invoke(main_app, ["predictor", "calibrate", str(obs), "--out", str(tmp_path / "c2")])
     assert res.exit_code == 2 and "column 'optimizer' has 'lion' (row 2)" in res.output

@@ -76,6 +76,16 @@ def _human(x: float, unit: str) -> str:
     return f"{x:.0f} {unit}"
 
 
+def _saved_bytes(feats: dict[str, float], meta: Any) -> float:
+    """Bytes autograd keeps under the job's precision and attention mode (as the memory model
+    counts them)."""
+    amp = "_amp" if meta.amp else ""
+    saved = feats["saved_bytes" + amp]
+    if meta.attention != "eager":
+        saved += feats.get("saved_attn_rows_bytes", 0.0) - feats.get("saved_attn_bytes" + amp, 0.0)
+    return saved
+
+
 def predict(
     model: Annotated[Path, typer.Argument(help="ONNX model file, or a zoo model name (e.g. resnet50, built and "
                                                 "cached on first use; needs the 'export' extra)")],
@@ -85,6 +95,23 @@ def predict(
     optimizer: str = typer.Option("adam", "--optimizer",
                                   help="sgd, sgd_momentum, adam or adamw (optimizer state in memory)"),
     amp: bool = typer.Option(False, "--amp", help="mixed-precision training (torch.autocast)"),
+    attention: str = typer.Option("fused", "--attention",
+                                  help="attention implementation of transformer graphs: fused (default: "
+                                       "scaled_dot_product_attention / FlashAttention, what PyTorch >= 2.0, "
+                                       "transformers >= 4.36 and timm >= 0.9 run; keeps no seq x seq matrix, "
+                                       "one fp32 statistic per row), memory_efficient (SDPA's memory-efficient "
+                                       "kernel: the same memory) or eager (softmax(q k^T) v by hand: keeps the "
+                                       "probabilities, their dropout mask and the dropped copy)"),
+    optimizer_impl: str = typer.Option("foreach", "--optimizer-impl",
+                                       help="foreach (PyTorch 2.x default on CUDA: Adam's step allocates one "
+                                            "parameter-sized temporary), fused or for_loop"),
+    ddp: bool = typer.Option(False, "--ddp", help="DistributedDataParallel (its gradient buckets: one more "
+                                                  "copy of the gradients)"),
+    stack: str = typer.Option("unknown", "--stack",
+                              help="software stack, for the memory held before the first tensor: lazy (PyTorch >= "
+                                   "1.13 with CUDA >= 11.7), eager, gpumemnet-a100 (the fit's own), unknown "
+                                   "(default: lazy, band widened to every known stack), or a cluster's own label "
+                                   "(predicted as unknown, plus its calibration from `predictor calibrate`)"),
     predictor_dir: Path | None = typer.Option(None, "--predictor",
                                               help="a predictor saved by `dlsched predictor train` (default: shipped)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -92,11 +119,26 @@ def predict(
     """Predict GPU utilisation and peak memory of training MODEL at a batch size."""
     from dlsched.graph import GraphError, analyze, horus_memory_mib
     from dlsched.predictors.resources import gpu_memory
-    from dlsched.predictors.resources.train_memory import MAX_BATCH, OPTIMIZER_STATES, JobMeta
+    from dlsched.predictors.resources.train_memory import (
+        ATTENTION_MODES,
+        MAX_BATCH,
+        OPTIMIZER_IMPLS,
+        OPTIMIZER_STATES,
+        JobMeta,
+    )
 
     if optimizer not in OPTIMIZER_STATES:
         typer.echo(f"error: --optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZER_STATES)}", err=True)
         raise typer.Exit(2)
+    if attention.replace("-", "_").lower() not in ATTENTION_MODES:
+        typer.echo(f"error: --attention {attention!r}: expected one of {', '.join(ATTENTION_MODES)}", err=True)
+        raise typer.Exit(2)
+    if optimizer_impl not in OPTIMIZER_IMPLS:
+        typer.echo(f"error: --optimizer-impl {optimizer_impl!r}: expected one of {', '.join(OPTIMIZER_IMPLS)}",
+                   err=True)
+        raise typer.Exit(2)
+    meta = JobMeta(optimizer, amp, attention=attention, optimizer_impl=optimizer_impl, ddp=ddp)
+    from dlsched.predictors.resources.context import KNOWN_STACKS
     if batch > MAX_BATCH:
         typer.echo(f"error: --batch {batch}: beyond any GPU (at most {MAX_BATCH:,} samples per step are accepted)",
                    err=True)
@@ -110,7 +152,7 @@ def predict(
         raise typer.Exit(2) from None
     feats["amp"] = float(amp)
     big, big_gib = gpu_memory.largest()
-    act_mib = feats["saved_bytes_amp" if amp else "saved_bytes"] / 2**20
+    act_mib = _saved_bytes(feats, meta) / 2**20
     if batch > 1 and act_mib > big_gib * 1024:
         typer.echo(f"error: --batch {batch}: the activations alone need ~{act_mib / 1024:,.0f} GiB, more than any "
                    f"GPU holds (largest known: {big}, {big_gib:.0f} GiB); lower --batch", err=True)
@@ -125,9 +167,12 @@ def predict(
         explain = getattr(pred, "gpu_note", None)  # optional: only data-sheet predictors have it
         if util is not None and explain is not None and (note := explain(gpu)):
             notes.append(note)
-        takes_meta = "meta" in inspect.signature(pred.predict_mem_mib).parameters
-        mem = _ask(pred.predict_mem_mib, feats, gpu, "memory", notes,
-                   **({"meta": JobMeta(optimizer, amp)} if takes_meta else {}))
+        params = inspect.signature(pred.predict_mem_mib).parameters
+        kw: dict[str, Any] = {"meta": meta} if "meta" in params else {}
+        if "stack" in params:   # "unknown" on a predictor that names no fit stack: its own intercept
+            own = getattr(getattr(pred, "mem_model", None), "stack_", "")
+            kw["stack"] = None if stack.strip().lower() == "unknown" and not own else stack
+        mem = _ask(pred.predict_mem_mib, feats, gpu, "memory", notes, **kw)
     else:
         notes.append(why or "no predictor")
     if util is None:
@@ -135,6 +180,10 @@ def predict(
     if mem is None:
         est = horus_memory_mib(feats)
         mem = {"mean": est, "lo": est / FALLBACK_BAND, "hi": est * FALLBACK_BAND, "source": "horus_eq2"}
+    if stack.strip().lower() not in KNOWN_STACKS and mem.get("source") == "predictor":
+        has_cal = f"{gpu.strip().lower()}|{stack.strip().lower()}" in getattr(pred, "mem_affine", {})
+        notes.append(f"stack {stack!r}: no documented context (known: {', '.join(KNOWN_STACKS)}); predicted as "
+                     f"unknown{', then its calibration from observed peaks' if has_cal else ''}")
     if (fit := gpu_memory.fit_note(mem["mean"], gpu)) is not None:
         notes.append(fit)
     elif gpu_memory.memory_gib(gpu) is None:
@@ -151,9 +200,15 @@ def predict(
         "params": int(feats["params"]),
         "param_bytes": int(feats["param_bytes"]),
         "peak_activation_bytes": feats["peak_activation_bytes"],
-        "saved_activation_bytes": feats["saved_bytes_amp" if amp else "saved_bytes"],
+        "saved_activation_bytes": _saved_bytes(feats, meta),
+        "attention_bytes_eager": feats["saved_attn_bytes_amp" if amp else "saved_attn_bytes"],
         "optimizer": optimizer,
+        "optimizer_impl": meta.optimizer_impl,
         "amp": amp,
+        "attention": meta.attention,
+        "attention_layers": int(feats.get("attn_layers", 0)),
+        "ddp": ddp,
+        "stack": stack,
         "gpu_util": util,
         "gpu_mem_mib": mem,
         "unknown_ops": analysis.unknown_ops,
@@ -171,8 +226,11 @@ def predict(
         f"parameters     {feats['params'] / 1e6:.2f} M ({feats['param_bytes'] / 2**20:.1f} MiB)",
         f"peak activ.    {feats['peak_activation_bytes'] / 2**20:.1f} MiB (forward liveness)",
         (f"kept for bwd   {out['saved_activation_bytes'] / 2**20:.1f} MiB (activations autograd saves"
-         f"{', AMP' if amp else ''}); optimizer {optimizer}"),
+         f"{', AMP' if amp else ''}); optimizer {optimizer} ({meta.optimizer_impl})"),
     ]
+    if out["attention_layers"]:
+        lines.append(f"attention      {meta.attention}, {out['attention_layers']} layers (eager would keep "
+                     f"{out['attention_bytes_eager'] / 2**30:.2f} GiB of seq x seq tensors)")
     if util is not None:
         lines.append(f"GPU util       {util['mean']:.1f} % [{util['lo']:.1f} - {util['hi']:.1f}] on {gpu}")
     else:

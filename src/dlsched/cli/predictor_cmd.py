@@ -115,6 +115,14 @@ def _render(report: dict[str, Any]) -> None:
         if isinstance(tgt, dict) and "met" in tgt:
             bound = f"<= {tgt['max']}" if "max" in tgt else f">= {tgt['min']}"
             con.print(f"target {name}: {_fmt(tgt['value'])} (target {bound}) {'met' if tgt['met'] else 'NOT met'}")
+    measured = report.get("measured_jobs", {})
+    if "missing" in measured:
+        con.print(f"[yellow]held-out GPU measurements:[/] {measured['missing']}")
+    for run in measured.get("runs", []):
+        mem = run.get("memory")
+        con.print(f"held-out run {run['run']} ({run.get('gpu', '?')}, stack {run.get('stack', '?')}): "
+                  + (f"{run['rows']} jobs, memory MAPE {mem['mape']:.1f} %, under-predicted >10 % {mem['under10']:.1f} %, "
+                     f"band coverage {mem['band_coverage']:.2f}" if mem else run.get("skipped", "nothing scored")))
     for note in report.get("notes", []):
         con.print(f"[yellow]note:[/] {note}")
 
@@ -135,6 +143,16 @@ def _render_training_memory(con: Any, res: dict[str, Any]) -> None:
             t.add_row(f"{est} ({src})", str(r["rows"]), _fmt(r["mape"], None, 1), _fmt(r["under10"], None, 1),
                       _fmt(r.get("band_coverage"), None, 2))
     con.print(t)
+    ev = res.get("evaluation_set", {})
+    for line in ev.get("scored", []):
+        con.print(f"scored: {line}")
+    for line in ev.get("missing", []):
+        con.print(f"[yellow]missing:[/] {line}")
+    if "not_scored" in res.get("targets", {}):
+        con.print(f"[yellow]targets not scored:[/] {res['targets']['not_scored']}")
+    if "band_coverage_stack_unknown" in res:
+        con.print(f"band coverage where the stack is unknown (every known stack's context): "
+                  f"{res['band_coverage_stack_unknown']:.2f}")
     demo = res.get("calibration_demo_family", {})
     if "before" in demo:
         con.print(f"calibration, family {demo['family']} ({demo['models']} models, fitted without it): "
@@ -181,30 +199,48 @@ def evaluate(
 @sub.command()
 def calibrate(
     observations: Annotated[Path, typer.Argument(
-        help="CSV of observed jobs: model (or onnx), batchsize, mem_mib; optional gpu, optimizer, amp")],
+        help="CSV of observed jobs in the order they ran: model (or onnx), batchsize, mem_mib; optional gpu, "
+             "stack, optimizer, amp, seq, attention")],
     out: Annotated[Path, typer.Option("--out", help="directory to write the calibrated predictor into")],
     predictor_dir: Annotated[Path | None, typer.Option(
         "--predictor", help="predictor to start from (default: the shipped one)")] = None,
     gpu: Annotated[str, typer.Option(help="GPU type of rows without a gpu column")] = "unknown",
+    stack: Annotated[str, typer.Option(help="stack label of rows without a stack column")] = "",
 ) -> None:
-    """Correct a predictor's memory per GPU type from observed peaks, and save it under --out."""
+    """Learn an intercept and a factor per (GPU type, stack) from observed peaks, as the live
+    service does (dlsched.predictors.resources.stack_calibration), and save the predictor under --out."""
     from dlsched.predictors.resources.bundle import Predictor
     from dlsched.predictors.resources.default import DEFAULT_DIR
-    from dlsched.predictors.resources.graph_source import graph_features
+    from dlsched.predictors.resources.graph_source import graph_features, seq_features
     from dlsched.predictors.resources.profiles import load_memory_observations
+    from dlsched.predictors.resources.stack_calibration import StackCalibration, job_signature
     from dlsched.predictors.resources.train_memory import JobMeta
 
     try:
         pred = Predictor.load(predictor_dir or DEFAULT_DIR)
         obs = load_memory_observations(observations)
         obs["gpu"] = obs["gpu"].where(obs["gpu"] != "", gpu)
-        for g, rows in obs.groupby("gpu"):
-            feats = [graph_features(r.model, int(r.batch), r.onnx) for r in rows.itertuples(index=False)]
-            metas = [JobMeta(r.optimizer, bool(r.amp)) for r in rows.itertuples(index=False)]
-            before = [pred.predict_mem_mib(f, str(g), meta=m)[0] for f, m in zip(feats, metas)]
-            pred.calibrate_memory(feats, rows["mem_mib"].to_numpy(float), str(g), metas)
-            typer.echo(f"{g}: {len(rows)} observed jobs; memory x{pred.mem_calibration[str(g).lower()]:.3f} "
-                       f"(median predicted/measured was {np.median(np.array(before) / rows['mem_mib']):.2f})")
+        obs["stack"] = obs["stack"].where(obs["stack"] != "", stack) if len(obs["stack"]) else stack
+        cal = StackCalibration()
+        for (g, st), rows in obs.groupby(["gpu", "stack"], sort=True):
+            raw, sigs = [], []
+            for r in rows.itertuples(index=False):
+                f = (seq_features(r.model, int(r.batch), int(r.seq), r.onnx) if int(r.seq)
+                     else graph_features(r.model, int(r.batch), r.onnx))
+                meta = JobMeta(r.optimizer, bool(r.amp), attention=r.attention)
+                p = pred.predict_mem_mib(f, str(g), meta=meta, stack=str(st) or None)
+                if p is None:
+                    raise ValueError("this predictor has no memory model to calibrate")
+                raw.append(p[0])
+                sigs.append(job_signature(r.onnx or r.model, int(r.batch), int(r.seq), r.optimizer, bool(r.amp),
+                                          meta.attention))
+            res = cal.fit_offline(raw, rows["mem_mib"].to_numpy(float), str(g), str(st), sigs)
+            typer.echo(f"{g} / stack {st or 'unknown'}: {res['jobs']} observed jobs; intercept "
+                       f"{res['intercept_mib']:+,.0f} MiB, factor x{res['factor']:.3f}; error "
+                       f"{res['mape_before']:.1f} % before -> {res['mape_after']:.1f} % after (each job "
+                       f"predicted before it was learnt; median predicted/measured was "
+                       f"{np.median(np.array(raw) / rows['mem_mib']):.2f})")
+        pred.mem_affine.update({k: (v[0], v[1]) for k, v in cal.to_json().items()})
         path = pred.save(out)
     except USER_ERRORS as exc:
         _fail(exc)

@@ -6,7 +6,9 @@ A job carries three kinds of fields:
   ``vc``, ``gpus``, ``cpus``, ``submit_time``, ``model_name``, ``batch_size``, ``onnx_ref``,
   ``min_utility``, ``pred_duration``, ``pred_gpu_util``, ``pred_gpu_mem_mib``, ``priority``, and the
   training metadata the resource predictors use: ``optimizer`` ("" = the predictor's default,
-  Adam), ``amp`` (mixed precision, default off) and ``seq_len`` (0 = the model's own default).
+  Adam), ``amp`` (mixed precision, default off), ``seq_len`` (0 = the model's own default),
+  ``attention`` ("" = fused; eager / fused / memory_efficient) and ``stack`` (software-stack
+  label for the memory context, "" = unknown).
   ``prior_gpu_util`` / ``prior_gpu_mem_mib`` keep the predictions an observation replaced at
   ``observed_at`` (-1: not yet; :mod:`dlsched.sim.observe`).
 * **ground truth** (the engine and the ground-truth models read it; a policy only through an
@@ -72,6 +74,7 @@ class Job:
         "index", "job_id", "user", "name", "vc", "gpus", "cpus", "submit_time",
         "model_name", "batch_size", "onnx_ref", "min_utility",
         "pred_duration", "pred_gpu_util", "pred_gpu_mem_mib", "priority", "optimizer", "amp", "seq_len",
+        "attention", "stack",
         # ground truth (guarded public names below)
         "_duration", "_remaining", "_start_remaining", "_gpu_util", "_gpu_mem_mib", "_status",
         # runtime state (owned by the kernel)
@@ -104,6 +107,8 @@ class Job:
         optimizer: str = "",
         amp: bool = False,
         seq_len: int = 0,
+        attention: str = "",
+        stack: str = "",
     ) -> None:
         self.index = index
         self.job_id = job_id
@@ -124,6 +129,8 @@ class Job:
         self.optimizer = optimizer
         self.amp = amp
         self.seq_len = seq_len
+        self.attention = attention
+        self.stack = stack
         self.pred_duration = _NAN
         self.pred_gpu_util = _NAN
         self.pred_gpu_mem_mib = _NAN

@@ -19,7 +19,7 @@ from dlsched.graph.flops import TRAIN_STEP_FACTOR, node_flops
 from dlsched.graph.loader import ModelSource, default_opset, load_model
 from dlsched.graph.poly import B_POINTS, MONOS_B, MONOS_BS, S_POINTS, Monomial, fit, monomial_vector
 from dlsched.graph.prepare import NodeRec, Prepared, prepare, symbol_roles
-from dlsched.graph.saved import saved_tensors
+from dlsched.graph.saved import attention_softmaxes, saved_tensors
 from dlsched.graph.shapes import PassState, run_pass
 
 FLOAT_TYPES = frozenset([onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
@@ -76,6 +76,10 @@ class GraphAnalysis:
     saved_conv_amp_coef: np.ndarray | None = None
     #: bytes of the largest single activation tensor: the transient a backward step adds on top
     max_tensor_coef: np.ndarray | None = None
+    #: bytes of the per-row statistics (fp32 log-sum-exp) a fused attention kernel keeps instead
+    #: of the attention matrices, and how many attention calls the graph has
+    attn_rows_coef: np.ndarray | None = None
+    attn_layers: int = 0
     #: parameters stored as ConstantOfShape outputs (already included in ``params``)
     const_params: int = 0
 
@@ -177,6 +181,9 @@ class GraphAnalysis:
         has_attn = self.saved_attn_coef is not None
         out["saved_attn_bytes"] = self.saved_bytes(batch, seq, attn_only=True) if has_attn else 0.0
         out["saved_attn_bytes_amp"] = self.saved_bytes(batch, seq, amp=True, attn_only=True) if has_attn else 0.0
+        out["saved_attn_rows_bytes"] = (max(0.0, float(self.attn_rows_coef @ m))
+                                        if self.attn_rows_coef is not None else 0.0)
+        out["attn_layers"] = float(self.attn_layers)
         has_conv = self.saved_conv_coef is not None
         out["saved_conv_bytes"] = self.saved_bytes(batch, seq, conv_only=True) if has_conv else 0.0
         out["saved_conv_bytes_amp"] = self.saved_bytes(batch, seq, amp=True, conv_only=True) if has_conv else 0.0
@@ -348,6 +355,7 @@ def analyze(
         raise GraphError(f"{label}: unsupported op(s) {dict(unknown)}; first at {first.where()}")
 
     tensors, t_start, t_end = _tensors(prep)
+    softmaxes = attention_softmaxes(prep)
     in_names = [s.name for s in prep.inputs]
     out_set = set(prep.outputs)
     n_nodes = len(prep.nodes)
@@ -372,12 +380,15 @@ def analyze(
             raise GraphError(f"{label}: analysis failed ({type(exc).__name__}: {exc})") from exc
         sizes = np.array([math.prod(st.shapes[t]) * itemsize(st.dtypes[t]) for t in tensors], dtype=np.float64)
         in_elems = float(sum(math.prod(st.shapes[t]) for t in in_names))
-        rows.append(np.concatenate([flops_row, sizes, [in_elems], bytes_row]))
+        # a fused attention kernel's log-sum-exp: one fp32 per row of each attention matrix
+        lse = float(sum(math.prod(st.shapes[t][:-1]) * 4 for t in softmaxes if st.shapes.get(t)))
+        rows.append(np.concatenate([flops_row, sizes, [in_elems], bytes_row, [lse]]))
     coef = fit(monos, points, np.stack(rows))  # (M, K)
     kernels = np.array([_launches_kernel(n, st) for n in prep.nodes], dtype=bool)  # batch-independent
     node_coef = coef[:, :n_nodes].T.copy()
     size_coef = coef[:, n_nodes:n_nodes + len(tensors)].T
-    node_bytes_coef = coef[:, n_nodes + len(tensors) + 1:].T.copy()
+    node_bytes_coef = coef[:, n_nodes + len(tensors) + 1:-1].T.copy()
+    lse_coef = coef[:, -1].copy()
     in_elems_coef = coef[:, n_nodes + len(tensors)].copy()
 
     flops_coef = {c: np.zeros(len(monos)) for c in ops.CATEGORIES}
@@ -446,5 +457,7 @@ def analyze(
         saved_conv_coef=c32 @ size_coef if len(tensors) else np.zeros(len(monos)),
         saved_conv_amp_coef=camp @ size_coef if len(tensors) else np.zeros(len(monos)),
         max_tensor_coef=size_coef[big].copy() if len(tensors) else np.zeros(len(monos)),
+        attn_rows_coef=lse_coef,
+        attn_layers=len(softmaxes),
         const_params=int(const_params),
     )

@@ -118,7 +118,11 @@ HF_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
                                  "intermediate_size": 512}),
     "gpt2": ("GPT2Config", {}),
     "gpt2-medium": ("GPT2Config", {"n_embd": 1024, "n_layer": 24, "n_head": 16}),
+    "gpt2-large": ("GPT2Config", {"n_embd": 1280, "n_layer": 36, "n_head": 20}),
     "gpt2-tiny": ("GPT2Config", {"n_embd": 128, "n_layer": 2, "n_head": 2}),
+    "vit-b-16": ("ViTConfig", {}),   # ViTConfig defaults: ViT-B/16, 224x224, 12 layers, 768 wide
+    "vit-tiny": ("ViTConfig", {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                               "intermediate_size": 128, "image_size": 32, "patch_size": 8}),
 }
 
 
@@ -183,3 +187,29 @@ def export_hf_config(config_or_name: Any, seq_len: int, *, head: str = "base", b
     wrapped = _hf_wrapper(model, {"base": "hidden", "qa": "qa", "lm": "logits_lm"}[head])
     ids = torch.ones(batch, seq_len, dtype=torch.long)
     return export_torch_module(wrapped, (ids,), input_names=["input_ids"], seq_axes=[1], default_seq=seq_len)
+
+
+def export_hf_vision(config_or_name: Any, *, batch: int = 2) -> bytes:
+    """A transformers image classifier (ViT) from a config with random weights, exported with
+    eager attention (MatMul/Softmax; the attention mode is applied when memory is estimated) and
+    1000 classes unless the config says otherwise."""
+    torch = _torch()
+    import transformers
+
+    cfg = hf_config(config_or_name)
+    cfg._attn_implementation = "eager"
+    if getattr(cfg, "num_labels", 2) == 2:
+        cfg.num_labels = 1000
+    torch.manual_seed(0)
+    model = transformers.ViTForImageClassification(cfg)
+
+    class _Wrap(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, pixel_values: Any) -> Any:
+            return self.model(pixel_values=pixel_values).logits
+
+    x = torch.randn(batch, cfg.num_channels, cfg.image_size, cfg.image_size)
+    return export_torch_module(_Wrap(), (x,), input_names=["pixel_values"])

@@ -46,6 +46,8 @@ TRAINING_MEMORY_FEATURES: tuple[str, ...] = (
     "saved_attn_bytes_amp",         # the same under AMP
     "saved_conv_bytes",             # the part of saved_bytes kept by Conv/ConvTranspose/BatchNorm
     "saved_conv_bytes_amp",         # the same under AMP
+    "saved_attn_rows_bytes",        # what a fused attention kernel keeps instead: fp32 log-sum-exp per row
+    "attn_layers",                  # attention calls (Softmax between q·kᵀ and ·v) in the graph
 )
 FEATURE_NAMES: tuple[str, ...] = (BASE_FEATURES + FLOP_FEATURES + OP_FEATURES + ROOFLINE_GRAPH_FEATURES
                                   + TRAINING_MEMORY_FEATURES)

@@ -7,6 +7,7 @@ tensors some backward formula needs are still alive (PyTorch's ``derivatives.yam
 * Relu/Sigmoid/Tanh/Softmax/Exp/Sqrt/Reciprocal keep their output; Gelu/Erf/Silu/Clip/Log/Pow/
   HardSwish/LeakyRelu/Elu/Softplus/Mish keep their input;
 * Mul/Div keep the operands the gradient needs (nothing when the other side is a constant);
+  Where (``masked_fill``) keeps only its condition;
 * Add/Sub/Concat/Split/Reshape/Transpose/pooling by average/Cast/Pad/Resize keep nothing;
 * Dropout keeps a one-byte mask per element; MaxPool its input and int64 indices;
 * BatchNorm/LayerNorm/GroupNorm/InstanceNorm keep their input (the per-row statistics are small);
@@ -33,7 +34,7 @@ KEEP_INPUTS = frozenset(["MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "M
                          "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "PRelu", "Abs", "Sin",
                          "Cos", "Neg", "BatchNormalization", "LayerNormalization", "GroupNormalization",
                          "InstanceNormalization", "LpNormalization", "ReduceL2", "ReduceMax", "ReduceMin",
-                         "LRN", "Atan", "ThresholdedRelu", "Where"])
+                         "LRN", "Atan", "ThresholdedRelu"])
 KEEP_OUTPUT = frozenset(["Relu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Exp", "Sqrt", "Reciprocal"])
 KEEP_NOTHING = frozenset([
     "Add", "Sub", "Concat", "Split", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze",
@@ -130,13 +131,15 @@ def saved_tensors(prep: Prepared, dtypes: dict[str, int]) -> dict[tuple[str, str
                     keep(n.inputs[1], n)
                     keep(n.outputs[0], n)
         elif n.op == "Dropout":
-            if len(n.outputs) > 1 and n.outputs[1]:
-                keep(n.outputs[1], n)       # the bool mask output: one byte per element
+            in_attn = bool(acts) and _root(acts[0], alias) in attn_probs
+            if len(n.outputs) > 1 and n.outputs[1]:  # the bool mask output: one byte per element
+                keep(n.outputs[1], n, "attn_mask" if in_attn else "t")
             elif acts:
                 root = _root(acts[0], alias)
-                saved.setdefault((root, "attn_mask" if root in attn_probs else "mask"), (0.25, 0.25))
-                if root in attn_probs and n.outputs:
-                    attn_probs.add(n.outputs[0])  # the dropped probabilities the next MatMul keeps
+                saved.setdefault((root, "attn_mask" if in_attn else "mask"), (0.25, 0.25))
+        elif n.op == "Where":  # masked_fill / where: the gradient needs only the condition
+            if n.inputs and n.inputs[0] not in prep.static:
+                keep(n.inputs[0], n)
         elif n.op in ("MaxPool", "GlobalMaxPool"):
             for i in acts[:1]:
                 keep(i, n)
@@ -190,13 +193,18 @@ def _fused_activations(prep: Prepared, producer: dict[str, NodeRec],
 
 
 _SCORE_OPS = frozenset(["Div", "Mul", "Add", "Sub", "Where", "Cast", "Reshape"])
+#: ops between the softmax and the ·v MatMul that pass the probabilities on: GPT-2 and T5 cast
+#: the softmax output back to the activation dtype (Cast), then apply dropout
+_PROB_OPS = frozenset(["Cast", "Dropout"])
 
 
 def _attention_probs(prep: Prepared, producer: dict[str, NodeRec],
                      consumers: dict[str, list[NodeRec]]) -> set[str]:
-    """Outputs of Softmax nodes that sit between two activation-activation MatMuls (scores =
-    q·kᵀ, then probabilities · v): the s×s matrices a fused attention kernel (PyTorch's
-    ``scaled_dot_product_attention``) never keeps."""
+    """Every s×s tensor of an attention pattern that a fused kernel (PyTorch's
+    ``scaled_dot_product_attention``: FlashAttention or the memory-efficient kernel) never keeps:
+    the Softmax output between two activation-activation MatMuls (scores = q·kᵀ, then
+    probabilities · v), and what carries it to the second MatMul (a Cast, the dropped copy of a
+    Dropout). Dropout masks of these tensors are tagged where the Dropout node is visited."""
     def act_matmul(node: NodeRec | None) -> bool:
         return (node is not None and node.op == "MatMul"
                 and all(i and i not in prep.static for i in node.inputs[:2]))
@@ -205,17 +213,47 @@ def _attention_probs(prep: Prepared, producer: dict[str, NodeRec],
     for n in prep.nodes:
         if n.op != "Softmax" or not n.outputs:
             continue
-        src, hops = producer.get(n.inputs[0]), 0
-        while src is not None and src.op in _SCORE_OPS and hops < 4:
-            src = next((producer[i] for i in src.inputs if i in producer and i not in prep.static), None)
-            hops += 1
-        if not act_matmul(src):
+        # back through scaling, masking (Where: the scores are not its first input), bias, casts
+        frontier, scores = [producer.get(n.inputs[0])], False
+        for _ in range(5):
+            if any(act_matmul(x) for x in frontier):
+                scores = True
+                break
+            frontier = [producer[i] for x in frontier if x is not None and x.op in _SCORE_OPS
+                        for i in x.inputs if i in producer and i not in prep.static]
+            if not frontier:
+                break
+        if not scores:
             continue
-        nxt = consumers.get(n.outputs[0], [])
-        nxt = [c for c in nxt for c in ([c] if c.op != "Dropout" else consumers.get(c.outputs[0], []))]
-        if any(act_matmul(c) for c in nxt):
-            probs.add(n.outputs[0])
+        chain, frontier, found = [n.outputs[0]], [n.outputs[0]], False
+        for _ in range(4):  # Softmax -> [Cast] -> [Dropout] -> MatMul
+            nxt: list[str] = []
+            for t in frontier:
+                for c in consumers.get(t, []):
+                    if act_matmul(c):
+                        found = True
+                    elif c.op in _PROB_OPS and c.outputs and c.outputs[0]:
+                        nxt.append(c.outputs[0])
+            chain += nxt
+            frontier = nxt
+            if not frontier:
+                break
+        if found:
+            probs.update(chain)
     return probs
 
 
-__all__ = ["AMP_FP32", "KEEP_INPUTS", "KEEP_NOTHING", "KEEP_OUTPUT", "saved_tensors"]
+def attention_softmaxes(prep: Prepared) -> list[str]:
+    """Outputs of the attention Softmax nodes (one per attention call): a fused kernel keeps one
+    fp32 statistic (the log-sum-exp) per row of each of them instead of the s×s matrix."""
+    producer = {o: n for n in prep.nodes for o in n.outputs if o}
+    consumers: dict[str, list[NodeRec]] = {}
+    for n in prep.nodes:
+        for i in n.inputs:
+            if i:
+                consumers.setdefault(i, []).append(n)
+    probs = _attention_probs(prep, producer, consumers)
+    return [n.outputs[0] for n in prep.nodes if n.op == "Softmax" and n.outputs and n.outputs[0] in probs]
+
+
+__all__ = ["AMP_FP32", "KEEP_INPUTS", "KEEP_NOTHING", "KEEP_OUTPUT", "attention_softmaxes", "saved_tensors"]

@@ -39,6 +39,7 @@ from dlsched.service.pods import (
     PodFacts,
     VcMapping,
     parse_gpu_list,
+    training_annotations,
 )
 from dlsched.service.store import DoubleAssignment, Store
 
@@ -304,6 +305,9 @@ class SchedulerCore:
                   user=str(ann.get(USER_ANNOTATION) or pod.namespace), name=pod.name,
                   model_name="" if model.endswith(".onnx") else model,
                   onnx_ref=model if model.endswith(".onnx") else "", batch_size=max(batch, 0))
+        meta, bad = training_annotations(ann)
+        job.attention, job.stack = meta["attention"], meta["stack"]
+        self.counters.update(["bad attention annotations"] * len(bad))
         if self.predict is not None and model:
             self.predict(job)
             if job.pred_gpu_mem_mib != job.pred_gpu_mem_mib:
@@ -794,6 +798,8 @@ class SchedulerCore:
                 return "unknown"
             now = self.now()
             self.observed[uid] = (util, mem_mib, now)
+            if (cal := getattr(self.predict, "calibration", None)) is not None:
+                cal.observe(uid, mem_mib)   # the cluster's memory calibration learns from every peak
             self._record("observe", uid=uid, gpu_util=util, gpu_mem_mib=mem_mib)
             over = self._over_memory(job, mem_mib)
             if over:

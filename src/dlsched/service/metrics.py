@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from dlsched.predictors.resources.stack_calibration import memory_calibration_gauge
 from dlsched.service.metrics_data import gpu_levels, predicted_vs_observed
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -63,12 +64,13 @@ class StateCollector(Collector):
                 errs = [r[key] for r in rows if not math.isnan(r[key])]
                 if errs:
                     error.add_metric([resource], sum(errs) / len(errs))
+            calib = memory_calibration_gauge(getattr(core.predict, "calibration", None))
             counts = core.store.decision_counts()
         decisions = CounterMetricFamily("dlsched_decisions", "Decisions in the durable log by kind",
                                         labels=["kind"])
         for kind, n in sorted(counts.items()):
             decisions.add_metric([kind], n)
-        yield from (queue, gpus, running, filters, util, mem, error, decisions)
+        yield from (queue, gpus, running, filters, util, mem, error, calib, decisions)
 
 
 class LeadershipCollector(Collector):

@@ -18,11 +18,23 @@ MODEL_ANNOTATION = "dlsched.io/model"        # ONNX reference or model name (for
 BATCH_ANNOTATION = "dlsched.io/batch-size"
 USER_ANNOTATION = "dlsched.io/user"
 GPU_TYPE_LABEL = "dlsched.io/gpu-type"
+ATTENTION_ANNOTATION = "dlsched.io/attention"  # eager | fused | memory_efficient (memory predictor)
+STACK_ANNOTATION = "dlsched.io/stack"          # software-stack label: memory context and calibration key
 # Node labels for GPU sharing: memory per GPU (MiB; else the GPU type's), and how many units of
 # nvidia.com/gpu one physical GPU is advertised as (a time-slicing device plugin's replicas).
 # dlsched's own labels win over those NVIDIA's GPU feature discovery writes.
 GPU_MEMORY_LABELS = ("dlsched.io/gpu-memory-mib", "nvidia.com/gpu.memory")
 GPU_REPLICAS_LABELS = ("dlsched.io/gpu-replicas", "nvidia.com/gpu.replicas")
+
+
+def training_annotations(ann: dict) -> tuple[dict[str, str], list[str]]:
+    """The memory predictor's job metadata from a pod's annotations: ``({"attention", "stack"},
+    [bad values])``; a bad attention mode is reported and left to the default (fused)."""
+    from dlsched.predictors.resources.train_memory import ATTENTION_MODES
+
+    att = str(ann.get(ATTENTION_ANNOTATION) or "").strip().lower().replace("-", "_")
+    bad = [] if att in ("", *ATTENTION_MODES) else [f"{ATTENTION_ANNOTATION}={att!r}"]
+    return {"attention": "" if bad else att, "stack": str(ann.get(STACK_ANNOTATION) or "").strip()[:63]}, bad
 
 
 class PodError(ValueError):

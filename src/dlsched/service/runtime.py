@@ -47,8 +47,14 @@ def resource_predictor(gpu: str, model_dir: Path | None = None) -> Callable:
             return None
         return graph_resolver(ref)
 
+    from dlsched.predictors.resources.stack_calibration import StackCalibration
+
+    calibration = StackCalibration()   # per (GPU type, stack): learnt from the agents' peaks
+
     def predict(job) -> None:
-        fill_job_predictions([job], predictor, resolve, gpu=gpu)
+        job.stack = job.stack or "unknown"   # a live cluster's stack is unknown unless its pods say
+        fill_job_predictions([job], predictor, resolve, gpu=gpu, calibration=calibration)
+    predict.calibration = calibration
     return predict
 
 

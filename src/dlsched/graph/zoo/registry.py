@@ -46,6 +46,10 @@ ZOO: dict[str, ZooEntry] = {
     "transformer": ZooEntry(f"{_Q}:build_transformer", ("src", "tgt"), (1, 1), 32, "Transformer base 6+6 layers, d 512, Multi30k"),
     "bert_base_squad": ZooEntry(f"{_H}:build_bert_base_squad", ("input_ids",), (1,), 384, "BERT-base QA head, seq 384"),
     "gpt2_small": ZooEntry(f"{_H}:build_gpt2_small", ("input_ids",), (1,), 512, "GPT-2 small (124M) LM head, seq 512"),
+    "bert_large": ZooEntry(f"{_H}:build_bert_large", ("input_ids",), (1,), 512, "BERT-large (335M) encoder, seq 512"),
+    "gpt2_medium": ZooEntry(f"{_H}:build_gpt2_medium", ("input_ids",), (1,), 1024, "GPT-2 medium (355M) LM head, seq 1024"),
+    "gpt2_large": ZooEntry(f"{_H}:build_gpt2_large", ("input_ids",), (1,), 1024, "GPT-2 large (774M) LM head, seq 1024"),
+    "vit_b_16": ZooEntry(f"{_H}:build_vit_b_16", ("pixel_values",), description="ViT-B/16 (86M), 224x224, 1000 classes"),
 }
 ZOO_NAMES: tuple[str, ...] = tuple(ZOO)
 

@@ -50,6 +50,7 @@ def shipped_memory_model() -> tuple[Regressor, str, tuple[float, float]]:
     band = (c["band_lo"], c["band_hi"])
     model = TrainingMemoryModel.from_constants(c["context_mib"], c["state_scale"], c["act_scale"], c["conv_scale"],
                                                c["tmp_scale"], c["safety"], band)
+    model.stack_ = str(d.get("assumptions", {}).get("stack", ""))
     return model, "Memory: training-memory model; constants " + d["attribution"], band
 
 

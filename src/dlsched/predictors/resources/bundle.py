@@ -13,8 +13,10 @@ import numpy as np
 
 from dlsched.predictors.resources import persist
 from dlsched.predictors.resources.calibration import GpuCalibration
+from dlsched.predictors.resources.context import DEFAULT_STACK, KNOWN_STACKS, context_range, stack_context
 from dlsched.predictors.resources.features import mem_inputs, vectorize
 from dlsched.predictors.resources.regressors import Regressor
+from dlsched.predictors.resources.stack_calibration import cluster_key
 from dlsched.predictors.resources.train_memory import (
     TRAIN_COLUMNS,
     JobMeta,
@@ -47,6 +49,9 @@ class Predictor:
     per_gpu: str = ""
     #: GPU type (lower case) -> factor on memory predictions, from :meth:`calibrate_memory`
     mem_calibration: dict[str, float] = field(default_factory=dict)
+    #: ``gpu|stack`` -> (intercept MiB, factor) from observed peaks (:mod:`.stack_calibration`,
+    #: ``dlsched predictor calibrate``); applied after the factor above
+    mem_affine: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def _util_model_for(self, gpu: str) -> Regressor | None:
         if self.per_gpu == "datasheet":
@@ -80,21 +85,42 @@ class Predictor:
         return gpu.lower() if not family else f"{gpu.lower()}/{family.lower()}"
 
     def predict_mem_mib(self, features: Mapping[str, float], gpu: str = "unknown",
-                        meta: JobMeta | None = None, family: str | None = None) -> tuple[float, float, float] | None:
+                        meta: JobMeta | None = None, family: str | None = None,
+                        stack: str | None = None) -> tuple[float, float, float] | None:
         """Peak training memory in MiB: (safe estimate to reserve, lo, hi).
 
-        A training-memory model (:mod:`.train_memory`) uses ``meta`` (optimizer, AMP; default
-        Adam, and AMP from ``features["amp"]``); older graph estimators ignore it. ``family``
-        (e.g. ``timm_family(name)``) picks a per-family calibration on ``gpu`` when there is one,
-        else the GPU type's."""
+        A training-memory model (:mod:`.train_memory`) uses ``meta`` (optimizer, AMP, attention;
+        default Adam, fused attention, and AMP from ``features["amp"]``) and the software
+        ``stack`` (:mod:`.context`: its CUDA context, workspaces and allocator floor replace the
+        fitted intercept; "unknown": today's lazily loading stack, with the band widened to every
+        known stack's context; a label of the cluster's own, e.g. ``cu121``, is predicted as
+        unknown until calibration learns it; ``None``: the stack the constants were fitted on, as
+        the simulator's profiled workloads were measured on such stacks); older graph estimators
+        ignore both.
+        ``family`` (e.g. ``timm_family(name)``) picks a per-family calibration on ``gpu`` when
+        there is one, else the GPU type's; a ``gpu|stack`` intercept + factor learnt from
+        observed peaks (:attr:`mem_affine`) is applied last."""
         if self.mem_model is None:
             return None
         k = self.mem_calibration.get(self._mem_key(gpu, family), self.mem_calibration.get(gpu.lower(), 1.0))
+        a, k2 = self.mem_affine.get(cluster_key(gpu, stack or ""), (0.0, 1.0))
         if isinstance(self.mem_model, TrainingMemoryModel):
             meta = meta or JobMeta(amp=bool(features.get("amp", 0)))
-            m, lo, hi = self.mem_model.predict_band(np.asarray([memory_terms(features, meta)]))
-            return k * float(m[0]), k * float(lo[0]), k * float(hi[0])
-        m = k * float(self.mem_model.predict(np.asarray([mem_inputs(features)]))[0])
+            fitted = float(self.mem_model.coef_[0])
+            ctx, rng = None, None
+            if stack:   # None: the fit's own stack (its intercept); "unknown" and others: their context
+                label = stack.strip().lower()
+                if label not in KNOWN_STACKS:   # a cluster's own label: its context is learnt by calibration
+                    label = DEFAULT_STACK
+                if label == (self.mem_model.stack_ or "").lower():
+                    ctx = fitted
+                else:
+                    ctx = stack_context(label, gpu, fitted).total_mib
+                    rng = context_range(gpu, fitted) if label == DEFAULT_STACK else None
+            m, lo, hi = self.mem_model.predict_band(np.asarray([memory_terms(features, meta)]), ctx, rng)
+            vals = [a + k2 * k * float(v[0]) for v in (m, lo, hi)]
+            return vals[0], min(vals[1], vals[0]), max(vals[2], vals[0])
+        m = a + k2 * k * float(self.mem_model.predict(np.asarray([mem_inputs(features)]))[0])
         lo, hi = m * self.mem_band[0], m * self.mem_band[1]
         return m, min(lo, m), max(hi, m)
 
@@ -158,6 +184,8 @@ class Predictor:
             "band_ratio": list(self.mem_band)}
         body["calibration"] = self.calibration.to_json()
         body["memory_calibration"] = dict(self.mem_calibration)
+        if self.mem_affine:
+            body["memory_calibration_affine"] = {k: [float(a), float(b)] for k, (a, b) in self.mem_affine.items()}
         return persist.write_manifest(out, body)
 
     @classmethod
@@ -175,4 +203,6 @@ class Predictor:
             manifest=manifest,
             per_gpu=str(util.get("per_gpu", "")) if util else "",
             mem_calibration={str(k): float(v) for k, v in (manifest.get("memory_calibration") or {}).items()},
+            mem_affine={str(k): (float(v[0]), float(v[1]))
+                        for k, v in (manifest.get("memory_calibration_affine") or {}).items()},
         )

@@ -15,6 +15,7 @@ import pandas as pd
 from dlsched.predictors.ml import metrics
 from dlsched.predictors.ml.folds import lucid_family, stable_fold
 from dlsched.predictors.resources import profiles
+from dlsched.predictors.resources.context import DEFAULT_STACK, context_range, stack_context
 from dlsched.predictors.resources.graph_source import FeatureError, Resolver, graph_features
 from dlsched.predictors.resources.train_memory import (
     TRAIN_COLUMNS,
@@ -27,41 +28,89 @@ from dlsched.predictors.resources.train_memory import (
 K_FOLDS = 5
 #: timm's train.py default optimizer (``--opt sgd``, momentum 0.9); GPUMemNet does not record one.
 #: timm's attention blocks call ``scaled_dot_product_attention`` (fused) since timm 0.9.
-TIMM_META = JobMeta(optimizer="sgd_momentum", amp=False, fused_attention=True)
+TIMM_META = JobMeta(optimizer="sgd_momentum", amp=False, attention="fused")
 #: Lucid does not record optimizers either; the same assumption keeps the two sets comparable
 LUCID_OPTIMIZER = "sgd_momentum"
+#: Lucid's jobs (2022 code, PyTorch 1.x) compute attention by hand: the s×s tensors are kept
+LUCID_ATTENTION = "eager"
 DEFAULT_TIMM_ONNX = Path.home() / ".cache" / "dlsched" / "timm-onnx"
 MIB = 2.0**20
 
 
-def timm_rows(csv_path: Path, onnx_dir: Path = DEFAULT_TIMM_ONNX) -> tuple[pd.DataFrame, dict[str, int]]:
-    """Usable TIMM rows (not censored, not failed) of every architecture exported to ``onnx_dir``,
-    with the model's inputs and the baselines' estimates. ``info`` counts what was left out."""
+#: the graph features of the exported TIMM architectures, shipped (they are dlsched's analysis of
+#: timm's Apache-2.0 model definitions; GPUMemNet's measured peaks stay in ../shared)
+SHIPPED_TIMM_FEATURES = Path(__file__).resolve().parent / "data" / "timm_graph_features.csv.gz"
+FEATURE_COLUMNS = ("param_bytes", "saved_bytes", "saved_bytes_amp", "saved_attn_bytes", "saved_attn_bytes_amp",
+                   "saved_attn_rows_bytes", "saved_conv_bytes", "saved_conv_bytes_amp", "max_tensor_bytes",
+                   "activation_bytes_per_sample")
+
+
+def timm_features(models: list[str], batches: dict[str, list[int]], onnx_dir: Path,
+                  shipped: Path = SHIPPED_TIMM_FEATURES) -> tuple[dict[tuple[str, int], dict[str, float]], dict[str, int]]:
+    """Graph features per (model, batch): from ``onnx_dir``'s exports where there is one, else
+    from the shipped table. ``info`` counts models from each source, missing and broken."""
     from dlsched.graph import analyze
 
+    table: dict[tuple[str, int], dict[str, float]] = {}
+    if shipped.is_file():
+        for r in pd.read_csv(shipped).to_dict("records"):
+            table[(str(r["model"]), int(r["batch"]))] = {k: float(r[k]) for k in FEATURE_COLUMNS}
+    out: dict[tuple[str, int], dict[str, float]] = {}
+    n = {"from_onnx": 0, "from_shipped": 0, "missing": 0, "broken": 0}
+    for model in models:
+        path = onnx_dir / f"{model}.onnx"
+        if path.is_file():
+            try:
+                a = analyze(path)
+            except Exception:  # noqa: BLE001 - an odd export: counted, not fatal
+                n["broken"] += 1
+                continue
+            for b in batches[model]:
+                f = a.features(int(b))
+                out[(model, int(b))] = {k: float(f[k]) for k in FEATURE_COLUMNS}
+            n["from_onnx"] += 1
+        elif all((model, int(b)) in table for b in batches[model]):
+            for b in batches[model]:
+                out[(model, int(b))] = table[(model, int(b))]
+            n["from_shipped"] += 1
+        else:
+            n["missing"] += 1
+    return out, n
+
+
+def write_feature_table(feats: dict[tuple[str, int], dict[str, float]], path: Path = SHIPPED_TIMM_FEATURES) -> Path:
+    """Ship the graph features (not the measurements) so a fresh clone scores the same rows."""
+    rows = [{"model": m, "batch": b, **f} for (m, b), f in sorted(feats.items())]
+    pd.DataFrame(rows).to_csv(path, index=False, float_format="%.12g")
+    return path
+
+
+def timm_rows(csv_path: Path, onnx_dir: Path = DEFAULT_TIMM_ONNX,
+              shipped: Path = SHIPPED_TIMM_FEATURES) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Usable TIMM rows (not censored, not failed) of every architecture with graph features
+    (exported to ``onnx_dir``, else in the shipped table), with the model's inputs and the
+    baselines' estimates. ``info`` counts what was left out and says where features came from."""
     df = profiles.load_timm_memory(csv_path)
     d = df[~df["censored"] & ~df["failed"]]
-    out, missing, broken = [], 0, 0
-    for model, grp in d.groupby("model", sort=True):
-        path = onnx_dir / f"{model}.onnx"
-        if not path.is_file():
-            missing += 1
+    models = sorted(d["model"].unique())
+    batches = {m: sorted(int(b) for b in g["batch"]) for m, g in d.groupby("model")}
+    feats, n = timm_features(models, batches, onnx_dir, shipped)
+    out = []
+    for r in d.sort_values(["model", "batch"]).itertuples(index=False):
+        f = feats.get((r.model, int(r.batch)))
+        if f is None:
             continue
-        try:
-            a = analyze(path)
-        except Exception:  # noqa: BLE001 - an odd export: counted, not fatal
-            broken += 1
-            continue
-        for r in grp.itertuples(index=False):
-            f = a.features(int(r.batch))
-            state, saved, conv, tmp = memory_terms(f, TIMM_META)
-            out.append({"source": "timm", "model": model, "family": r.family, "batch": int(r.batch), "amp": 0,
-                        "mem_mib": float(r.mem_mib), "state_mib": state, "saved_mib": saved,
-                        "saved_conv_mib": conv, "max_tensor_mib": tmp, "fake_last_mib": float(r.fake_last_mib),
-                        "param_mib": f["param_bytes"] / MIB,
-                        "act_mib_per_sample": f["activation_bytes_per_sample"] / MIB})
-    info = {"architectures": int(d["model"].nunique()), "exported": int(d["model"].nunique()) - missing - broken,
-            "not_exported": missing, "analysis_failed": broken,
+        state, saved, conv, tmp = memory_terms(f, TIMM_META)
+        out.append({"source": "timm", "model": r.model, "family": r.family, "batch": int(r.batch), "amp": 0,
+                    "mem_mib": float(r.mem_mib), "state_mib": state, "saved_mib": saved,
+                    "saved_conv_mib": conv, "max_tensor_mib": tmp, "fake_last_mib": float(r.fake_last_mib),
+                    "param_mib": f["param_bytes"] / MIB,
+                    "act_mib_per_sample": f["activation_bytes_per_sample"] / MIB})
+    src = [s for s, k in ((f"{onnx_dir}", "from_onnx"), (f"shipped {shipped.name}", "from_shipped")) if n[k]]
+    info = {"architectures": len(models), "exported": n["from_onnx"] + n["from_shipped"],
+            "features_from_onnx": n["from_onnx"], "features_from_shipped": n["from_shipped"],
+            "features_from": " + ".join(src) or "nowhere",
+            "not_exported": n["missing"], "analysis_failed": n["broken"],
             "excluded_censored_rows": int(df["censored"].sum()), "excluded_failed_rows": int(df["failed"].sum())}
     return pd.DataFrame(out), info
 
@@ -77,7 +126,8 @@ def lucid_rows(csv_path: Path, resolver: Resolver = graph_features) -> tuple[pd.
         except FeatureError:
             skipped.add(r.model)
             continue
-        state, saved, conv, tmp = memory_terms(f, JobMeta(optimizer=LUCID_OPTIMIZER, amp=bool(r.amp)))
+        state, saved, conv, tmp = memory_terms(f, JobMeta(optimizer=LUCID_OPTIMIZER, amp=bool(r.amp),
+                                                          attention=LUCID_ATTENTION))
         out.append({"source": "lucid", "model": r.model, "family": "lucid:" + lucid_family(r.model),
                     "batch": int(r.batch), "amp": int(r.amp), "mem_mib": float(r.gmem), "state_mib": state,
                     "saved_mib": saved, "saved_conv_mib": conv, "max_tensor_mib": tmp, "fake_last_mib": np.nan,
@@ -100,11 +150,18 @@ def evaluate(rows: pd.DataFrame) -> dict[str, Any]:
     folds = rows["family"].map(lambda s: stable_fold(s, K_FOLDS)).to_numpy()
     X = rows[list(TRAIN_COLUMNS)].to_numpy(float)
     y = rows["mem_mib"].to_numpy(float)
+    w = family_weights(rows)
     pred, lo, hi = np.full(len(y), np.nan), np.full(len(y), np.nan), np.full(len(y), np.nan)
+    ulo, uhi = np.full(len(y), np.nan), np.full(len(y), np.nan)
     for f in np.unique(folds):
         te = folds == f
-        pred[te], lo[te], hi[te] = TrainingMemoryModel().fit(X[~te], y[~te]).predict_band(X[te])
-    res: dict[str, Any] = {"training_memory": {"all": _scores(y, pred, lo, hi)}}
+        m = TrainingMemoryModel().fit(X[~te], y[~te], w[~te], groups=rows["family"].to_numpy()[~te])
+        pred[te], lo[te], hi[te] = m.predict_band(X[te])
+        # the same rows as if the stack were not known: today's default context, band over all stacks
+        _, ulo[te], uhi[te] = m.predict_band(X[te], stack_context(DEFAULT_STACK, "A100").total_mib,
+                                             context_range("A100", m.coef_[0]))
+    res: dict[str, Any] = {"training_memory": {"all": _scores(y, pred, lo, hi)},
+                           "band_coverage_stack_unknown": float(np.mean((y >= ulo) & (y <= uhi)))}
     for src in sorted(rows["source"].unique()):
         m = (rows["source"] == src).to_numpy()
         res["training_memory"][src] = _scores(y[m], pred[m], lo[m], hi[m])
@@ -183,10 +240,19 @@ def family_calibration_demo(rows: pd.DataFrame, family: str, n_observed: int = 2
             "runs": runs}
 
 
+def family_weights(rows: pd.DataFrame) -> np.ndarray:
+    """1 / (rows of the row's family): every family weighs the same in the fit, so the 20-odd
+    ResNet variants do not decide the intercept and slopes for the 90 other families."""
+    counts = rows["family"].map(rows["family"].value_counts())
+    return (1.0 / counts.to_numpy(float)) if len(rows) else np.zeros(0)
+
+
 def fit(rows: pd.DataFrame) -> TrainingMemoryModel:
-    """The model fitted on all ``rows`` (what ships)."""
-    return TrainingMemoryModel().fit(rows[list(TRAIN_COLUMNS)].to_numpy(float), rows["mem_mib"].to_numpy(float))
+    """The model fitted on all ``rows`` (what ships), families weighted equally."""
+    return TrainingMemoryModel().fit(rows[list(TRAIN_COLUMNS)].to_numpy(float), rows["mem_mib"].to_numpy(float),
+                                     family_weights(rows), groups=rows["family"].to_numpy())
 
 
-__all__ = ["DEFAULT_TIMM_ONNX", "TIMM_META", "calibration_demo", "evaluate", "family_calibration_demo", "fit",
+__all__ = ["DEFAULT_TIMM_ONNX", "TIMM_META", "calibration_demo", "evaluate", "family_calibration_demo",
+           "family_weights", "fit",
            "lucid_rows", "timm_rows"]

@@ -52,6 +52,13 @@ def graph_features(model: str, batch: int, onnx: str = "") -> dict[str, float]:
     return feats
 
 
+def seq_features(model: str, batch: int, seq: int, onnx: str = "") -> dict[str, float]:
+    """:func:`graph_features` at a sequence length (models with a sequence dimension)."""
+    feats = dict(_analysis(model, onnx).features(int(batch), int(seq)))
+    feats["batch"] = float(batch)
+    return feats
+
+
 def analysis_for_ref(ref: str) -> Any:
     """GraphAnalysis for a job reference: a path to an ``.onnx`` file or a zoo model name."""
     if ref.lower().endswith(".onnx"):

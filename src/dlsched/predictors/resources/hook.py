@@ -25,7 +25,7 @@ def _features(analysis: Any, batch: int, seq: int | None = None) -> dict[str, fl
 
 
 def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: ModelResolver,
-                         gpu: str = "unknown", default_batch: int = 32) -> int:
+                         gpu: str = "unknown", default_batch: int = 32, calibration: Any = None) -> int:
     """Set ``pred_gpu_util`` and ``pred_gpu_mem_mib`` of every job that has a model reference
     (``job.onnx_ref`` first, else ``job.model_name``) and return how many were filled.
 
@@ -33,7 +33,10 @@ def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: Mod
     ``predict_mem_mib(features, gpu)`` returning (mean, lo, hi) or None - e.g. a
     :class:`~dlsched.predictors.resources.bundle.Predictor` or ``load_default()``. Jobs the resolver
     cannot handle (it raises or returns None) keep NaN, so a policy can fall back. Each
-    reference is resolved once.
+    reference is resolved once. The job's ``optimizer``, ``amp``, ``attention`` and ``stack``
+    reach the memory model; with ``calibration`` (a
+    :class:`~dlsched.predictors.resources.stack_calibration.StackCalibration`) the memory
+    prediction is recorded there and replaced by its calibrated value.
     """
     if predictor is None:
         return 0
@@ -58,23 +61,34 @@ def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: Mod
             continue
         feats["amp"] = float(amp)
         util = predictor.predict_util(feats, gpu)
-        mem = _memory(predictor, feats, gpu, getattr(job, "optimizer", "") or "", amp)
+        mem = _memory(predictor, feats, gpu, job, amp)
         if util is not None:
             job.pred_gpu_util = float(util[0])
         if mem is not None:
             job.pred_gpu_mem_mib = float(mem[0])
+            if calibration is not None:
+                from dlsched.predictors.resources.stack_calibration import job_signature
+
+                sig = job_signature(ref, batch, int(feats.get("seq", 0)), getattr(job, "optimizer", ""), amp,
+                                    getattr(job, "attention", ""))
+                job.pred_gpu_mem_mib = float(calibration.record(job.job_id, float(mem[0]), gpu,
+                                                                getattr(job, "stack", ""), sig))
         if util is not None or mem is not None:
             filled += 1
     return filled
 
 
-def _memory(predictor: Any, feats: dict[str, float], gpu: str, optimizer: str, amp: bool) -> Any:
-    """Memory with the job's optimizer/AMP where the predictor takes them (a Predictor does)."""
+def _memory(predictor: Any, feats: dict[str, float], gpu: str, job: Any, amp: bool) -> Any:
+    """Memory with the job's optimizer/AMP/attention/stack where the predictor takes them (a
+    Predictor does); an unknown attention mode falls back to the default (fused)."""
     from dlsched.predictors.resources.bundle import Predictor
-    from dlsched.predictors.resources.train_memory import DEFAULT_OPTIMIZER, JobMeta
+    from dlsched.predictors.resources.train_memory import ATTENTION_MODES, DEFAULT_OPTIMIZER, JobMeta
 
     if isinstance(predictor, Predictor):
-        return predictor.predict_mem_mib(feats, gpu, meta=JobMeta(optimizer or DEFAULT_OPTIMIZER, amp))
+        att = (getattr(job, "attention", "") or "").replace("-", "_").lower()
+        meta = JobMeta(getattr(job, "optimizer", "") or DEFAULT_OPTIMIZER, amp,
+                       attention=att if att in ATTENTION_MODES else "")
+        return predictor.predict_mem_mib(feats, gpu, meta=meta, stack=getattr(job, "stack", "") or None)
     return predictor.predict_mem_mib(feats, gpu)
 
 

@@ -139,8 +139,10 @@ def load_memory_observations(path: str | Path) -> pd.DataFrame:
 
     Required: ``model`` (zoo name; may be empty where ``onnx`` is given), ``batchsize`` (or
     ``batch_size``/``batch``), ``mem_mib`` (or ``gmem``). Optional: ``onnx``, ``gpu``,
-    ``optimizer`` (sgd, sgd_momentum, adam, adamw; default adam), ``amp`` (0/1)."""
-    from dlsched.predictors.resources.train_memory import DEFAULT_OPTIMIZER, OPTIMIZER_STATES
+    ``optimizer`` (sgd, sgd_momentum, adam, adamw; default adam), ``amp`` (0/1), ``seq``,
+    ``attention`` (eager, fused, memory_efficient; default fused), ``stack`` (software-stack
+    label; default unknown)."""
+    from dlsched.predictors.resources.train_memory import ATTENTION_MODES, DEFAULT_OPTIMIZER, OPTIMIZER_STATES
 
     df = read_csv(path)
     df = df.rename(columns={"batch_size": "batchsize", "batch": "batchsize", "gmem": "mem_mib"})
@@ -155,6 +157,16 @@ def load_memory_observations(path: str | Path) -> pd.DataFrame:
     out["optimizer"] = (df["optimizer"].fillna(DEFAULT_OPTIMIZER).astype(str).str.lower()
                         if "optimizer" in df.columns else DEFAULT_OPTIMIZER)
     out["amp"] = _numeric(df, path, "amp").fillna(0).astype(int) if "amp" in df.columns else 0
+    out["seq"] = _numeric(df, path, "seq").fillna(0).astype(int) if "seq" in df.columns else 0
+    out["attention"] = text("attention")
+    out["attention"] = (out["attention"].str.lower().str.replace("-", "_") if "attention" in df.columns else "")
+    out["stack"] = text("stack")
+    if "attention" in df.columns:
+        bad = ~out["attention"].isin(["", *ATTENTION_MODES])
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ProfileError(f"{path}: column 'attention' has {out['attention'].iloc[row]!r} (row {row + 2}); "
+                               f"expected one of {', '.join(ATTENTION_MODES)}")
     for col, ok in (("batch", out["batch"] > 0), ("mem_mib", out["mem_mib"] > 0)):
         bad = ~ok.fillna(False)
         if bad.any():
