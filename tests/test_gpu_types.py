@@ -35,3 +35,16 @@ def test_find_and_require() -> None:
         gpus.require("Z9000")
     with pytest.raises(ValueError, match=r"unknown GPU type 'Z9000'; choose from K80, "):
         gpu_type("Z9000")
+
+
+def test_predict_refuses_an_unknown_gpu_like_simulate() -> None:
+    # `predict --gpu Z9000` used to fall back to V100 while `simulate --gpu Z9000` was an error
+    pytest.importorskip("onnx")
+    from typer.testing import CliRunner
+
+    from dlsched.cli.main import app
+
+    res = CliRunner().invoke(app, ["predict", "resnet50", "--gpu", "Z9000"])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [
+        f"error: --gpu 'Z9000': unknown GPU type; known: {', '.join(gpus.names())}"]

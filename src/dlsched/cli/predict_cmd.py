@@ -127,6 +127,11 @@ def predict(
         JobMeta,
     )
 
+    from dlsched.core import gpus
+
+    if gpus.find(gpu, fuzzy=True) is None:  # one list of GPU types for predict and simulate (core/gpus.py)
+        typer.echo(f"error: --gpu {gpu!r}: unknown GPU type; known: {', '.join(gpus.names())}", err=True)
+        raise typer.Exit(2)
     if optimizer not in OPTIMIZER_STATES:
         typer.echo(f"error: --optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZER_STATES)}", err=True)
         raise typer.Exit(2)
