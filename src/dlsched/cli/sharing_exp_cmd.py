@@ -33,8 +33,15 @@ PredOpt = Annotated[str, typer.Option("--predictions", help="real (the shipped p
 RESULT_FILE = "sharing_experiment.json"
 
 
-def _setup(truth: str, policies: str, history: Path | None, cap: int = 2):
-    """The truth, the extra policy rows and the history list (None without --history)."""
+def _setup(truth: str, policies: str, history: Path | None, cap: int = 2, out_dir: Path | None = None):
+    """The truth, the extra policy rows and the history list (None without --history); the output
+    paths are checked first, so an unusable one fails before minutes of simulation."""
+    from dlsched.cli.checks import check_out_dir, check_out_file
+
+    if history is not None:
+        check_out_file(history, "--history")
+    if out_dir is not None:
+        check_out_dir(out_dir)
     from dlsched.experiments.sharing_tables import parse_policies
     from dlsched.models.truth import resolve_truth
 
@@ -114,7 +121,7 @@ def register(app: typer.Typer) -> None:
 
         with clear_errors():
             _check_cap(cap)
-            t, extra, rows = _setup(truth, policies, history, cap)
+            t, extra, rows = _setup(truth, policies, history, cap, out_dir)
             result = run(_seeds(seeds), cap, beta, predictions, t, extra, rows)
             _history(rows, history, t)
         _emit(result, as_json, out_dir, [
@@ -148,7 +155,7 @@ def register(app: typer.Typer) -> None:
                 raise ValueError(f"--jobs must be >= 0, got {jobs}")
             if nodes < 0:
                 raise ValueError(f"--nodes must be >= 0, got {nodes}")
-            t, extra, rows = _setup(truth, policies, history, cap)
+            t, extra, rows = _setup(truth, policies, history, cap, out_dir)
             result = run(_seeds(seeds), workload, jobs or None, cap, beta, k_list, predictions, nodes or None, t,
                          extra, rows)
             _history(rows, history, t)
@@ -175,7 +182,7 @@ def register(app: typer.Typer) -> None:
         with clear_errors():
             if interval not in (15, 30, 60):
                 raise ValueError(f"--interval must be 15, 30 or 60 (the paper's densities), got {interval}")
-            t, extra, rows = _setup(truth, policies, history)
+            t, extra, rows = _setup(truth, policies, history, out_dir=out_dir)
             result = run(_seeds(seeds), interval, predictions, t, extra, rows)
             _history(rows, history, t)
         _emit(result, as_json, out_dir, [
@@ -197,7 +204,7 @@ def register(app: typer.Typer) -> None:
 
         with clear_errors():
             _check_cap(cap)
-            t, extra, rows = _setup(truth, policies, history, cap)
+            t, extra, rows = _setup(truth, policies, history, cap, out_dir)
             result = run(_seeds(seeds), workload, cap, t, extra, rows)
             _history(rows, history, t)
         _emit(result, as_json, out_dir, [
@@ -226,7 +233,7 @@ def register(app: typer.Typer) -> None:
                 raise ValueError(f"--workload: unknown {workload!r}; choose from {', '.join(WORKLOADS)}")
             if jobs < 0 or nodes < 0:
                 raise ValueError(f"--jobs and --nodes must be >= 0, got {jobs}, {nodes}")
-            t, specs, rows = _setup(truth, policies, history, cap)
+            t, specs, rows = _setup(truth, policies, history, cap, out_dir)
             result = run(_seeds(seeds), workload, specs, predictions, t, jobs or None, nodes or None, rows)
             _history(rows, history, t)
         _emit(result, as_json, out_dir, [
