@@ -23,6 +23,7 @@ def _num(x: float) -> float | None:
 def dashboard_data(service, decisions: int = 50) -> dict:
     """Everything the page shows, as plain JSON."""
     core = service.core
+    rows = core.queue()  # outside the lock: a stale ETA is refreshed by a forward run that holds none
     with core.lock:
         st = core.state
         nodes = []
@@ -46,7 +47,7 @@ def dashboard_data(service, decisions: int = 50) -> dict:
             nodes.append({"name": name, "vc": st.vcs[st.node_vc[idx]].name, "cordoned": st.node_cordoned[idx],
                           "gpu_mem_mib": st.node_mem[idx], "gpus": gpus})
         queue = []
-        for row in core.queue():
+        for row in rows:
             job = core.jobs.get(row["uid"])
             reason = row["reason"] or (core.why_waiting(row["uid"]) if job is not None else "")
             queue.append({**row, "reason": reason,
