@@ -82,10 +82,11 @@ def _finite(obj: Any) -> Any:
 
 
 def _render(report: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    from dlsched.cli.tables import FittingConsole
+
+    con = FittingConsole()  # tables fitted to the terminal: no number is ever cut
     util_tables = {**report.get("utilization", {}), **report.get("utilization_aux", {})}
     for split, res in util_tables.items():
         if not isinstance(res, dict) or "dummy_mean" not in res:

@@ -113,13 +113,13 @@ class FakeSource:
 
 
 class NvmlSource:
-    """Real GPUs through NVML (``pip install nvidia-ml-py``); pods found through process cgroups."""
+    """Real GPUs through NVML (``pip install 'dlsched[agent]'``, which brings ``nvidia-ml-py``); pods found through process cgroups."""
 
     def __init__(self) -> None:
         try:
             import pynvml
         except ImportError:
-            raise RuntimeError("NVML needs nvidia-ml-py (pip install nvidia-ml-py), or use --fake-gpus N") from None
+            raise RuntimeError("NVML needs nvidia-ml-py (pip install 'dlsched[agent]'), or use --fake-gpus N") from None
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
