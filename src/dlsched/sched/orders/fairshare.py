@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from dlsched.core.job import Job
 from dlsched.sched.ordering import OrderingPolicy
+from dlsched.sched.orders.per_user import PerUserQueue
 
 _RESCALE = 512.0  # half-lives after which the stored (growing) weights are brought back to 1
 
@@ -30,49 +31,6 @@ class FairShareParams:
     def __post_init__(self) -> None:
         if not (self.half_life > 0 and math.isfinite(self.half_life)):
             raise ValueError(f"--param half_life must be a finite number > 0 seconds, got {self.half_life}")
-
-
-class FairShareQueue:
-    """Pending jobs in (their user's decayed usage, submission, queue entry) order; re-sorted only
-    when some user's usage changed since the last sort."""
-
-    __slots__ = ("gpus", "jobs", "policy", "sorted_at")
-
-    def __init__(self, policy: FairSharePolicy) -> None:
-        self.jobs: list[Job] = []
-        self.gpus = 0
-        self.policy = policy
-        self.sorted_at = -1
-
-    def push(self, job: Job) -> None:
-        self.jobs.append(job)
-        self.gpus += job.gpus
-        self.sorted_at = -1
-
-    def remove(self, job: Job) -> None:
-        self.jobs.remove(job)
-        self.gpus -= job.gpus
-
-    def _sorted(self) -> list[Job]:
-        policy = self.policy
-        if self.sorted_at != policy.version:
-            weight = policy.weight
-            self.jobs.sort(key=lambda j: (weight[j.user or ""], j.submit_time, j.enq_seq))
-            self.sorted_at = policy.version
-        return self.jobs
-
-    def head(self) -> Job | None:
-        jobs = self._sorted()
-        return jobs[0] if jobs else None
-
-    def pass_order(self, now: float) -> list[Job]:
-        return list(self._sorted())
-
-    def __len__(self) -> int:
-        return len(self.jobs)
-
-    def __iter__(self):
-        return iter(list(self.jobs))
 
 
 _DEFAULTS = FairShareParams()
@@ -115,5 +73,9 @@ class FairSharePolicy(OrderingPolicy):
         self.weight[job.user or ""] += job.gpus * ran * 2.0 ** halves
         self.version += 1
 
-    def new_queue(self) -> FairShareQueue:
-        return FairShareQueue(self)
+    def user_rank(self, user: str) -> float:
+        """The queue's key for ``user``: its stored weight (the same decay applies to every user)."""
+        return self.weight[user]
+
+    def new_queue(self) -> PerUserQueue:
+        return PerUserQueue(self)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from dlsched.core.job import Job
 from dlsched.sched.ordering import OrderingPolicy
+from dlsched.sched.orders.per_user import PerUserQueue
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,49 +33,6 @@ class LasParams:
             raise ValueError(f"--param threshold must be > 0 GPU-seconds, got {self.threshold}")
         if self.queues < 1:
             raise ValueError(f"--param queues must be >= 1, got {self.queues}")
-
-
-class LasQueue:
-    """Pending jobs in (level of their user, submission, queue entry) order. The order changes
-    only when a job arrives or a user's service grows, so it is re-sorted only then."""
-
-    __slots__ = ("gpus", "jobs", "policy", "sorted_at")
-
-    def __init__(self, policy: LasPolicy) -> None:
-        self.jobs: list[Job] = []
-        self.gpus = 0
-        self.policy = policy
-        self.sorted_at = -1  # the policy's service version the order was sorted at (-1: unsorted)
-
-    def push(self, job: Job) -> None:
-        self.jobs.append(job)
-        self.gpus += job.gpus
-        self.sorted_at = -1
-
-    def remove(self, job: Job) -> None:
-        self.jobs.remove(job)
-        self.gpus -= job.gpus
-
-    def _sorted(self) -> list[Job]:
-        policy = self.policy
-        if self.sorted_at != policy.version:
-            levels = {user: policy.level_of(user) for user in {j.user or "" for j in self.jobs}}
-            self.jobs.sort(key=lambda j: (levels[j.user or ""], j.submit_time, j.enq_seq))
-            self.sorted_at = policy.version
-        return self.jobs
-
-    def head(self) -> Job | None:
-        jobs = self._sorted()
-        return jobs[0] if jobs else None
-
-    def pass_order(self, now: float) -> list[Job]:
-        return list(self._sorted())
-
-    def __len__(self) -> int:
-        return len(self.jobs)
-
-    def __iter__(self):
-        return iter(list(self.jobs))
 
 
 _DEFAULTS = LasParams()
@@ -109,5 +67,9 @@ class LasPolicy(OrderingPolicy):
         if self.level_of(user) != before:
             self.version += 1
 
-    def new_queue(self) -> LasQueue:
-        return LasQueue(self)
+    def user_rank(self, user: str) -> float:
+        """The queue's key for ``user``: its level."""
+        return self.level_of(user)
+
+    def new_queue(self) -> PerUserQueue:
+        return PerUserQueue(self)
