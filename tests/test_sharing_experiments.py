@@ -72,7 +72,8 @@ def test_horus_table7_runs_without_shared_on_a_builtin_workload():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["horus-table6", "--seeds", "0"], "--seeds must be >= 1"),
+    (["horus-table6", "--seeds", "0"], "--seeds must be between 1 and 1,000"),
+    (["horus-table6", "--seeds", "100000000"], "--seeds must be between 1 and 1,000"),
     (["coscheml", "--interval", "20"], "--interval must be 15, 30 or 60"),
     (["horus-table7", "--k", "a,b"], "--k must be comma-separated integers"),
     (["colocation-oracle", "--max-jobs-per-gpu", "1"], "--max-jobs-per-gpu must be >= 2"),
@@ -96,3 +97,16 @@ def test_report_renders_a_sharing_experiment(tmp_path):
     (tmp_path / "sharing_experiment.json").write_text(json.dumps(result))
     page = build_report(tmp_path).read_text()
     assert "Co-scheML Fig. 7-9" in page and "844" in page and "50.0 %" in page and "paper_jct_s" in page
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("horus:k=abc", "error: --policies horus:k=abc: an option's value is not a number ('abc')"),
+    ("horus:zz=1", "error: --policies horus:zz=1: horus takes no option 'zz'"),
+])
+def test_a_bad_policy_option_names_what_was_typed(spec, message):
+    from typer.testing import CliRunner
+
+    from dlsched.cli.main import app
+
+    res = CliRunner().invoke(app, ["experiment", "compare", "--policies", spec, "--seeds", "1"])
+    assert res.exit_code == 2 and res.output.strip().splitlines()[-1] == message

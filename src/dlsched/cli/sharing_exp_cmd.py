@@ -69,9 +69,9 @@ GAIN_COLUMNS = [("gain", "gain", ".1f", True), ("gain_ci_low", "CI low", ".1f", 
 
 
 def _seeds(n: int) -> list[int]:
-    if n < 1:
-        raise ValueError(f"--seeds must be >= 1, got {n}")
-    return list(range(n))
+    from dlsched.experiments.protocol import check_seeds
+
+    return check_seeds(n)
 
 
 def _check_cap(cap: int) -> None:

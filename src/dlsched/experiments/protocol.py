@@ -51,3 +51,16 @@ def paired_gain(base: list[float], values: list[float]) -> PairedGain:
         return PairedGain(mean, math.nan, math.nan, sum(g > 0 for g in gains), n)
     half = t_quantile(n - 1) * statistics.stdev(gains) / math.sqrt(n)
     return PairedGain(mean, mean - half, mean + half, sum(g > 0 for g in gains), n)
+
+
+MAX_SEEDS = 1000
+"""--seeds bound for the sharing experiments and reproductions: each seed is a whole workload run
+per policy (Table 7 takes ~100 s a seed), so more than this is refused before any work."""
+
+
+def check_seeds(n: int) -> list[int]:
+    """Seeds 0..n-1, or a ValueError naming ``--seeds`` and its bounds."""
+    if not 1 <= n <= MAX_SEEDS:
+        raise ValueError(f"--seeds must be between 1 and {MAX_SEEDS:,} (each seed is a whole run per policy), "
+                         f"got {n:,}")
+    return list(range(n))

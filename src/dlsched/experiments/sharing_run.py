@@ -104,7 +104,15 @@ def run(workload: str, spec: PolicyRun, seed: int, predictions: str = "real", jo
         job_list, cluster, left_out = pooled(wl, nodes)
     else:
         job_list, cluster, left_out = wl.trace.jobs, wl.cluster(), 0
-    policy = make_policy(spec.policy, share=spec.cap > 1, **dict(spec.options))  # an oracle is granted the truth
+    try:
+        policy = make_policy(spec.policy, share=spec.cap > 1, **dict(spec.options))  # an oracle is granted the truth
+    except (TypeError, ValueError) as exc:  # a --policies option the policy does not take, or a bad value
+        text = str(exc)
+        if "unexpected keyword argument" in text:
+            text = f"{spec.policy} takes no option {text.rsplit(' ', 1)[-1]}"
+        elif "invalid literal" in text or "could not convert" in text:
+            text = f"an option's value is not a number ({text.rsplit(': ', 1)[-1]})"
+        raise ValueError(f"--policies {spec.label}: {text}") from None
     delivered = DeliveredUtilisation()
     observers: tuple = (delivered,)
     recorder = None

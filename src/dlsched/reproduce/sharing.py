@@ -70,9 +70,9 @@ class _Seeded(Reproduction):
         """A copy with other seeds / truth (``dlsched reproduce --seeds N --profiles X``)."""
         other = copy.copy(self)
         if seeds is not None:
-            if seeds < 1:
-                raise ValueError(f"--seeds must be >= 1, got {seeds}")
-            other.seeds = list(range(seeds))
+            from dlsched.experiments.protocol import check_seeds
+
+            other.seeds = check_seeds(seeds)
         if truth is not None:
             other.truth = truth
         return other

@@ -77,8 +77,8 @@ def convert(key: str, value: object, kind: type, optional: bool) -> object:
             raise TypeError
         return Path(value) if kind is Path else str(value)
     except (TypeError, ValueError):
-        raise OptionError(key, f"{flag(key)} expects {'true or false' if kind is bool else kind.__name__}, "
-                               f"got {value!r}") from None
+        what = {bool: "true or false", int: "an integer", float: "a number"}.get(kind, kind.__name__)
+        raise OptionError(key, f"{flag(key)} (or --param {key}=VALUE) expects {what}, got {value!r}") from None
 
 
 def make_params(policy: str, given: dict[str, object]) -> tuple[object, list[str]]:
