@@ -41,7 +41,7 @@ def _sig(x: float, digits: int = 4) -> float:
     return float(f"{x:.{digits}g}")
 
 
-def build(gavel: Path) -> dict:
+def build(gavel: Path, memory_from: Path | None = None) -> dict:
     sys.path.insert(0, str(REPO / "src"))
     from dlsched.graph.zoo.registry import zoo_name_for
 
@@ -80,7 +80,10 @@ def build(gavel: Path) -> dict:
         for label in GPU_NAMES.values():
             if label not in t["gpu_util"] and known:
                 t["gpu_util"][label] = max(known)
-    _add_memory(types)
+    if memory_from is None:
+        _add_memory(types)
+    else:
+        _keep_memory(types, memory_from)
     return {
         "name": "gavel-derived",
         "description": "Built-in profile set derived from Gavel's throughput measurements (see NOTICE.md)",
@@ -90,7 +93,7 @@ def build(gavel: Path) -> dict:
         "derivation": {
             "slowdown": "1 / (pair throughput / isolated throughput), clipped at >= 1, 3 decimals",
             "gpu_util": "200 * (1 - mean normalised throughput of the job's partners), clipped to [1, 100]",
-            "gpu_mem_mib": "dlsched's shipped graph predictor (memory model) at the job's batch size",
+            "gpu_mem_mib": "dlsched's graph predictor (memory model) at the job's batch size, frozen as of cc757c1: the truth's base, kept by rebuilds (--memory-from)",
             "batch_size": f"A3C and CycleGAN: {NO_BATCH} (no batch size in Gavel's job type)",
         },
         "gpu_types": list(GPU_NAMES.values()),
@@ -115,14 +118,28 @@ def _add_memory(types: list[dict]) -> None:
         t["gpu_mem_mib"] = round(job.pred_gpu_mem_mib)
 
 
+def _keep_memory(types: list[dict], table: Path) -> None:
+    """The memory column of an existing table. The shipped table's memory estimates are frozen: they
+    are the ground truth's base (``models/truth.py`` multiplies them by a seeded measured error), and
+    a truth must not move when the predictor is refitted (issue 23), so a rebuild keeps them."""
+    frozen = {t["id"]: t["gpu_mem_mib"] for t in json.loads(table.read_text())["job_types"]}
+    for t in types:
+        if t["id"] not in frozen:
+            raise SystemExit(f"--memory-from {table}: no memory for job type {t['id']}")
+        t["gpu_mem_mib"] = frozen[t["id"]]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gavel", type=Path, default=REPO.parent / "shared/profiles/gavel")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--memory-from", type=Path, default=None,
+                    help="keep the memory column of this table (the shipped one's estimates are frozen truth); "
+                         "without it the current graph predictor estimates memory anew")
     args = ap.parse_args()
     if not (args.gavel / "pair_throughputs_sf1.csv").is_file():
         raise SystemExit(f"error: {args.gavel}/pair_throughputs_sf1.csv not found (give --gavel DIR)")
-    data = build(args.gavel)
+    data = build(args.gavel, args.memory_from)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     pairs = data.pop("pairs")
     text = json.dumps(data, indent=1)[:-2]  # one pair per line keeps the file small and diffable

@@ -17,9 +17,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_the_shipped_table_is_reproducible_from_gavel(shared, tmp_path):
+    # everything but the memory column comes from Gavel; the memory estimates are frozen truth (the
+    # predictor that made them has since been refitted, issue 24, and a truth must not follow it)
     out = tmp_path / "t.json"
     subprocess.run([sys.executable, str(REPO / "scripts/build_builtin_profiles.py"),
-                    "--gavel", str(shared / "profiles/gavel"), "--out", str(out)], check=True,
+                    "--gavel", str(shared / "profiles/gavel"), "--out", str(out),
+                    "--memory-from", str(BUILTIN_PATH)], check=True,
                    capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"})
     assert json.loads(out.read_text()) == json.loads(BUILTIN_PATH.read_text())
 

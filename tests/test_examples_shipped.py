@@ -31,7 +31,8 @@ def test_calibrate_runs_on_the_example(tmp_path) -> None:
     result = CliRunner().invoke(app, ["predictor", "calibrate", str(EXAMPLES / "observed.csv"),
                                       "--out", str(tmp_path / "cal")])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("A100: 6 observed jobs; memory x")
+    assert result.output.startswith("A100 / stack unknown: 6 observed jobs; intercept ")
+    assert "error 9.5 % before -> 5.3 % after" in result.output
     assert (tmp_path / "cal" / "manifest.json").is_file()
 
 

@@ -163,7 +163,7 @@ def test_live_core_feeds_observed_peaks_to_the_calibration() -> None:
     predict.calibration = cal
 
     class Bridge:
-        def bind(self, namespace, name, uid, node, gpus):
+        def bind(self, namespace, name, uid, node, gpus, annotated=True, annotate=True):
             return ""
 
     clock = iter(range(1000, 10**6)).__next__
