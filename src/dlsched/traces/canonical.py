@@ -33,6 +33,10 @@ _TEXT = ("user", "name", "status", "model_name", "onnx_ref")
 _INT = ("cpus", "batch_size")
 _FLOAT = ("gpu_util", "gpu_mem_mib")
 _DICT_COLUMNS = ("vc", "user", "name", "status", "model_name", "onnx_ref")
+# optional columns after the canonical ones: read when present, written only when a job sets them
+# (the memory predictor's attention mode and software stack; docs/traces.md)
+TRAINING_COLUMNS = ("attention", "stack")
+ATTENTION_VALUES = ("", "eager", "fused", "memory_efficient", "memory-efficient")
 
 
 def _read_parquet(path: Path) -> Table:
@@ -90,9 +94,13 @@ def load(path: Path, opts: LoadOptions) -> Trace:
     duration = check_number(checks, "duration", minimum=0, seconds=True)
     extra: dict[str, np.ndarray] = {}
     columns = set(table.names)
-    for name in _TEXT:
+    for name in (*_TEXT, *TRAINING_COLUMNS):
         if name in columns:
             extra[name] = table.text(name)
+    if "attention" in extra:
+        extra["attention"] = np.char.lower(extra["attention"].astype(str)).astype(object)
+        checks.fail(~np.isin(extra["attention"], ATTENTION_VALUES), "attention",
+                    "not an attention mode (eager, fused, memory_efficient or empty)")
     for name in _INT:
         if name in columns:
             extra[name] = np.nan_to_num(check_number(checks, name, integer=True, minimum=0, required=False))
@@ -111,7 +119,11 @@ def to_frame(trace: Trace) -> pd.DataFrame:
 
     jobs = trace.jobs
     data = {col: [getattr(j, col) for j in jobs] for col in CANONICAL_COLUMNS}
-    frame = pd.DataFrame(data, columns=list(CANONICAL_COLUMNS))
+    for col in TRAINING_COLUMNS:  # only when some job says how it trains: other files stay as they were
+        values = [getattr(j, col, "") or "" for j in jobs]
+        if any(values):
+            data[col] = values
+    frame = pd.DataFrame(data, columns=list(data))
     for col in ("gpus", "cpus", "batch_size"):
         frame[col] = frame[col].astype(np.int64)
     for col in ("submit_time", "duration", *_FLOAT):

@@ -33,6 +33,7 @@ _SECOND = np.timedelta64(1, "s")
 OPTIONAL_FIELDS: dict[str, object] = {
     "user": "", "name": "", "cpus": 0, "status": "", "model_name": "", "batch_size": 0,
     "onnx_ref": "", "gpu_util": float("nan"), "gpu_mem_mib": float("nan"),
+    "attention": "", "stack": "",   # how the job trains (memory predictions): attention mode, software stack
 }
 
 
