@@ -9,7 +9,6 @@ last line, which the reader skips, is returned as a note so that nothing is drop
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -25,22 +24,17 @@ def _is_count(value: object, minimum: int) -> bool:
 
 def check_log(path: Path) -> list[str]:
     """Raise ValueError for the first line the replay cannot use; return notes (a torn last line)."""
+    from dlsched.service.record import parse_log_lines
+
     where = f"LOG {path}"
-    lines = path.read_text(encoding="utf-8").splitlines()
+    parsed, torn = parse_log_lines(path, where)
     notes: list[str] = []
+    if torn is not None:
+        notes.append(f"{where}: line {torn}, the last, is torn (not JSON; the service stopped "
+                     "mid-write?): left out of the replay")
     nodes: set[str] = set()
     started: dict[str, float] = {}
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            if number == len(lines):
-                notes.append(f"{where}: line {number}, the last, is torn (not JSON; the service stopped "
-                             "mid-write?): left out of the replay")
-                break
-            raise ValueError(f"{where}: line {number} is not JSON") from None
+    for number, event in parsed:
         if not isinstance(event, dict):
             raise ValueError(f"{where}: line {number} is not an event (a JSON object with 'kind' and 'at')")  # noqa: TRY004 - user input
         at, kind = event.get("at"), event.get("kind")

@@ -50,20 +50,30 @@ class Recorder:
             self._file.close()
 
 
-def read_events(path: str | Path) -> list[dict]:
-    """The events of a log, in order. A torn last line (a crash mid-write) is skipped; any other
-    bad line raises ValueError naming its line number."""
+def parse_log_lines(path: str | Path, where: str) -> tuple[list[tuple[int, object]], int | None]:
+    """Every non-blank line of a log as (line number, parsed JSON), and the number of a torn last
+    line (a crash mid-write: not JSON, left out) or None. Any other line that is not JSON raises
+    ValueError naming ``where`` and its line number. Checks of the events themselves are the
+    caller's (:func:`read_events`; the CLI's stricter ``replay_checks``)."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
-    events = []
+    parsed: list[tuple[int, object]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            event = json.loads(line)
+            parsed.append((number, json.loads(line)))
         except ValueError:
             if number == len(lines):
-                break
-            raise ValueError(f"{path}: line {number} is not JSON") from None
+                return parsed, number
+            raise ValueError(f"{where}: line {number} is not JSON") from None
+    return parsed, None
+
+
+def read_events(path: str | Path) -> list[dict]:
+    """The events of a log, in order. A torn last line (a crash mid-write) is skipped; any other
+    bad line raises ValueError naming its line number."""
+    events = []
+    for number, event in parse_log_lines(path, str(path))[0]:
         if not isinstance(event, dict) or not isinstance(event.get("kind"), str) \
                 or not isinstance(event.get("at"), (int, float)):
             raise ValueError(f"{path}: line {number} is not an event (needs 'kind' and a numeric 'at')")
