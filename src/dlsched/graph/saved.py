@@ -84,12 +84,7 @@ def saved_tensors(prep: Prepared, dtypes: dict[str, int]) -> dict[tuple[str, str
         if n.op in VIEWS and n.inputs and n.inputs[0] and n.outputs and n.inputs[0] not in prep.static:
             alias[n.outputs[0]] = n.inputs[0]
     saved: dict[tuple[str, str], tuple[float, float]] = {}
-    producer = {o: n for n in prep.nodes for o in n.outputs if o}
-    consumers: dict[str, list[NodeRec]] = {}
-    for n in prep.nodes:
-        for i in n.inputs:
-            if i:
-                consumers.setdefault(i, []).append(n)
+    producer, consumers = _links(prep)
     only_x, skip = _fused_activations(prep, producer, consumers)
     attn_probs = _attention_probs(prep, producer, consumers)
 
@@ -243,15 +238,21 @@ def _attention_probs(prep: Prepared, producer: dict[str, NodeRec],
     return probs
 
 
-def attention_softmaxes(prep: Prepared) -> list[str]:
-    """Outputs of the attention Softmax nodes (one per attention call): a fused kernel keeps one
-    fp32 statistic (the log-sum-exp) per row of each of them instead of the s×s matrix."""
+def _links(prep: Prepared) -> tuple[dict[str, NodeRec], dict[str, list[NodeRec]]]:
+    """Each tensor's producing node, and the nodes that consume it (in graph order)."""
     producer = {o: n for n in prep.nodes for o in n.outputs if o}
     consumers: dict[str, list[NodeRec]] = {}
     for n in prep.nodes:
         for i in n.inputs:
             if i:
                 consumers.setdefault(i, []).append(n)
+    return producer, consumers
+
+
+def attention_softmaxes(prep: Prepared) -> list[str]:
+    """Outputs of the attention Softmax nodes (one per attention call): a fused kernel keeps one
+    fp32 statistic (the log-sum-exp) per row of each of them instead of the s×s matrix."""
+    producer, consumers = _links(prep)
     probs = _attention_probs(prep, producer, consumers)
     return [n.outputs[0] for n in prep.nodes if n.op == "Softmax" and n.outputs and n.outputs[0] in probs]
 
