@@ -23,6 +23,7 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from dlsched.kernel.decide import apply as apply_decision
 from dlsched.core.cluster import ClusterSpec, gpu_type
 from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState
@@ -70,7 +71,7 @@ def time_pass(name: str, cap: int, repeat: int, step: int = 2, **options) -> tup
         t0 = time.perf_counter()
         n = 0
         for decision in policy.schedule(view, vc):
-            state.apply(decision, view.now)
+            apply_decision(state, decision, view.now)
             n += 1
         times.append((time.perf_counter() - t0) * 1000)
         started = n

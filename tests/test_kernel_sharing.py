@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from dlsched.kernel.decide import apply as apply_decision
 from dlsched.core.cluster import ClusterSpec, GpuType
 from dlsched.core.job import Job, OracleAccessError
 from dlsched.models.failure import OutOfMemory
@@ -94,7 +95,7 @@ def test_the_crash_report_comes_with_the_crash_not_with_the_start():
                          failure_model=OutOfMemory(delay=10))
     for j, t in ((a, 0), (b, 20)):
         state.submit(j, t)
-        state.apply(Start(j, ((0, 1),), True), t)
+        apply_decision(state, Start(j, ((0, 1),), True), t)
     (due, job, reason), = state.failures_due
     assert (due, job) == (30, b) and math.isnan(b.observed_mem_mib)
     state.fail(b, due, reason)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dlsched.kernel.decide import apply as apply_decision
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec
 from dlsched.core.job import Job, JobState
 from dlsched.kernel import ClusterState, Postpone, Preempt, Start, StateError
@@ -39,7 +40,7 @@ def test_fail_requeues_counts_the_attempt_and_loses_progress():
     state = make_state()
     job = Job("j", "v", 1, 0.0, 100.0)
     state.submit(job, 0.0)
-    state.apply(Start(job, ((0, 0b1),)), 0.0)
+    apply_decision(state, Start(job, ((0, 0b1),)), 0.0)
     epoch = job.epoch
     state.fail(job, 30.0, "out of memory")
     assert job.state is JobState.PENDING and job.failures == 1
@@ -53,10 +54,10 @@ def test_preempt_through_apply_settles_and_pays_the_overhead():
     state = make_state(preemption_overhead=lambda job: 7.0)
     job = Job("j", "v", 1, 0.0, 100.0)
     state.submit(job, 0.0)
-    assert state.apply(Start(job, ((0, 0b1),)), 0.0) == (job,)
-    state.apply(Preempt(job), 40.0)
+    assert apply_decision(state, Start(job, ((0, 0b1),)), 0.0) == [job]
+    apply_decision(state, Preempt(job), 40.0)
     assert job._remaining == pytest.approx(60.0 + 7.0) and job.preemptions == 1
-    assert state.apply(Postpone(job, "waiting for a better placement"), 40.0) == ()
+    assert apply_decision(state, Postpone(job, "waiting for a better placement"), 40.0) == []
     assert state.postponed == 1
 
 

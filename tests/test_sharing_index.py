@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from dlsched.kernel.decide import apply as apply_decision
 from dlsched.core.cluster import ClusterSpec, gpu_type
 from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState
@@ -46,7 +47,7 @@ def _decisions(name: str, seed: int, use_index: bool, step: int, **options):
     state, view = _scene(policy, seed, step=step)
     out = []
     for d in policy.schedule(view, state.vcs[0]):
-        state.apply(d, view.now)
+        apply_decision(state, d, view.now)
         out.append((d.job.job_id, getattr(d, "placement", None), getattr(d, "shared", None)))
     state.check_invariants()
     return out
@@ -122,7 +123,7 @@ def test_fifo_sharing_takes_idle_gpus_first(placement):
     a, b, c = _submit(state2, "a"), _submit(state2, "b"), _submit(state2, "c", 2)
     out = []
     for d in policy.schedule(view, vc):
-        state2.apply(d, 1.0)
+        apply_decision(state2, d, 1.0)
         out.append((d.job, d.placement, d.shared))
     # node 1 is idle: a and b take its GPUs alone (before: both packed beside node 0's jobs);
     # then no idle GPU is left and c (2 GPUs) shares node 0's GPUs

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from support.sharing import cluster, config, job, state_with
 
+from dlsched.kernel.decide import apply as apply_decision
 from dlsched.kernel.decisions import Start
 from dlsched.models.speed import TimeSlicedSpeed
 from dlsched.registry import make_policy
@@ -46,7 +47,7 @@ def test_horus_f_weighted_fair_round_lets_the_younger_queue_in():
     view.now = 200.0
     started = []
     for d in policy.schedule(view, state.vcs[0]):
-        state.apply(d, view.now)
+        apply_decision(state, d, view.now)
         started.append(d.job.job_id)
     assert started == ["l0", "l1", "h0"]
 
@@ -131,7 +132,7 @@ def _pairs(name: str, speed_model=None, **options) -> dict[str, int]:
     out = {}
     for decision in policy.schedule(view, state.vcs[0]):
         assert isinstance(decision, Start) and decision.shared
-        state.apply(decision, view.now)
+        apply_decision(state, decision, view.now)
         (_, mask), = decision.placement
         out[decision.job.job_id] = mask.bit_length() - 1
     state.check_invariants()

@@ -119,36 +119,35 @@ class QuotaManager:
                 self.active_time[vc.vid] += now - self._active_since[vc.vid]
 
     # -- one instant ---------------------------------------------------------------------
-    def rebalance(self, policy, view, now: float) -> list[Job]:
-        """Reclaim for lenders whose head is blocked, then let blocked heads borrow. Applies the
-        decisions to the state and returns the jobs whose finish time moved (started ones first)."""
+    def rebalance(self, decider, now: float) -> list[Job]:
+        """Reclaim for lenders whose head is blocked, then let blocked heads borrow. Carries out the
+        decisions (policy passes through ``decider``, the kernel's one dispatcher) and returns the
+        jobs whose finish time moved (started ones first)."""
         state = self.state
+        policy, view = decider.policy, decider.view
         changed: list[Job] = []
         place = policy.placer.place
         for vc in state.vcs:  # a borrowed job that ended freed GPUs of a VC the engine did not pass over
             if vc.pending and place(view, vc, head_of(vc, now)).status is _FITS:
-                changed.extend(self._pass(policy, view, vc, now))
+                changed.extend(self._pass(decider, vc, now))
         for vc in state.vcs:
             if vc.pending and self.lent[vc.vid]:
-                changed.extend(self._reclaim(policy, view, vc, now))
+                changed.extend(self._reclaim(decider, vc, now))
         for vc in state.vcs:
             if vc.pending and self.specs[vc.vid].borrow_limit != 0:
-                changed.extend(self._borrow(policy, view, vc, now))
+                changed.extend(self._borrow(decider, vc, now))
         return changed
 
-    def _pass(self, policy, view, vc: VcState, now: float) -> list[Job]:
-        """The VC's own policy pass, applied."""
-        changed: list[Job] = []
-        for decision in policy.schedule(view, vc):
-            changed.extend(self.state.apply(decision, now))
-        return changed
+    def _pass(self, decider, vc: VcState, now: float) -> list[Job]:
+        """The VC's own policy pass, carried out; the jobs whose finish moved."""
+        return decider.collect_pass(vc, now)
 
     def _borrowers_on(self, vc: VcState) -> list[Job]:
         """Other VCs' jobs on ``vc``'s nodes, most recently started first."""
         return sorted((j for j, h in self.state.hosts.items() if h is vc), key=lambda j: -j.run_seq)
 
-    def _reclaim(self, policy, view, vc: VcState, now: float) -> list[Job]:
-        state, place = self.state, policy.placer.place
+    def _reclaim(self, decider, vc: VcState, now: float) -> list[Job]:
+        state, view, place = self.state, decider.view, decider.policy.placer.place
         changed: list[Job] = []
         while vc.pending and self.lent[vc.vid]:
             head = head_of(vc, now)
@@ -162,19 +161,19 @@ class QuotaManager:
                 changed.extend(state.preempt(victim, now))
                 if place(view, vc, head).status is _FITS:
                     break
-            moved = self._pass(policy, view, vc, now)
+            moved = self._pass(decider, vc, now)
             if not moved:
                 break
             changed.extend(moved)
         return changed
 
-    def _borrow(self, policy, view, vc: VcState, now: float) -> list[Job]:
-        state, spec, place = self.state, self.specs[vc.vid], policy.placer.place
+    def _borrow(self, decider, vc: VcState, now: float) -> list[Job]:
+        state, view, spec, place = self.state, decider.view, self.specs[vc.vid], decider.policy.placer.place
         changed: list[Job] = []
         while vc.pending:
             head = head_of(vc, now)
             if place(view, vc, head).status is _FITS:
-                moved = self._pass(policy, view, vc, now)  # fits at home after all
+                moved = self._pass(decider, vc, now)  # fits at home after all
                 if not moved:
                     break
                 changed.extend(moved)

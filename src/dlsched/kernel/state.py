@@ -26,7 +26,6 @@ from typing import Callable, Iterable, Sequence
 from dlsched.core.bits import bit_tuple, set_bits
 from dlsched.core.cluster import ClusterSpec, NodeSpec
 from dlsched.core.job import Job, JobState, OracleAccessError
-from dlsched.kernel.decisions import Postpone, Preempt, Start
 
 _CREATED, _PENDING, _RUNNING = JobState.CREATED, JobState.PENDING, JobState.RUNNING
 _ASSUMED, _FINISHED = JobState.ASSUMED, JobState.FINISHED
@@ -548,24 +547,6 @@ class ClusterState:
         self.n_pending += 1
         self.n_running -= 1
         return self._respeed(affected, now) if affected else _NOTHING
-
-    # -- one decision -------------------------------------------------------------------
-    def apply(self, decision, now: float) -> Sequence[Job]:
-        """Carry out a policy decision; returns the running jobs whose finish time changed
-        (for a start: the job itself first, then co-runners whose speed changed)."""
-        kind = type(decision)
-        if kind is Start:
-            job, placement, shared = decision
-            self.start(job, placement, now, shared)
-            if self._speed_model is None and self.failure_model is None:
-                return (job,)
-            return self._modelled_start(job, now)
-        if kind is Preempt:
-            return self.preempt(decision.job, now)
-        if kind is Postpone:
-            self.postponed += 1
-            return _NOTHING
-        raise StateError(f"unknown decision {decision!r}")
 
     def _modelled_start(self, job: Job, now: float) -> list[Job]:
         """After a start with ground-truth models: a failure may be due, the job gets its rate

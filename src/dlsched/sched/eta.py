@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 from dlsched.core.cluster import ClusterSpec, VirtualCluster
 from dlsched.core.job import Job, JobState
-from dlsched.kernel.decisions import Start
+from dlsched.kernel.decide import Decider
+from dlsched.kernel.decisions import Preempt, Start
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
 
@@ -277,6 +278,34 @@ class EtaEstimator:
         return run
 
 
+class _ForwardStarts:
+    """The forward run's backend: a start schedules the twin's predicted finish and, for a
+    waiting job's twin, records its ETA; a preempted twin's finish goes stale (its epoch)."""
+
+    __slots__ = ("run", "left_to_start", "postponed")
+
+    def __init__(self, run: "ForwardRun") -> None:
+        self.run = run
+        origin, wanted = run.origin, run.wanted
+        self.left_to_start = len(origin) if wanted is None else sum(1 for j in origin.values() if j in wanted)
+        self.postponed = None
+
+    def started(self, decision: Start, t: float) -> None:
+        run = self.run
+        job = decision[0]
+        run.result.starts += 1
+        run.seq += 1
+        heapq.heappush(run.heap, (t + job._remaining, run.seq, job, job.epoch))
+        first = run.origin.pop(job, None)
+        if first is not None:
+            run.result.eta[first] = t
+            if run.wanted is None or first in run.wanted:
+                self.left_to_start -= 1
+
+    def preempted(self, decision: Preempt, moved, t: float) -> None:
+        pass
+
+
 class ForwardRun:
     """A copied state and policy, ready to run forward until every waiting job has started."""
 
@@ -295,43 +324,24 @@ class ForwardRun:
         """The event loop of the forward run: finishes and policy timers, then one pass per VC
         that changed (as :mod:`dlsched.sim.engine` orders an instant); no arrivals."""
         twin, policy, result, origin, wanted = self.twin, self.policy, self.result, self.origin, self.wanted
-        heap, seq = self.heap, self.seq
-        left_to_start = len(origin) if wanted is None else sum(1 for j in origin.values() if j in wanted)
+        heap = self.heap
         view = SchedulingView(twin, getattr(policy, "oracle", False))
-        schedule = policy.schedule
-        dirty = {vc: None for vc in twin.vcs if vc.pending}
-        woken: set = set()
+        starts = _ForwardStarts(self)
+        decider = Decider(twin, view, policy, starts)   # the kernel's one dispatcher
+        dirty, woken = decider.dirty, decider.woken
+        dirty.update((vc, None) for vc in twin.vcs if vc.pending)
         timers: list[tuple[float, int, int]] = []
         t = self.now
         max_events = self.max_events if self.max_events is not None else INF
         idle = 0   # a policy that keeps asking for wake-ups while nothing runs must not loop forever
-        while left_to_start:
+        while starts.left_to_start:
             view.now = t
             starts_before = result.starts
-            for vc in dirty:
-                if not vc.pending and vc not in woken:
-                    continue
-                for decision in schedule(view, vc):
-                    kind = type(decision)
-                    if kind is Start:
-                        job = decision[0]
-                        twin.start(job, decision[1], t, decision[2])
-                        result.starts += 1
-                        seq += 1
-                        heapq.heappush(heap, (t + job._remaining, seq, job, job.epoch))
-                        first = origin.pop(job, None)
-                        if first is not None:
-                            result.eta[first] = t
-                            if wanted is None or first in wanted:
-                                left_to_start -= 1
-                    else:   # Preempt (the job queues again; its finish event goes stale) or Postpone
-                        twin.apply(decision, t)
-            dirty.clear()
-            woken.clear()
+            decider.decide(t)   # clears dirty and woken
             for t1, vid in view._wakeups:
                 if t1 > t:
-                    seq += 1
-                    heapq.heappush(timers, (t1, seq, vid))
+                    self.seq += 1
+                    heapq.heappush(timers, (t1, self.seq, vid))
             view._wakeups.clear()
             idle = idle + 1 if not heap and result.starts == starts_before else 0
             t_fin = heap[0][0] if heap else INF

@@ -25,7 +25,8 @@ import numpy as np
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
 from dlsched.core.job import Job, JobState, truth_hidden
 from dlsched.kernel.correction import observe
-from dlsched.kernel.decisions import Preempt, Start
+from dlsched.kernel.decide import Decider
+from dlsched.kernel.decisions import Postpone, Preempt, Start
 from dlsched.kernel.queues import KeyedQueue
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.view import SchedulingView
@@ -58,6 +59,34 @@ def gpu_list(mask: int) -> list[int]:
     return [g for g in range(mask.bit_length()) if mask >> g & 1]
 
 
+class _Nominations:
+    """The live backend of the dispatcher: an assumed start becomes a nomination in the store
+    (or is refused, and returned after the pass); a postponement becomes the pod's waiting
+    reason. Preemption is refused at start-up (``check_policy``)."""
+
+    __slots__ = ("core", "refused", "count")
+
+    def __init__(self, core: "SchedulerCore") -> None:
+        self.core = core
+        self.refused: list[tuple[Job, str, str]] = []   # (job, why, counter) to return after the pass
+        self.count = 0
+
+    def started(self, decision: Start, now: float) -> None:
+        outcome = self.core._nominate(decision, now)
+        if outcome is not None:
+            counter, why = outcome
+            self.refused.append((decision[0], why, counter))
+        else:
+            self.count += 1
+
+    def preempted(self, decision: Preempt, moved, now: float) -> None:
+        # refused at start-up (check_policy); the pod keeps running and keeps its GPUs
+        self.core.counters["preemptions not carried out"] += 1
+
+    def postponed(self, decision: Postpone, now: float) -> None:
+        self.core.waiting[decision.job.job_id] = f"postponed by the policy: {decision.reason}"
+
+
 class SchedulerCore:
     """Pods -> jobs, passes -> nominations, binds -> confirmed starts; one lock around it all."""
 
@@ -78,6 +107,9 @@ class SchedulerCore:
                 plugin.attach(self.state)
             self.state.add_observer(plugin)
         self.view = SchedulingView(self.state, oracle=False)
+        self._nominations = _Nominations(self)
+        # the kernel's one dispatcher, with starts assumed (a nomination until the bind succeeds)
+        self.decider = Decider(self.state, self.view, policy, self._nominations, assume=True)
         # the queue is ordered by policy.key (FIFO, QSSF, ...), or by arrival (Horus's ArrivalQueue)
         self.keyed = isinstance(policy.new_queue(), KeyedQueue)
         self.lock = threading.RLock()
@@ -103,7 +135,6 @@ class SchedulerCore:
         # the service annotates the pending pod, and the update makes kube-scheduler retry it
         self.nudge: Callable[[PodFacts, str, str, bool], None] | None = None
         self._answering = ""                       # the uid whose filter call is being answered
-        self._dirty: set[int] = set()
         self._ranks: dict[int, tuple[tuple, list[tuple], bool]] = {}   # vid -> (stamp, sorted ranks, NaN among them)
         self._now = 0.0
         self._restrict_placement()
@@ -116,6 +147,10 @@ class SchedulerCore:
         self._record("config", policy=policy.name, placement=getattr(policy, "placement_name", ""),
                      backfill=bool(getattr(policy, "backfill", False)), max_jobs_per_gpu=max_jobs_per_gpu,
                      default_gpu=self.default_gpu.name)
+
+    def _mark(self, vid: int) -> None:
+        """VC ``vid`` changed: the next pass decides it."""
+        self.decider.dirty[self.state.vcs[vid]] = None
 
     def _record(self, kind: str, **fields: object) -> None:
         if self.recorder is not None:
@@ -167,7 +202,7 @@ class SchedulerCore:
                 st.cordon(idx, now)
             else:
                 st.uncordon(idx, now)
-            self._dirty.add(st.node_vc[idx])
+            self._mark(st.node_vc[idx])
             self._retry_parked()
 
     def _gpu_type_of(self, node: NodeFacts) -> tuple[GpuType, bool]:
@@ -342,7 +377,7 @@ class SchedulerCore:
         vcs = self.state.submit(job, now)
         self.jobs[pod.uid] = job
         self.pods[pod.uid] = pod
-        self._dirty.add(vcs.vid)
+        self._mark(vcs.vid)
         self.store.log("submit", pod.uid, pod.key, now, detail=f"vc={vc} gpus={pod.gpus}")
         self._record("submit", uid=pod.uid, pod=pod.key, vc=vc, gpus=pod.gpus, submit_time=job.submit_time,
                      model=job.model_name or job.onnx_ref, batch_size=job.batch_size,
@@ -404,7 +439,7 @@ class SchedulerCore:
             self.store.adopt(pod.uid, pod.key, pod.node_name, slots, now, detail="bound pod seen")
         except DoubleAssignment:
             self.counters["adopt conflicts in the store"] += 1
-        self._dirty.add(st.node_vc[idx])
+        self._mark(st.node_vc[idx])
 
     def _adopt_mask(self, idx: int, pod: PodFacts) -> int | None:
         """GPUs of a pod bound outside this process: its annotation when valid and free, else the
@@ -443,7 +478,7 @@ class SchedulerCore:
         uid = job.job_id
         if job.state is ASSUMED:
             st.forget(job, now)
-            self._dirty.add(job.vc_state.vid)
+            self._mark(job.vc_state.vid)
         if job.state is RUNNING:
             vid = job.vc_state.vid
             job._duration = max(now - job.run_since, 0.0)   # the observed run time, for the estimators
@@ -452,7 +487,7 @@ class SchedulerCore:
             on_finish = getattr(self.policy, "job_finished", None)
             if on_finish is not None:
                 on_finish(job, now)
-            self._dirty.add(vid)
+            self._mark(vid)
             self.store.release(uid, pod.key, "finish", now, detail=why)
             self._record("finish", uid=uid, why=why)
         else:
@@ -481,7 +516,7 @@ class SchedulerCore:
         pod = self.pods[job.job_id]
         self.state.forget(job, now)
         self.slots.pop(job.job_id, None)
-        self._dirty.add(job.vc_state.vid)
+        self._mark(job.vc_state.vid)
         self.store.release(job.job_id, pod.key, "forget", now, detail=why)
         self._record("forget", uid=job.job_id, why=why)
 
@@ -491,71 +526,59 @@ class SchedulerCore:
     may_nominate: Callable[[], bool] = staticmethod(lambda: True)
 
     def run_pass(self) -> int:
-        """One policy pass over every changed VC; returns the number of new nominations."""
+        """One policy pass over every changed VC, through the kernel's one dispatcher (the pass
+        function the simulator runs, with starts assumed: a start is a nomination until its bind
+        succeeds); returns the number of new nominations."""
         with self.lock:
-            if not self._dirty or not self.may_nominate():
+            if not self.decider.dirty or not self.may_nominate():
                 return 0
-            st, view = self.state, self.view
-            view.now = now = self.now()
-            started = 0
-            dirty, self._dirty = self._dirty, set()
+            self.view.now = now = self.now()
+            nominations = self._nominations
+            before = len(nominations.refused), nominations.count
+            decider = self.decider
+            self.passes += sum(1 for vc in decider.dirty if vc.pending or vc in decider.woken)
             with truth_hidden(True):
-                for vid in sorted(dirty):
-                    vc = st.vcs[vid]
-                    if not vc.pending:
-                        continue
-                    self.passes += 1
-                    for decision in self.policy.schedule(view, vc):
-                        if type(decision) is Start:
-                            if not self._assume(decision, now):
-                                break
-                            started += 1
-                        elif type(decision) is Preempt:
-                            # refused at start-up (check_policy); never free the GPUs of a pod
-                            # that keeps running
-                            self.counters["preemptions not carried out"] += 1
-                        else:
-                            st.apply(decision, now)
-                            if hasattr(decision, "reason"):
-                                self.waiting[decision.job.job_id] = f"postponed by the policy: {decision.reason}"
-            return started
+                decider.decide(now)
+            refused = nominations.refused[before[0]:]
+            for job, why, counter in refused:
+                # the nomination stood while the rest of the pass decided; it is returned now
+                self.counters[counter] += 1
+                if job.state is ASSUMED:
+                    self.state.forget(job, now)
+                self.slots.pop(job.job_id, None)
+                self.waiting[job.job_id] = why
+            del nominations.refused[before[0]:]
+            return nominations.count - before[1]
 
-    def _assume(self, decision: Start, now: float) -> bool:
+    def _nominate(self, decision: Start, now: float) -> tuple[str, str] | None:
+        """Book an assumed start as a nomination (store first). Returns None, or (counter, why)
+        when it is refused (the pass's caller returns the GPUs after the pass)."""
         st = self.state
         job, placement, shared = decision
-        st.start(job, placement, now, shared, confirm=False)
         uid = job.job_id
         pod = self.pods[uid]
         if len(placement) != 1:
-            self.counters["multi-node placements refused"] += 1
-            st.forget(job, now)
-            self.waiting[uid] = f"the policy placed it on {len(placement)} nodes; a pod runs on one node"
-            return False
+            return "multi-node placements refused", (f"the policy placed it on {len(placement)} nodes; "
+                                                      f"a pod runs on one node")
         idx, mask = placement[0]
         allowed = self.offered.get(uid)
         if allowed is not None and st.node_ids[idx] not in allowed:
             # a policy that places without the restricted placement (its own shortcut): refused
-            st.forget(job, now)
-            self.counters["nominations off the nodes kube-scheduler offered"] += 1
-            self.waiting[uid] = (f"the policy placed it on {st.node_ids[idx]}, which kube-scheduler did not "
-                                 f"offer for this pod (its selector, affinity or taints)")
-            return True
+            return ("nominations off the nodes kube-scheduler offered",
+                    f"the policy placed it on {st.node_ids[idx]}, which kube-scheduler did not "
+                    f"offer for this pod (its selector, affinity or taints)")
         slots = self._take_slots(uid, idx, mask)
         try:
             self.store.assume(uid, pod.key, st.node_ids[idx], slots, now, detail=f"policy={self.policy.name}")
         except DoubleAssignment as exc:
-            self.counters["nominations refused by the store"] += 1
-            st.forget(job, now)
-            self.slots.pop(uid, None)
-            self.waiting[uid] = str(exc)
-            return False
+            return "nominations refused by the store", str(exc)
         self.waiting.pop(uid, None)
         self._record("start", uid=uid, node=st.node_ids[idx], gpus=[g for g, _ in slots], shared=bool(shared))
         if self.nudge is not None and uid != self._answering and self.last_outcome.get(uid, "nominated") != "nominated":
             # kube-scheduler was told to wait (and this is not the pod's own filter call, whose
             # answer is on its way): it would not ask again before a cluster event or 60 s
             self.nudge(pod, st.node_ids[idx], ",".join(str(g) for g, _ in slots), True)
-        return True
+        return None
 
     # -- the extender's questions ---------------------------------------------------------------
     def filter(self, pod: PodFacts, node_names: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -606,7 +629,7 @@ class SchedulerCore:
             self.offered[uid] = last_set
             job = self.jobs[uid]
             if job.state is PENDING:
-                self._dirty.add(job.vc_state.vid)   # other nodes now: worth another pass
+                self._mark(job.vc_state.vid)   # other nodes now: worth another pass
 
     def _restrict_placement(self) -> None:
         """The placement of a job kube-scheduler filtered is restricted to the nodes it offered
@@ -852,7 +875,7 @@ class SchedulerCore:
         self.slots.pop(uid, None)
         self.observed.pop(uid, None)
         self.waiting[uid] = reason
-        self._dirty.add(vid)
+        self._mark(vid)
         self.store.release(uid, pod.key, "oom", now, detail=reason)
         self._record("oom", uid=uid, why=reason, gpu_mem_mib=mem_mib)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+import itertools
 import math
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -24,22 +25,19 @@ import numpy as np
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job, JobState, truth_hidden
-from dlsched.kernel.decisions import Start
+from dlsched.kernel.decide import Decider
 from dlsched.kernel.quotas import QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError, VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.metrics.recorder import MetricsRecorder
 from dlsched.sched.protocols import FailureModel, Policy, SpeedModel
+from dlsched.sim.backend import SimulatedBackend
 from dlsched.sim.config import SimConfig
 
 # event priorities at equal times
 FINISH, POWER, TIMER, END = 0, 1, 3, 9
 
 INF = math.inf
-# The engine's inline Start: without ground-truth models a start moves no other job's finish, so
-# the loop calls state.start itself instead of state.apply (False: every decision goes through
-# apply, the general path dlsched.sim.reference.reference_paths() compares against).
-INLINE_START = True
 STALL_LIMIT = 30 * 86400.0  # with a power manager: nothing running and jobs waiting this long = stuck
 
 
@@ -138,7 +136,7 @@ class Simulator:
         times = list(map(by_submit, jobs))
         times.append(INF)
         heap: list[tuple] = [(INF, END, 0, "end", None, 0)]
-        seq = 0
+        tiebreak = itertools.count(1)  # the heap's third key: events at equal (time, priority) keep push order
         cursor = 0
         popped = 0
         vcs = state.vcs
@@ -148,21 +146,33 @@ class Simulator:
         policy.prepare(view)
         if power is not None:
             for t0, kind, payload in power.initial_events(state, jobs):
-                seq += 1
-                heapq.heappush(heap, (t0, POWER, seq, kind, payload, 0))
+                heapq.heappush(heap, (t0, POWER, next(tiebreak), kind, payload, 0))
         progress_every = max(1, n_jobs // 200)
 
         rec.begin(jobs[0].submit_time if jobs else 0.0)
-        dirty: dict[VcState, None] = {}  # VCs that saw a change at this instant, in order
-        woken: set[VcState] = set()  # VCs whose policy asked for this pass (view.wake_at)
         wakeups = view._wakeups
         # hot loop: bind methods and constants to locals
         heappop, heappush = heapq.heappop, heapq.heappush
-        finish, submit, apply, start = state.finish, state.submit, state.apply, state.start
-        plain = INLINE_START and state._speed_model is None and state.failure_model is None  # apply's shortcut
+        finish, submit = state.finish, state.submit
         failures_due = state.failures_due
         still_due = getattr(state.failure_model, "still_due", None)
-        schedule = policy.schedule
+
+        def push_finish(job: Job, now: float) -> None:
+            left = job._remaining / job.speed if job.speed != 1.0 else job._remaining
+            heappush(heap, (now + left + tick, FINISH, next(tiebreak), "finish", job, job.epoch))
+
+        def push_failure(t1: float, job: Job, reason: str) -> None:
+            heappush(heap, (t1, FINISH, next(tiebreak), "fail", (job, reason), job.run_seq))
+
+        def push_start(decision, now: float) -> None:
+            # = push_finish(decision[0], now) for the plain start (no speed model: speed is 1)
+            job = decision[0]
+            heappush(heap, (now + job._remaining + tick, FINISH, next(tiebreak), "finish", job, job.epoch))
+
+        backend = SimulatedBackend(state, push_finish, push_failure, push_start)
+        decider = Decider(state, view, policy, backend, check=check)
+        self.decider = decider
+        dirty, woken, decide = decider.dirty, decider.woken, decider.decide
         RUNNING = JobState.RUNNING
         last_progress = jobs[0].submit_time if jobs else 0.0
         while True:
@@ -186,9 +196,8 @@ class Simulator:
                         if on_finish is not None:
                             on_finish(job, now)
                         for other in changed:
-                            seq += 1
-                            heappush(heap, (now + other._remaining / other.speed + tick, FINISH, seq, "finish",
-                                            other, other.epoch))
+                            heappush(heap, (now + other._remaining / other.speed + tick, FINISH, next(tiebreak),
+                                            "finish", other, other.epoch))
                         if progress is not None and state.finished % progress_every == 0:
                             progress(state.finished, n_jobs)
                     elif kind == "fail":
@@ -205,16 +214,14 @@ class Simulator:
                         if on_failed is not None:
                             on_failed(job, now, reason)
                         for other in changed:
-                            seq += 1
-                            heappush(heap, (now + other._remaining / other.speed + tick, FINISH, seq, "finish",
-                                            other, other.epoch))
+                            heappush(heap, (now + other._remaining / other.speed + tick, FINISH, next(tiebreak),
+                                            "finish", other, other.epoch))
                     else:
                         vids, follow = power.apply(kind, payload, state, now)
                         for vid in vids:
                             dirty[vcs[vid]] = None
                         for t1, kind1, payload1 in follow:
-                            seq += 1
-                            heappush(heap, (t1, POWER, seq, kind1, payload1, 0))
+                            heappush(heap, (t1, POWER, next(tiebreak), kind1, payload1, 0))
             # 2. arrivals
             while times[cursor] == now:
                 job = jobs[cursor]
@@ -224,8 +231,7 @@ class Simulator:
                 dirty[submit(job, now)] = None
                 if power is not None:
                     for t1, kind, payload in power.on_arrival(job, state, now):
-                        seq += 1
-                        heappush(heap, (t1, POWER, seq, kind, payload, 0))
+                        heappush(heap, (t1, POWER, next(tiebreak), kind, payload, 0))
             # 3. timers (policy wake-ups); a timer is never pushed for the current instant, so
             # one at ``now`` was the heap's head when the instant began
             if t_ev == now:
@@ -235,62 +241,32 @@ class Simulator:
                     vc = vcs[payload]
                     dirty[vc] = None
                     woken.add(vc)  # a pass the policy asked for runs even with nothing pending
-            # 4. one scheduling pass per changed VC
-            for vc in dirty:
-                if not vc.pending and vc not in woken:  # nothing pending, no wake-up: nothing to decide
-                    continue
-                for decision in schedule(view, vc):  # the kernel rejects placements outside the job's VC
+            # 4. one scheduling pass per changed VC: the kernel's one pass function
+            if dirty:
+                try:
+                    decide(now)  # clears dirty and woken
+                except StateError as exc:
+                    raise SimulationError(f"policy {policy.name}: {exc}") from exc
+                if quotas is not None:
+                    # borrowing and reclaim between VCs, after every VC's own pass (kernel/quotas.py)
                     try:
-                        if plain and type(decision) is Start:
-                            # = apply(decision): without ground-truth models a start moves no other
-                            # job's finish; the call and its one-job tuple are skipped
-                            job = decision[0]
-                            start(job, decision[1], now, decision[2])
-                            seq += 1
-                            left = job._remaining / job.speed if job.speed != 1.0 else job._remaining
-                            heappush(heap, (now + left + tick, FINISH, seq, "finish", job, job.epoch))
-                            continue
-                        changed = apply(decision, now)
+                        changed = quotas.rebalance(decider, now)
                     except StateError as exc:
-                        raise SimulationError(f"policy {policy.name}: {exc}") from exc
+                        raise SimulationError(f"queues: {exc}") from exc
                     for job in changed:
-                        seq += 1
-                        left = job._remaining / job.speed if job.speed != 1.0 else job._remaining
-                        heappush(heap, (now + left + tick, FINISH, seq, "finish", job, job.epoch))
+                        if job.state is RUNNING:
+                            push_finish(job, now)
                     if failures_due:
                         for t1, job, reason in failures_due:
-                            seq += 1
-                            heappush(heap, (t1, FINISH, seq, "fail", (job, reason), job.run_seq))
+                            heappush(heap, (t1, FINISH, next(tiebreak), "fail", (job, reason), job.run_seq))
                         failures_due.clear()
-                if check:
-                    state.check_invariants()
-            if quotas is not None and dirty:
-                # borrowing and reclaim between VCs, after every VC's own pass (kernel/quotas.py)
-                try:
-                    changed = quotas.rebalance(policy, view, now)
-                except StateError as exc:
-                    raise SimulationError(f"queues: {exc}") from exc
-                for job in changed:
-                    if job.state is RUNNING:
-                        seq += 1
-                        left = job._remaining / job.speed if job.speed != 1.0 else job._remaining
-                        heappush(heap, (now + left + tick, FINISH, seq, "finish", job, job.epoch))
-                if failures_due:
-                    for t1, job, reason in failures_due:
-                        seq += 1
-                        heappush(heap, (t1, FINISH, seq, "fail", (job, reason), job.run_seq))
-                    failures_due.clear()
-                if check:
-                    state.check_invariants()
-            dirty.clear()
-            if woken:
-                woken.clear()
+                    if check:
+                        state.check_invariants()
             if wakeups:
                 for t1, vid in wakeups:
                     if t1 <= now:
                         raise SimulationError(f"policy {policy.name} asked for a wake-up in the past")
-                    seq += 1
-                    heappush(heap, (t1, TIMER, seq, "wake", vid, 0))
+                    heappush(heap, (t1, TIMER, next(tiebreak), "wake", vid, 0))
                 wakeups.clear()
             if power is not None:
                 running = rec.running

@@ -1,0 +1,184 @@
+"""The one decision dispatcher: a policy's pass over a VC, its decisions carried out as kernel
+transitions and reported to the backend that drives the kernel.
+
+Every driver decides through :class:`Decider` — the simulator's event loop
+(``sim/engine.py``), the live service (through :class:`dlsched.kernel.entry.Kernel`), the ETA
+forward run (``sched/eta.py``) and the queue manager's borrowing pass (``kernel/quotas.py``).
+``grep -n "is Start" src/dlsched`` finds the one place a decision's type is looked at:
+:meth:`Decider._passes`.
+
+What a transition *means* differs per backend, and that difference is all a backend supplies
+(:class:`Backend`): the simulator turns a start into a finish event (its physics: speed and
+failure models decide when), the live service turns it into a nomination that a bind confirms
+(``assume=True``: the job holds its GPUs but is not running until the bind succeeds), the
+action log of :class:`~dlsched.kernel.entry.Kernel` into a typed :class:`Bind` action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from dlsched.core.job import Job
+from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start
+from dlsched.kernel.state import ClusterState, StateError, VcState
+from dlsched.kernel.view import SchedulingView
+
+
+class Backend(Protocol):
+    """What a driver does after each carried-out decision. ``postponed`` may be None (nothing to do)."""
+
+    def started(self, decision: Start, now: float) -> None:
+        """``decision.job`` now holds ``decision.placement`` (running, or assumed when the
+        decider assumes)."""
+
+    def preempted(self, decision: Preempt, moved: Iterable[Job], now: float) -> None:
+        """``decision.job`` was stopped and queues again; ``moved``: running jobs whose speed
+        changed because it left (simulated backends with a speed model; empty otherwise). When
+        the decider assumes (live), nothing was stopped yet: the backend is asked to evict."""
+
+    postponed: object   # Callable[[Postpone, float], None] | None
+
+
+class Decider:
+    """Runs policy passes on one kernel state and carries out what they decide.
+
+    ``dirty`` (VCs that saw a change, in the order they did) and ``woken`` (VCs whose policy asked
+    for a pass with ``view.wake_at``) are filled by the driver; :meth:`decide` runs one pass per
+    dirty VC that has work, in that order, and leaves the policy's wake-up requests in
+    ``wakeups`` for the driver's clock.
+    """
+
+    __slots__ = ("state", "view", "policy", "backend", "assume", "dirty", "woken", "check", "decide")
+
+    def __init__(self, state: ClusterState, view: SchedulingView, policy, backend: Backend,
+                 assume: bool = False, check: bool = False) -> None:
+        self.state = state
+        self.view = view
+        self.policy = policy
+        self.backend = backend
+        self.assume = assume          # live: a start is a nomination until its bind succeeds
+        self.dirty: dict[VcState, None] = {}
+        self.woken: set[VcState] = set()
+        self.check = check            # check the kernel's invariants after every pass
+        # decide(now): one scheduling pass per changed VC that has something to decide, in the
+        # order they changed; then the marks are cleared. The pass function both drivers run.
+        self.decide: Callable[[float], None] = self._passes(backend, None)
+
+    @property
+    def wakeups(self) -> list[tuple[float, int]]:
+        """(time, VC index) passes the policy asked for since the driver last cleared this list."""
+        return self.view._wakeups
+
+    def run_pass(self, vc: VcState, now: float) -> None:
+        """The policy's pass over ``vc`` alone (when it has something to decide)."""
+        self._passes(self.backend, (vc,))(now)
+
+    def collect_pass(self, vc: VcState, now: float) -> list[Job]:
+        """The policy's pass over ``vc`` with its outcome returned instead of reported: the jobs
+        whose finish moved, in order (a failure model's due failures stay in
+        ``state.failures_due`` for the caller). The queue manager's borrowing rounds use it: they
+        need to know whether a pass started anything before deciding what to reclaim."""
+        collect = Collect(self.state)
+        self._passes(collect, (vc,))(now)
+        return collect.moved
+
+    def _passes(self, backend: Backend, only: tuple[VcState, ...] | None) -> Callable[[float], None]:
+        """THE decision dispatcher, as a closure over what it needs (built once per driver: it
+        is the simulator's hottest path, run once per instant, so nothing is looked up per
+        call). For each VC with work (``only``, or the dirty ones, cleared afterwards), the
+        policy's pass; each decision it yields becomes a kernel transition, then ``backend``
+        hears of it -- before the policy yields the next one, so the view reflects it."""
+        st = self.state
+        view = self.view
+        dirty = self.dirty
+        woken = self.woken
+        schedule = self.policy.schedule
+        started = backend.started
+        start = st.start
+        confirm = not self.assume
+        check = self.check
+        vcs = dirty if only is None else only
+
+        def passes(now: float) -> None:
+            for vc in vcs:
+                if not vc.pending and vc not in woken:  # nothing pending, no wake-up: nothing to decide
+                    continue
+                for decision in schedule(view, vc):  # the kernel rejects placements outside the job's VC
+                    kind = type(decision)
+                    if kind is Start:
+                        start(decision[0], decision[1], now, decision[2], confirm)
+                        started(decision, now)
+                    elif kind is Preempt:
+                        if confirm:
+                            backend.preempted(decision, st.preempt(decision[0], now), now)
+                        else:
+                            # live: the backend asks for the eviction; the job keeps its GPUs
+                            # until its pod is gone, when the driver reports the stop
+                            backend.preempted(decision, (), now)
+                    elif kind is Postpone:
+                        st.postponed += 1
+                        if backend.postponed is not None:
+                            backend.postponed(decision, now)
+                    else:
+                        raise StateError(f"unknown decision {decision!r}")
+                if check:
+                    st.check_invariants()
+            if only is None:
+                dirty.clear()
+                if woken:
+                    woken.clear()
+
+        return passes
+
+
+class _Scripted:
+    """A stand-in policy whose one pass yields given decisions (:func:`apply`)."""
+
+    name = "scripted"
+
+    def __init__(self, decisions: Iterable[Decision]) -> None:
+        self.decisions = list(decisions)
+
+    def schedule(self, view: SchedulingView, vc: VcState) -> Iterable[Decision]:
+        decisions, self.decisions = self.decisions, []
+        return decisions
+
+
+class Collect:
+    """A backend that lists the jobs whose finish moved, as ``ClusterState.apply`` used to return
+    them (tests and tools that apply decisions by hand; with ground-truth models the state's
+    modelled start rates the job and its co-runners)."""
+
+    __slots__ = ("state", "moved", "postponed")
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.moved: list[Job] = []
+        self.postponed = None
+
+    def started(self, decision: Start, now: float) -> None:
+        st = self.state
+        job = decision[0]
+        if st._speed_model is None and st.failure_model is None:
+            self.moved.append(job)
+        else:
+            self.moved.extend(st._modelled_start(job, now))
+
+    def preempted(self, decision: Preempt, moved: Iterable[Job], now: float) -> None:
+        self.moved.extend(moved)
+
+
+def apply(state: ClusterState, decision: Decision, now: float) -> list[Job]:
+    """Carry out one decision on ``state`` through the dispatcher (tests and tools that decide by
+    hand); returns the running jobs whose finish time changed (for a start: the job itself first,
+    then co-runners whose speed changed)."""
+    backend = Collect(state)
+    decider = Decider(state, SchedulingView(state, oracle=False), _Scripted([decision]), backend)
+    vc = decision[0].vc_state
+    decider.woken.add(vc)   # a pass even when nothing is pending (a preemption of a running job)
+    decider.run_pass(vc, now)
+    return backend.moved
+
+
+__all__ = ["Backend", "Collect", "Decider", "Postpone", "apply"]
