@@ -1,0 +1,134 @@
+"""What drivers tell the kernel (stimuli) and what the kernel asks of them (actions).
+
+A driver turns the world into stimuli — a simulated event, a pod seen by the live service, a line
+of a recorded log — and hands them to :meth:`dlsched.kernel.entry.Kernel.handle`, which applies
+the transition each one means and, when asked for a pass, runs the policy through the one
+dispatcher (:class:`dlsched.kernel.decide.Decider`). What comes back is a list of actions for the
+driver to carry out: bind a job to its placement, evict a job, wake the kernel at a time.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from dlsched.core.cluster import NodeSpec
+from dlsched.core.job import Job
+from dlsched.kernel.decisions import Placement
+
+
+# -- stimuli ------------------------------------------------------------------------------------
+class JobSubmitted(NamedTuple):
+    """A new job wants GPUs (it queues in its VC)."""
+
+    job: Job
+
+
+class PassRequested(NamedTuple):
+    """Decide now: one policy pass over every VC that changed since the last pass."""
+
+
+class BindSucceeded(NamedTuple):
+    """The backend carried out a :class:`Bind` (live: the pod is bound): the job runs."""
+
+    job: Job
+
+
+class BindFailed(NamedTuple):
+    """A :class:`Bind` could not be carried out: the job gives its GPUs back and waits again."""
+
+    job: Job
+    reason: str
+
+
+class JobFinished(NamedTuple):
+    """The job completed and released its GPUs."""
+
+    job: Job
+
+
+class JobFailed(NamedTuple):
+    """The job crashed (e.g. out of memory); it queues again with the attempt counted."""
+
+    job: Job
+    reason: str
+
+
+class JobEvicted(NamedTuple):
+    """An :class:`Evict` was carried out (live: the pod is gone after its grace period): the job
+    releases its GPUs and queues again with its attained service."""
+
+    job: Job
+
+
+class JobWithdrawn(NamedTuple):
+    """The job left before it finished (live: its pending pod was deleted)."""
+
+    job: Job
+    reason: str
+
+
+class PredictionCorrected(NamedTuple):
+    """The job's predictions changed (an observed reading corrected them)."""
+
+    job: Job
+
+
+class NodeChanged(NamedTuple):
+    """A node was added (``spec`` given), removed, cordoned or uncordoned."""
+
+    change: str            # "added" | "removed" | "cordoned" | "uncordoned"
+    node: int = -1         # the node's index (not for "added")
+    spec: NodeSpec | None = None
+
+
+class PowerChanged(NamedTuple):
+    """A node was powered on or off (Cluster Energy Saving)."""
+
+    node: int
+    on: bool
+
+
+class TimerFired(NamedTuple):
+    """A :class:`WakeAt` came due: the VC gets a pass even with nothing new."""
+
+    vid: int
+
+
+Stimulus = (JobSubmitted | PassRequested | BindSucceeded | BindFailed | JobFinished | JobFailed | JobEvicted
+            | JobWithdrawn | PredictionCorrected | NodeChanged | PowerChanged | TimerFired)
+
+
+# -- actions ------------------------------------------------------------------------------------
+class Bind(NamedTuple):
+    """Run ``job`` on ``placement`` (the kernel holds the GPUs; live: until the bind's outcome)."""
+
+    job: Job
+    placement: Placement
+    shared: bool = False
+
+
+class Evict(NamedTuple):
+    """Stop ``job`` so that it queues again (live: through the Eviction API, with a grace period
+    to checkpoint); the driver reports :class:`JobEvicted` once it is gone."""
+
+    job: Job
+    reason: str
+
+
+class Postponed(NamedTuple):
+    """The policy could place ``job`` but chose to wait; ``reason`` says why."""
+
+    job: Job
+    reason: str
+
+
+class WakeAt(NamedTuple):
+    """Send :class:`TimerFired` for VC ``vid`` at ``time``."""
+
+    time: float
+    vid: int
+
+
+Action = Bind | Evict | Postponed | WakeAt
+
+NODE_CHANGES = ("added", "removed", "cordoned", "uncordoned")

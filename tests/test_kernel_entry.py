@@ -1,0 +1,154 @@
+"""The kernel's entry point (kernel/entry.py): typed stimuli in, typed actions out.
+
+The simulator's loop calls the same transitions and the same pass function directly; a small
+driver that feeds a trace through ``Kernel.handle`` alone -- arrivals as JobSubmitted, finishes as
+JobFinished, Bind actions answered by BindSucceeded, WakeAt actions as timers -- must make the
+engine's decisions job for job.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+
+import pytest
+
+from dlsched.core.cluster import ClusterSpec, NodeSpec
+from dlsched.core.job import Job, JobState, truth_hidden
+from dlsched.kernel.decisions import Postpone, Preempt, Start
+from dlsched.kernel.entry import Kernel
+from dlsched.kernel.queues import ArrivalQueue
+from dlsched.kernel.state import ClusterState, StateError
+from dlsched.kernel.stimuli import (
+    Bind,
+    BindFailed,
+    BindSucceeded,
+    Evict,
+    JobEvicted,
+    JobFinished,
+    JobSubmitted,
+    NodeChanged,
+    PassRequested,
+    Postponed,
+    TimerFired,
+    WakeAt,
+)
+from dlsched.registry import make_policy
+from dlsched.sched.protocols import PolicyBase
+from dlsched.sim import SimConfig, Simulator
+from dlsched.traces.synthetic import generate
+
+
+def drive(jobs: list[Job], cluster: ClusterSpec, policy) -> dict[str, tuple[float, tuple]]:
+    """Simulate through Kernel.handle only; returns job id -> (start time, first placement)."""
+    state = ClusterState(cluster, new_queue=policy.new_queue)
+    kernel = Kernel(state, policy, assume=True)
+    kernel.prepare()
+    by_id = {vc.name: vc for vc in state.vcs}
+    for job in jobs:
+        job.reset() if job.state is not JobState.CREATED else None
+        job.vc_state = by_id[job.vc]
+    arrivals = sorted(jobs, key=lambda j: j.submit_time)
+    heap: list[tuple] = []
+    seq = itertools.count()
+    out: dict[str, tuple[float, tuple]] = {}
+    i = 0
+    with truth_hidden(not policy.oracle):
+        while i < len(arrivals) or heap:
+            t_arr = arrivals[i].submit_time if i < len(arrivals) else float("inf")
+            now = min(t_arr, heap[0][0] if heap else float("inf"))
+            while heap and heap[0][0] == now and heap[0][1] == 0:
+                _, _, _, job, epoch = heapq.heappop(heap)
+                if epoch == job.epoch and job.state is JobState.RUNNING:
+                    kernel.handle(JobFinished(job), now)
+            while i < len(arrivals) and arrivals[i].submit_time == now:
+                kernel.handle(JobSubmitted(arrivals[i]), now)
+                i += 1
+            while heap and heap[0][0] == now and heap[0][1] == 1:
+                kernel.handle(TimerFired(heapq.heappop(heap)[4]), now)
+            for action in kernel.handle(PassRequested(), now):
+                if type(action) is Bind:
+                    job = action.job
+                    kernel.handle(BindSucceeded(job), now)
+                    out.setdefault(job.job_id, (now, action.placement))
+                    heapq.heappush(heap, (now + job._remaining, 0, next(seq), job, job.epoch))
+                elif type(action) is WakeAt:
+                    heapq.heappush(heap, (action.time, 1, next(seq), None, action.vid))
+    return out
+
+
+@pytest.mark.parametrize("policy", ["fifo", "sjf", "qssf", "horus", "las"])
+def test_a_trace_fed_through_handle_makes_the_engines_decisions(policy: str) -> None:
+    trace = generate(jobs=1500, seed=3, vcs={"a": 4, "b": 2})
+    cluster = ClusterSpec.from_vc_sizes({"a": 4, "b": 2})
+    result = Simulator(cluster, make_policy(policy), SimConfig()).run(trace.jobs)
+    engine = {j.job_id: (j.start_time, None) for j in result.jobs}
+    fed = drive(trace.jobs, cluster, make_policy(policy))
+    assert len(fed) == len(engine) == 1500
+    assert {k: v[0] for k, v in fed.items()} == {k: v[0] for k, v in engine.items()}
+
+
+class _Evictor(PolicyBase):
+    """Starts the head; when a second job arrives, preempts the first for it."""
+
+    name = "evictor"
+
+    def new_queue(self) -> ArrivalQueue:
+        return ArrivalQueue()
+
+    def schedule(self, view, vc):
+        if vc.running and vc.pending:
+            yield Preempt(next(iter(vc.running)))
+            return
+        if vc.pending:
+            job = next(iter(vc.queue))
+            yield Postpone(job, "testing") if job.job_id == "later" else Start(job, ((0, 1),))
+
+
+def _one_node_state() -> ClusterState:
+    return ClusterState(ClusterSpec([NodeSpec("n0", "vc", 1)], {"vc": 1}), new_queue=_Evictor().new_queue)
+
+
+def test_live_eviction_is_a_request_until_the_job_is_gone() -> None:
+    state = _one_node_state()
+    kernel = Kernel(state, _Evictor(), assume=True)
+    a, b = Job("a", "vc", 1, 0.0, 100.0), Job("b", "vc", 1, 5.0, 100.0)
+    kernel.handle(JobSubmitted(a), 0.0)
+    [bind] = kernel.handle(PassRequested(), 0.0)
+    assert bind == Bind(a, ((0, 1),), False) and a.state is JobState.ASSUMED
+    kernel.handle(BindSucceeded(a), 0.0)
+    kernel.handle(JobSubmitted(b), 5.0)
+    [evict] = kernel.handle(PassRequested(), 5.0)
+    assert type(evict) is Evict and evict.job is a
+    assert a.state is JobState.RUNNING and state.node_mask[0] == 1   # still holds its GPU
+    kernel.handle(JobEvicted(a), 9.0)
+    assert a.state is JobState.PENDING and state.node_mask[0] == 0 and a.preemptions == 1
+
+
+def test_a_failed_bind_returns_the_gpus_and_the_next_pass_decides_again() -> None:
+    state = _one_node_state()
+    kernel = Kernel(state, _Evictor(), assume=True)
+    a = Job("a", "vc", 1, 0.0, 100.0)
+    kernel.handle(JobSubmitted(a), 0.0)
+    kernel.handle(PassRequested(), 0.0)
+    kernel.handle(BindFailed(a, "node gone"), 1.0)
+    assert a.state is JobState.PENDING and state.node_mask[0] == 0 and a.start_time == -1.0
+    assert kernel.pending_pass
+    assert kernel.handle(PassRequested(), 1.0) == [Bind(a, ((0, 1),), False)]
+
+
+def test_postponements_and_node_changes_come_through_handle() -> None:
+    state = _one_node_state()
+    kernel = Kernel(state, _Evictor(), assume=True)
+    later = Job("later", "vc", 1, 0.0, 10.0)
+    kernel.handle(JobSubmitted(later), 0.0)
+    assert kernel.handle(PassRequested(), 0.0) == [Postponed(later, "testing")]
+    assert state.postponed == 1
+    kernel.handle(NodeChanged("added", spec=NodeSpec("n1", "vc", 2)), 1.0)
+    assert state.node_gpus == [1, 2]
+    kernel.handle(NodeChanged("cordoned", 1), 2.0)
+    assert state.node_cordoned[1]
+    with pytest.raises(StateError, match="unknown node change"):
+        kernel.handle(NodeChanged("melted", 1), 3.0)
+    with pytest.raises(StateError, match="unknown stimulus"):
+        kernel.handle(("not", "a stimulus"), 3.0)
