@@ -333,6 +333,15 @@ def build_app(service: LiveService) -> Front:
         """Pending pods in policy order per VC, with the reason each one waits."""
         return core.queue()
 
+    @app.get("/api/v1/eta", tags=["operator"])
+    def eta_status() -> dict:
+        """The ETA timer: refreshes, the last forward run's time, the dlsched.io/eta annotations
+        written / left unchanged / failed (docs/eta.md). ``timer`` is null until the service started it."""
+        timer = service.eta_timer
+        eta = core.eta
+        return {"timer": timer.stats() if timer is not None else None, "refreshes": eta.refreshes,
+                "last_refresh_at": eta.last_refresh_at, "last_refresh_ms": round(eta.last_refresh_ms, 3)}
+
     @app.get("/api/v1/decisions", tags=["operator"])
     def decisions(limit: Annotated[int, Query(ge=1, le=10000)] = 100,
                   after: Annotated[int, Query(ge=0, le=2**62)] = 0) -> list[dict]:
