@@ -179,6 +179,10 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
     service = LiveService(core, bridge, token, scheduler_name, model_dir, observe_after=observe_after,
                           unseen_ttl=unseen_pod_ttl, nudge=nudge, eta_interval=eta_interval,
                           eta_threshold=eta_threshold)
+    from dlsched.cli.policy_factory import build_policy
+
+    service.policy_factory = lambda name, params, place: build_policy(name, params, place,
+                                                                      share=max_jobs_per_gpu > 1)   # GET /api/v1/whatif
     if election is not None:   # reconciles when it becomes leader; until then it forwards to the leader
         from dlsched.cli.serve_ha import start_election
         from dlsched.service.follower import LeaderGate

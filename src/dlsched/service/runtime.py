@@ -78,6 +78,7 @@ class LiveService:
     eta_interval: float = 5.0    # seconds between ETA timer ticks (a refresh only when the state changed); 0: off
     eta_threshold: float = 60.0  # seconds an ETA must move before its pod's dlsched.io/eta is written again
     eta_timer: object | None = None   # the EtaRefresher, once started
+    policy_factory: Callable | None = None   # (name, params, placement) -> policy, for GET /api/v1/whatif
     _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
     _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) a nudge wrote
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
