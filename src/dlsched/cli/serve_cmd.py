@@ -68,6 +68,9 @@ def register(app: typer.Typer) -> None:
                                            "(only when the state changed; 0: no timer, no dlsched.io/eta annotation)"),
         eta_threshold: float = typer.Option(60.0, min=0.0, help="seconds a pod's ETA must move before its "
                                             "dlsched.io/eta annotation is written again"),
+        queues_configmap: str = typer.Option("dlsched/dlsched-queues", help="NAMESPACE/NAME of the ConfigMap whose "
+                                             "queues.toml key holds [[queues]] tables (read at start and every 10 s; "
+                                             "'' : none)"),
     ) -> None:
         """Run the kube-scheduler extender (filter, prioritize, bind) and the operator API."""
         with clear_errors():
@@ -81,7 +84,8 @@ def register(app: typer.Typer) -> None:
                                          insecure_skip_tls_verify, db, token, scheduler_name, vc_map, default_vc,
                                          max_jobs_per_gpu, model_dir, predict_resources, gpu, record,
                                          observe_after, election, unseen_pod_ttl, nudge,
-                                         eta_interval=eta_interval, eta_threshold=eta_threshold)
+                                         eta_interval=eta_interval, eta_threshold=eta_threshold,
+                                         queues_configmap=queues_configmap)
         import uvicorn
 
         placed_by = getattr(service.core.policy, "placement_name", placement)
@@ -118,7 +122,8 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
                   vc_map: str, default_vc: str, max_jobs_per_gpu: int, model_dir: Path | None,
                   predict_resources: bool = False, gpu: str = "V100", record: Path | None = None,
                   observe_after: float = 60.0, election=None, unseen_pod_ttl: float = 30.0,
-                  nudge: bool = True, eta_interval: float = 5.0, eta_threshold: float = 60.0):
+                  nudge: bool = True, eta_interval: float = 5.0, eta_threshold: float = 60.0,
+                  queues_configmap: str = "dlsched/dlsched-queues"):
     """Everything ``serve`` starts, checked in order; bad input raises ValueError naming the option."""
     try:
         import fastapi  # noqa: F401
@@ -137,6 +142,10 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
 
     pol = make_policy(policy, placement, backfill=backfill, share=max_jobs_per_gpu > 1)
     SchedulerCore.check_policy(pol)
+    if queues_configmap:
+        from dlsched.service.queues import parse_ref
+
+        parse_ref(queues_configmap)
     mapping = VcMapping.parse(vc_map, default_vc)
     if kubeconfig is None and api_server is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
         raise ValueError("give --kubeconfig FILE or --api-server URL (or run inside a cluster)")
@@ -178,7 +187,7 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
     bridge = KubeBridge(api, core, scheduler_name, default_vc)
     service = LiveService(core, bridge, token, scheduler_name, model_dir, observe_after=observe_after,
                           unseen_ttl=unseen_pod_ttl, nudge=nudge, eta_interval=eta_interval,
-                          eta_threshold=eta_threshold)
+                          eta_threshold=eta_threshold, queues_configmap=queues_configmap)
     from dlsched.cli.policy_factory import build_policy
 
     service.policy_factory = lambda name, params, place: build_policy(name, params, place,

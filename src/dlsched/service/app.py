@@ -342,6 +342,12 @@ def build_app(service: LiveService) -> Front:
         return {"timer": timer.stats() if timer is not None else None, "refreshes": eta.refreshes,
                 "last_refresh_at": eta.last_refresh_at, "last_refresh_ms": round(eta.last_refresh_ms, 3)}
 
+    @app.get("/api/v1/queues", tags=["operator"])
+    def queues() -> dict:
+        """The queue configuration (ConfigMap ``queues.toml``, docs/queues.md), its last error, and per
+        VC its guarantee and GPUs in use beside the configured limits, and what is not enforced live."""
+        return service.live_queues().report()
+
     from dlsched.service.whatif import LiveWhatIf, WhatIfBusy, split_params
 
     live_whatif = LiveWhatIf(core)

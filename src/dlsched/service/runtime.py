@@ -79,6 +79,9 @@ class LiveService:
     eta_threshold: float = 60.0  # seconds an ETA must move before its pod's dlsched.io/eta is written again
     eta_timer: object | None = None   # the EtaRefresher, once started
     policy_factory: Callable | None = None   # (name, params, placement) -> policy, for GET /api/v1/whatif
+    queues_configmap: str = "dlsched/dlsched-queues"   # NAMESPACE/NAME of the queue ConfigMap ('' : none)
+    queues_interval: float = 10.0    # seconds between reads of it
+    queues: object | None = None     # the LiveQueues (docs/queues.md)
     _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
     _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) a nudge wrote
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -99,6 +102,7 @@ class LiveService:
         self.bridge.start(node_rv, pod_rv)
         threading.Thread(target=self._expirer, name="expire", daemon=True).start()
         self.start_eta_timer()
+        self.start_queues()
         self.started = True
         return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped}
 
@@ -156,6 +160,26 @@ class LiveService:
         annotator = EtaAnnotator(write, self.eta_threshold) if write is not None else None
         self.eta_timer = EtaRefresher(self.core.eta, self.eta_interval, annotator)
         threading.Thread(target=self.eta_timer.run, args=(self._done,), name="eta", daemon=True).start()
+
+    def live_queues(self):
+        """The queue configuration (a ConfigMap's, once :meth:`start_queues` ran; else none)."""
+        if self.queues is None:
+            from dlsched.service.queues import LiveQueues
+
+            self.queues = LiveQueues(self.core)
+        return self.queues
+
+    def start_queues(self) -> None:
+        """Read the queue ConfigMap now and every ``queues_interval`` seconds (through the bridge's api)."""
+        api = getattr(self.bridge, "api", None)
+        if not self.queues_configmap or api is None or self.queues is not None:
+            return
+        from dlsched.service.queues import LiveQueues, kube_reader, kube_warner, parse_ref
+
+        ns, name = parse_ref(self.queues_configmap)
+        self.queues = LiveQueues(self.core, ns, name, kube_reader(api, ns, name), kube_warner(api, ns, name),
+                                 self.queues_interval)
+        threading.Thread(target=self.queues.run, args=(self._done,), name="queues", daemon=True).start()
 
     def _expirer(self) -> None:
         """Drops, every second, nominations of pods the API server has not shown in time."""
