@@ -360,7 +360,7 @@ def build_app(service: LiveService) -> Front:
         ``param=KEY=VALUE`` parameters, ``placement``) from now on, the difference, and per-queue
         and overall wait summaries (docs/eta.md#what-if). 400 names a bad policy or parameter."""
         if service.policy_factory is None:
-            raise HTTPException(501, "what-if needs a policy factory (dlsched serve sets one)")
+            raise HTTPException(409, "what-if needs a policy factory (dlsched serve sets one)")
         try:
             other = service.policy_factory(policy, split_params(param), placement)
         except (ValueError, KeyError, TypeError) as exc:
