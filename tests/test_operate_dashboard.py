@@ -89,6 +89,9 @@ def test_dashboard_in_chromium_matches_the_service_state(live, tmp_path):
     assert [row[:4] for row in queue] == expected == [["default", "0", "default/p5", "4"],
                                                       ["default", "1", "default/p6", "2"]]
     assert queue[0][4:6] == ["90%", "30000"] and "queued by dlsched (fifo)" in queue[0][6]
+    # the ETA column, drawn by the script: FIFO pods carry no prediction, so each running pod's
+    # default hour is ahead of p5 (its ETA is about an hour away, never "–")
+    assert re.fullmatch(r"in (5\d|60) min", queue[0][7]), queue[0]
     # the decision log, newest first, with reasons
     log = core.store.decision_log(1000)
     rows = cells(dom, "decisions")

@@ -51,6 +51,11 @@ def test_rbac_grants_only_what_the_service_calls():
     binding = next(d for d in docs if d["kind"] == "RoleBinding")
     assert binding["roleRef"]["name"] == lease_role["metadata"]["name"]
     assert binding["subjects"][0]["name"] == "dlsched"
+    # the queue ConfigMap (read) and a Warning event on it, in dlsched's namespace only
+    queues = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "dlsched-queues"]
+    assert [(r["resources"], set(r["verbs"])) for r in queues[0]["rules"]] == \
+        [(["configmaps"], {"get"}), (["events"], {"create"})] and queues[0]["metadata"]["namespace"] == "dlsched"
+    assert any(d["kind"] == "RoleBinding" and d["roleRef"]["name"] == "dlsched-queues" for d in docs)
 
 
 def test_deployment_runs_two_replicas_with_leader_election_on_postgresql():

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "serve": ("serve_cmd",),
     "replay": ("replay_cmd",),
     "agent": ("agent_cmd",),
+    "whatif": ("whatif_cmd",),
     "trace": ("trace_cmd",),
     "predictor": ("predictor_cmd",),
     "energy": ("energy_cmd",),
@@ -47,7 +48,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 COMMAND_MODULES: list[str] = ["trace_cmd", "sim_cmd", "predictor_cmd", "estimate_cmd", "energy_cmd",
                               "topology_cmd", "predict_cmd", "report_cmd", "interference_cmd", "sweep_cmd",
                               "reproduce_cmd", "serve_cmd", "replay_cmd", "agent_cmd", "cluster_cmd",
-                              "sharing_exp_cmd", "eta_cmd"]
+                              "sharing_exp_cmd", "eta_cmd", "whatif_cmd"]
 
 
 class _LazyCommands(MutableMapping):

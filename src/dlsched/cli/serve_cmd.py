@@ -64,6 +64,13 @@ def register(app: typer.Typer) -> None:
                                              "filter calls (the API server does not show it) may hold GPUs"),
         nudge: bool = typer.Option(True, help="touch a pod nominated after kube-scheduler was told to wait, so "
                                    "that it is retried at once (v1.20 waits for a cluster event or 60 s)"),
+        eta_interval: float = typer.Option(5.0, min=0.0, help="seconds between ETA refreshes off the request path "
+                                           "(only when the state changed; 0: no timer, no dlsched.io/eta annotation)"),
+        eta_threshold: float = typer.Option(60.0, min=0.0, help="seconds a pod's ETA must move before its "
+                                            "dlsched.io/eta annotation is written again"),
+        queues_configmap: str = typer.Option("dlsched/dlsched-queues", help="NAMESPACE/NAME of the ConfigMap whose "
+                                             "queues.toml key holds [[queues]] tables (read at start and every 10 s; "
+                                             "'' : none)"),
     ) -> None:
         """Run the kube-scheduler extender (filter, prioritize, bind) and the operator API."""
         with clear_errors():
@@ -76,7 +83,9 @@ def register(app: typer.Typer) -> None:
             service, app = build_service(policy, placement, backfill, kubeconfig, api_server, api_token,
                                          insecure_skip_tls_verify, db, token, scheduler_name, vc_map, default_vc,
                                          max_jobs_per_gpu, model_dir, predict_resources, gpu, record,
-                                         observe_after, election, unseen_pod_ttl, nudge)
+                                         observe_after, election, unseen_pod_ttl, nudge,
+                                         eta_interval=eta_interval, eta_threshold=eta_threshold,
+                                         queues_configmap=queues_configmap)
         import uvicorn
 
         placed_by = getattr(service.core.policy, "placement_name", placement)
@@ -113,7 +122,8 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
                   vc_map: str, default_vc: str, max_jobs_per_gpu: int, model_dir: Path | None,
                   predict_resources: bool = False, gpu: str = "V100", record: Path | None = None,
                   observe_after: float = 60.0, election=None, unseen_pod_ttl: float = 30.0,
-                  nudge: bool = True):
+                  nudge: bool = True, eta_interval: float = 5.0, eta_threshold: float = 60.0,
+                  queues_configmap: str = "dlsched/dlsched-queues"):
     """Everything ``serve`` starts, checked in order; bad input raises ValueError naming the option."""
     try:
         import fastapi  # noqa: F401
@@ -132,6 +142,10 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
 
     pol = make_policy(policy, placement, backfill=backfill, share=max_jobs_per_gpu > 1)
     SchedulerCore.check_policy(pol)
+    if queues_configmap:
+        from dlsched.service.queues import parse_ref
+
+        parse_ref(queues_configmap)
     mapping = VcMapping.parse(vc_map, default_vc)
     if kubeconfig is None and api_server is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
         raise ValueError("give --kubeconfig FILE or --api-server URL (or run inside a cluster)")
@@ -172,7 +186,12 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
         raise ValueError(f"{where}: not a usable kubeconfig ({str(exc).splitlines()[0][:200]})") from None
     bridge = KubeBridge(api, core, scheduler_name, default_vc)
     service = LiveService(core, bridge, token, scheduler_name, model_dir, observe_after=observe_after,
-                          unseen_ttl=unseen_pod_ttl, nudge=nudge)
+                          unseen_ttl=unseen_pod_ttl, nudge=nudge, eta_interval=eta_interval,
+                          eta_threshold=eta_threshold, queues_configmap=queues_configmap)
+    from dlsched.cli.policy_factory import build_policy
+
+    service.policy_factory = lambda name, params, place: build_policy(name, params, place,
+                                                                      share=max_jobs_per_gpu > 1)   # GET /api/v1/whatif
     if election is not None:   # reconciles when it becomes leader; until then it forwards to the leader
         from dlsched.cli.serve_ha import start_election
         from dlsched.service.follower import LeaderGate

@@ -41,6 +41,7 @@ class QueueSpec:
     borrow_limit: int | None = 0
     lend_limit: int | None = None
     parent: str | None = None
+    namespaces: tuple[str, ...] = ()   # live service: Kubernetes namespaces whose pods join this VC
 
 
 def borrowing_possible(specs: Iterable[QueueSpec]) -> bool:

@@ -202,7 +202,7 @@ class EtaEstimator:
     def __init__(self, policy, predict: Callable[[Job], float] | None = None, overrun: float = 0.5,
                  default_duration: float = 3600.0, max_events: int | None = None,
                  duration_of: Callable[[Job], float] | None = None,
-                 calibration: Calibration | None = None) -> None:
+                 calibration: Calibration | None = None, resubmit: bool = False) -> None:
         if not overrun >= 0:
             raise ValueError(f"overrun must be >= 0, got {overrun}")
         self.policy = policy
@@ -212,6 +212,9 @@ class EtaEstimator:
         self.overrun = float(overrun)
         self.default_duration = float(default_duration)
         self.max_events = max_events
+        # the copy's policy is not the one that queued the jobs (a what-if, sched/whatif.py): its
+        # submission hook gives each waiting twin its own keys (QSSF's priority) from predictions
+        self.resubmit = resubmit
 
     def _durations(self, jobs: Iterable[Job]) -> tuple[dict[Job, float], int]:
         if self.duration_of is not None:
@@ -269,9 +272,12 @@ class EtaEstimator:
             heap.append((now + left, run.seq, twin_job, twin_job.epoch))
         heapq.heapify(heap)
         origin = run.origin
+        on_submit = getattr(policy, "job_submitted", None) if self.resubmit else None
         for job in waiting:
             twin_job = _copy_job(job, durations[job])
             twin_job.vc_state = vcs[job.vc_state.vid]
+            if on_submit is not None:
+                on_submit(twin_job, now)
             submit(twin_job, now)
             origin[twin_job] = job
         run.wanted = set(only) if only is not None else None

@@ -333,6 +333,44 @@ def build_app(service: LiveService) -> Front:
         """Pending pods in policy order per VC, with the reason each one waits."""
         return core.queue()
 
+    @app.get("/api/v1/eta", tags=["operator"])
+    def eta_status() -> dict:
+        """The ETA timer: refreshes, the last forward run's time, the dlsched.io/eta annotations
+        written / left unchanged / failed (docs/eta.md). ``timer`` is null until the service started it."""
+        timer = service.eta_timer
+        eta = core.eta
+        return {"timer": timer.stats() if timer is not None else None, "refreshes": eta.refreshes,
+                "last_refresh_at": eta.last_refresh_at, "last_refresh_ms": round(eta.last_refresh_ms, 3)}
+
+    @app.get("/api/v1/queues", tags=["operator"])
+    def queues() -> dict:
+        """The queue configuration (ConfigMap ``queues.toml``, docs/queues.md), its last error, and per
+        VC its guarantee and GPUs in use beside the configured limits, and what is not enforced live."""
+        return service.live_queues().report()
+
+    from dlsched.service.whatif import LiveWhatIf, WhatIfBusy, split_params
+
+    live_whatif = LiveWhatIf(core)
+
+    @app.get("/api/v1/whatif", tags=["operator"], dependencies=[Depends(require_token)])
+    def whatif(policy: Annotated[str, Query(min_length=1, max_length=64)],
+               placement: Annotated[str | None, Query(max_length=200)] = None,
+               param: Annotated[list[str], Query(max_length=32)] = []) -> dict:  # noqa: B006 - FastAPI's list default
+        """Each pending pod's estimated start under the running policy and under ``policy`` (with
+        ``param=KEY=VALUE`` parameters, ``placement``) from now on, the difference, and per-queue
+        and overall wait summaries (docs/eta.md#what-if). 400 names a bad policy or parameter."""
+        if service.policy_factory is None:
+            raise HTTPException(409, "what-if needs a policy factory (dlsched serve sets one)")
+        try:
+            other = service.policy_factory(policy, split_params(param), placement)
+        except (ValueError, KeyError, TypeError) as exc:
+            why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc   # KeyError's str() is quoted
+            raise HTTPException(400, f"policy={policy}: {why}") from None
+        try:
+            return live_whatif.compare(other)
+        except WhatIfBusy as exc:
+            raise HTTPException(429, str(exc)) from None
+
     @app.get("/api/v1/decisions", tags=["operator"])
     def decisions(limit: Annotated[int, Query(ge=1, le=10000)] = 100,
                   after: Annotated[int, Query(ge=0, le=2**62)] = 0) -> list[dict]:

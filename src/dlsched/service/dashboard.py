@@ -73,6 +73,15 @@ def _fmt(x: float | None, pct: bool = False) -> str:
     return f"{x:.0f}%" if pct else f"{x:.0f}"   # utilisation is in percent already
 
 
+def _when(seconds: float | None) -> str:
+    """An ETA column cell: "in 12 min" / "in 2.5 h" / "–" (no estimate); the script's ``w``."""
+    if seconds is None:
+        return "–"
+    if seconds < 7200:   # rounded half up, as the script's Math.round
+        return f"in {math.floor(seconds / 60 + 0.5)} min"
+    return f"in {math.floor(seconds / 360 + 0.5) / 10:.1f} h"
+
+
 def render_body(data: dict) -> str:
     """The page's content; the script's ``render`` draws the same markup from the same data."""
     out = [f'<h1>dlsched <span id="policy">{_e(data["policy"])}</span></h1>', '<h2>Nodes</h2><div id="nodes">']
@@ -90,11 +99,11 @@ def render_body(data: dict) -> str:
                        f'<ul>{jobs}</ul></div>')
         out.append("</div></div>")
     out.append('</div><h2>Queue</h2><table id="queue"><tr><th>VC</th><th>#</th><th>pod</th><th>GPUs</th>'
-               '<th>pred. util</th><th>pred. MiB</th><th>why it waits</th></tr>')
+               '<th>pred. util</th><th>pred. MiB</th><th>why it waits</th><th>ETA</th></tr>')
     for q in data["queue"]:
         out.append(f'<tr data-pod="{_e(q["pod"])}"><td>{_e(q["vc"])}</td><td>{q["rank"]}</td><td>{_e(q["pod"])}</td>'
                    f'<td>{q["gpus"]}</td><td>{_fmt(q["pred_util"], True)}</td><td>{_fmt(q["pred_mem_mib"])}</td>'
-                   f'<td>{_e(q["reason"])}</td></tr>')
+                   f'<td>{_e(q["reason"])}</td><td>{_when(q.get("eta_in_s"))}</td></tr>')
     out.append('</table><h2>Predicted vs observed</h2><table id="pvo"><tr><th>pod</th><th>util pred.</th>'
                '<th>util obs.</th><th>MiB pred.</th><th>MiB obs.</th></tr>')
     for r in data["predicted_vs_observed"]:
@@ -124,6 +133,7 @@ td,th{border:1px solid #ccc;padding:2px 6px}ul{margin:0;padding-left:1.2em}"""
 SCRIPT = r"""
 const e = s => String(s ?? "").replace(/[&<>"']/g, c => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;","'":"&#x27;"}[c]));
 const f = (x, pct) => x === null || x === undefined ? "–" : (pct ? Math.round(x) + "%" : Math.round(x).toString());
+const w = s => s === null || s === undefined ? "–" : (s < 7200 ? "in " + Math.round(s / 60) + " min" : "in " + (Math.round(s / 360) / 10).toFixed(1) + " h");
 function render(d) {
   let o = [`<h1>dlsched <span id="policy">${e(d.policy)}</span></h1>`, '<h2>Nodes</h2><div id="nodes">'];
   for (const n of d.nodes) {
@@ -135,8 +145,8 @@ function render(d) {
     }
     o.push("</div></div>");
   }
-  o.push('</div><h2>Queue</h2><table id="queue"><tr><th>VC</th><th>#</th><th>pod</th><th>GPUs</th><th>pred. util</th><th>pred. MiB</th><th>why it waits</th></tr>');
-  for (const q of d.queue) o.push(`<tr data-pod="${e(q.pod)}"><td>${e(q.vc)}</td><td>${q.rank}</td><td>${e(q.pod)}</td><td>${q.gpus}</td><td>${f(q.pred_util, true)}</td><td>${f(q.pred_mem_mib)}</td><td>${e(q.reason)}</td></tr>`);
+  o.push('</div><h2>Queue</h2><table id="queue"><tr><th>VC</th><th>#</th><th>pod</th><th>GPUs</th><th>pred. util</th><th>pred. MiB</th><th>why it waits</th><th>ETA</th></tr>');
+  for (const q of d.queue) o.push(`<tr data-pod="${e(q.pod)}"><td>${e(q.vc)}</td><td>${q.rank}</td><td>${e(q.pod)}</td><td>${q.gpus}</td><td>${f(q.pred_util, true)}</td><td>${f(q.pred_mem_mib)}</td><td>${e(q.reason)}</td><td>${w(q.eta_in_s)}</td></tr>`);
   o.push('</table><h2>Predicted vs observed</h2><table id="pvo"><tr><th>pod</th><th>util pred.</th><th>util obs.</th><th>MiB pred.</th><th>MiB obs.</th></tr>');
   for (const r of d.predicted_vs_observed) o.push(`<tr data-pod="${e(r.pod)}"><td>${e(r.pod)}</td><td>${f(r.predicted_util, true)}</td><td>${f(r.observed_util, true)}</td><td>${f(r.predicted_mem_mib)}</td><td>${f(r.observed_mem_mib)}</td></tr>`);
   o.push('</table><h2>Decisions</h2><table id="decisions"><tr><th>id</th><th>kind</th><th>pod</th><th>node</th><th>GPUs</th><th>reason</th></tr>');

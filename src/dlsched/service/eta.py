@@ -11,14 +11,30 @@ otherwise it refreshes: the state is copied under the service lock
 and bind requests never wait for a refresh. One refresh at a time; a caller that finds one
 under way gets the last ETAs. The filter's reason for a waiting pod quotes the last refresh's ETA
 (:meth:`reason`), never refreshing.
+
+:class:`EtaRefresher` is the service's timer (started by ``LiveService.start``): every
+``interval`` seconds it asks for the ETAs (a forward run only when the state changed or the cache
+aged) and hands the pending pods' estimates to an :class:`EtaAnnotator`, which writes the
+``dlsched.io/eta`` annotation only where the estimate moved by more than ``threshold`` seconds
+since it last wrote it (bounding API writes; every write, skip and failure is counted).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime, timezone
 
+from dlsched.core.job import JobState
 from dlsched.sched.eta import Calibration, EtaEstimator
+
+log = logging.getLogger("dlsched.service")
+ETA_ANNOTATION = "dlsched.io/eta"
+NEVER = "never (no start in the forward simulation)"
 
 
 class LiveEta:
@@ -35,6 +51,8 @@ class LiveEta:
         self._etas: dict[str, float] = {}
         self._stamp: tuple[int, float] = (-1, -math.inf)
         self._busy = threading.Lock()
+        self.last_refresh_at: float | None = None   # service clock of the last refresh
+        self.last_refresh_ms = 0.0                  # wall time of its forward run
         core.state.add_observer(self)
 
     # kernel observer: any change of the state makes the cached estimates stale
@@ -77,7 +95,10 @@ class LiveEta:
                 self._busy.release()
                 raise
         try:
+            began = time.perf_counter()
             result = run.run()   # no lock: the copy is this refresh's own
+            self.last_refresh_ms = (time.perf_counter() - began) * 1000.0
+            self.last_refresh_at = now
             self._etas = result.by_id()
             self._stamp = (version, now)
             self.unpredicted = result.unpredicted
@@ -85,3 +106,139 @@ class LiveEta:
             return self._etas
         finally:
             self._busy.release()
+
+
+def eta_text(t: float, now: float) -> str:
+    """The annotation's value: the estimated start in ISO 8601 (UTC) and seconds from ``now``
+    (``2026-11-27T00:10:00Z in 600s``); :data:`NEVER` when the forward run never starts the pod."""
+    if t == math.inf:
+        return NEVER
+    iso = datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{iso} in {max(0.0, t - now):.0f}s"
+
+
+def _moved(last: float, t: float, threshold: float) -> bool:
+    if last == t:
+        return False
+    if math.isinf(last) or math.isinf(t):
+        return True
+    return abs(t - last) > threshold
+
+
+class EtaAnnotator:
+    """Writes ``dlsched.io/eta`` on pending pods whose estimate moved by more than ``threshold``
+    seconds since it was last written (or was never written). ``write(pod, text) -> error`` does
+    the API call ('' on success). Counts: ``written``, ``unchanged`` (moved less than the
+    threshold: no write), ``failed``."""
+
+    def __init__(self, write: Callable[[object, str], str], threshold: float = 60.0) -> None:
+        if not threshold >= 0:
+            raise ValueError(f"ETA annotation threshold must be >= 0 seconds, got {threshold}")
+        self.write = write
+        self.threshold = float(threshold)
+        self.written: dict[str, float] = {}   # uid -> the ETA last written
+        self.counts: Counter[str] = Counter()
+
+    def sync(self, pending: list[tuple[object, float]], now: float) -> int:
+        """Annotate the (pod facts, ETA) pairs that moved; forget pods no longer pending. Returns
+        the number of writes tried."""
+        tried = 0
+        for pod, t in pending:
+            last = self.written.get(pod.uid)
+            if last is not None and not _moved(last, t, self.threshold):
+                self.counts["unchanged"] += 1
+                continue
+            tried += 1
+            error = self.write(pod, eta_text(t, now))
+            if error:
+                self.counts["failed"] += 1
+                log.info("ETA annotation of %s failed: %s", pod.key, error)
+            else:
+                self.counts["written"] += 1
+                self.written[pod.uid] = t
+        keep = {pod.uid for pod, _ in pending}
+        for uid in [u for u in self.written if u not in keep]:
+            del self.written[uid]
+        return tried
+
+
+def pending_etas(core, etas: dict[str, float]) -> list[tuple[object, float]]:
+    """(pod facts, ETA) of the core's pods that are still pending, read under its lock."""
+    with core.lock:
+        out = []
+        for uid, t in etas.items():
+            job = core.jobs.get(uid)
+            if job is not None and job.state is JobState.PENDING and uid in core.pods:
+                out.append((core.pods[uid], t))
+        return out
+
+
+def kube_writer(api) -> Callable[[object, str], str]:
+    """``write(pod, text)`` for :class:`EtaAnnotator` through the API server: a JSON patch of the
+    annotation with the uid / not-bound tests of the GPU annotation (a pod bound meanwhile keeps
+    its last ETA; the 422 is a failure, not retried)."""
+    from kubernetes.client.exceptions import ApiException
+
+    from dlsched.service.kube import _read, annotation_patch
+
+    def write(pod, text: str) -> str:
+        for has_map in (bool(pod.annotations), not pod.annotations):
+            try:
+                patch = annotation_patch(pod.uid, ETA_ANNOTATION, text, has_map)
+                _read(api.patch_namespaced_pod(pod.name, pod.namespace, patch, _preload_content=False))
+                return ""
+            except ApiException as exc:
+                if exc.status != 422:
+                    return f"({exc.status}) {exc.reason}"
+            except Exception as exc:  # noqa: BLE001 - an ETA annotation is best effort
+                return str(exc)
+        return "(422) the pod is bound already or has another uid"
+    return write
+
+
+class EtaRefresher:
+    """The ETA timer: :meth:`tick` every ``interval`` seconds refreshes the estimates when the state
+    changed (the forward run outside the core's lock, :meth:`LiveEta.etas`) and, after a refresh,
+    annotates the pending pods."""
+
+    def __init__(self, eta: LiveEta, interval: float = 5.0, annotator: EtaAnnotator | None = None) -> None:
+        if not interval > 0:
+            raise ValueError(f"ETA refresh interval must be > 0 seconds, got {interval}")
+        self.eta = eta
+        self.interval = float(interval)
+        self.annotator = annotator
+        self.ticks = 0
+        self.errors = 0
+        self._synced = 0   # the refresh whose estimates the annotator last saw
+
+    def tick(self) -> bool:
+        """One round; True when it refreshed the estimates."""
+        self.ticks += 1
+        before = self.eta.refreshes
+        etas = self.eta.etas()
+        refreshed = self.eta.refreshes != before
+        if self.annotator is not None and self.eta.refreshes != self._synced:   # also a refresh the queue API made
+            self._synced = self.eta.refreshes
+            core = self.eta.core
+            self.annotator.sync(pending_etas(core, etas), core.now())
+        return refreshed
+
+    def run(self, done: threading.Event) -> None:
+        """Tick until ``done`` is set; an error is logged and counted, never fatal."""
+        while not done.wait(self.interval):
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - the timer must outlive a bad refresh
+                self.errors += 1
+                log.exception("ETA refresh failed")
+
+    def stats(self) -> dict:
+        eta = self.eta
+        out = {"interval_s": self.interval, "ticks": self.ticks, "errors": self.errors, "refreshes": eta.refreshes,
+               "last_refresh_at": eta.last_refresh_at, "last_refresh_ms": round(eta.last_refresh_ms, 3),
+               "unpredicted": eta.unpredicted, "calibration_factor": eta.calibration.factor}
+        if self.annotator is not None:
+            out["annotations"] = {"threshold_s": self.annotator.threshold, "written": self.annotator.counts["written"],
+                                  "unchanged": self.annotator.counts["unchanged"],
+                                  "failed": self.annotator.counts["failed"]}
+        return out

@@ -75,6 +75,13 @@ class LiveService:
     forwarding: dict = field(default_factory=lambda: {"forwarded": 0, "refused": 0})   # as a follower
     unseen_ttl: float = 30.0   # seconds a pod known from filter calls only may hold a nomination
     nudge: bool = True         # annotate a pod nominated after kube-scheduler was told to wait (a nudge)
+    eta_interval: float = 5.0    # seconds between ETA timer ticks (a refresh only when the state changed); 0: off
+    eta_threshold: float = 60.0  # seconds an ETA must move before its pod's dlsched.io/eta is written again
+    eta_timer: object | None = None   # the EtaRefresher, once started
+    policy_factory: Callable | None = None   # (name, params, placement) -> policy, for GET /api/v1/whatif
+    queues_configmap: str = "dlsched/dlsched-queues"   # NAMESPACE/NAME of the queue ConfigMap ('' : none)
+    queues_interval: float = 10.0    # seconds between reads of it
+    queues: object | None = None     # the LiveQueues (docs/queues.md)
     _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
     _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) a nudge wrote
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -94,6 +101,8 @@ class LiveService:
         self.core.run_pass()
         self.bridge.start(node_rv, pod_rv)
         threading.Thread(target=self._expirer, name="expire", daemon=True).start()
+        self.start_eta_timer()
+        self.start_queues()
         self.started = True
         return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped}
 
@@ -137,6 +146,40 @@ class LiveService:
                 log.info("nudge of %s failed: %s", pod.key, error)
             key = "nudges_failed" if error else "nudges"
             self.stats[key] = self.stats.get(key, 0) + 1
+
+    def start_eta_timer(self) -> None:
+        """The ETA timer (docs/eta.md): refreshes off the request path and annotates pending pods
+        through the bridge (its ``write_eta``, else a patch through its ``api``)."""
+        if self.eta_interval <= 0 or self.eta_timer is not None:
+            return
+        from dlsched.service.eta import EtaAnnotator, EtaRefresher, kube_writer
+
+        write = getattr(self.bridge, "write_eta", None)
+        if write is None and getattr(self.bridge, "api", None) is not None:
+            write = kube_writer(self.bridge.api)
+        annotator = EtaAnnotator(write, self.eta_threshold) if write is not None else None
+        self.eta_timer = EtaRefresher(self.core.eta, self.eta_interval, annotator)
+        threading.Thread(target=self.eta_timer.run, args=(self._done,), name="eta", daemon=True).start()
+
+    def live_queues(self):
+        """The queue configuration (a ConfigMap's, once :meth:`start_queues` ran; else none)."""
+        if self.queues is None:
+            from dlsched.service.queues import LiveQueues
+
+            self.queues = LiveQueues(self.core)
+        return self.queues
+
+    def start_queues(self) -> None:
+        """Read the queue ConfigMap now and every ``queues_interval`` seconds (through the bridge's api)."""
+        api = getattr(self.bridge, "api", None)
+        if not self.queues_configmap or api is None or self.queues is not None:
+            return
+        from dlsched.service.queues import LiveQueues, kube_reader, kube_warner, parse_ref
+
+        ns, name = parse_ref(self.queues_configmap)
+        self.queues = LiveQueues(self.core, ns, name, kube_reader(api, ns, name), kube_warner(api, ns, name),
+                                 self.queues_interval)
+        threading.Thread(target=self.queues.run, args=(self._done,), name="queues", daemon=True).start()
 
     def _expirer(self) -> None:
         """Drops, every second, nominations of pods the API server has not shown in time."""

@@ -6,6 +6,10 @@
     lend_limit = 8           # GPUs of its nodes other VCs' jobs may hold at once (absent: no limit)
     parent = "research"      # its cohort: only queues with the same parent lend to each other
     guarantee = 64           # optional check: its nodes' GPUs (or {V100 = 32, A100 = 32} per type)
+    namespaces = ["team-a"]  # live service only: pods of these namespaces belong to this VC
+
+The live service reads the same tables from a ConfigMap (:func:`parse_queues_text`, no cluster:
+the live VCs come and go, so names and guarantees are not checked against nodes there).
 
 A VC's guarantee is its own nodes (per GPU type), as in the Helios partition; ``guarantee`` only
 checks that the file says what its groups give. A VC without an entry neither borrows nor lends.
@@ -13,6 +17,7 @@ checks that the file says what its groups give. A VC without an entry neither bo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +26,9 @@ from dlsched.kernel.quotas import QueueSpec
 from dlsched.traces.cluster_file import _int, _line_of, _parse, _short, _table, read_cluster_file
 from dlsched.traces.model import TraceError
 
-QUEUE_KEYS = {"name", "borrow_limit", "lend_limit", "parent", "guarantee"}
+QUEUE_KEYS = {"name", "borrow_limit", "lend_limit", "parent", "guarantee", "namespaces"}
+NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+MAX_TEXT = 1 << 20   # a ConfigMap value holds at most 1 MiB
 
 
 def read_queues(path: str | Path, cluster: ClusterSpec | None = None) -> tuple[QueueSpec, ...]:
@@ -37,6 +44,28 @@ def read_queues(path: str | Path, cluster: ClusterSpec | None = None) -> tuple[Q
     if cluster is None:
         cluster = read_cluster_file(path)
     text = path.read_text(encoding="utf-8", errors="replace")
+    return _specs(raw, where, text, cluster)
+
+
+def parse_queues_text(text: str, where: str) -> tuple[QueueSpec, ...]:
+    """The ``[[queues]]`` tables of TOML ``text`` (a ConfigMap's ``queues.toml``), checked as in a
+    cluster file except against the nodes; :class:`TraceError` naming ``where``, the line and key."""
+    import tomllib
+
+    if len(text) > MAX_TEXT:
+        raise TraceError(where, f"{len(text):,} characters: at most {MAX_TEXT:,}")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TraceError(where, f"not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - {"queues"})
+    if unknown:
+        raise TraceError(where, f"unknown top-level key(s) {', '.join(unknown)}: only [[queues]] tables belong here")
+    raw = data.get("queues")
+    return () if raw is None else _specs(raw, where, text, None)
+
+
+def _specs(raw: Any, where: str, text: str, cluster: ClusterSpec | None) -> tuple[QueueSpec, ...]:
     if not isinstance(raw, list):
         raise TraceError(where, "'queues' must be a list of tables (name, borrow_limit, lend_limit, parent)")
     specs: list[QueueSpec] = []
@@ -53,13 +82,13 @@ def read_queues(path: str | Path, cluster: ClusterSpec | None = None) -> tuple[Q
     return tuple(specs)
 
 
-def _queue(entry: Any, what: str, where: str, cluster: ClusterSpec, seen: set[str]) -> QueueSpec:
+def _queue(entry: Any, what: str, where: str, cluster: ClusterSpec | None, seen: set[str]) -> QueueSpec:
     own = _table(entry, QUEUE_KEYS, where, what)
     name = own.get("name")
     if not isinstance(name, str) or not name.strip():
         raise TraceError(where, f"{what}.name = {_short(name)}: want the name of a VC of the groups")
     name = name.strip()
-    if name not in cluster.vcs:
+    if cluster is not None and name not in cluster.vcs:
         raise TraceError(where, f"{what}.name = {name!r}: no group has this VC (VCs: {', '.join(cluster.vcs)})")
     if name in seen:
         raise TraceError(where, f"{what}.name = {name!r}: the VC has two queue entries")
@@ -69,9 +98,13 @@ def _queue(entry: Any, what: str, where: str, cluster: ClusterSpec, seen: set[st
     parent = own.get("parent")
     if parent is not None and (not isinstance(parent, str) or not parent.strip()):
         raise TraceError(where, f"{what}.parent = {_short(parent)}: want a cohort name (text)")
-    if "guarantee" in own:
+    if "guarantee" in own and cluster is not None:
         _check_guarantee(own["guarantee"], what, where, name, cluster)
-    return QueueSpec(name, limits["borrow_limit"], limits["lend_limit"], parent.strip() if parent else None)
+    namespaces = own.get("namespaces", [])
+    if not isinstance(namespaces, list) or not all(isinstance(n, str) and NAMESPACE_RE.match(n) for n in namespaces):
+        raise TraceError(where, f"{what}.namespaces = {_short(namespaces)}: want a list of Kubernetes namespace names")
+    return QueueSpec(name, limits["borrow_limit"], limits["lend_limit"], parent.strip() if parent else None,
+                     tuple(namespaces))
 
 
 def _check_guarantee(value: Any, what: str, where: str, vc: str, cluster: ClusterSpec) -> None:
@@ -111,6 +144,8 @@ def queues_to_toml(specs: tuple[QueueSpec, ...]) -> str:
                   if value is not None]
         if q.parent is not None:
             lines.append(f"parent = {_quoted(q.parent)}")
+        if q.namespaces:
+            lines.append(f"namespaces = [{', '.join(_quoted(n) for n in q.namespaces)}]")
     return "\n".join(lines) + ("\n" if lines else "")
 
 

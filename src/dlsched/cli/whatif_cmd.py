@@ -1,0 +1,102 @@
+"""``dlsched whatif LOG --policy NAME``: the live service's state at a moment of its recorded log,
+run forward under the recorded policy and under another one (docs/eta.md#what-if)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dlsched.cli.common import clear_errors, console, out
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else "never" if math.isinf(x) else f"{x:,.0f}"
+
+
+def _signed(x: float | None) -> str:
+    return "-" if x is None or math.isnan(x) else ("never" if math.isinf(x) else f"{x:+,.0f}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("whatif")
+    def whatif_cmd(
+        log: Path = typer.Argument(..., metavar="LOG", help="Event log written by `dlsched serve --record LOG`."),
+        policy: str = typer.Option(..., help="Policy from the registry to compare with the recorded one."),
+        param: list[str] = typer.Option([], "--param", help="KEY=VALUE parameter of --policy (repeatable)."),
+        placement: Optional[str] = typer.Option(None, help="Placement of --policy (default: the policy's own)."),
+        at: Optional[float] = typer.Option(None, "--at", help="Seconds after the log's first event (default: "
+                                           "its last event)."),
+        durations: str = typer.Option("predicted", help="predicted: the mean run time of the jobs finished before "
+                                      "the cut; recorded: each job's run time in the whole log (hindsight)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+    ) -> None:
+        """Start time of every pending pod under the recorded policy and under --policy, from the log."""
+        from dlsched.cli.policy_factory import build_policy
+        from dlsched.sched.eta import EtaEstimator
+        from dlsched.sched.whatif import what_if
+        from dlsched.service.whatif import split_params
+        from dlsched.service.whatif_log import read_log, state_at
+
+        with clear_errors():
+            if not log.is_file():
+                raise FileNotFoundError(f"LOG: {log} is not a file")
+            if at is not None and not math.isfinite(at):
+                raise ValueError(f"--at {at}: want a finite number of seconds")
+            try:
+                _, config, _, _ = read_log(log)
+            except UnicodeDecodeError:
+                raise ValueError(f"LOG: {log} is not a text event log") from None
+            except ValueError as exc:
+                raise ValueError(f"LOG {exc}") from None
+            cap = int(config.get("max_jobs_per_gpu") or 1)
+            recorded = str(config.get("policy") or "fifo")
+            try:
+                current = build_policy(recorded, {}, str(config.get("placement") or "") or None,
+                                       bool(config.get("backfill")), cap > 1)
+            except ValueError as exc:
+                raise ValueError(f"LOG {log}: its recorded policy cannot be rebuilt ({exc})") from None
+            try:
+                other = build_policy(policy, split_params(param, "--param"), placement, False, cap > 1)
+            except ValueError as exc:
+                raise ValueError(f"--policy {policy}: {exc}") from None
+            moment = state_at(log, current, at, durations)
+            estimator = EtaEstimator(current, resubmit=True)   # the log has no queue keys: both from predictions
+            result = what_if(estimator, other, moment.state, moment.now)
+        names = moment.names
+        if as_json:
+            data = result.as_dict(names)
+            data.update(log=str(log), at=moment.now - moment.t0, durations=durations, mean_run=moment.mean_run,
+                        skipped=moment.skipped)
+            out.print_json(json.dumps(data))
+            return
+        st = moment.state
+        dur = (f"{moment.mean_run:,.0f} s (mean run time before the cut)" if moment.mean_run is not None
+               else "1 h (no job had finished)") if durations == "predicted" else "each job's recorded run time"
+        console.print(f"what-if at {moment.now - moment.t0:g} s of {log}: {st.n_pending} pending, "
+                      f"{st.n_running} running; {result.current_policy} (recorded) vs {result.other_policy}; "
+                      f"durations: {dur}" + (f"; left out: {moment.skipped}" if moment.skipped else ""),
+                      soft_wrap=True, highlight=False)
+        from rich.table import Table
+
+        jobs = Table(title="start, seconds after the cut")
+        for col in ("pod", "VC", "GPUs", result.current_policy, result.other_policy, "difference"):
+            jobs.add_column(col, justify="left" if col in ("pod", "VC") else "right")
+        for j in result.jobs:
+            jobs.add_row(names.get(j.job_id, j.job_id), j.vc, str(j.gpus), _s(j.current - result.now),
+                         _s(j.other - result.now), _signed(j.diff))
+        out.print(jobs)
+        queues = Table(title="waits (seconds from submission)")
+        for col in ("queue", "jobs", "mean, current", "mean, other", "change", "median, current", "median, other",
+                    "change ", "earlier", "later", "never (cur/other)"):
+            queues.add_column(col, justify="left" if col == "queue" else "right")
+        rows = [*result.by_queue().items(), ("all", result.summary())]
+        for name, s in rows:
+            queues.add_row(name, str(s["jobs"]), _s(s["mean_wait_current"]), _s(s["mean_wait_other"]),
+                           _signed(s["mean_wait_change"]), _s(s["median_wait_current"]), _s(s["median_wait_other"]),
+                           _signed(s["median_wait_change"]), str(s["earlier"]), str(s["later"]),
+                           f"{s['never_current']}/{s['never_other']}")
+        out.print(queues)
