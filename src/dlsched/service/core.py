@@ -29,6 +29,7 @@ from dlsched.kernel.decisions import Preempt, Start
 from dlsched.kernel.queues import KeyedQueue
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.indexes import attach_plugins
 from dlsched.sched.sharing.index import mask_rows
 from dlsched.service.pods import (
     BATCH_ANNOTATION,
@@ -73,11 +74,7 @@ class SchedulerCore:
         self.predict = predict   # fills a new job's predicted GPU utilisation / memory from its model
         self.recorder = recorder  # the replayable event log (dlsched.service.record), or None
         self.state = ClusterState(ClusterSpec([], {}), new_queue=policy.new_queue, max_jobs_per_gpu=max_jobs_per_gpu)
-        for plugin in getattr(getattr(policy, "placer", None), "observers", ()):
-            if hasattr(plugin, "attach"):
-                plugin.attach(self.state)
-            self.state.add_observer(plugin)
-        self.view = SchedulingView(self.state, oracle=False)
+        self.view = SchedulingView(self.state, oracle=False, indexes=attach_plugins(self.state, policy))
         # the queue is ordered by policy.key (FIFO, QSSF, ...), or by arrival (Horus's ArrivalQueue)
         self.keyed = isinstance(policy.new_queue(), KeyedQueue)
         self.lock = threading.RLock()
