@@ -16,10 +16,10 @@ from dlsched.sched.orders.fifo import FifoPolicy
 from dlsched.sched.protocols import (
     HOOKS,
     PLUGIN_FLAGS,
+    PLUGIN_PHASES,
     POLICY_FLAGS,
     POLICY_HOOKS,
     FailureModel,
-    PLUGIN_PHASES,
     FastPlacer,
     Policy,
     PolicyBase,

@@ -18,7 +18,7 @@ from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec
 from dlsched.core.job import Job
 from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import ClusterState
-from dlsched.kernel.view import ClusterView, MissingIndexError, SchedulingView
+from dlsched.kernel.view import ClusterView, MissingIndexError, SchedulingView, VcView
 from dlsched.registry import PLACERS, POLICIES, make_placer, make_policy
 from dlsched.sched.indexes import INDEX_KINDS, attach_plugins, declared_indexes, make_view
 from dlsched.sched.roomgains import RoomGains
@@ -134,6 +134,12 @@ def test_scheduling_view_implements_cluster_view():
         assert list(inspect.signature(getattr(SchedulingView, name)).parameters) == \
             list(inspect.signature(member).parameters), name
     assert view.max_jobs_per_gpu == 2
+
+
+def test_a_vc_state_has_every_fact_of_vc_view():
+    vc = _state().vcs[0]
+    assert isinstance(vc, VcView)
+    assert set(inspect.get_annotations(VcView)) <= set(type(vc).__slots__)
 
 
 def test_view_lists_are_the_states_own_and_follow_it():

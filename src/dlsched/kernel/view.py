@@ -67,7 +67,7 @@ class ClusterView(Protocol):
     node_holders: Sequence[Mapping[Job, int]]   # job -> mask of the node's GPUs it holds
     gpu_count: Sequence[Sequence[int]]          # sharing only: holders per GPU
 
-    def vc(self, name: str) -> VcState: ...
+    def vc(self, name: str) -> VcView: ...
 
     def gpu_holders(self, node: int, gpu: int) -> list[Job]: ...
 
@@ -77,7 +77,7 @@ class ClusterView(Protocol):
 
     def index(self, name: str) -> Any: ...
 
-    def wake_at(self, time: float, vc: VcState) -> None: ...
+    def wake_at(self, time: float, vc: VcView) -> None: ...
 
     def duration(self, job: Job) -> float: ...
 
@@ -94,9 +94,9 @@ class SchedulingView:
     """What a policy may look at: the clock, occupancy, queues, declared indexes and (for
     oracles) truth. ``state`` is the driver's handle on the kernel, not for policies."""
 
-    __slots__ = ("state", "now", "oracle", "compat_tick", "_wakeups", "indexes", "max_jobs_per_gpu",
-                 "node_free", "node_mask", "node_gpus", "node_mem", "node_slot", "node_local",
-                 "node_specs", "node_holders", "gpu_count")
+    __slots__ = ("_wakeups", "compat_tick", "gpu_count", "indexes", "max_jobs_per_gpu", "node_free", "node_gpus",
+                 "node_holders", "node_local", "node_mask", "node_mem", "node_slot", "node_specs", "now", "oracle",
+                 "state")
 
     def __init__(self, state: ClusterState, oracle: bool, compat_tick: bool = False,
                  indexes: Mapping[str, Any] | None = None) -> None:

@@ -29,8 +29,8 @@ import numpy as np
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision, Fit
-from dlsched.kernel.state import ClusterState, VcState
-from dlsched.kernel.view import ClusterView
+from dlsched.kernel.state import ClusterState
+from dlsched.kernel.view import ClusterView, VcView
 
 
 @runtime_checkable
@@ -49,7 +49,7 @@ class Policy(Protocol):
         """A fresh queue for one VC (the kernel keeps it and pushes/removes jobs)."""
         ...
 
-    def schedule(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
+    def schedule(self, view: ClusterView, vc: VcView) -> Iterator[Decision]:
         """One pass over ``vc``: yield Start / Preempt / Postpone decisions."""
         ...
 
@@ -84,7 +84,7 @@ class PolicyBase:
     def new_queue(self) -> Any:
         raise NotImplementedError(f"policy {self.name} defines new_queue()")
 
-    def schedule(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
+    def schedule(self, view: ClusterView, vc: VcView) -> Iterator[Decision]:
         raise NotImplementedError(f"policy {self.name} defines schedule()")
 
     def prepare(self, view: ClusterView) -> None:
@@ -102,42 +102,42 @@ class PolicyBase:
 class Scorer(Protocol):
     name: str
 
-    def score(self, view: ClusterView, vc: VcState, job: Job, node: int) -> float: ...
+    def score(self, view: ClusterView, vc: VcView, job: Job, node: int) -> float: ...
 
 
 @runtime_checkable
 class Filter(Protocol):
     name: str
 
-    def filter(self, view: ClusterView, vc: VcState, job: Job, node: int) -> str | None: ...
+    def filter(self, view: ClusterView, vc: VcView, job: Job, node: int) -> str | None: ...
 
 
 @runtime_checkable
 class Picker(Protocol):
     """Reserve: choose the GPUs inside the chosen node (a mask within ``room``)."""
 
-    def gpus(self, view: ClusterView, vc: VcState, job: Job, node: int, room: int) -> int: ...
+    def gpus(self, view: ClusterView, vc: VcView, job: Job, node: int, room: int) -> int: ...
 
 
 @runtime_checkable
 class Permit(Protocol):
     """May turn a fit into a postponement."""
 
-    def permit(self, view: ClusterView, vc: VcState, job: Job, fit: Fit) -> Fit: ...
+    def permit(self, view: ClusterView, vc: VcView, job: Job, fit: Fit) -> Fit: ...
 
 
 @runtime_checkable
 class FastPlacer(Protocol):
     """An exact shortcut for the whole pipeline when this scorer is alone (bucket placers)."""
 
-    def fast_place(self, view: ClusterView, vc: VcState, job: Job) -> Fit: ...
+    def fast_place(self, view: ClusterView, vc: VcView, job: Job) -> Fit: ...
 
 
 @runtime_checkable
 class RowScorer(Protocol):
     """Scores every candidate node at once from the load index (equal to ``score`` per node)."""
 
-    def score_rows(self, view: ClusterView, vc: VcState, job: Job, rows: np.ndarray) -> np.ndarray: ...
+    def score_rows(self, view: ClusterView, vc: VcView, job: Job, rows: np.ndarray) -> np.ndarray: ...
 
 
 @runtime_checkable
