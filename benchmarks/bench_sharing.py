@@ -29,6 +29,7 @@ from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
 from dlsched.registry import make_policy
+from dlsched.sched.indexes import make_view
 
 NODES, GPUS, PENDING = 128, 8, 1000
 
@@ -56,7 +57,7 @@ def _scene(policy, cap: int, seed: int = 0, step: int = 2) -> tuple[ClusterState
             i += 1
     for k in range(PENDING):
         state.submit(_job(i + k, rng, float(k)), float(k))
-    view = SchedulingView(state, False)
+    view = make_view(state, policy)   # the driver's step: declared indexes made
     view.now = float(PENDING)
     return state, view
 

@@ -34,6 +34,7 @@ from dlsched.kernel.stimuli import (
     WakeAt,
 )
 from dlsched.registry import make_policy
+from dlsched.sched.indexes import make_view
 from dlsched.sched.protocols import PolicyBase
 from dlsched.sim import SimConfig, Simulator
 from dlsched.traces.synthetic import generate
@@ -42,7 +43,7 @@ from dlsched.traces.synthetic import generate
 def drive(jobs: list[Job], cluster: ClusterSpec, policy) -> dict[str, tuple[float, tuple]]:
     """Simulate through Kernel.handle only; returns job id -> (start time, first placement)."""
     state = ClusterState(cluster, new_queue=policy.new_queue)
-    kernel = Kernel(state, policy, assume=True)
+    kernel = Kernel(state, policy, assume=True, view=make_view(state, policy))  # the driver attaches plug-ins
     kernel.prepare()
     by_id = {vc.name: vc for vc in state.vcs}
     for job in jobs:

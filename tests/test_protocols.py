@@ -16,6 +16,7 @@ from dlsched.sched.orders.fifo import FifoPolicy
 from dlsched.sched.protocols import (
     HOOKS,
     PLUGIN_FLAGS,
+    PLUGIN_PHASES,
     POLICY_FLAGS,
     POLICY_HOOKS,
     FailureModel,
@@ -106,6 +107,12 @@ def test_a_misspelt_or_misshapen_hook_fails_the_check():
         def job_finshed(self, job, now):  # never called by any driver
             pass
 
+    class Misspelt2(FifoPolicy):
+        need_indexes = ("load",)  # the driver reads needs_indexes: the index would never be made
+
+        def job_finishd(self, job, now):
+            pass
+
     class Misshapen(FifoPolicy):
         def job_failed(self, job, now):  # the driver passes a reason too
             pass
@@ -121,6 +128,8 @@ def test_a_misspelt_or_misshapen_hook_fails_the_check():
             return fit
 
     assert hook_problems(Misspelt) == ["Misspelt.job_finshed: not a hook; did you mean job_finished?"]
+    assert hook_problems(Misspelt2) == ["Misspelt2.job_finishd: not a hook; did you mean job_finished?",
+                                        "Misspelt2.need_indexes: not a flag; did you mean needs_indexes?"]
     assert hook_problems(Misshapen) == ["Misshapen.job_failed('job', 'now'): the hook takes ('job', 'now', 'reason')"]
     assert hook_problems(Plugin) == ["Plugin.permitt: not a hook; did you mean permit?",
                                      "Plugin.single_node: not a flag; did you mean single_node_only?"]
@@ -132,3 +141,16 @@ def test_policy_base_defaults_are_no_ops():
     assert base.prepare(None) is None and base.job_failed(None, 0.0, "") is None
     with pytest.raises(NotImplementedError):
         base.new_queue()
+
+
+@pytest.mark.parametrize("proto", [Policy, *PLUGIN_PHASES, SpeedModel, FailureModel])
+def test_the_protocols_declare_the_hooks_they_list(proto):
+    """The typed protocols and HOOKS say the same thing: every method of a protocol is a hook with
+    the declared parameters, and its view parameter is typed as the ClusterView policies read."""
+    for name, member in vars(proto).items():
+        if name.startswith("_") or not inspect.isfunction(member):
+            continue
+        params = list(inspect.signature(member).parameters)[1:]
+        assert tuple(params) == HOOKS[name], f"{proto.__name__}.{name}"
+        if "view" in params:
+            assert inspect.signature(member).parameters["view"].annotation == "ClusterView", name

@@ -11,10 +11,9 @@ from dlsched.kernel.decide import apply as apply_decision
 from dlsched.core.cluster import ClusterSpec, gpu_type
 from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState
-from dlsched.kernel.view import SchedulingView
 from dlsched.registry import make_policy
 from dlsched.sched.framework import PlacementPipeline
-from dlsched.sched.sharing.index import load_index
+from dlsched.sched.indexes import make_view
 
 
 def _scene(policy, seed: int, nodes: int = 16, step: int = 1, pending: int = 200):
@@ -36,7 +35,7 @@ def _scene(policy, seed: int, nodes: int = 16, step: int = 1, pending: int = 200
         j.pred_gpu_util = rng.uniform(5, 100)
         j.pred_gpu_mem_mib = rng.choice([rng.uniform(500, 16000), float("nan")]) if k % 7 == 0 else rng.uniform(500, 16000)
         state.submit(j, float(k))
-    view = SchedulingView(state, False)
+    view = make_view(state, policy)
     view.now = float(pending)
     return state, view
 
@@ -67,7 +66,7 @@ def test_index_follows_transitions_and_corrections():
     policy = make_policy("horus", share=True)
     state, view = _scene(policy, 0)
     vc = state.vcs[0]
-    idx = load_index(state)
+    idx = view.index("load")
     running = next(iter(vc.running))
     (node, mask), = running.placement
     g = mask.bit_length() - 1
@@ -97,7 +96,7 @@ def _two_nodes(policy_name: str):
         j.pred_gpu_util, j.pred_gpu_mem_mib = 30.0, 1000.0
         state.submit(j, 0.0)
         state.start(j, ((0, 1 << g),), 0.0)
-    view = SchedulingView(state, False)
+    view = make_view(state, policy)
     return policy, state, view
 
 
@@ -118,7 +117,7 @@ def test_fifo_sharing_takes_idle_gpus_first(placement):
         j.pred_gpu_util, j.pred_gpu_mem_mib = 30.0, 1000.0
         state2.submit(j, 0.0)
         state2.start(j, ((0, 1 << g),), 0.0)
-    view = SchedulingView(state2, False)
+    view = make_view(state2, policy)
     vc = state2.vcs[0]
     a, b, c = _submit(state2, "a"), _submit(state2, "b"), _submit(state2, "c", 2)
     out = []

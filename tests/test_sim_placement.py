@@ -10,6 +10,7 @@ from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
 from dlsched.registry import PLACERS, make_placer
+from dlsched.sched.indexes import make_view
 
 
 def occupied(free_per_node: list[int], per_node: int = 8):
@@ -79,8 +80,9 @@ def test_first_fit_best_fit_spread():
 
 @pytest.mark.parametrize("name", sorted(PLACERS))
 def test_every_placer_respects_capacity(name):
-    state, vc, view = occupied([1, 2, 0])
+    state, vc, _ = occupied([1, 2, 0])
     placer = make_placer(name)
+    view = make_view(state, placer)   # as a driver: its observer plug-ins attached, indexes made
     assert placed(placer, view, vc, Job("j", "v", 4, 0, 1)) is None
     p = placed(placer, view, vc, Job("j", "v", 3, 0, 1))
     if name in ("consolidate", "topo-aware", "topo-aware-p", "first-fit-node", "socket-best-fit"):
@@ -101,8 +103,9 @@ def test_topology_aware_placers_plug_into_the_engine():
     from dlsched.registry import make_policy
     from dlsched.sim import SimConfig, Simulator
 
-    state, vc, view = occupied([8, 8])
+    state, vc, _ = occupied([8, 8])
     placer = make_placer("topo-aware")
+    view = make_view(state, placer)
     p = placed(placer, view, vc, Job("four", "v", 4, 0, 1, model_name="alexnet", batch_size=1))
     assert len(p) == 1 and p[0][1] in (0x0F, 0xF0)  # one DGX-1 cube face: all pairs NVLink
     p = placed(placer, view, vc, Job("two", "v", 2, 0, 1, model_name="alexnet", batch_size=1))

@@ -13,6 +13,7 @@ from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
 from dlsched.registry import make_placer, make_policy
+from dlsched.sched.indexes import make_view
 from dlsched.topology.index import TopologyIndex
 from dlsched.topology.mapping import TopologyMapper
 
@@ -113,12 +114,14 @@ def test_placer_index_matches_rebuild_inside_the_engine():
     assert all(j.state is JobState.FINISHED for j in jobs)
 
 
-def test_placer_attaches_itself_to_a_state_it_was_not_given():
+def test_placer_is_attached_by_the_driver_and_refuses_to_place_unattached():
     state = ClusterState(ClusterSpec.from_vc_sizes({"v": 2}, 8, topology="dgx1"), new_queue=ArrivalQueue)
-    view = SchedulingView(state, oracle=False)
     placer = make_placer("topo-aware")
     first = Job("a", "v", 4, 0.0, 1.0, model_name="alexnet", batch_size=1)
     state.submit(first, 0.0)
+    with pytest.raises(RuntimeError, match="placement topo-aware: not attached"):
+        placer.place(SchedulingView(state, oracle=False), state.vcs[0], first)  # no driver attached it
+    view = make_view(state, placer)
     fit = placer.place(view, state.vcs[0], first)
     state.start(first, fit.placement, 0.0)
     plugin = placer.scorers[0][0]

@@ -11,6 +11,7 @@ from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
 from dlsched.registry import make_placer
+from dlsched.sched.indexes import attach_plugins
 from dlsched.topology.drb import drb_map
 from dlsched.topology.effects import bits, footprint, interference_factor, placement_factor, spread_penalty
 from dlsched.topology.graph import machine_graph
@@ -40,6 +41,13 @@ class Cluster:
         self.view = SchedulingView(self.state, oracle=False)
         self.vc = self.state.vcs[0]
         self.jobs: dict[str, Job] = {}
+        self.attached: list[object] = []   # placers attached to this state (as a driver does, once)
+
+    def attach(self, placer):
+        if not any(p is placer for p in self.attached):
+            attach_plugins(self.state, placer)
+            self.attached.append(placer)
+        return placer
 
     def run(self, jid: str, placement, gpus: int | None = None, batch: int = 1, model: str = "alexnet") -> Job:
         j = Job(jid, "v", gpus or sum(m.bit_count() for _, m in placement), 0.0, 100.0, model_name=model,
@@ -54,7 +62,7 @@ class Cluster:
 
     def place(self, placer, jid: str, gpus: int, batch: int = 1, model: str = "alexnet", min_u: float = float("nan")):
         self.view.now += 1.0   # a new pass: nothing remembered from an earlier one
-        return placer.place(self.view, self.vc, Job(jid, "v", gpus, 0.0, 10.0, model_name=model,
+        return self.attach(placer).place(self.view, self.vc, Job(jid, "v", gpus, 0.0, 10.0, model_name=model,
                                                      batch_size=batch, min_utility=min_u))
 
 
@@ -194,7 +202,7 @@ def test_multi_node_fallback():
 def test_pass_skips_a_type_that_failed():
     """Alg. 1: within one pass a postponed job type is not tried (nor postponed) again."""
     c = _minsky_with_two_singles()
-    placer = make_placer("topo-aware-p")
+    placer = c.attach(make_placer("topo-aware-p"))
     c.view.now = 70.0
     first = placer.place(c.view, c.vc, Job("j3", "v", 2, 0.0, 1.0, model_name="alexnet", batch_size=4))
     again = placer.place(c.view, c.vc, Job("j4", "v", 2, 0.0, 1.0, model_name="alexnet", batch_size=4))

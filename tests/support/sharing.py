@@ -6,6 +6,7 @@ from dlsched.core.cluster import ClusterSpec, GpuType
 from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.indexes import make_view
 from dlsched.sim import SimConfig
 from dlsched.sim.config import no_overhead
 
@@ -28,7 +29,7 @@ def state_with(policy, running: list[tuple[Job, int, int]], nodes: int = 1, gpus
     for j, node, mask in running:
         state.submit(j, 0.0)
         state.start(j, ((node, mask),), 0.0, shared=True)
-    return state, SchedulingView(state, getattr(policy, "oracle", False))
+    return state, make_view(state, policy)
 
 
 def config(cap: int = 2) -> SimConfig:

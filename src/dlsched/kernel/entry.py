@@ -69,7 +69,9 @@ class ActionLog:
 
 
 class Kernel:
-    """Stimuli in, actions out, on one state with one policy."""
+    """Stimuli in, actions out, on one state with one policy. The driver builds the view when
+    the policy's plug-ins declare indexes (``sched.indexes.make_view``: attaching them is the
+    driver's job, as the simulator and the service do)."""
 
     def __init__(self, state: ClusterState, policy, assume: bool = True, oracle: bool = False,
                  view: SchedulingView | None = None) -> None:

@@ -34,6 +34,7 @@ from dlsched.kernel.decide import Decider
 from dlsched.kernel.decisions import Preempt, Start
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.indexes import attach_plugins
 
 INF = math.inf
 _RUNNING = JobState.RUNNING
@@ -98,9 +99,10 @@ def predicted_remaining(job: Job, now: float, duration: float, overrun: float) -
 
 
 def fork_policy(policy, state: ClusterState):
-    """A copy of ``policy`` safe to run on ``state`` without touching the original: queue-order
-    policies are stateless between passes (a shallow copy), others are deep-copied; a placement
-    with plug-in indexes is rebuilt and bound to ``state``."""
+    """A copy of ``policy`` safe to run on ``state`` without touching the original, and the
+    indexes it declared, made for ``state``: queue-order policies are stateless between passes
+    (a shallow copy), others are deep-copied; a placement with observer plug-ins is rebuilt and
+    attached to ``state``."""
     from dlsched.sched.ordering import OrderingPolicy
 
     clone = copy.copy(policy) if isinstance(policy, OrderingPolicy) else _deep(policy)
@@ -109,12 +111,7 @@ def fork_policy(policy, state: ClusterState):
     placer = getattr(policy, "placer", None)
     if placer is not None and getattr(placer, "observers", None):
         clone.placer = placer.fresh()
-        for plugin in clone.placer.observers:
-            attach = getattr(plugin, "attach", None)
-            if attach is not None:
-                attach(state)
-            state.add_observer(plugin)
-    return clone
+    return clone, attach_plugins(state, clone)
 
 
 class _PredictionsOnly:
@@ -251,11 +248,11 @@ class EtaEstimator:
         waiting = sorted((j for vc in state.vcs for j in vc.queue), key=lambda j: j.enq_seq)
         durations, unpredicted = self._durations([*running, *waiting])
         twin = copy_state(state)
-        policy = fork_policy(self.policy, twin)
+        policy, indexes = fork_policy(self.policy, twin)
         new_queue = policy.new_queue
         for vc in twin.vcs:
             vc.queue = new_queue()
-        run = ForwardRun(twin, policy, now, EtaResult(now, unpredicted=unpredicted), self.max_events)
+        run = ForwardRun(twin, policy, now, EtaResult(now, unpredicted=unpredicted), self.max_events, indexes)
         twin.begin(now)
         heap = run.heap
         shared = twin.cap > 1
@@ -315,8 +312,10 @@ class _ForwardStarts:
 class ForwardRun:
     """A copied state and policy, ready to run forward until every waiting job has started."""
 
-    def __init__(self, twin: ClusterState, policy, now: float, result: EtaResult, max_events: int | None) -> None:
+    def __init__(self, twin: ClusterState, policy, now: float, result: EtaResult, max_events: int | None,
+                 indexes: dict | None = None) -> None:
         self.twin = twin
+        self.indexes = indexes or {}         # the twin's plug-in indexes (fork_policy made them)
         self.policy = policy
         self.now = now
         self.result = result
@@ -331,7 +330,7 @@ class ForwardRun:
         that changed (as :mod:`dlsched.sim.engine` orders an instant); no arrivals."""
         twin, policy, result, origin, wanted = self.twin, self.policy, self.result, self.origin, self.wanted
         heap = self.heap
-        view = SchedulingView(twin, getattr(policy, "oracle", False))
+        view = SchedulingView(twin, getattr(policy, "oracle", False), indexes=self.indexes)
         starts = _ForwardStarts(self)
         decider = Decider(twin, view, policy, starts)   # the kernel's one dispatcher
         dirty, woken = decider.dirty, decider.woken

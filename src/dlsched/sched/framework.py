@@ -35,10 +35,10 @@ from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Fit, Placement, Status
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.gpus import nodes_with_at_least, take_lowest
 from dlsched.sched.protocols import FastPlacer, Filter, Permit, Picker, RowScorer, Scorer  # noqa: F401
-from dlsched.sched.sharing.index import bits_mask, load_index, mask_rows
+from dlsched.sched.sharing.index import bits_mask, mask_rows
 
 _FITS, _UNSCHED = Status.FITS, Status.UNSCHEDULABLE
 
@@ -46,13 +46,13 @@ _FITS, _UNSCHED = Status.FITS, Status.UNSCHEDULABLE
 _OBSERVER_HOOKS = ("started", "stopped", "node_changed", "predictions_changed")
 
 
-def shared_gpu_use(state, node: int, shared: int) -> dict[int, float]:
+def shared_gpu_use(view: ClusterView, node: int, shared: int) -> dict[int, float]:
     """Predicted memory held on each GPU of ``shared`` (a bitmask of the node's GPUs) by its
     holders: GPU bit -> MiB, one pass over the node's holders. A holder without a memory
     prediction counts as the whole GPU, as :meth:`ClusterState.gpu_pred_mem` counts it."""
-    capacity = state.node_mem[node]
+    capacity = view.node_mem[node]
     used: dict[int, float] = {}
-    for other, m in state.node_holders[node].items():
+    for other, m in view.node_holders[node].items():
         m &= shared
         if m:
             om = other.pred_gpu_mem_mib
@@ -88,6 +88,11 @@ class PlacementPipeline:
         self.picker = next((s for s, _ in self.scorers if isinstance(s, Picker)), None)
         self.permits = [p for p in plugins if isinstance(p, Permit)]
         self.observers = [p for p in plugins if any(hasattr(p, h) for h in _OBSERVER_HOOKS)]
+        # the indexes the driver makes for this placement (dlsched.sched.indexes): the load index
+        # when sharing, and whatever a plug-in declares it reads through view.index(name)
+        needs = ["load"] if share else []
+        needs += [n for p in plugins for n in getattr(p, "needs_indexes", ())]
+        self.needs_indexes = tuple(dict.fromkeys(needs))
         # a job that fits one node never spans nodes when a scorer says so (Helios consolidate)
         # all scorers can score every candidate node at once and nothing filters: vectorised
         self.vector_scores = not self.filters and all(isinstance(s, RowScorer) for s, _ in self.scorers)
@@ -118,11 +123,10 @@ class PlacementPipeline:
         extra = [f for f in self.filters if id(f) not in scorer_ids]
         return PlacementPipeline([(renew(s), w) for s, w in self.scorers], extra, share=self.share, name=self.name)
 
-    def place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
+    def place(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
         """Run the stages for ``job``; see the module docstring."""
         need = job.gpus
-        state = view.state
-        share = self.share and state.cap > 1
+        share = self.share and view.max_jobs_per_gpu > 1
         if share and self.idle_first is not None:
             fit = self.idle_first(view, vc, job)
             if fit.status is _FITS:
@@ -143,29 +147,28 @@ class PlacementPipeline:
         return fit
 
     @staticmethod
-    def room(view: SchedulingView, job: Job, node: int) -> int:
+    def room(view: ClusterView, job: Job, node: int) -> int:
         """GPUs of ``node`` that may take ``job`` with sharing on: free GPUs, plus shared GPUs
         below the job cap whose memory left by the holders' *predictions* fits the job's
         predicted memory (a job without a memory prediction never shares)."""
-        state = view.state
-        room = state.room_mask(node)               # free GPUs plus shared ones below the cap
-        shared = room & state.node_mask[node]
+        room = view.room_mask(node)                # free GPUs plus shared ones below the cap
+        shared = room & view.node_mask[node]
         mem = job.pred_gpu_mem_mib
         if mem != mem:
             return room & ~shared
         if shared:  # = gpu_free_mem(node, g) < mem per shared GPU, in one pass over the holders
-            capacity = state.node_mem[node]
-            for low, u in shared_gpu_use(state, node, shared).items():
+            capacity = view.node_mem[node]
+            for low, u in shared_gpu_use(view, node, shared).items():
                 if capacity - u < mem:
                     room &= ~low
         return room
 
-    def _candidates(self, view: SchedulingView, vc: VcState, job: Job, share: bool) -> int:
+    def _candidates(self, view: ClusterView, vc: VcState, job: Job, share: bool) -> int:
         need = job.gpus
         cand = nodes_with_at_least(vc, need) if vc.free >= need else 0
         if share and vc.share_nodes & ~cand and self.use_index:
             # the room of every node at once from the load index (same floats as room())
-            _, _, counts = load_index(view.state).room_counts(vc, job)
+            _, _, counts = view.index("load").room_counts(vc, job)
             cand |= bits_mask(counts >= need) & vc.share_nodes
         elif share:
             for local in set_bits(vc.share_nodes & ~cand):
@@ -173,7 +176,7 @@ class PlacementPipeline:
                     cand |= 1 << local
         return cand
 
-    def _single_node(self, view: SchedulingView, vc: VcState, job: Job, share: bool) -> Fit:
+    def _single_node(self, view: ClusterView, vc: VcState, job: Job, share: bool) -> Fit:
         need = job.gpus
         cand = self._candidates(view, vc, job, share)
         if not cand:
@@ -206,23 +209,22 @@ class PlacementPipeline:
                     best_node, best_score = node, total
         if best_node < 0:
             return Fit(_UNSCHED, None, "; ".join(f"{n} node(s): {why}" for why, n in sorted(rejected.items())))
-        state = view.state
-        room = self.room(view, job, best_node) if share else (~state.node_mask[best_node]
-                                                              & ((1 << state.node_gpus[best_node]) - 1))
+        node_mask = view.node_mask
+        room = self.room(view, job, best_node) if share else (~node_mask[best_node]
+                                                              & ((1 << view.node_gpus[best_node]) - 1))
         mask = self.picker.gpus(view, vc, job, best_node, room) if self.picker is not None else 0
         if not mask:
-            free = room & ~state.node_mask[best_node]
+            free = room & ~node_mask[best_node]
             mask = take_lowest(free, need) if free.bit_count() >= need else \
                 free | take_lowest(room & ~free, need - free.bit_count())
-        return Fit(_FITS, ((best_node, mask),), "", best_score, bool(mask & state.node_mask[best_node]))
+        return Fit(_FITS, ((best_node, mask),), "", best_score, bool(mask & node_mask[best_node]))
 
-    def _gang(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
+    def _gang(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
         """A job no single node can take: nodes with the most free GPUs first (fewest nodes), then
         the best-scored, then the lowest index; each gives its free GPUs until the job is placed."""
         need = job.gpus
         if vc.free < need:
             return Fit(_UNSCHED, None, f"{need} GPUs needed, {vc.free} free in VC {vc.name}")
-        state = view.state
         ranked: list[tuple[float, int, int]] = []
         for k in range(vc.max_node_gpus, 0, -1):
             for local in set_bits(vc.buckets[k]):
@@ -237,7 +239,7 @@ class PlacementPipeline:
         for neg_k, _, local in ranked:
             node = vc.nodes[local]
             use = min(-neg_k, left)
-            free = ~state.node_mask[node] & ((1 << state.node_gpus[node]) - 1)
+            free = ~view.node_mask[node] & ((1 << view.node_gpus[node]) - 1)
             out.append((node, take_lowest(free, use)))
             left -= use
             if not left:
@@ -246,12 +248,11 @@ class PlacementPipeline:
         return Fit(_UNSCHED, None, f"{need} GPUs needed, only {need - left} pass the filters")
 
 
-def room_of(view, job: Job, node: int) -> int:
+def room_of(view: ClusterView, job: Job, node: int) -> int:
     """GPUs of ``node`` that may take ``job``: free ones, plus (sharing on) shared ones whose
     predicted memory left fits the job and that are below the job cap."""
-    state = view.state
-    if state.cap > 1:
+    if view.max_jobs_per_gpu > 1:
         return PlacementPipeline.room(view, job, node)
-    if state.node_slot[node] < 0:
+    if view.node_slot[node] < 0:
         return 0
-    return ~state.node_mask[node] & ((1 << state.node_gpus[node]) - 1)
+    return ~view.node_mask[node] & ((1 << view.node_gpus[node]) - 1)

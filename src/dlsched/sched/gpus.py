@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Placement
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 
 
 def lowest(mask: int) -> int:
@@ -32,10 +32,9 @@ def take_lowest(mask: int, count: int) -> int:
     return out
 
 
-def take_gpus(view: SchedulingView, node: int, count: int) -> int:
+def take_gpus(view: ClusterView, node: int, count: int) -> int:
     """Bitmask of the ``count`` lowest-numbered free GPUs of ``node``."""
-    state = view.state  # the lists themselves: no property call per placement
-    free = ~state.node_mask[node] & ((1 << state.node_gpus[node]) - 1)
+    free = ~view.node_mask[node] & ((1 << view.node_gpus[node]) - 1)
     if count == 1:
         return free & -free
     return free if free.bit_count() == count else take_lowest(free, count)
@@ -59,8 +58,8 @@ def nodes_with_at_least(vc: VcState, count: int) -> int:
     return mask
 
 
-def greedy_span(view: SchedulingView, vc: VcState, job: Job, most_free_first: bool,
-                take: Callable[[SchedulingView, int, int], int] = take_gpus) -> Placement | None:
+def greedy_span(view: ClusterView, vc: VcState, job: Job, most_free_first: bool,
+                take: Callable[[ClusterView, int, int], int] = take_gpus) -> Placement | None:
     """Spread a job over several nodes, taking whole free capacity node by node.
 
     Nodes are visited by free-GPU count (most first if ``most_free_first``, else in VC order);

@@ -37,12 +37,12 @@ import numpy as np
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision, Postpone, Start, Status
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.framework import shared_gpu_use
 from dlsched.sched.kmeans import l1_kmeans, list_median
 from dlsched.sched.ordering import OrderingPolicy
 from dlsched.sched.requestqueue import RequestQueue
-from dlsched.sched.roomgains import RoomGains, room_gains
+from dlsched.sched.roomgains import RoomGains
 from dlsched.sched.sharing.load import FULL_UTIL, pred_mem
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
@@ -175,6 +175,7 @@ class HorusPolicy(OrderingPolicy):
     default_placement = "horus-cost"
     queues_k = 1
     carry_failures = True  # False: every pass starts with no known failure (the reference, for tests)
+    needs_indexes = ("room-gains",)  # the driver makes the state's room-gain counter (_carried reads it)
 
     def __init__(self, placer, backfill: bool = False, k: int | None = None, beta: int = 15,
                  rounds: int | None = None) -> None:
@@ -268,13 +269,13 @@ class HorusPolicy(OrderingPolicy):
         starts.append(len(seq))
         return seq, starts
 
-    def _carried(self, state, vc: VcState, share: bool) -> tuple[RoomGains, tuple[int, int], FailedFits | None,
+    def _carried(self, view: ClusterView, vc: VcState, share: bool) -> tuple[RoomGains, tuple[int, int], FailedFits | None,
                                                                 FailedFits]:
         """The failures carried from this VC's earlier passes that still hold (None: none), and
         the set this pass carries on: those plus its own failures of jobs with a memory
         prediction (a job without one is tried as needing a whole GPU's memory, which says
         nothing certain about a job that does need that much on a GPU with more memory)."""
-        gains = room_gains(state)
+        gains = view.index("room-gains")
         mark = gains.mark(vc.vid)
         entry = self._carry.get(vc.vid)
         carried = None
@@ -284,19 +285,19 @@ class HorusPolicy(OrderingPolicy):
             else:  # jobs stopped since: a failure holds if the nodes they freed still cannot take it
                 nodes = gains.nodes_since(vc.vid, entry[1])
                 if nodes is not None:
-                    carried = _still_failing(entry[2], state, vc, nodes, share)
+                    carried = _still_failing(entry[2], view, vc, nodes, share)
         out = FailedFits(carried)
         self._carry[vc.vid] = (gains, mark, out)
         return gains, mark, carried, out
 
-    def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
+    def schedule(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
         pending = vc.queue.jobs()
         if not pending:
             return
-        state, now = view.state, view.now
-        capacity = state.node_mem[vc.nodes[0]] if vc.nodes else 0.0
+        now = view.now
+        capacity = view.node_mem[vc.nodes[0]] if vc.nodes else 0.0
         queues = self.queues(pending, vc, capacity)
-        share = self.placer.share and state.cap > 1
+        share = self.placer.share and view.max_jobs_per_gpu > 1
         place = self.placer.place
         free_fit = self._free_fit()
         seq, starts = self._round_order(queues, now)
@@ -305,7 +306,7 @@ class HorusPolicy(OrderingPolicy):
             # the cost placement alone: fitting depends only on GPUs and predicted memory, and starts
             # only take room away, so a job needing at least what failed fails too -- in this pass,
             # and in later ones until a stop, a node change or a corrected prediction gives room
-            gains, mark, carried, out = self._carried(state, vc, share)
+            gains, mark, carried, out = self._carried(view, vc, share)
             failed = FailedFits(carried)
         if carried is not None:  # to undo the carried failures if room is gained during the pass
             free0, started = vc.free, {}
@@ -432,7 +433,7 @@ class _Candidates:
         self.gpus, self.mem, self.top = gpus, mem, top
 
 
-def _still_failing(failed: FailedFits, state, vc: VcState, nodes: set[int], share: bool) -> FailedFits | None:
+def _still_failing(failed: FailedFits, view: ClusterView, vc: VcState, nodes: set[int], share: bool) -> FailedFits | None:
     """The failures of ``failed`` that still hold after stops freed room on ``nodes`` alone
     (elsewhere room only shrank since). A job of ``g`` GPUs and predicted memory ``m`` fits when
     the VC has ``g`` free GPUs (the gang stage spans nodes) or one node has ``g`` GPUs with room
@@ -440,12 +441,12 @@ def _still_failing(failed: FailedFits, state, vc: VcState, nodes: set[int], shar
     predictions is at least ``m``, summed as :meth:`PlacementPipeline.room` sums it)."""
     rooms = []  # per node: its free GPUs and the memory left on each shared GPU
     for node in nodes:
-        room = state.room_mask(node) if share else (state.room_mask(node) & ~state.node_mask[node])
-        shared = room & state.node_mask[node]
+        room = view.room_mask(node) if share else (view.room_mask(node) & ~view.node_mask[node])
+        shared = room & view.node_mask[node]
         lefts = []
         if shared:
-            capacity = state.node_mem[node]
-            lefts = [capacity - u for u in shared_gpu_use(state, node, shared).values()]
+            capacity = view.node_mem[node]
+            lefts = [capacity - u for u in shared_gpu_use(view, node, shared).values()]
         rooms.append(((room & ~shared).bit_count(), lefts))
     free = vc.free
     kept = FailedFits()

@@ -21,7 +21,7 @@ from dlsched.kernel.correction import observe
 from dlsched.kernel.decisions import Decision, Postpone, Start, Status
 from dlsched.kernel.queues import KeyedQueue
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.protocols import PolicyBase
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
@@ -56,7 +56,7 @@ class OrderingPolicy(PolicyBase):
     def new_queue(self) -> KeyedQueue:
         return KeyedQueue(attrgetter(self.key_attr) if self.key_attr is not None else self.key)
 
-    def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
+    def schedule(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
         queue = vc.queue
         place = self.placer.place
         if queue.pass_order is None and not self.backfill:
@@ -64,7 +64,7 @@ class OrderingPolicy(PolicyBase):
             # than the VC has free cannot fit, so the placement pipeline is not asked.
             head = queue.head
             while (job := head()) is not None:
-                if job.gpus > vc.free and view.state.cap == 1:
+                if job.gpus > vc.free and view.max_jobs_per_gpu == 1:
                     return
                 status, placement, reason, _, shared = place(view, vc, job)
                 if status is not _FITS:
@@ -75,7 +75,7 @@ class OrderingPolicy(PolicyBase):
             return
         reorder = queue.pass_order
         order = reorder(view.now) if reorder is not None else list(queue)
-        exclusive = view.state.cap == 1
+        exclusive = view.max_jobs_per_gpu == 1
         for job in order:
             if exclusive and job.gpus > vc.free:
                 if not self.backfill:

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start, Status
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.framework import PlacementPipeline
 from dlsched.sched.orders.fifo import FifoPolicy
 
@@ -64,7 +64,7 @@ class PabPolicy(FifoPolicy):
         self.solo_only: set[Job] = set()
         self.requeued = 0
 
-    def prepare(self, view: SchedulingView) -> None:
+    def prepare(self, view: ClusterView) -> None:
         self.profiling_until.clear()
         self.due.clear()
         self.solo_only.clear()
@@ -79,7 +79,7 @@ class PabPolicy(FifoPolicy):
                 self.requeued += 1
                 yield Preempt(job)
 
-    def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
+    def schedule(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
         now = view.now
         yield from self._checks(now, vc)
         if self.profiling_until.get(vc.vid, -1.0) > now:

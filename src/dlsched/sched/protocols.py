@@ -5,6 +5,9 @@ placement plug-ins. One place to read what a policy or plug-in may implement and
   :class:`PolicyBase` gives every optional hook a default (a no-op, or ``None`` for the two
   per-event hooks the engine skips on its hot path), so the drivers call hooks by their declared
   names instead of probing with ``hasattr``.
+* Policies and plug-ins read the cluster through a :class:`~dlsched.kernel.view.ClusterView`
+  only; one that reads an index (``view.index(name)``) declares it in ``needs_indexes`` and the
+  driver makes it (:mod:`dlsched.sched.indexes`).
 * Placement plug-ins implement only the phases they serve, after the Kubernetes scheduling
   framework: :class:`Scorer`, :class:`Filter`, :class:`Picker` (reserve), :class:`Permit`, plus the
   exact shortcuts :class:`FastPlacer` and :class:`RowScorer` and the kernel-observer hooks
@@ -26,8 +29,8 @@ import numpy as np
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision, Fit
-from dlsched.kernel.state import ClusterState, VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.state import ClusterState
+from dlsched.kernel.view import ClusterView, VcView
 
 
 @runtime_checkable
@@ -46,11 +49,11 @@ class Policy(Protocol):
         """A fresh queue for one VC (the kernel keeps it and pushes/removes jobs)."""
         ...
 
-    def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
+    def schedule(self, view: ClusterView, vc: VcView) -> Iterator[Decision]:
         """One pass over ``vc``: yield Start / Preempt / Postpone decisions."""
         ...
 
-    def prepare(self, view: SchedulingView) -> None:
+    def prepare(self, view: ClusterView) -> None:
         """Once, before the first event: the view only (no future jobs)."""
         ...
 
@@ -74,16 +77,17 @@ class PolicyBase:
     default_placement = "consolidate"   # what make_policy uses when no placement is named
     placer: Any = None                  # the placement pipeline (None: the policy places itself)
     placement_name = ""
+    needs_indexes: tuple[str, ...] = ()  # indexes the policy reads (dlsched.sched.indexes.INDEX_KINDS)
     job_submitted: Callable[[Job, float], None] | None = None
     job_finished: Callable[[Job, float], None] | None = None
 
     def new_queue(self) -> Any:
         raise NotImplementedError(f"policy {self.name} defines new_queue()")
 
-    def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
+    def schedule(self, view: ClusterView, vc: VcView) -> Iterator[Decision]:
         raise NotImplementedError(f"policy {self.name} defines schedule()")
 
-    def prepare(self, view: SchedulingView) -> None:
+    def prepare(self, view: ClusterView) -> None:
         return None
 
     def job_failed(self, job: Job, now: float, reason: str) -> None:
@@ -98,42 +102,42 @@ class PolicyBase:
 class Scorer(Protocol):
     name: str
 
-    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float: ...
+    def score(self, view: ClusterView, vc: VcView, job: Job, node: int) -> float: ...
 
 
 @runtime_checkable
 class Filter(Protocol):
     name: str
 
-    def filter(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> str | None: ...
+    def filter(self, view: ClusterView, vc: VcView, job: Job, node: int) -> str | None: ...
 
 
 @runtime_checkable
 class Picker(Protocol):
     """Reserve: choose the GPUs inside the chosen node (a mask within ``room``)."""
 
-    def gpus(self, view: SchedulingView, vc: VcState, job: Job, node: int, room: int) -> int: ...
+    def gpus(self, view: ClusterView, vc: VcView, job: Job, node: int, room: int) -> int: ...
 
 
 @runtime_checkable
 class Permit(Protocol):
     """May turn a fit into a postponement."""
 
-    def permit(self, view: SchedulingView, vc: VcState, job: Job, fit: Fit) -> Fit: ...
+    def permit(self, view: ClusterView, vc: VcView, job: Job, fit: Fit) -> Fit: ...
 
 
 @runtime_checkable
 class FastPlacer(Protocol):
     """An exact shortcut for the whole pipeline when this scorer is alone (bucket placers)."""
 
-    def fast_place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit: ...
+    def fast_place(self, view: ClusterView, vc: VcView, job: Job) -> Fit: ...
 
 
 @runtime_checkable
 class RowScorer(Protocol):
     """Scores every candidate node at once from the load index (equal to ``score`` per node)."""
 
-    def score_rows(self, view: SchedulingView, vc: VcState, job: Job, rows: np.ndarray) -> np.ndarray: ...
+    def score_rows(self, view: ClusterView, vc: VcView, job: Job, rows: np.ndarray) -> np.ndarray: ...
 
 
 @runtime_checkable
@@ -146,10 +150,12 @@ class PluginObserver(Protocol):
 # Optional flags a plug-in may set (read by the pipeline, the registry and the service):
 # score_by_free (score depends on the node's free GPU count only), single_node_only (a job that
 # fits one node waits rather than span nodes), packs (sharing: always go through the stages),
-# default_speed_model (the ground truth the plug-in optimises for).
-PLUGIN_FLAGS = ("score_by_free", "single_node_only", "packs", "default_speed_model", "postpone")
+# default_speed_model (the ground truth the plug-in optimises for),
+# needs_indexes (names of the indexes it reads through view.index).
+PLUGIN_FLAGS = ("score_by_free", "single_node_only", "packs", "default_speed_model", "postpone", "needs_indexes")
 # ... and the flags a policy may set (Policy's attributes, plus what make_policy reads)
-POLICY_FLAGS = ("oracle", "preemptive", "requeues_running", "default_placement", "placement_name")
+POLICY_FLAGS = ("oracle", "preemptive", "requeues_running", "default_placement", "placement_name",
+                "needs_indexes")
 
 
 # -- ground truth the kernel asks (simulated backends) -------------------------------------------

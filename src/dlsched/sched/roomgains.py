@@ -8,35 +8,22 @@ failed from one pass to the next while :meth:`RoomGains.mark` is unchanged, and 
 re-check it on the nodes they freed alone (:meth:`RoomGains.nodes_since`; Horus does, for its
 cost placement's "a job needing at least what failed fails too").
 
-A kernel observer, one per :class:`~dlsched.kernel.state.ClusterState`, created and registered
-on first use by :func:`room_gains`. Node changes and prediction corrections are rare and count
-for every VC.
+A kernel observer, one per :class:`~dlsched.kernel.state.ClusterState`: a policy that reads it
+declares ``needs_indexes = ("room-gains",)`` and the driver makes it
+(:mod:`dlsched.sched.indexes`); the policy reads it as ``view.index("room-gains")``. Node changes
+and prediction corrections are rare and count for every VC.
 """
 
 from __future__ import annotations
 
-import weakref
-
 from dlsched.core.job import Job
-from dlsched.kernel.state import ClusterState
-
-_TRACKERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def room_gains(state: ClusterState) -> RoomGains:
-    """The state's room-gain counter (created and registered as an observer on first use)."""
-    gains = _TRACKERS.get(state)
-    if gains is None:
-        gains = _TRACKERS[state] = RoomGains()
-        state.add_observer(gains)
-    return gains
 
 
 class RoomGains:
     """The nodes of the stops per VC, in order, plus a count of the changes that count for every
     VC (node changes, corrected predictions)."""
 
-    __slots__ = ("__weakref__", "everywhere", "stops")
+    __slots__ = ("everywhere", "stops")
 
     LOG_LIMIT = 1 << 16  # a longer log is dropped (and every VC counts as changed)
 

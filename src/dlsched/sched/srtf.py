@@ -14,7 +14,7 @@ from typing import Iterator
 from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start, Status
 from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.protocols import PolicyBase
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
@@ -34,7 +34,7 @@ class SrtfPolicy(PolicyBase):
     def new_queue(self) -> ArrivalQueue:
         return ArrivalQueue()
 
-    def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
+    def schedule(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
         queue = vc.queue
         quota = vc.total_gpus
         if queue.gpus + vc.busy <= quota:

@@ -30,6 +30,7 @@ from dlsched.kernel.decisions import Postpone, Preempt, Start
 from dlsched.kernel.queues import KeyedQueue
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.indexes import attach_plugins
 from dlsched.sched.sharing.index import mask_rows
 from dlsched.service.pods import (
     BATCH_ANNOTATION,
@@ -102,11 +103,7 @@ class SchedulerCore:
         self.predict = predict   # fills a new job's predicted GPU utilisation / memory from its model
         self.recorder = recorder  # the replayable event log (dlsched.service.record), or None
         self.state = ClusterState(ClusterSpec([], {}), new_queue=policy.new_queue, max_jobs_per_gpu=max_jobs_per_gpu)
-        for plugin in getattr(getattr(policy, "placer", None), "observers", ()):
-            if hasattr(plugin, "attach"):
-                plugin.attach(self.state)
-            self.state.add_observer(plugin)
-        self.view = SchedulingView(self.state, oracle=False)
+        self.view = SchedulingView(self.state, oracle=False, indexes=attach_plugins(self.state, policy))
         self._nominations = _Nominations(self)
         # the kernel's one dispatcher, with starts assumed (a nomination until the bind succeeds)
         self.decider = Decider(self.state, self.view, policy, self._nominations, assume=True)

@@ -30,6 +30,7 @@ from dlsched.kernel.quotas import QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError, VcState
 from dlsched.kernel.view import SchedulingView
 from dlsched.metrics.recorder import MetricsRecorder
+from dlsched.sched.indexes import attach_plugins
 from dlsched.sched.protocols import FailureModel, Policy, SpeedModel
 from dlsched.sim.backend import SimulatedBackend
 from dlsched.sim.config import SimConfig
@@ -91,8 +92,8 @@ class Simulator:
                              speed_model=self.speed_model, failure_model=self.failure_model,
                              preemption_overhead=cfg.preemption_overhead)
         rec = MetricsRecorder(state, cfg.timeline_interval)  # registers itself as the state's clock observer
-        plugins = policy.placer.observers if policy.placer is not None else ()  # plug-ins with an index
-        for plugin in (*plugins, *self.observers):
+        self.indexes = attach_plugins(state, policy)  # placement observers, and the indexes declared
+        for plugin in self.observers:
             attach = getattr(plugin, "attach", None)
             if attach is not None:
                 attach(state)
@@ -119,7 +120,7 @@ class Simulator:
         policy = self.policy
         state, rec = self._build_state()
         compat_tick = cfg.compat == "helios" and policy.preemptive
-        view = SchedulingView(state, policy.oracle, compat_tick)
+        view = SchedulingView(state, policy.oracle, compat_tick, self.indexes)
         self.state, self.view, self.recorder = state, view, rec
         power = self.power_manager
         check = cfg.check_invariants

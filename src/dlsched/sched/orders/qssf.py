@@ -23,7 +23,7 @@ from pathlib import Path
 
 from dlsched.core.job import Job
 from dlsched.kernel.queues import KeyedQueue
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.ordering import OrderingPolicy
 
 
@@ -128,7 +128,7 @@ class QssfPolicy(OrderingPolicy):
         self.helios_quirks = helios_quirks
 
     # -- hooks called by the backend --------------------------------------------------------
-    def prepare(self, view: SchedulingView) -> None:
+    def prepare(self, view: ClusterView) -> None:
         if self.estimator is not None:
             self.estimator.reset()
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision, Postpone, Start, Status
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.framework import PlacementPipeline
 from dlsched.sched.ordering import OrderingPolicy
 from dlsched.sched.sharing.load import pred_mem
@@ -69,7 +69,7 @@ class PairingPolicy(OrderingPolicy):
         return self.memory(running, capacity) + self.memory(waiting, capacity) <= capacity
 
     # -- the pass ----------------------------------------------------------------------------
-    def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
+    def schedule(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
         waiting: list[Job] = []
         place = self.exclusive.place
         for job in list(vc.queue):
@@ -83,13 +83,13 @@ class PairingPolicy(OrderingPolicy):
                     continue
             if job.gpus == 1 and len(waiting) < self.window:
                 waiting.append(job)
-        state = view.state
-        if not waiting or state.cap < 2:
+        if not waiting or view.max_jobs_per_gpu < 2:
             return
         singles = self.exclusive_apps(view, vc)
         if not singles:
             return
-        pairs = [(running, job, state.node_specs[node].gpu_type.name, state.node_mem[node])
+        specs, node_mem = view.node_specs, view.node_mem
+        pairs = [(running, job, specs[node].gpu_type.name, node_mem[node])
                  for running, node, _ in singles for job in waiting]
         values = self.pair_values(pairs)
         n = len(waiting)
@@ -101,25 +101,25 @@ class PairingPolicy(OrderingPolicy):
             if i in used_s or k in used_w:
                 continue
             running, node, gpu = singles[i]
-            if not self.can_pair(running, waiting[k], state.node_mem[node]):
+            if not self.can_pair(running, waiting[k], node_mem[node]):
                 continue
             used_s.add(i)
             used_w.add(k)
             yield Start(waiting[k], ((node, 1 << gpu),), True)
 
     @staticmethod
-    def exclusive_apps(view: SchedulingView, vc: VcState) -> list[tuple[Job, int, int]]:
+    def exclusive_apps(view: ClusterView, vc: VcState) -> list[tuple[Job, int, int]]:
         """(job, node, GPU) for every single-GPU job running alone on its GPU in an open node."""
-        state = view.state
+        node_slot, gpu_count = view.node_slot, view.gpu_count
         out = []
         for job in vc.running:
             placement = job.placement
             if job.gpus != 1 or len(placement) != 1:
                 continue
             node, mask = placement[0]
-            if state.node_slot[node] < 0:
+            if node_slot[node] < 0:
                 continue
             g = mask.bit_length() - 1
-            if state.gpu_count[node][g] == 1:
+            if gpu_count[node][g] == 1:
                 out.append((job, node, g))
         return out

@@ -2,7 +2,7 @@
 
 It reads ground truth -- the engine's pair slowdowns and each job's true memory -- so it declares
 ``oracle = True`` (the explicit grant). Its truth is the engine's own ground-truth speed model,
-taken from the view at every pass (:meth:`~dlsched.kernel.view.SchedulingView.speed_model`, the
+taken from the view at every pass (:meth:`~dlsched.kernel.view.ClusterView.speed_model`, the
 kernel's grant to oracles): with ``--speed-model colocation`` the selected pair table (built in,
 ``--profiles`` folder or ``.json``), ``pair(job, other, gpu) -> s(job | other)``. A model
 without pair slowdowns (none, time-sliced, topology) tells pairs apart by nothing: every pair is
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.pairing.base import PairingPolicy
 
 
@@ -41,7 +41,7 @@ class OraclePairingPolicy(PairingPolicy):
         self.truth = None  # the engine's speed model, granted at each pass
         self._keys: dict[str, str] = {}
 
-    def schedule(self, view: SchedulingView, vc: VcState) -> Iterator[Decision]:
+    def schedule(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
         truth = view.speed_model()
         if truth is not self.truth:
             pairs = callable(getattr(truth, "pair", None)) and hasattr(truth, "table")

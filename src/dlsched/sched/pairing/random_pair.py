@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from dlsched.core.job import Job
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.pairing.base import PairingPolicy
 
 
@@ -19,7 +19,7 @@ class RandomPairingPolicy(PairingPolicy):
         self.seed = seed
         self.rng = random.Random(seed)
 
-    def prepare(self, view: SchedulingView) -> None:
+    def prepare(self, view: ClusterView) -> None:
         self.rng = random.Random(self.seed)  # the same draws in every run
 
     def pair_value(self, running: Job, waiting: Job, gpu_type: str, capacity: float) -> float:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import NO_ROOM, Fit, fits
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.gpus import greedy_span, lowest, take_gpus, tightest_node
 
 
-def tightness(view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+def tightness(view: ClusterView, vc: VcState, job: Job, node: int) -> float:
     """1 when the job fills the node's free GPUs exactly, towards 0 as more stay free."""
     left = view.node_free[node] - job.gpus
     return 1.0 - max(0, left) / max(1, vc.max_node_gpus)
@@ -20,10 +20,10 @@ class BestFitPlacer:
     name = "best-fit"
     score_by_free = True  # score() depends on the node's free GPU count only (for one job)
 
-    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+    def score(self, view: ClusterView, vc: VcState, job: Job, node: int) -> float:
         return tightness(view, vc, job, node)
 
-    def fast_place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
+    def fast_place(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
         need = job.gpus
         if vc.free < need:
             return NO_ROOM

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import NO_ROOM, Fit, fits
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.gpus import greedy_span, lowest, take_gpus, tightest_node
 from dlsched.sched.placers.best_fit import tightness
 
@@ -24,10 +24,10 @@ class ConsolidatePlacer:
     score_by_free = True  # score() depends on the node's free GPU count only (for one job)
     single_node_only = True  # a job that fits one node waits rather than span nodes
 
-    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+    def score(self, view: ClusterView, vc: VcState, job: Job, node: int) -> float:
         return tightness(view, vc, job, node)
 
-    def fast_place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
+    def fast_place(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
         need = job.gpus
         if vc.free < need:
             return NO_ROOM

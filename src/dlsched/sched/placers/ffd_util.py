@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dlsched.core.job import Job
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.framework import room_of
 from dlsched.sched.gpus import take_lowest
 from dlsched.sched.sharing.load import FULL_UTIL, NodeLoad, pred_util
@@ -27,32 +27,30 @@ class FfdUtilPlacer:
         self.max_jobs = max_jobs
         self.max_util = max_util
 
-    def fitting(self, view: SchedulingView, job: Job, node: int, room: int) -> int:
+    def fitting(self, view: ClusterView, job: Job, node: int, room: int) -> int:
         """GPUs of ``room`` where the job keeps predicted utilisation <= 100 % and jobs < max."""
-        state = view.state
-        busy = state.node_mask[node] & room
+        busy = view.node_mask[node] & room
         if not busy:
             return room
-        load = NodeLoad(state, node)
+        load = NodeLoad(view, node)
         u = pred_util(job)
         ok = room & ~busy
-        for g in range(state.node_gpus[node]):
+        for g in range(view.node_gpus[node]):
             if busy >> g & 1 and load.jobs[g] < self.max_jobs and load.util[g] + u <= self.max_util:
                 ok |= 1 << g
         return ok
 
-    def filter(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> str | None:
-        state = view.state
+    def filter(self, view: ClusterView, vc: VcState, job: Job, node: int) -> str | None:
         room = room_of(view, job, node)
-        if job.gpus > state.node_gpus[node] or not room & state.node_mask[node]:
+        if job.gpus > view.node_gpus[node] or not room & view.node_mask[node]:
             return None  # only free GPUs here (a node of a spanning job included): always within the bound
         if self.fitting(view, job, node, room).bit_count() < job.gpus:
             return f"fewer than {job.gpus} GPUs keep predicted utilisation <= {self.max_util:g} %"
         return None
 
-    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+    def score(self, view: ClusterView, vc: VcState, job: Job, node: int) -> float:
         return 1.0  # first fit: the pipeline keeps the lowest node on ties
 
-    def gpus(self, view: SchedulingView, vc: VcState, job: Job, node: int, room: int) -> int:
+    def gpus(self, view: ClusterView, vc: VcState, job: Job, node: int, room: int) -> int:
         ok = self.fitting(view, job, node, room)
         return take_lowest(ok, job.gpus) if ok.bit_count() >= job.gpus else 0

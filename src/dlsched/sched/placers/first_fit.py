@@ -5,7 +5,7 @@ from __future__ import annotations
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import NO_ROOM, Fit, fits
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.gpus import greedy_span, lowest, nodes_with_at_least, take_gpus
 
 
@@ -13,11 +13,11 @@ class FirstFitPlacer:
     name = "first-fit"
     single_node_only = False  # a job that fits one node may span nodes when no single node has room
 
-    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+    def score(self, view: ClusterView, vc: VcState, job: Job, node: int) -> float:
         """1 for the VC's first node, falling linearly to 0 for its last."""
-        return 1.0 - view.state.node_local[node] / max(1, len(vc.nodes))
+        return 1.0 - view.node_local[node] / max(1, len(vc.nodes))
 
-    def fast_place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
+    def fast_place(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
         need = job.gpus
         if vc.free < need:
             return NO_ROOM

@@ -23,15 +23,15 @@ from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Fit, fits
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.gpus import lowest, nodes_with_at_least, take_gpus
 from dlsched.sched.sharing.curve import PAPER_CURVE
-from dlsched.sched.sharing.index import load_index
 from dlsched.sched.sharing.load import NodeLoad, cheapest, pred_mem, pred_util
 
 
 class HorusCostScorer:
     name = "horus-cost"
+    needs_indexes = ("load",)  # score_rows reads the per-GPU load index
 
     def __init__(self, curve: Callable[[float], float] = PAPER_CURVE, w_mem: float = 1.0,
                  w_util: float = 1.0) -> None:
@@ -39,32 +39,31 @@ class HorusCostScorer:
         self.w_mem = w_mem
         self.w_util = w_util
 
-    def costs(self, view: SchedulingView, job: Job, node: int, room: int | None = None) -> list[tuple[float, int]]:
+    def costs(self, view: ClusterView, job: Job, node: int, room: int | None = None) -> list[tuple[float, int]]:
         """(Eq. 7 cost, GPU) for every GPU of ``room`` (default: the node's GPUs that pass the
         capacity check -- free ones, and shared ones below the cap where predicted memory fits)."""
-        state = view.state
-        cap = state.node_mem[node]
+        cap = view.node_mem[node]
         u_j, m_j = pred_util(job), pred_mem(job, cap)
         wm, wu, f = self.w_mem / cap, self.w_util, self.curve
         if room is None:
-            room = state.room_mask(node)
+            room = view.room_mask(node)
             if job.pred_gpu_mem_mib != job.pred_gpu_mem_mib:  # no memory prediction: never shares
-                room &= ~state.node_mask[node]
-        busy = room & state.node_mask[node]
+                room &= ~view.node_mask[node]
+        busy = room & view.node_mask[node]
         base = wm * m_j + wu * f(u_j)
         out = [(base, g) for g in set_bits(room & ~busy)]
         if busy:
-            load = NodeLoad(state, node)
+            load = NodeLoad(view, node)
             for g in set_bits(busy):
                 mem = load.mem[g] + m_j
                 if mem <= cap:
                     out.append((wm * mem + wu * f(load.util[g] + u_j), g))
         return out
 
-    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+    def score(self, view: ClusterView, vc: VcState, job: Job, node: int) -> float:
         need = job.gpus
-        if view.state.node_free[node] >= need:  # free GPUs all cost the same and beat shared ones
-            cap = view.state.node_mem[node]
+        if view.node_free[node] >= need:  # free GPUs all cost the same and beat shared ones
+            cap = view.node_mem[node]
             return 1.0 / (1.0 + self.w_mem * pred_mem(job, cap) / cap + self.w_util * self.curve(pred_util(job)))
         costs = self.costs(view, job, node)
         need = min(need, len(costs))
@@ -73,10 +72,10 @@ class HorusCostScorer:
         total, _ = cheapest(costs, need)
         return 1.0 / (1.0 + total / need)
 
-    def score_rows(self, view: SchedulingView, vc: VcState, job: Job, rows: np.ndarray) -> np.ndarray:
+    def score_rows(self, view: ClusterView, vc: VcState, job: Job, rows: np.ndarray) -> np.ndarray:
         """:meth:`score` of the VC-local nodes ``rows`` at once, from the load index: the same
         arithmetic in the same order (float for float), so the same node wins."""
-        arr = load_index(view.state).arrays(vc)
+        arr = view.index("load").arrays(vc)
         need = job.gpus
         capm = arr.cap
         u = pred_util(job)
@@ -114,7 +113,7 @@ class HorusCostScorer:
         return np.where(nf >= need, full, part)[rows]
 
     @staticmethod
-    def free_fit(view: SchedulingView, vc: VcState, job: Job) -> Fit | None:
+    def free_fit(view: ClusterView, vc: VcState, job: Job) -> Fit | None:
         """The pipeline's answer when some node has enough free GPUs, in a few bucket look-ups:
         free GPUs all cost the same and beat shared ones, so the best node is the lowest one
         with ``gpus`` free GPUs, and its lowest free GPUs. None when no node has them."""
@@ -127,7 +126,7 @@ class HorusCostScorer:
         node = vc.nodes[lowest(nodes)]
         return fits(((node, take_gpus(view, node, need)),))
 
-    def gpus(self, view: SchedulingView, vc: VcState, job: Job, node: int, room: int) -> int:
+    def gpus(self, view: ClusterView, vc: VcState, job: Job, node: int, room: int) -> int:
         """Reserve: the job's top-lambda cheapest GPUs of the node."""
         costs = self.costs(view, job, node, room)
         if len(costs) < job.gpus:

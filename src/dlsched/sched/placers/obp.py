@@ -10,19 +10,18 @@ from __future__ import annotations
 
 from dlsched.core.job import Job
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.framework import room_of
 from dlsched.sched.sharing.load import NodeLoad, cheapest
 
 
-def free_mem_costs(view: SchedulingView, node: int, room: int, sign: float) -> list[tuple[float, int]]:
+def free_mem_costs(view: ClusterView, node: int, room: int, sign: float) -> list[tuple[float, int]]:
     """(sign x predicted memory in use as a share of the GPU, GPU) for each GPU of ``room``."""
-    state = view.state
-    if not state.node_mask[node] & room:
-        return [(0.0, g) for g in range(state.node_gpus[node]) if room >> g & 1]
-    load = NodeLoad(state, node)
-    cap = state.node_mem[node]
-    return [(sign * load.mem[g] / cap, g) for g in range(state.node_gpus[node]) if room >> g & 1]
+    if not view.node_mask[node] & room:
+        return [(0.0, g) for g in range(view.node_gpus[node]) if room >> g & 1]
+    load = NodeLoad(view, node)
+    cap = view.node_mem[node]
+    return [(sign * load.mem[g] / cap, g) for g in range(view.node_gpus[node]) if room >> g & 1]
 
 
 class ObpPlacer:
@@ -33,7 +32,7 @@ class ObpPlacer:
     packs = True  # joins busy GPUs by its own rule, never the idle-first shortcut
     sign = 1.0  # +1: emptiest GPUs first; -1: fullest first
 
-    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+    def score(self, view: ClusterView, vc: VcState, job: Job, node: int) -> float:
         room = room_of(view, job, node)
         need = min(job.gpus, room.bit_count())
         if not need:
@@ -42,7 +41,7 @@ class ObpPlacer:
         used = min(1.0, self.sign * cost / need)  # mean share of memory in use on the chosen GPUs
         return 1.0 - used if self.sign > 0 else used
 
-    def gpus(self, view: SchedulingView, vc: VcState, job: Job, node: int, room: int) -> int:
+    def gpus(self, view: ClusterView, vc: VcState, job: Job, node: int, room: int) -> int:
         if room.bit_count() < job.gpus:
             return 0
         return cheapest(free_mem_costs(view, node, room, self.sign), job.gpus)[1]

@@ -17,7 +17,7 @@ from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import NO_ROOM, Fit, fits
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.gpus import greedy_span, tightest_node
 from dlsched.sched.placers.best_fit import tightness
 from dlsched.topology.machines import node_topology
@@ -40,16 +40,16 @@ class SocketBestFitPlacer:
     name = "socket-best-fit"
     single_node_only = True  # a job that fits one node is never split across nodes
 
-    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+    def score(self, view: ClusterView, vc: VcState, job: Job, node: int) -> float:
         return tightness(view, vc, job, node)
 
-    def gpus(self, view: SchedulingView, vc: VcState, job: Job, node: int, room: int) -> int:
+    def gpus(self, view: ClusterView, vc: VcState, job: Job, node: int, room: int) -> int:
         free = room & ~view.node_mask[node]
         if free.bit_count() < job.gpus:
             return 0
-        return socket_pick(node_topology(view.state.node_specs[node]).gpu_socket, free, job.gpus)
+        return socket_pick(node_topology(view.node_specs[node]).gpu_socket, free, job.gpus)
 
-    def fast_place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
+    def fast_place(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
         need = job.gpus
         if vc.free < need:
             return NO_ROOM
@@ -59,6 +59,6 @@ class SocketBestFitPlacer:
         pl = greedy_span(view, vc, job, most_free_first=True, take=self._take)
         return fits(pl) if pl else NO_ROOM
 
-    def _take(self, view: SchedulingView, node: int, count: int) -> int:
+    def _take(self, view: ClusterView, node: int, count: int) -> int:
         full = (1 << view.node_gpus[node]) - 1
-        return socket_pick(node_topology(view.state.node_specs[node]).gpu_socket, ~view.node_mask[node] & full, count)
+        return socket_pick(node_topology(view.node_specs[node]).gpu_socket, ~view.node_mask[node] & full, count)

@@ -6,18 +6,18 @@ from __future__ import annotations
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import NO_ROOM, Fit, fits
 from dlsched.kernel.state import VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.sched.gpus import greedy_span, lowest, take_gpus
 
 
 class SpreadPlacer:
     name = "spread"
 
-    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
+    def score(self, view: ClusterView, vc: VcState, job: Job, node: int) -> float:
         """Share of the node's GPUs still free: emptier nodes score higher."""
         return view.node_free[node] / max(1, vc.max_node_gpus)
 
-    def fast_place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
+    def fast_place(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
         need = job.gpus
         if vc.free < need:
             return NO_ROOM

@@ -9,6 +9,8 @@
   node takes the fewest nodes (most free GPUs first), DRB inside each (multi-node fallback).
 * **observer**: a :class:`~dlsched.topology.index.TopologyIndex` follows every start and stop,
   so a decision reads per-node records and cached signatures instead of rebuilding anything.
+  The driver attaches the plug-in to its state (:func:`dlsched.sched.indexes.attach_plugins`);
+  a decision before that fails loudly rather than read an index of no state.
 
 Alg. 1 scans the queue and postpones what it cannot place; a job *type* that could not be placed
 (or was postponed) is not tried again in the same pass (same instant, no job stopped since):
@@ -23,7 +25,7 @@ from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import NO_ROOM, Fit, Status
 from dlsched.kernel.state import ClusterState, VcState
-from dlsched.kernel.view import SchedulingView
+from dlsched.kernel.view import ClusterView
 from dlsched.topology.index import TopologyIndex
 from dlsched.topology.jobgraph import JobProfile
 from dlsched.topology.mapping import TopologyMapper
@@ -68,11 +70,10 @@ class TopoAwarePlacement:
         self.index.node_changed(node, now)
         self._stops += 1
 
-    def _follow(self, state: ClusterState) -> None:
-        """Used on a state the engine did not attach us to: attach and observe it ourselves."""
-        if self.index.state is not state:
-            self.attach(state)
-            state.add_observer(self)
+    def _not_attached(self) -> None:
+        if self.index.state is None:
+            raise RuntimeError(f"placement {self.name}: not attached to a cluster state (a driver attaches "
+                               "placement observers with dlsched.sched.indexes.attach_plugins)")
 
     def _known_profile(self, job: Job) -> JobProfile:
         """The index's profile of a started job: the one this plug-in made placing it, if any."""
@@ -91,29 +92,31 @@ class TopoAwarePlacement:
         return entry
 
     # -- pipeline stages ----------------------------------------------------------------------
-    def score(self, view: SchedulingView, vc: VcState, job: Job, node: int) -> float:
-        self._follow(view.state)
+    def score(self, view: ClusterView, vc: VcState, job: Job, node: int) -> float:
+        if self.index.state is None:
+            self._not_attached()
         free = self.index.free_mask(node).bit_count()
         if free < job.gpus:
             return 0.0
         u = self.mapper.on_node(node, self.profile(job, vc))[0]
         return max(0.0, round(u, 9) - TIE * free / max(1, vc.max_node_gpus))
 
-    def gpus(self, view: SchedulingView, vc: VcState, job: Job, node: int, room: int) -> int:
-        self._follow(view.state)
+    def gpus(self, view: ClusterView, vc: VcState, job: Job, node: int, room: int) -> int:
+        if self.index.state is None:
+            self._not_attached()
         if self.index.free_mask(node).bit_count() < job.gpus:
             return 0
         mask = self.mapper.on_node(node, self.profile(job, vc))[1]
         return mask if not mask & ~room else 0
 
-    def fast_place(self, view: SchedulingView, vc: VcState, job: Job) -> Fit:
+    def fast_place(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
         """The whole decision when this plug-in is the only one (see the module docstring)."""
         need = job.gpus
         if vc.free < need:
             return NO_ROOM
-        state = view.state
-        if self.index.state is not state:
-            self._follow(state)
+        state = self.index.state
+        if state is None:
+            self._not_attached()
         p, kind = self._entry(job, vc)
         entry = self._skip.get(vc.vid)
         if entry is None or entry[0] != view.now or entry[1] != self._stops:
@@ -162,9 +165,10 @@ class TopoAwarePostponing(TopoAwarePlacement):
     name = "topo-aware-p"
     postpone = True
 
-    def permit(self, view: SchedulingView, vc: VcState, job: Job, fit: Fit) -> Fit:
+    def permit(self, view: ClusterView, vc: VcState, job: Job, fit: Fit) -> Fit:
         """POSTPONE a fit whose placement's utility is below the job's minimum."""
-        self._follow(view.state)
+        if self.index.state is None:
+            self._not_attached()
         p = self.profile(job, vc)
         placement = fit.placement
         if len(placement) == 1 and self.index.free_mask(placement[0][0]).bit_count() >= p.gpus:

@@ -16,31 +16,18 @@ the rows of nodes that changed since the last look:
   :class:`~dlsched.sched.sharing.load.NodeLoad` and the pipeline's room sum them, so every
   float (and so every placement decision) equals the per-node scan's.
 
-One index per :class:`~dlsched.kernel.state.ClusterState`, created on first use by
-:func:`load_index` (runs without sharing never create it).
+One index per :class:`~dlsched.kernel.state.ClusterState`, made by the driver for a placement
+that declares ``"load"`` (every sharing pipeline does; :mod:`dlsched.sched.indexes`) and read as
+``view.index("load")``; runs without sharing never make it.
 """
 
 from __future__ import annotations
-
-import weakref
 
 import numpy as np
 
 from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState, VcState
 from dlsched.sched.sharing.load import FULL_UTIL
-
-_INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def load_index(state: ClusterState) -> LoadIndex:
-    """The state's load index (created and registered as an observer on first use)."""
-    idx = _INDEXES.get(state)
-    if idx is None:
-        idx = _INDEXES[state] = LoadIndex(state)
-        state.add_observer(idx)
-    return idx
-
 
 _BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)  # byte -> its 8 bits
 

@@ -1,7 +1,7 @@
 """Per-GPU load as the scheduler sees it: the sum of the holders' *predicted* utilisation and
 memory, and how many jobs each GPU holds.
 
-Computed on demand from ``ClusterState.node_holders`` (not kept as an index) because a
+Computed on demand from the view's ``node_holders`` (not kept as an index) because a
 prediction may be corrected while a job runs (observed utilisation replacing the prior); the
 sums then always reflect the latest values. A job without a utilisation prediction counts as a
 full GPU (100 %), one without a memory prediction as the whole GPU's memory -- the cautious
@@ -11,7 +11,7 @@ reading, as the kernel's own memory check does.
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.kernel.state import ClusterState
+from dlsched.kernel.view import ClusterView
 
 FULL_UTIL = 100.0
 
@@ -33,15 +33,15 @@ class NodeLoad:
 
     __slots__ = ("capacity", "jobs", "mem", "util")
 
-    def __init__(self, state: ClusterState, node: int) -> None:
-        n = state.node_gpus[node]
-        cap = state.node_mem[node]
+    def __init__(self, view: ClusterView, node: int) -> None:
+        n = view.node_gpus[node]
+        cap = view.node_mem[node]
         self.capacity = cap
         self.util = [0.0] * n
         self.mem = [0.0] * n
         self.jobs = [0] * n
         util, mem, jobs = self.util, self.mem, self.jobs
-        for job, mask in state.node_holders[node].items():
+        for job, mask in view.node_holders[node].items():
             u, m = pred_util(job), pred_mem(job, cap)
             while mask:
                 low = mask & -mask
