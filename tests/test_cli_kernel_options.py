@@ -58,5 +58,5 @@ def test_coscheml_interference_model_from_the_command_line(tmp_path):
                                             "interference_model": "horus-curve"}, ["coscheml", "fifo"])
     inputs = load_inputs(configs[0])
     cosch, fifo = (run_spec(c, inputs) for c in configs)
-    assert cosch.policy_options == {"model": "horus-curve", "profiles": "builtin"}
+    assert cosch.policy_options == {"window": 64, "model": "horus-curve", "profiles": "builtin"}
     assert fifo.policy_options == {} and unread == []

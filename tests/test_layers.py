@@ -42,11 +42,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dlsched.sched.pairing.coscheml", "dlsched.models.colocation_table"):
         "Co-scheML trains its interference model on the measured co-location table, the same data the "
         "simulator's ground truth is read from (a policy sees the table's predictions, never the truth)",
-    ("dlsched.service.replay", "dlsched.runner"):
-        "replay re-simulates a recorded live run's arrivals in the simulator (issue 21 point 2 replaces "
-        "this by feeding the recorded stimuli through one entry point)",
-    ("dlsched.service.replay", "dlsched.sim.config"):
-        "replay re-simulates a recorded live run (as above)",
 }
 
 # edges that another change of issue 21 removes (point 1: the run configuration moves out of the

@@ -18,7 +18,8 @@ from dlsched.registry import make_policy
 from dlsched.service.core import SchedulerCore
 from dlsched.service.pods import NodeFacts, PodFacts
 from dlsched.service.record import Recorder, read_events
-from dlsched.service.replay import load_log, replay
+from dlsched.run.replay import replay
+from dlsched.service.replay import load_log
 from dlsched.service.runtime import LiveService
 from dlsched.service.store import Store
 
@@ -117,4 +118,32 @@ def test_replay_errors_are_one_line(tmp_path):
     good = tmp_path / "events.jsonl"
     run_live(good)
     res = runner.invoke(app, ["replay", str(good), "--policy", "nope", "--out", str(tmp_path / "o")])
-    assert res.exit_code == 2 and "--policy nope" in res.output
+    assert res.exit_code == 2 and "error: --policy: unknown policy 'nope'" in res.output
+
+
+def test_replay_builds_the_run_simulate_describes(recorded, tmp_path):
+    """The replayed run is a RunConfig: the log as input, the recorded policy, placement and
+    sharing; another policy with --param gets its own parameters, checked like simulate's."""
+    from dlsched.run.config import ModelsConfig, PlacementConfig, RunConfig, WorkloadConfig
+    from dlsched.run.options import configs_from_options
+    from dlsched.run.replay import log_inputs, replay_config
+
+    log, _ = recorded
+    _, rec = log_inputs(log)
+    assert replay_config(log, rec.config) == RunConfig(workload=WorkloadConfig(replay_log=log),
+                                                       placement=PlacementConfig("consolidate"),
+                                                       models=ModelsConfig(speed="none"))
+    [by_flags], _ = configs_from_options({"policy": "horus", "param": ["beta=4"], "speed_model": "none"})
+    chosen = replay_config(log, rec.config, "horus", params={"beta": "4"})
+    assert chosen.policy == by_flags.policy and chosen.placement == by_flags.placement
+    assert chosen.models == by_flags.models and chosen.engine == by_flags.engine
+    runner = CliRunner()
+    res = runner.invoke(app, ["replay", str(log), "--policy", "horus", "--param", "window=3",
+                              "--out", str(tmp_path / "h")])
+    assert res.exit_code == 2 and "error: policy horus has no parameter 'window' (horus declares k, beta, rounds)" \
+        in res.output
+    res = runner.invoke(app, ["replay", str(log), "--policy", "horus", "--param", "beta=4", "--out",
+                              str(tmp_path / "h")])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "h" / "summary.json").read_text())
+    assert summary["policy"] == "horus" and summary["jobs"] == 7 and summary["replay_of"] == str(log)

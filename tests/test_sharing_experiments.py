@@ -100,7 +100,8 @@ def test_report_renders_a_sharing_experiment(tmp_path):
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("horus:k=abc", "error: --policies horus:k=abc: an option's value is not a number ('abc')"),
+    ("horus:k=abc", "error: --policies horus:k=abc: k expects an integer, got 'abc'"),
+    ("horus:beta=0", "error: --policies horus:beta=0: beta must be >= 1 jobs per round, got 0"),
     ("horus:zz=1", "error: --policies horus:zz=1: horus takes no option 'zz'"),
 ])
 def test_a_bad_policy_option_names_what_was_typed(spec, message):

@@ -168,3 +168,17 @@ def test_horus_f_k_changes_decisions_on_the_table7_trace(shared, monkeypatch):
     assert rows["Horus"]["seeds_same_decisions_as_horus"] == 1
     assert rows["Horus-f"]["seeds_same_decisions_as_horus"] == 0 and rows["Horus k=5"]["seeds_same_decisions_as_horus"] == 0
     assert rows["Horus-f"]["avg_wait_s"] != rows["Horus"]["avg_wait_s"]
+
+
+def test_policy_options_go_through_the_policys_parameters():
+    """`--policies` options that are parameters of the policy are typed, checked and mapped as in
+    any run (random pairing's `pairing_seed` reaches its `seed`); a fitted model passes as given."""
+    from dlsched.experiments.sharing_run import PolicyRun, constructor_keywords
+
+    assert constructor_keywords(PolicyRun("h", "horus", 2, (("k", 1), ("beta", 5)))) == \
+        {"k": 1, "beta": 5, "rounds": None}
+    assert constructor_keywords(PolicyRun("r", "random-pairing", 2, (("pairing_seed", 3), ("window", 8)))) == \
+        {"window": 8, "seed": 3}
+    model = object()
+    assert constructor_keywords(PolicyRun("c", "coscheml", 2, (("model", model), ("profiles", "builtin")))) == \
+        {"window": 64, "model": model, "profiles": "builtin"}

@@ -81,10 +81,19 @@ def keep_cluster_vcs(jobs: list[Job], cluster: ClusterSpec) -> tuple[list[Job], 
     return kept, left
 
 
-def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str | Path,
-            progress: Callable[[int, int], None] | None = None, observers: tuple = ()) -> dict:
-    """Simulate one policy and write its run directory; returns the summary. ``observers``: the
-    caller's own kernel observers (e.g. replay's start log), each with ``summary(metrics)``."""
+@dataclass(slots=True)
+class Engine:
+    """A run's simulator with the parts the summary reads back (observers, power manager)."""
+
+    simulator: Simulator
+    observers: tuple
+    power: object = None
+
+
+def assemble(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, observers: tuple = ()) -> Engine:
+    """The simulator ``spec`` describes: the policy (checked against the jobs), power, ground
+    truth and observers. ``observers``: the caller's own kernel observers (e.g. replay's start
+    log, a harness's audit), run after the ones the spec asks for."""
     options = dict(spec.policy_options)
     if spec.backfill:
         options["backfill"] = True
@@ -101,7 +110,16 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
     sim = Simulator(cluster, policy, spec.config, power_manager=power, speed_model=speed_model,
                     failure_model=make_failure_model(spec.failure_model, **spec.failure_options),
                     observers=observers)
-    result = sim.run(jobs, progress=progress)
+    return Engine(sim, observers, power)
+
+
+def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str | Path,
+            progress: Callable[[int, int], None] | None = None, observers: tuple = ()) -> dict:
+    """Simulate one policy and write its run directory; returns the summary. ``observers``: the
+    caller's own kernel observers (e.g. replay's start log), each with ``summary(metrics)``."""
+    engine = assemble(jobs, cluster, spec, observers)
+    observers, power = engine.observers, engine.power
+    result = engine.simulator.run(jobs, progress=progress)
     for obs in observers:
         result.extra.update(obs.summary(result.metrics))
     if power is not None:

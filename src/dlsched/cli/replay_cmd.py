@@ -18,27 +18,28 @@ def register(app: typer.Typer) -> None:
         policy: Optional[str] = typer.Option(None, help="Policy from the registry (default: the recorded one)."),
         placement: Optional[str] = typer.Option(None, help="Placement (default: the recorded one with the "
                                                 "recorded policy, else the policy's own)."),
+        param: Optional[list[str]] = typer.Option(None, "--param", metavar="NAME=VALUE",
+                                                  help="A parameter of the policy's own (repeatable; `dlsched "
+                                                       "policies` lists them), as for `dlsched simulate`."),
     ) -> None:
         """Replay what the live service saw in the simulator; `dlsched report OUT` reads the result."""
         from dlsched.cli.checks import check_out_dir
-        from dlsched.registry import make_policy
+        from dlsched.run.params import parse_assignments
 
         with clear_errors():
             if not log.is_file():
                 raise FileNotFoundError(f"LOG: {log} is not a file")
             check_out_dir(out, "--out")
-            if policy is not None:
-                try:
-                    make_policy(policy, placement)
-                except (KeyError, ValueError) as exc:
-                    raise ValueError(f"--policy {policy} / --placement {placement}: {exc}") from None
+            params = parse_assignments(param or ())
+            if policy is not None:  # a wrong name or parameter fails before the log is read
+                _check_choice(policy, placement, params)
             from dlsched.cli.replay_checks import check_log
-            from dlsched.service.replay import replay
+            from dlsched.run.replay import replay
 
             try:
                 for note in check_log(log):
                     console.print(f"note: {note}", soft_wrap=True, highlight=False, markup=False)
-                summary = replay(log, out, policy, placement)
+                summary = replay(log, out, policy, placement, params=params)
             except UnicodeDecodeError:
                 raise ValueError(f"LOG: {log} is not a text event log") from None
             except IsADirectoryError:
@@ -48,3 +49,12 @@ def register(app: typer.Typer) -> None:
                       f"{summary.get('avg_jct', float('nan')):.1f} s, avg queue delay "
                       f"{summary.get('avg_queue_delay', float('nan')):.1f} s; written to {out}"
                       + (f" (left out: {left})" if left else ""), soft_wrap=True, highlight=False)
+
+
+def _check_choice(policy: str, placement: str | None, params: dict[str, str]) -> None:
+    """The chosen policy, placement and parameters make a run (OptionError naming the option)."""
+    from dlsched.run.build import check
+    from dlsched.run.config import PlacementConfig, RunConfig
+    from dlsched.run.params import policy as policy_config
+
+    check([RunConfig(policy=policy_config(policy, **params), placement=PlacementConfig(placement))])

@@ -26,6 +26,7 @@ from dlsched.workloads import Workload, attach_predictions, make_workload
 from dlsched.models.failure import OutOfMemory
 from dlsched.models.truth import Truth, resolve_truth
 from dlsched.registry import make_policy
+from dlsched.run.config import OptionError
 from dlsched.sim import SimConfig, Simulator
 from dlsched.sim.config import no_overhead
 
@@ -89,6 +90,19 @@ def pooled(wl: Workload, nodes: int) -> tuple[list[Job], object, int]:
     return kept, cluster, len(wl.trace.jobs) - len(kept)
 
 
+def constructor_keywords(spec: PolicyRun) -> dict:
+    """The policy's constructor keywords for ``spec``: options that are fields of the parameters
+    the policy declares go through them (typed, checked, mapped by its ``from_params`` as in any
+    run); the harness's own objects (a fitted interference model, the profile table) pass as given."""
+    from dlsched.run.params import PolicyContext, constructor_options, field_kinds, make_params, params_class
+
+    given = dict(spec.options)
+    fields = field_kinds(params_class(spec.policy))
+    params, _ = make_params(spec.policy, {k: v for k, v in given.items() if k in fields})
+    context = PolicyContext(profiles=given.get("profiles"))
+    return {**constructor_options(spec.policy, params, context), **{k: given[k] for k in given if k not in fields}}
+
+
 def run(workload: str, spec: PolicyRun, seed: int, predictions: str = "real", jobs: int | None = None,
         nodes: int | None = None, truth: Truth | None = None, history: list | None = None,
         gpu: str | None = None) -> RunResult:
@@ -104,11 +118,13 @@ def run(workload: str, spec: PolicyRun, seed: int, predictions: str = "real", jo
         job_list, cluster, left_out = pooled(wl, nodes)
     else:
         job_list, cluster, left_out = wl.trace.jobs, wl.cluster(), 0
-    try:
-        policy = make_policy(spec.policy, share=spec.cap > 1, **dict(spec.options))  # an oracle is granted the truth
+    try:  # an oracle is granted the truth
+        policy = make_policy(spec.policy, share=spec.cap > 1, **constructor_keywords(spec))
     except (TypeError, ValueError) as exc:  # a --policies option the policy does not take, or a bad value
         text = str(exc)
-        if "unexpected keyword argument" in text:
+        if isinstance(exc, OptionError):  # checked by the policy's parameters: named as typed here (k=...)
+            text = text.replace(f"--param {exc.key}", exc.key)
+        elif "unexpected keyword argument" in text:
             text = f"{spec.policy} takes no option {text.rsplit(' ', 1)[-1]}"
         elif "invalid literal" in text or "could not convert" in text:
             text = f"an option's value is not a number ({text.rsplit(': ', 1)[-1]})"

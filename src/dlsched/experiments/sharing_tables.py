@@ -60,10 +60,13 @@ def _value(text: str):
 
 
 def _with_models(specs: list[PolicyRun], gpu: str, truth: Truth) -> list[PolicyRun]:
-    """Co-scheML needs its forest: fitted on the truth's pairs of the workload's GPU type."""
+    """A policy that reads the profile table (``reads_profiles``: Co-scheML) gets its interference
+    model (``model=``) fitted on the truth's pairs of the workload's GPU type."""
+    from dlsched.registry import POLICIES
+
     out = []
     for s in specs:
-        if s.policy == "coscheml" and "model" not in dict(s.options):
+        if getattr(POLICIES[s.policy], "reads_profiles", False) and "model" not in dict(s.options):
             s = PolicyRun(s.label, s.policy, s.cap, (*s.options, ("model", coscheml_model(gpu, truth))))
         out.append(s)
     return out

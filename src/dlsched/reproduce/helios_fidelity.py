@@ -11,6 +11,8 @@ VC_CONFIG = "traces/philly/philly_vc_config.csv"
 PRIORITIES = f"{REF}/input_qssf_priority_Philly_lgb.csv.gz"
 SUMMARY = f"{REF}/base_vc_config/summary_all.csv"
 POLICIES = ("fifo", "sjf", "srtf", "qssf")
+#: the reference run's policy parameters: QSSF reads the reference's priority file
+PARAMS = {"qssf": {"priority_file": PRIORITIES}}
 
 
 def load_reference_input(ctx: Context):
@@ -24,11 +26,24 @@ def load_reference_input(ctx: Context):
     return trace, vc_nodes
 
 
+def reference_config(ctx: Context, name: str):
+    """The reference run of policy ``name`` as a RunConfig: the command below (the policies' own
+    placement, consolidate), ``--compat helios``, the parameters of :data:`PARAMS` (paths resolved)."""
+    from dlsched.run import ClusterConfig, EngineConfig, RunConfig, WorkloadConfig
+    from dlsched.run.params import policy
+
+    params = {key: ctx.data(path) for key, path in PARAMS.get(name, {}).items()}
+    return RunConfig(workload=WorkloadConfig(trace=ctx.data(TRACE), trace_format="helios-log",
+                                             start="2017-10-01 00:00:00", end="2017-11-30 23:59:00"),
+                     cluster=ClusterConfig(vc_config=ctx.data(VC_CONFIG)), policy=policy(name, **params),
+                     engine=EngineConfig(compat="helios"))
+
+
 class HeliosFidelity(Reproduction):
     name = "helios-fidelity"
     title = "Fidelity to the Helios reference simulator (Philly, Oct-Nov 2017, 68,503 jobs)"
     paper = "HeliosArtifact QSSF Service run on Philly (../shared/traces/philly/reference_run)"
-    command = ("dlsched simulate --trace $REF/input_cluster_log_helios_format.csv.gz --vc-config "
+    command = ("dlsched simulate --trace $REF/input_cluster_log_helios_format.csv.gz --trace-format helios-log --vc-config "
                "$P/philly_vc_config.csv --start '2017-10-01 00:00:00' --end '2017-11-30 23:59:00' "
                "--compat helios --policy fifo|sjf|srtf|qssf [--priority-file $REF/input_qssf_priority_Philly_lgb.csv.gz]")
     needs = (TRACE, VC_CONFIG, PRIORITIES, SUMMARY, *(f"{REF}/base_vc_config/{p}_jobs.csv.gz" for p in POLICIES))
@@ -37,11 +52,7 @@ class HeliosFidelity(Reproduction):
         import pandas as pd
 
         from dlsched.core.cluster import ClusterSpec
-        from dlsched.registry import make_policy
-        from dlsched.run import EngineConfig, Inputs, PlacementConfig, RunConfig
-        from dlsched.run.build import run_spec
-        from dlsched.run.params import policy
-        from dlsched.sim import Simulator
+        from dlsched.run import Inputs, build_run
 
         trace, vc_nodes = load_reference_input(ctx)
         jobs = trace.jobs
@@ -49,12 +60,8 @@ class HeliosFidelity(Reproduction):
         reference = pd.read_csv(ctx.data(SUMMARY)).set_index("policy")
         rows = []
         for name in POLICIES:
-            # the reference run: consolidate, --compat helios, QSSF with the reference's priority file
-            params = {"priority_file": ctx.data(PRIORITIES)} if name == "qssf" else {}
-            config = RunConfig(policy=policy(name, **params), placement=PlacementConfig("consolidate"),
-                               engine=EngineConfig(compat="helios"))
-            spec = run_spec(config, inputs)
-            Simulator(inputs.cluster, make_policy(name, spec.placement, **spec.policy_options), spec.config).run(jobs)
+            run = build_run(reference_config(ctx, name), inputs=inputs)
+            run.engine().simulator.run(jobs)
             n = len(jobs)
             jct = sum(j.end_time - j.submit_time for j in jobs) / n
             queue = sum(j.queue_delay for j in jobs) / n
@@ -65,7 +72,7 @@ class HeliosFidelity(Reproduction):
             starts = dict(zip(ref_jobs.jobname, ref_jobs.start_time))
             equal = sum(starts.get(j.job_id) == j.start_time for j in jobs)
             ref = reference.loc[name]
-            rows.append([name.upper() + (" (prio. file)" if name == "qssf" else ""), n,
+            rows.append([name.upper() + (" (prio. file)" if "priority_file" in PARAMS.get(name, {}) else ""), n,
                          round(float(ref.avg_jct_s), 2), round(jct, 2), round(float(ref.avg_queue_s), 2),
                          round(queue, 2), int(ref.queued_jobs), queued, int(ref.preemptions), preempted,
                          f"{equal:,} of {n:,}"])

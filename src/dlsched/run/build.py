@@ -49,10 +49,20 @@ class Run:
     spec: object                   # dlsched.runner.RunSpec
     notes: list[str] = field(default_factory=list)
 
-    def simulate(self, out_dir: str | Path, progress: Callable[[int, int], None] | None = None) -> dict:
+    def simulate(self, out_dir: str | Path, progress: Callable[[int, int], None] | None = None,
+                 observers: tuple = ()) -> dict:
+        """Simulate and write the run directory (as ``dlsched simulate``); returns the summary.
+        ``observers``: the caller's own kernel observers, each with ``summary(metrics)``."""
         from dlsched.runner import run_one
 
-        return run_one(self.inputs.jobs, self.cluster, self.spec, out_dir, progress=progress)
+        return run_one(self.inputs.jobs, self.cluster, self.spec, out_dir, progress=progress, observers=observers)
+
+    def engine(self, observers: tuple = ()):
+        """The assembled simulator (:class:`dlsched.runner.Engine`), for a harness that reads the
+        result in memory instead of a run directory; ``engine(...).simulator.run(run.inputs.jobs)``."""
+        from dlsched.runner import assemble
+
+        return assemble(self.inputs.jobs, self.cluster, self.spec, observers)
 
 
 def _names(table, key: str, value: str | None) -> None:
@@ -93,7 +103,8 @@ def check(configs: list[RunConfig]) -> None:
         from dlsched.run.workload import workload_names
 
         _names(workload_names(), "workload", first.workload.workload)
-    for key, path in (("trace", first.workload.trace), ("vc_config", first.cluster.vc_config),
+    for key, path in (("trace", first.workload.trace), ("replay_log", first.workload.replay_log),
+                      ("vc_config", first.cluster.vc_config),
                       ("cluster", first.cluster.cluster_file)):
         if path is not None and not Path(path).exists():
             raise OptionError(key, f"--{key.replace('_', '-')} {path}: no such file")
@@ -137,6 +148,10 @@ def load_inputs(config: RunConfig, say: Say = quiet, explain: Explain | None = N
     predict resources when asked; report lines go through ``say`` (``explain``: the reason to
     report for a model that could not be resolved, e.g. a missing optional extra)."""
     w, c = config.workload, config.cluster
+    if w.replay_log is not None:
+        from dlsched.run.replay import log_inputs
+
+        return log_inputs(w.replay_log)[0]
     if w.workload is not None:
         from dlsched.run.workload import load_workload
 
@@ -169,9 +184,10 @@ def _sim_config(config: RunConfig):
 
 def run_cluster(config: RunConfig, inputs: Inputs):
     """The cluster the run simulates: with GPU sharing or an OOM model the GPUs' memory matters,
-    so they are of the run's GPU type (a cluster file names its own)."""
+    so they are of the run's GPU type (a cluster file or a replayed log names its own)."""
     cluster = inputs.cluster
-    if config.cluster.cluster_file is None and (config.placement.max_jobs_per_gpu > 1
+    if config.cluster.cluster_file is None and config.workload.replay_log is None and (
+            config.placement.max_jobs_per_gpu > 1
                                                 or config.models.failure != "none"):
         from dlsched.core.cluster import gpu_type
 

@@ -44,7 +44,8 @@ def _at_least(key: str, value: float | None, low: float, unit: str = "") -> None
 
 @dataclass(frozen=True, slots=True)
 class WorkloadConfig:
-    """The jobs: a trace file, a named GPU-sharing workload, or the built-in generator."""
+    """The jobs: a trace file, a named GPU-sharing workload, a live service's event log
+    (``dlsched replay``), or the built-in generator."""
 
     trace: Path | None = None
     trace_format: str = "auto"
@@ -58,12 +59,15 @@ class WorkloadConfig:
     predict_resources: bool = False
     predictor: Path | None = None      # a trained resource predictor (implies predict_resources)
     gpu: str | None = None             # GPU type (None: V100, or the workload's testbed GPU)
+    replay_log: Path | None = None     # a live service's event log (dlsched serve --record): its jobs and nodes
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
             raise OptionError("jobs", f"--jobs must be >= 1, got {self.jobs}")
         if self.seed < 0:
             raise OptionError("seed", f"--seed must be >= 0, got {self.seed}")
+        if self.replay_log is not None and (self.trace is not None or self.workload is not None):
+            raise OptionError("replay_log", "a replayed event log is the run's input: give no --trace or --workload")
         if self.workload is not None:
             if self.trace is not None:
                 raise OptionError("workload", "give --trace or --workload, not both")

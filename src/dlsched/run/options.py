@@ -216,9 +216,9 @@ def configs_from_options(values: dict[str, object], policies: list[str] | None =
                                     f"({', '.join(readers(files[0]))}), not {', '.join(names)}")
     left_generic = sorted(k for k in (unread or ()) if k in generic)
     if left_generic:
-        from dlsched.run.params import readers
+        from dlsched.run.params import declared, readers
 
         who = readers(left_generic[0])
-        raise OptionError("param", f"--param {left_generic[0]}: not a parameter of {', '.join(names)}"
-                                   + (f" (it is one of {', '.join(who)})" if who else ""))
+        raise OptionError("param", f"--param {left_generic[0]}: not a parameter of {', '.join(names)} "
+                                   f"({declared(names)})" + (f"; it is one of {', '.join(who)}'s" if who else ""))
     return runs, sorted(unread or ())

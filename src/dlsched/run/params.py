@@ -78,7 +78,10 @@ def convert(key: str, value: object, kind: type, optional: bool) -> object:
         return Path(value) if kind is Path else str(value)
     except (TypeError, ValueError):
         what = {bool: "true or false", int: "an integer", float: "a number"}.get(kind, kind.__name__)
-        raise OptionError(key, f"{flag(key)} (or --param {key}=VALUE) expects {what}, got {value!r}") from None
+        from dlsched.run.options import OPTIONS
+
+        spelled = f"{flag(key)} (or --param {key}=VALUE)" if key in OPTIONS else f"--param {key}"
+        raise OptionError(key, f"{spelled} expects {what}, got {value!r}") from None
 
 
 def make_params(policy: str, given: dict[str, object]) -> tuple[object, list[str]]:
@@ -104,7 +107,7 @@ def policy(name: str, backfill: bool = False, **params: object):
 
     built, unknown = make_params(name, params)
     if unknown:
-        raise OptionError(unknown[0], f"policy {name} has no parameter {unknown[0]!r}")
+        raise OptionError(unknown[0], f"policy {name} has no parameter {unknown[0]!r} ({declared([name])})")
     return PolicyConfig(name, built, backfill)
 
 
@@ -114,6 +117,16 @@ def all_params() -> dict[str, dict[str, tuple[type, bool]]]:
     from dlsched.registry import POLICIES, policy_params
 
     return {name: field_kinds(policy_params(name) or NoParams) for name in POLICIES}
+
+
+def declared(policies: typing.Iterable[str]) -> str:
+    """What ``policies`` declare, for an error about a parameter none of them has:
+    ``las declares threshold, queues`` / ``fifo declares no parameters``."""
+    parts = []
+    for name in policies:
+        fields = list(field_kinds(params_class(name)))
+        parts.append(f"{name} declares {', '.join(fields)}" if fields else f"{name} declares no parameters")
+    return "; ".join(parts)
 
 
 def readers(key: str) -> list[str]:

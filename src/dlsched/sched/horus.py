@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from operator import attrgetter
 
@@ -168,10 +169,30 @@ def _labels(shape: tuple[int, int], dtype: str, features: bytes, k: int) -> np.n
     return labels
 
 
+@dataclass(frozen=True, slots=True)
+class HorusParams:
+    """Horus's knobs: k job queues (None: the policy's own, 1 for horus, 3 for horus-f), beta jobs
+    per weighted-fair round, and at most ``rounds`` rounds per pass (None: until every job was tried)."""
+
+    k: int | None = None
+    beta: int = 15
+    rounds: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.k is not None and self.k < 1:
+            raise ValueError(f"--param k must be >= 1 job queues, got {self.k}")
+        if self.beta < 1:
+            raise ValueError(f"--param beta must be >= 1 jobs per round, got {self.beta}")
+        if self.rounds is not None and self.rounds < 1:
+            raise ValueError(f"--param rounds must be >= 1 per pass (or none: until every job was tried), "
+                             f"got {self.rounds}")
+
+
 class HorusPolicy(OrderingPolicy):
     """Horus: k-means job queues, weighted-fair rounds of beta jobs, Eq. 7-10 cost placement."""
 
     name = "horus"
+    Params = HorusParams
     default_placement = "horus-cost"
     queues_k = 1
     carry_failures = True  # False: every pass starts with no known failure (the reference, for tests)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start, Status
@@ -35,10 +36,33 @@ _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 _RUNNING = JobState.RUNNING
 
 
+@dataclass(frozen=True, slots=True)
+class PabParams:
+    """PAB's knobs: the warm-up (s) before the throughput check, the drop that re-queues a job,
+    the profiling wait ``t_wait`` (s; None: the warm-up) and after which placements it applies
+    (``all`` or ``shared``)."""
+
+    warmup: float = 60.0
+    max_drop: float = 0.5
+    t_wait: float | None = None
+    profile: str = "all"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.warmup < float("inf"):
+            raise ValueError(f"--param warmup must be a finite number >= 0 seconds, got {self.warmup}")
+        if not 0 < self.max_drop < 1:
+            raise ValueError(f"--param max_drop must be between 0 and 1 (exclusive), got {self.max_drop}")
+        if self.t_wait is not None and not 0 <= self.t_wait < float("inf"):
+            raise ValueError(f"--param t_wait must be a finite number >= 0 seconds, got {self.t_wait}")
+        if self.profile not in ("all", "shared"):
+            raise ValueError(f"--param profile must be 'all' or 'shared', got {self.profile!r}")
+
+
 class PabPolicy(FifoPolicy):
     """PAB: co-locate by memory, re-queue a job whose observed throughput drops > 50 %."""
 
     name = "pab"
+    Params = PabParams
     default_placement = "obp"
     # It yields Preempt (re-queues a running job) without being ``preemptive`` in the engine's
     # sense (no Helios 1-s tick): the live service refuses it for the Preempt.

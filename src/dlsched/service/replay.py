@@ -8,14 +8,14 @@ log ends, has no run time and is left out; a job still running at the end runs u
 last event (its run time is a lower bound). Both are counted in the summary. Times are shifted
 so the first event is at 0.
 
-A replay writes the same run directory as ``dlsched simulate`` (so ``dlsched report`` reads it)
-plus ``decisions.jsonl``: every start in the simulator's order, with node and GPU indices, the
-same shape as the log's ``start`` events so the two can be compared decision for decision.
+The run itself is built like every other (:mod:`dlsched.run.replay`): a replay writes the same run
+directory as ``dlsched simulate`` (so ``dlsched report`` reads it) plus ``decisions.jsonl``: every
+start in the simulator's order, with node and GPU indices, the same shape as the log's ``start``
+events (written by :class:`StartLog`) so the two can be compared decision for decision.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -129,31 +129,3 @@ class StartLog:
 
     def ordered(self) -> list[dict]:
         return [{k: v for k, v in s.items() if k != "seq"} for s in sorted(self.starts, key=lambda s: s["seq"])]
-
-
-def replay(path: str | Path, out_dir: str | Path, policy: str | None = None, placement: str | None = None,
-           backfill: bool | None = None) -> dict:
-    """Run the log's arrivals through the simulator; returns the run's summary (plus replay facts)."""
-    from dlsched.runner import RunSpec, run_one
-    from dlsched.sim.config import SimConfig
-
-    rec = load_log(path)
-    cfg = rec.config
-    same = policy is None
-    policy = policy or str(cfg.get("policy") or "fifo")
-    if placement is None and same:
-        placement = str(cfg.get("placement") or "") or None
-    cap = int(cfg.get("max_jobs_per_gpu") or 1)
-    spec = RunSpec(policy=policy, placement=placement,
-                   backfill=bool(cfg.get("backfill")) if backfill is None else backfill,
-                   config=SimConfig(max_jobs_per_gpu=cap), speed_model="none",
-                   meta={"replay_of": str(path), "recorded_policy": cfg.get("policy"),
-                         "left_out": rec.left_out})
-    log = StartLog()
-    summary = run_one(rec.jobs, rec.cluster, spec, out_dir, observers=(log,))
-    out = Path(out_dir)
-    with open(out / "decisions.jsonl", "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(s) + "\n" for s in log.ordered())
-    with open(out / "recorded_decisions.jsonl", "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(s) + "\n" for s in rec.starts)
-    return summary

@@ -31,7 +31,7 @@ class CellError(ValueError):
 def config_of(params: dict) -> RunConfig:
     """The cell's RunConfig; CellError when an option is wrong or would be ignored."""
     from dlsched.run.options import configs_from_options
-    from dlsched.run.params import readers
+    from dlsched.run.params import declared, readers
 
     try:
         [config], unread = configs_from_options(params)
@@ -39,8 +39,9 @@ def config_of(params: dict) -> RunConfig:
         raise CellError(exc.key, str(exc)) from None
     if unread:
         key = unread[0]
-        raise CellError(key, f"policy {params.get('policy', 'fifo')} does not read {key} (read by "
-                             f"{', '.join(readers(key)) or 'no policy'}); set it only in cells of those policies")
+        raise CellError(key, f"policy {config.policy.name} does not read {key} (read by "
+                             f"{', '.join(readers(key)) or 'no policy'}; {declared([config.policy.name])}); set it "
+                             "only in cells of those policies")
     return config
 
 

@@ -23,10 +23,8 @@ from dlsched.core.job import Job
 from dlsched.experiments.topology.audit import PlacementAudit, PostponeCounter
 from dlsched.experiments.topology.figures import summarize, timeline_rows
 from dlsched.experiments.topology.scenarios import generate_jobs, prototype_jobs
-from dlsched.models.topology import TopologySpeed
-from dlsched.registry import make_policy
-from dlsched.sim.config import SimConfig
-from dlsched.sim.engine import SimResult, Simulator
+from dlsched.run.config import RunConfig
+from dlsched.sim.engine import SimResult
 from dlsched.topology.graph import PRESET_GPUS
 from dlsched.topology.jobgraph import JobProfile
 
@@ -65,17 +63,35 @@ class PolicyRun:
     seconds: float
 
 
-def run_policy(name: str, jobs: list[Job], cluster: ClusterSpec) -> PolicyRun:
-    """Simulate one experiment policy on the main engine with the topology speed model."""
+def paper_config(name: str, machines: int, preset: str) -> RunConfig:
+    """Experiment policy ``name`` on ``machines`` nodes of topology ``preset`` as a run: what
+    ``dlsched simulate --nodes M --gpus-per-node G --topology PRESET --policy fifo --placement P
+    [--backfill] --speed-model topology`` describes (the jobs are the experiment's own)."""
+    from dlsched.run import ClusterConfig, ModelsConfig, PlacementConfig, PolicyConfig
+
     try:
         order, placement, backfill = PAPER_POLICIES[name]
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; choose from {', '.join(PAPER_POLICIES)}") from None
-    policy = PostponeCounter(make_policy(order, placement, backfill=backfill))
+    if preset not in PRESET_GPUS:
+        raise ValueError(f"unknown topology preset {preset!r}; choose from {', '.join(PRESET_GPUS)}")
+    return RunConfig(cluster=ClusterConfig(nodes=machines, gpus_per_node=PRESET_GPUS[preset], topology=preset),
+                     policy=PolicyConfig(order, backfill=backfill), placement=PlacementConfig(placement),
+                     models=ModelsConfig(speed="topology"))
+
+
+def run_policy(name: str, jobs: list[Job], machines: int, preset: str) -> PolicyRun:
+    """Simulate one experiment policy on the main engine with the topology speed model."""
+    from dlsched.run import Inputs, build_run
+
+    cluster = paper_cluster(machines, preset)
+    run = build_run(paper_config(name, machines, preset), inputs=Inputs(jobs, cluster, None, "paper jobs", "V100"))
     audit = PlacementAudit()
-    sim = Simulator(cluster, policy, SimConfig(), speed_model=TopologySpeed(cluster), observers=(audit,))
+    engine = run.engine(observers=(audit,))
+    # the experiment counts each job's postponements: the run's own policy, wrapped
+    policy = engine.simulator.policy = PostponeCounter(engine.simulator.policy)
     t0 = time.perf_counter()
-    result = sim.run(jobs)
+    result = engine.simulator.run(jobs)
     return PolicyRun(name, jobs, result, audit, policy.counts, time.perf_counter() - t0)
 
 
@@ -83,12 +99,11 @@ def run_experiment(name: str, profiles: Sequence[JobProfile], machines: int, pre
                    policies: Sequence[str] = POLICIES, extra: dict | None = None) -> dict:
     """Simulate each policy; ``summary.json`` maps policy -> figures, plus a ``meta`` entry."""
     out.mkdir(parents=True, exist_ok=True)
-    cluster = paper_cluster(machines, preset)
     slo = {p.job_id: p.slo_slowdown for p in profiles}
     summary: dict = {}
     rows: list[dict] = []
     for pol in policies:
-        run = run_policy(pol, paper_jobs(profiles), cluster)
+        run = run_policy(pol, paper_jobs(profiles), machines, preset)
         s = summarize(run.jobs, run.audit, run.result.extra["postponements"], slo)
         s["sim_seconds"] = round(run.seconds, 3)
         summary[pol] = s

@@ -19,6 +19,7 @@ still check a job once it crashed: its corrected request is known then, as in th
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision, Postpone, Start, Status
@@ -32,10 +33,23 @@ _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 _DECLINE = float("inf")  # a pair_value that says "never run these two together"
 
 
+@dataclass(frozen=True, slots=True)
+class PairingParams:
+    """The pairing policies' shared knob: how many waiting jobs (in arrival order) a pass
+    considers for pairing."""
+
+    window: int = 64
+
+    def __post_init__(self) -> None:
+        if self.window < 1:
+            raise ValueError(f"--param window must be >= 1 job, got {self.window}")
+
+
 class PairingPolicy(OrderingPolicy):
     """Idle GPUs first, then the lowest-valued (running job, waiting job) pairs."""
 
     name = "pairing"
+    Params = PairingParams
     key_attr = "submit_time"
     default_placement = "spread"
     oom_check = True       # predict OOM before pairing (Co-scheML does; Loadbalance, Mystic do not)

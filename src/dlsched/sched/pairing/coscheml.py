@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from dlsched.core.job import Job
-from dlsched.sched.pairing.base import PairingPolicy
+from dlsched.sched.pairing.base import PairingParams, PairingPolicy
 from dlsched.sched.sharing.curve import CurveSlowdown
 from dlsched.sched.sharing.profile import predicted_profile
 
@@ -66,12 +66,14 @@ def interference_model(model=None, profiles: str | Path | None = None):
 
 
 @dataclass(frozen=True, slots=True)
-class CoschemlParams:
-    """Co-scheML's option: the interference model by name (None: :data:`DEFAULT_MODEL`)."""
+class CoschemlParams(PairingParams):
+    """Co-scheML's options: the pairing window and the interference model by name (None:
+    :data:`DEFAULT_MODEL`)."""
 
     interference_model: str | None = None
 
     def __post_init__(self) -> None:
+        PairingParams.__post_init__(self)
         if self.interference_model is not None and self.interference_model not in MODELS:
             raise ValueError(f"unknown --interference-model {self.interference_model!r}; "
                              f"choose from {', '.join(MODELS)}")
@@ -87,7 +89,7 @@ class CoschemlPolicy(PairingPolicy):
     @staticmethod
     def from_params(params: CoschemlParams, context) -> dict:
         """The model by name, fitted on the run's profiles when it names them."""
-        return {"model": params.interference_model, "profiles": context.profiles}
+        return {"window": params.window, "model": params.interference_model, "profiles": context.profiles}
 
     def __init__(self, placer, backfill: bool = False, window: int = 64, model=None,
                  profiles: str | Path | None = None) -> None:

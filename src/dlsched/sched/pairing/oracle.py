@@ -19,18 +19,33 @@ little gain), so it was no upper bound.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
-from dlsched.sched.pairing.base import PairingPolicy
+from dlsched.sched.pairing.base import PairingParams, PairingPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class OracleParams(PairingParams):
+    """The oracle's options: the pairing window, and the least combined normalised speed of a
+    pair worth running together (below it the jobs wait for idle GPUs)."""
+
+    min_combined: float = 1.25
+
+    def __post_init__(self) -> None:
+        PairingParams.__post_init__(self)
+        if not 0 <= self.min_combined < float("inf"):
+            raise ValueError(f"--param min_combined must be a finite number >= 0, got {self.min_combined}")
 
 
 class OraclePairingPolicy(PairingPolicy):
     """Oracle pairing: the least true interference (the engine's pair truth), true memory."""
 
     name = "oracle-pairing"
+    Params = OracleParams
     oracle = True
 
     def __init__(self, placer, backfill: bool = False, window: int = 64, min_combined: float = 1.25) -> None:

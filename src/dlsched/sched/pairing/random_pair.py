@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 from dlsched.core.job import Job
 from dlsched.kernel.view import ClusterView
-from dlsched.sched.pairing.base import PairingPolicy
+from dlsched.sched.pairing.base import PairingParams, PairingPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class RandomPairingParams(PairingParams):
+    """The pairing window and the seed of the random order (``pairing_seed``: ``seed`` is the
+    workload's)."""
+
+    pairing_seed: int = 0
 
 
 class RandomPairingPolicy(PairingPolicy):
     """Random pairing: a seeded random order of the memory-feasible pairs."""
 
     name = "random-pairing"
+    Params = RandomPairingParams
+
+    @staticmethod
+    def from_params(params: RandomPairingParams, context) -> dict:
+        """The constructor calls the seed ``seed``."""
+        return {"window": params.window, "seed": params.pairing_seed}
 
     def __init__(self, placer, backfill: bool = False, window: int = 64, seed: int = 0) -> None:
         super().__init__(placer, backfill, window)
