@@ -50,9 +50,17 @@ OWN_WIDE_RULE = {
 }
 
 
+# Placers that also span a job that *would* fit one node when no single node has room for it at
+# the time (first-fit in node order, best-fit largest blocks first): for them "wide" is any job of
+# more than one GPU, since whether it spans depends on the occupancy when it starts. Hypothesis found
+# the case: sjf + first-fit, an 8-GPU job on 8-GPU nodes spread 4 + 4 by node order vs most-free-first.
+SPANS_WHEN_FULL = {"best-fit", "first-fit"}
+
+
 def shortcuts_for(config: tuple, jobs: list[Job], cluster: ClusterSpec) -> tuple:
     placer = config[1] or "consolidate"
-    wide = any(j.gpus > min(n.gpus for n in cluster.nodes) for j in jobs)
+    widest = 1 if placer in SPANS_WHEN_FULL else min(n.gpus for n in cluster.nodes)
+    wide = any(j.gpus > widest for j in jobs)
     if placer in OWN_WIDE_RULE and wide:
         return tuple(c for c in SHORTCUTS if c.name != "fast_place / free_fit")
     return SHORTCUTS
