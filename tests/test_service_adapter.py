@@ -226,3 +226,80 @@ def test_wake_at_fires_on_the_real_timer_thread():
         service.stop()
         thread.join(2.0)
     assert not thread.is_alive()
+
+
+SCRIPT = [(0, "add", "a", 2), (1, "add", "b", 4), (2, "add", "c", 4), (3, "add", "d", 1), (4, "add", "e", 2),
+          (5, "fail", "c", 0), (30, "end", "b", 0), (45, "add", "f", 8), (50, "end", "a", 0), (55, "cordon", "n2", 0),
+          (60, "end", "c", 0), (61, "end", "d", 0), (62, "uncordon", "n2", 0), (70, "end", "e", 0),
+          (90, "add", "g", 3), (120, "end", "f", 0), (125, "end", "g", 0)]
+
+
+def record_run(path, policy: str = "qssf", placement: str = "best-fit") -> SchedulerCore:
+    """A live core driven as the watch and the extender drive it, on a controlled clock; one bind
+    fails (c's, at t=5: it is nominated again) and a node is cordoned for a while."""
+    clock = Clock(1_700_000_000.0)
+    core = SchedulerCore(make_policy(policy, placement), Store("sqlite://"), clock=clock, recorder=Recorder(path))
+    service = LiveService(core, Bridge())
+    for name in ("n1", "n2"):
+        core.node_seen(NodeFacts(name, 8, "default", "", False))
+    for t, what, uid, gpus in SCRIPT:
+        clock.t = 1_700_000_000.0 + t
+        if what == "add":
+            core.pod_seen(PodFacts(uid, "default", uid, gpus, created=clock.t))
+        elif what == "fail":
+            job = core.jobs[uid]
+            core.end_bind(uid, core.state.node_ids[job.placement[0][0]], "conflict")
+        elif what in ("cordon", "uncordon"):
+            core.node_seen(NodeFacts(uid, 8, "default", "", what == "cordon"))
+        else:
+            core.pod_gone(uid)
+        core.run_pass()
+        for job_uid, job in list(core.jobs.items()):
+            if job.state.name == "ASSUMED" and not (job_uid == "c" and t < 5):
+                assert service.bind("default", job_uid, job_uid, core.state.node_ids[job.placement[0][0]]) == ""
+    core.recorder.close()
+    return core
+
+
+def test_a_replay_of_stimuli_reproduces_every_nomination(tmp_path):
+    from dlsched.service.feed import replay_stimuli
+
+    log = tmp_path / "log.jsonl"
+    core = record_run(log)
+    assert core.counters == {} or "preemptions not carried out" not in core.counters
+    result = replay_stimuli(log)
+    assert result.policy == "qssf" and result.first_difference is None and result.rate == 1.0
+    # every pod nominated once, c twice (its first bind failed)
+    assert [r[0] for r in result.recorded].count("c") == 2 and len(result.recorded) == 8
+    assert result.replayed == result.recorded
+
+
+def test_a_replay_with_another_policy_reports_its_first_difference(tmp_path):
+    from dlsched.service.feed import replay_stimuli
+
+    log = tmp_path / "log.jsonl"
+    record_run(log)
+    result = replay_stimuli(log, "fifo", "spread")
+    diff = result.first_difference
+    assert diff is not None and result.rate < 1.0
+    assert result.recorded[:diff["index"]] == result.replayed[:diff["index"]]
+    assert diff["recorded"] != diff["replayed"]
+
+
+def test_the_replay_cli_reports_agreement(tmp_path):
+    from typer.testing import CliRunner
+
+    from dlsched.cli.main import app
+
+    log = tmp_path / "log.jsonl"
+    record_run(log)
+    runner = CliRunner()
+    ok = runner.invoke(app, ["replay", str(log), "--stimuli"])
+    assert ok.exit_code == 0, ok.output
+    assert "8 of 8 nominations agree (100.0%" in ok.output
+    other = runner.invoke(app, ["replay", str(log), "--stimuli", "--policy", "fifo", "--placement", "spread"])
+    assert other.exit_code == 0 and "first difference at nomination" in other.output
+    bad = runner.invoke(app, ["replay", str(log), "--stimuli", "--out", str(tmp_path / "o")])
+    assert bad.exit_code == 2 and "error: --out" in bad.output and "Traceback" not in bad.output
+    none = runner.invoke(app, ["replay", str(log)])
+    assert none.exit_code == 2 and "--out is needed" in none.output

@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from itertools import repeat
 
-
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
 from dlsched.core.job import Job, JobState, truth_hidden
 from dlsched.kernel.correction import observe
@@ -535,7 +534,7 @@ class SchedulerCore:
         nomination stands while the rest are booked, then goes back (``BindFailed``). Returns the
         number of nominations."""
         count = 0
-        refused: list[tuple[Job, str, str]] = []
+        refused: list[tuple[Bind, str, str]] = []
         for action in actions:
             kind = type(action)
             if kind is Bind:
@@ -543,15 +542,18 @@ class SchedulerCore:
                 if outcome is None:
                     count += 1
                 else:
-                    refused.append((action.job, *outcome))
+                    refused.append((action, *outcome))
             elif kind is Postponed:
                 self.waiting[action.job.job_id] = f"postponed by the policy: {action.reason}"
             elif kind is WakeAt:
                 self._timer(action)
             elif kind is Evict:
                 self._evict(action, now)
-        for job, counter, why in refused:
+        for action, counter, why in refused:
+            job = action.job
             self.counters[counter] += 1
+            idx, mask = action.placement[0]
+            self._record("refused", uid=job.job_id, node=self.state.node_ids[idx], gpus=gpu_list(mask), why=why)
             if job.state is ASSUMED:
                 self._handle(BindFailed(job, why), now)
             self.slots.pop(job.job_id, None)
@@ -681,11 +683,7 @@ class SchedulerCore:
         offered, st = self.offered, self.state
 
         def place(view, vc, job):
-            fit = inner(view, vc, job)
-            if fit.placement is not None and len(fit.placement) > 1:
-                # a pod runs on one node: refused before it is nominated (gangs: service/gangs.py)
-                return Fit(Status.UNSCHEDULABLE, None, f"needs {job.gpus} GPUs on one node; the placement "
-                                                        f"spans {len(fit.placement)} nodes and a pod runs on one")
+            fit = one_node(inner(view, vc, job), job)
             allowed = offered.get(job.job_id)
             if allowed is None or fit.placement is None or all(st.node_ids[n] in allowed for n, _ in fit.placement):
                 return fit
@@ -927,6 +925,15 @@ class SchedulerCore:
                 out.append({"pod": pod.key, "uid": uid, "vc": self.vcs.vc_of(pod), "rank": -1, "gpus": pod.gpus,
                             "priority": None, "reason": self.waiting.get(uid, ""), **_eta(None, now)})
             return out
+
+
+def one_node(fit: Fit, job: Job) -> Fit:
+    """A pod runs on one node: a fit that spans nodes is refused before it is nominated (a
+    replay of stimuli applies the same rule; gangs of pods: service/gangs.py)."""
+    if fit.placement is not None and len(fit.placement) > 1:
+        return Fit(Status.UNSCHEDULABLE, None, f"needs {job.gpus} GPUs on one node; the placement "
+                                               f"spans {len(fit.placement)} nodes and a pod runs on one")
+    return fit
 
 
 def _priority(total: float) -> int:
