@@ -739,7 +739,8 @@ class SchedulerCore:
         ids = self.state.node_ids
         with truth_hidden(True):
             raw = scores(self.view, job.vc_state, job)
-        return {ids[node]: _priority(total) for node, total in raw.items()}
+        mapped = {total: _priority(total) for total in set(raw.values())}   # few distinct scores, many nodes
+        return {ids[node]: mapped[total] for node, total in raw.items()}
 
     def why_waiting(self, uid: str) -> str:
         job = self.jobs.get(uid)
