@@ -267,7 +267,7 @@ def test_a_replay_of_stimuli_reproduces_every_nomination(tmp_path):
     log = tmp_path / "log.jsonl"
     core = record_run(log)
     assert core.counters == {} or "preemptions not carried out" not in core.counters
-    result = replay_stimuli(log)
+    result = replay_stimuli(log, make_policy)
     assert result.policy == "qssf" and result.first_difference is None and result.rate == 1.0
     # every pod nominated once, c twice (its first bind failed)
     assert [r[0] for r in result.recorded].count("c") == 2 and len(result.recorded) == 8
@@ -279,7 +279,7 @@ def test_a_replay_with_another_policy_reports_its_first_difference(tmp_path):
 
     log = tmp_path / "log.jsonl"
     record_run(log)
-    result = replay_stimuli(log, "fifo", "spread")
+    result = replay_stimuli(log, make_policy, "fifo", "spread")
     diff = result.first_difference
     assert diff is not None and result.rate < 1.0
     assert result.recorded[:diff["index"]] == result.replayed[:diff["index"]]

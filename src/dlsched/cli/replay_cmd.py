@@ -65,10 +65,11 @@ def register(app: typer.Typer) -> None:
 
 def _stimuli(log: Path, policy: str | None, placement: str | None) -> None:
     """Print the agreement of a replay of stimuli: counts, then the first difference if any."""
+    from dlsched.registry import make_policy
     from dlsched.service.feed import describe, replay_stimuli
 
     try:
-        result = replay_stimuli(log, policy, placement)
+        result = replay_stimuli(log, make_policy, policy, placement)
     except UnicodeDecodeError:
         raise ValueError(f"LOG: {log} is not a text event log") from None
     except IsADirectoryError:

@@ -15,6 +15,7 @@ Pods bound outside the service (``adopted`` lines) are booked as they stood, as 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -169,11 +170,11 @@ class _Feeder:
         self.kernel.mark(st.node_vc[idx])
 
 
-def replay_stimuli(path: str | Path, policy: str | None = None, placement: str | None = None) -> Agreement:
+def replay_stimuli(path: str | Path, make_policy: Callable, policy: str | None = None,
+                   placement: str | None = None) -> Agreement:
     """Feed the log's stimuli through ``Kernel.handle``; compare the Bind actions with the
-    service's nominations. ValueError when the log has no stimuli or cannot be fed."""
-    from dlsched.registry import make_policy
-
+    service's nominations. ``make_policy`` is the registry's (the caller's layer builds policies
+    by name). ValueError when the log has no stimuli or cannot be fed."""
     events = read_events(path)
     config = next((e for e in events if e["kind"] == "config"), {})
     same = policy is None
