@@ -1,4 +1,5 @@
-"""``dlsched replay LOG``: the live service's recorded arrivals through the simulator, any policy."""
+"""``dlsched replay LOG``: the live service's recorded arrivals through the simulator, any policy;
+``--stimuli``: its recorded stimuli through the kernel's entry point, nominations compared."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ def register(app: typer.Typer) -> None:
     @app.command("replay")
     def replay_cmd(
         log: Path = typer.Argument(..., metavar="LOG", help="Event log written by `dlsched serve --record LOG`."),
-        out: Path = typer.Option(..., "--out", "-o", help="Run directory to write (as `dlsched simulate`)."),
+        out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory to write (as `dlsched "
+                                           "simulate`); not with --stimuli."),
+        stimuli: bool = typer.Option(False, "--stimuli", help="Feed the recorded stimuli through the kernel "
+                                     "(Kernel.handle) and report how its nominations agree with the recorded ones."),
         policy: Optional[str] = typer.Option(None, help="Policy from the registry (default: the recorded one)."),
         placement: Optional[str] = typer.Option(None, help="Placement (default: the recorded one with the "
                                                 "recorded policy, else the policy's own)."),
@@ -29,13 +33,22 @@ def register(app: typer.Typer) -> None:
         with clear_errors():
             if not log.is_file():
                 raise FileNotFoundError(f"LOG: {log} is not a file")
-            check_out_dir(out, "--out")
+            if stimuli:
+                if out is not None:
+                    raise ValueError(f"--out {out}: --stimuli writes no run directory (it reports agreement)")
+            elif out is None:
+                raise ValueError("--out is needed (the run directory to write), or --stimuli")
+            else:
+                check_out_dir(out, "--out")
             params = parse_assignments(param or ())
             if policy is not None:  # a wrong name or parameter fails before the log is read
                 _check_choice(policy, placement, params)
             from dlsched.cli.replay_checks import check_log
             from dlsched.run.replay import replay
 
+            if stimuli:
+                _stimuli(log, policy, placement)
+                return
             try:
                 for note in check_log(log):
                     console.print(f"note: {note}", soft_wrap=True, highlight=False, markup=False)
@@ -58,3 +71,26 @@ def _check_choice(policy: str, placement: str | None, params: dict[str, str]) ->
     from dlsched.run.params import policy as policy_config
 
     check([RunConfig(policy=policy_config(policy, **params), placement=PlacementConfig(placement))])
+
+
+def _stimuli(log: Path, policy: str | None, placement: str | None) -> None:
+    """Print the agreement of a replay of stimuli: counts, then the first difference if any."""
+    from dlsched.registry import make_policy
+    from dlsched.service.feed import describe, replay_stimuli
+
+    try:
+        result = replay_stimuli(log, make_policy, policy, placement)
+    except UnicodeDecodeError:
+        raise ValueError(f"LOG: {log} is not a text event log") from None
+    except IsADirectoryError:
+        raise ValueError(f"LOG: {log} is not a file") from None
+    total = max(len(result.recorded), len(result.replayed))
+    console.print(f"fed {result.stimuli} stimuli through the kernel with {result.policy}: "
+                  f"{result.agreeing} of {total} nominations agree ({100 * result.rate:.1f}%; "
+                  f"{len(result.recorded)} recorded, {len(result.replayed)} replayed)",
+                  soft_wrap=True, highlight=False, markup=False)
+    diff = result.first_difference
+    if diff is not None:
+        console.print(f"first difference at nomination {diff['index'] + 1}: recorded "
+                      f"{describe(diff['recorded'])}, replayed {describe(diff['replayed'])}",
+                      soft_wrap=True, highlight=False, markup=False)

@@ -80,7 +80,7 @@ class Job:
         # runtime state (owned by the kernel)
         "state", "start_time", "end_time", "run_since", "preemptions", "failures",
         "queue_delay", "wait_since", "placement", "speed", "epoch", "enq_seq", "run_seq", "vc_state",
-        "last_failure", "observed_mem_mib",
+        "last_failure", "observed_mem_mib", "attained",
         # predictions replaced by observation (dlsched.sim.observe): the priors and when (-1: never)
         "prior_gpu_util", "prior_gpu_mem_mib", "observed_at",
     )
@@ -165,6 +165,7 @@ class Job:
         self.vc_state = None  # the kernel's VcState of this job's VC while it is scheduled
         self.last_failure = ""
         self.observed_mem_mib = _NAN  # memory seen when the job failed (e.g. OOM report)
+        self.attained = 0.0      # GPU-seconds it held GPUs over all its runs (kernel-booked at each stop)
         if self.observed_at >= 0:  # an observation replaced the predictions: back to the priors
             self.pred_gpu_util, self.pred_gpu_mem_mib = self.prior_gpu_util, self.prior_gpu_mem_mib
             self.prior_gpu_util = self.prior_gpu_mem_mib = _NAN

@@ -497,6 +497,7 @@ class ClusterState:
         job.state = _FINISHED
         job.end_time = now
         job._remaining = 0.0
+        job.attained += job.gpus * (now - job.run_since)
         self.finished += 1
         return self._respeed(affected, now) if affected else _NOTHING  # None or [] -> nothing moved
 
@@ -505,6 +506,7 @@ class ClusterState:
         if job.state is not _RUNNING:
             raise StateError(f"job {job.job_id} preempted while {job.state.name}")
         vc = job.vc_state
+        job.attained += job.gpus * (now - job.run_since)
         self._settle(job, now)
         if self.preemption_overhead is not None:
             job._remaining += self.preemption_overhead(job)
@@ -522,6 +524,8 @@ class ClusterState:
         vc = job.vc_state
         if self.failure_model is not None:  # the ground-truth model reports what the crash showed
             self.failure_model.failed(job, self, now, reason)
+        if job.state is _RUNNING:
+            job.attained += job.gpus * (now - job.run_since)
         host = self.hosts.pop(job, vc) if self.hosts else vc
         self._stopping(job, vc, now, "fail", host)
         affected = self._stop(job, vc, now, host)

@@ -159,6 +159,7 @@ def _make_copier() -> Callable[[Job, float], Job]:
     t.placement = t.vc_state = None
     t.speed = 1.0
     t.last_failure = ""
+    t.attained = job.attained   # attained service carries over (LAS, SRTF-pred read it)
     return t
 """
     scope = {"new": Job.__new__, "Job": Job, "nan": math.nan, "CREATED": JobState.CREATED}

@@ -163,6 +163,40 @@ class PlacementPipeline:
                     room &= ~low
         return room
 
+    def scores(self, view: ClusterView, vc: VcState, job: Job) -> dict[int, float]:
+        """The score stage alone: every node of ``vc`` that could take ``job`` on its own now
+        (candidates with room, shared GPUs included when sharing is on, that pass the filters)
+        -> the weighted mean of the scorers, each in [0, 1]. The live extender's prioritize
+        answers from it, so it ranks nodes exactly as :meth:`place` would choose among them."""
+        share = self.share and view.max_jobs_per_gpu > 1
+        wsum = sum(w for _, w in self.scorers)
+        nodes, filters, scorers = vc.nodes, self.filters, self.scorers
+        cand = self._candidates(view, vc, job, share)
+        out: dict[int, float] = {}
+        if share and cand & (cand - 1) and self.vector_scores and self.use_index:
+            # every scorer scores all candidates at once from the load index (the same floats as
+            # score(), as in _single_node's sharing stage)
+            rows = mask_rows(cand, len(nodes))
+            total = sum(w * s.score_rows(view, vc, job, rows) for s, w in scorers) / wsum
+            return dict(zip([nodes[r] for r in rows.tolist()], total.tolist()))
+        one = scorers[0][0].score if len(scorers) == 1 and not filters else None
+        if one is not None and getattr(scorers[0][0], "score_by_free", False):
+            # a score that depends on the free GPU count alone: one call per count (the VC's
+            # free-count buckets), given to every candidate with that count at once
+            for bucket in vc.buckets:
+                mask = bucket & cand
+                if mask:
+                    cand ^= mask
+                    rows = mask_rows(mask, len(nodes)).tolist()
+                    out.update(dict.fromkeys([nodes[r] for r in rows], one(view, vc, job, nodes[rows[0]])))
+        for local in set_bits(cand):   # nodes left: each scored on its own
+            node = nodes[local]
+            if one is not None:
+                out[node] = one(view, vc, job, node)
+            elif not any(f.filter(view, vc, job, node) for f in filters):
+                out[node] = sum(w * s.score(view, vc, job, node) for s, w in scorers) / wsum
+        return out
+
     def _candidates(self, view: ClusterView, vc: VcState, job: Job, share: bool) -> int:
         need = job.gpus
         cand = nodes_with_at_least(vc, need) if vc.free >= need else 0

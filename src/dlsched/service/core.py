@@ -1,17 +1,22 @@
-"""The live service's driver of the kernel: pods and nodes in, nominations and binds out.
+"""The live service's adapter to the kernel: pods and nodes in as stimuli, actions out as
+nominations, evictions and timers.
 
-The simulator and this class drive the same :class:`~dlsched.kernel.state.ClusterState`
-transitions and run the same policy objects. A pod is a job (its GPU request, VC, model
-annotations); whenever something changed, a *pass* runs the policy over the changed VCs exactly
-as the simulator does, and every ``Start`` it yields is applied as an *assume*
-(``start(confirm=False)``): the job holds its GPUs as a nomination. The extender's filter and
-prioritize answer from those nominations; bind confirms the nomination (or ``forget`` returns the
-GPUs when the bind fails). Every nomination is written to the durable store before the extender
-acknowledges it. All methods take one lock: the kernel is single-threaded by design.
+Everything the service learns becomes a typed stimulus handed to
+:meth:`dlsched.kernel.entry.Kernel.handle` (``assume=True``): a new pod is ``JobSubmitted``, a
+bind's outcome ``BindSucceeded`` / ``BindFailed``, an ended pod ``JobFinished`` or
+``JobWithdrawn``, an agent's reading ``PredictionCorrected``, a node's change ``NodeChanged``; a
+*pass* is ``PassRequested``. The actions that come back are carried out here: a ``Bind`` becomes
+a nomination written to the durable store before the extender acknowledges it, a ``Postponed``
+the pod's waiting reason, a ``WakeAt`` a timer (``due_timers``, fired by the runtime as
+``TimerFired``). The service never writes a job's ground-truth slots nor reaches into a placer:
+prioritize asks the placement pipeline for its scores (``PlacementPipeline.scores``). Every
+stimulus goes to the recorder, so ``dlsched replay --stimuli`` can feed it through the same entry
+point. All methods take one lock: the kernel is single-threaded by design.
 """
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from bisect import bisect_left
@@ -20,18 +25,32 @@ from collections.abc import Callable
 from dataclasses import replace
 from itertools import repeat
 
-import numpy as np
-
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
 from dlsched.core.job import Job, JobState, truth_hidden
 from dlsched.kernel.correction import observe
-from dlsched.kernel.decide import Decider
-from dlsched.kernel.decisions import Postpone, Preempt, Start
+from dlsched.kernel.decisions import Fit, Status
+from dlsched.kernel.entry import Kernel
 from dlsched.kernel.queues import KeyedQueue
 from dlsched.kernel.state import ClusterState, StateError
+from dlsched.kernel.stimuli import (
+    Bind,
+    BindFailed,
+    BindSucceeded,
+    Evict,
+    JobFailed,
+    JobFinished,
+    JobSubmitted,
+    JobWithdrawn,
+    NodeChanged,
+    PassRequested,
+    Postponed,
+    PredictionCorrected,
+    Stimulus,
+    TimerFired,
+    WakeAt,
+)
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.indexes import attach_plugins
-from dlsched.sched.sharing.index import mask_rows
 from dlsched.service.pods import (
     BATCH_ANNOTATION,
     GPUS_ANNOTATION,
@@ -43,6 +62,7 @@ from dlsched.service.pods import (
     parse_gpu_list,
     training_annotations,
 )
+from dlsched.service.record import stimulus_fields
 from dlsched.service.store import DoubleAssignment, Store
 
 PENDING, RUNNING, ASSUMED, FINISHED = JobState.PENDING, JobState.RUNNING, JobState.ASSUMED, JobState.FINISHED
@@ -58,34 +78,6 @@ class BindError(RuntimeError):
 
 def gpu_list(mask: int) -> list[int]:
     return [g for g in range(mask.bit_length()) if mask >> g & 1]
-
-
-class _Nominations:
-    """The live backend of the dispatcher: an assumed start becomes a nomination in the store
-    (or is refused, and returned after the pass); a postponement becomes the pod's waiting
-    reason. Preemption is refused at start-up (``check_policy``)."""
-
-    __slots__ = ("core", "refused", "count")
-
-    def __init__(self, core: "SchedulerCore") -> None:
-        self.core = core
-        self.refused: list[tuple[Job, str, str]] = []   # (job, why, counter) to return after the pass
-        self.count = 0
-
-    def started(self, decision: Start, now: float) -> None:
-        outcome = self.core._nominate(decision, now)
-        if outcome is not None:
-            counter, why = outcome
-            self.refused.append((decision[0], why, counter))
-        else:
-            self.count += 1
-
-    def preempted(self, decision: Preempt, moved, now: float) -> None:
-        # refused at start-up (check_policy); the pod keeps running and keeps its GPUs
-        self.core.counters["preemptions not carried out"] += 1
-
-    def postponed(self, decision: Postpone, now: float) -> None:
-        self.core.waiting[decision.job.job_id] = f"postponed by the policy: {decision.reason}"
 
 
 class SchedulerCore:
@@ -104,9 +96,10 @@ class SchedulerCore:
         self.recorder = recorder  # the replayable event log (dlsched.service.record), or None
         self.state = ClusterState(ClusterSpec([], {}), new_queue=policy.new_queue, max_jobs_per_gpu=max_jobs_per_gpu)
         self.view = SchedulingView(self.state, oracle=False, indexes=attach_plugins(self.state, policy))
-        self._nominations = _Nominations(self)
-        # the kernel's one dispatcher, with starts assumed (a nomination until the bind succeeds)
-        self.decider = Decider(self.state, self.view, policy, self._nominations, assume=True)
+        # the kernel's entry point, with starts assumed (a nomination until the bind succeeds)
+        self.kernel = Kernel(self.state, policy, assume=True, view=self.view)
+        self.decider = self.kernel.decider
+        self.timers: list[tuple[float, int]] = []   # (time, VC index) heap of the policy's WakeAt requests
         # the queue is ordered by policy.key (FIFO, QSSF, ...), or by arrival (Horus's ArrivalQueue)
         self.keyed = isinstance(policy.new_queue(), KeyedQueue)
         self.lock = threading.RLock()
@@ -147,11 +140,18 @@ class SchedulerCore:
 
     def _mark(self, vid: int) -> None:
         """VC ``vid`` changed: the next pass decides it."""
-        self.decider.dirty[self.state.vcs[vid]] = None
+        self.kernel.mark(vid)
 
     def _record(self, kind: str, **fields: object) -> None:
         if self.recorder is not None:
             self.recorder.write(kind, self._now, **fields)
+
+    def _handle(self, stimulus: Stimulus, now: float | None = None) -> list:
+        """Hand one stimulus to the kernel (recorded first, for replay); returns its actions."""
+        now = self.now() if now is None else now
+        if self.recorder is not None:
+            self.recorder.write("stimulus", now, **stimulus_fields(stimulus, self.state))
+        return self.kernel.handle(stimulus, now)
 
     @staticmethod
     def check_policy(policy) -> None:
@@ -182,7 +182,7 @@ class SchedulerCore:
                     if st.node_holders[idx]:
                         self.counters["node changes deferred while busy"] += 1
                     else:
-                        st.remove_node(idx, now)
+                        self._handle(NodeChanged("removed", idx), now)
                         idx = None
             if idx is None:
                 if node.gpus == 0:
@@ -190,16 +190,16 @@ class SchedulerCore:
                     return
                 if not known:
                     self.counters["unknown GPU type labels"] += 1
-                idx = st.add_node(NodeSpec(node.name, node.vc, node.gpus, gtype), now)
+                self._handle(NodeChanged("added", spec=NodeSpec(node.name, node.vc, node.gpus, gtype)), now)
+                idx = st.node_index[node.name]
             self.gone_nodes.discard(node.name)
             spec = st.node_specs[idx]
             self._record("node", name=node.name, vc=node.vc, gpus=node.gpus, gpu_type=spec.gpu_type.name,
                          gpu_mem_mib=spec.gpu_type.memory_mib, cordoned=node.cordoned)
-            if node.cordoned:
-                st.cordon(idx, now)
+            if node.cordoned != st.node_cordoned[idx]:
+                self._handle(NodeChanged("cordoned" if node.cordoned else "uncordoned", idx), now)
             else:
-                st.uncordon(idx, now)
-            self._mark(st.node_vc[idx])
+                self._mark(st.node_vc[idx])
             self._retry_parked()
 
     def _gpu_type_of(self, node: NodeFacts) -> tuple[GpuType, bool]:
@@ -226,10 +226,11 @@ class SchedulerCore:
                 if job.state is ASSUMED:
                     self._forget(job, f"node {name} was deleted")
             if self.state.node_holders[idx]:
-                self.state.cordon(idx, self.now())
+                if not self.state.node_cordoned[idx]:
+                    self._handle(NodeChanged("cordoned", idx))
                 self.gone_nodes.add(name)
             else:
-                self.state.remove_node(idx, self.now())
+                self._handle(NodeChanged("removed", idx))
 
     # -- pods ------------------------------------------------------------------------------
     def pod_seen(self, pod: PodFacts) -> None:
@@ -368,13 +369,9 @@ class SchedulerCore:
         self.waiting.pop(pod.uid, None)
         job = self._new_job(pod, vc)
         now = self.now()
-        on_submit = getattr(self.policy, "job_submitted", None)
-        if on_submit is not None:
-            on_submit(job, now)
-        vcs = self.state.submit(job, now)
         self.jobs[pod.uid] = job
         self.pods[pod.uid] = pod
-        self._mark(vcs.vid)
+        self._handle(JobSubmitted(job), now)   # the policy's job_submitted, the queue, the VC marked
         self.store.log("submit", pod.uid, pod.key, now, detail=f"vc={vc} gpus={pod.gpus}")
         self._record("submit", uid=pod.uid, pod=pod.key, vc=vc, gpus=pod.gpus, submit_time=job.submit_time,
                      model=job.model_name or job.onnx_ref, batch_size=job.batch_size,
@@ -393,7 +390,7 @@ class SchedulerCore:
         if job is not None and job.state is ASSUMED:
             node = st.node_ids[job.placement[0][0]]
             if node == pod.node_name:
-                st.confirm(job, self.now())
+                self._handle(BindSucceeded(job))
                 self.store.bound(pod.uid, pod.key, node, self._gpus_text(pod.uid), self.now(), kind="confirm",
                                  detail="seen bound by the API server")
                 self._record("confirm", uid=pod.uid)
@@ -403,7 +400,7 @@ class SchedulerCore:
             return
         idx = st.node_index.get(pod.node_name)
         if job is not None and idx is not None and job.vc_state.vid != st.node_vc[idx]:
-            st.withdraw(job, self.now())   # queued in its own VC, but bound to another VC's node
+            self._handle(JobWithdrawn(job, f"bound to {pod.node_name} of another VC"))   # queued in its own VC
             self.jobs.pop(pod.uid, None)
             job = None
         if idx is None:
@@ -421,9 +418,12 @@ class SchedulerCore:
         now = self.now()
         if job is None:
             job = self._new_job(pod, st.vcs[st.node_vc[idx]].name)
-            st.submit(job, now)
             self.jobs[pod.uid] = job
             self.pods[pod.uid] = pod
+            self._handle(JobSubmitted(job), now)
+        # a pod bound outside this process is not a decision: its start is booked as it stands
+        # (the "adopted" line lets a replay book it the same way)
+        self._record("adopted", uid=pod.uid, node=pod.node_name, gpus=gpu_list(mask))
         reclose = st.node_cordoned[idx]
         if reclose:  # a pod bound before its node was cordoned still runs there
             st.uncordon(idx, now)
@@ -473,24 +473,15 @@ class SchedulerCore:
     def _end(self, job: Job, pod: PodFacts, why: str) -> None:
         st, now = self.state, self.now()
         uid = job.job_id
-        if job.state is ASSUMED:
-            st.forget(job, now)
-            self._mark(job.vc_state.vid)
         if job.state is RUNNING:
-            vid = job.vc_state.vid
-            job._duration = max(now - job.run_since, 0.0)   # the observed run time, for the estimators
-            job._remaining = 0.0
-            st.finish(job, now)
-            on_finish = getattr(self.policy, "job_finished", None)
-            if on_finish is not None:
-                on_finish(job, now)
-            self._mark(vid)
+            # the kernel books the time it ran (job.attained), which the estimators read
+            self._handle(JobFinished(job), now)
             self.store.release(uid, pod.key, "finish", now, detail=why)
             self._record("finish", uid=uid, why=why)
         else:
             self.store.release(uid, pod.key, "withdraw", now, detail=why)
             self._record("withdraw", uid=uid, why=why)
-        st.withdraw(job, now)
+        self._handle(JobWithdrawn(job, why), now)   # an assumed start is forgotten; the id is free again
         self.ended[uid] = None
         if len(self.ended) > ENDED_KEPT:
             self.ended.popitem(last=False)
@@ -505,15 +496,14 @@ class SchedulerCore:
             del self.key_uid[pod.key]
         node_names = [n for n in self.gone_nodes if not st.node_holders[st.node_index[n]]]
         for name in node_names:
-            st.remove_node(st.node_index[name], now)
+            self._handle(NodeChanged("removed", st.node_index[name]), now)
             self.gone_nodes.discard(name)
 
     def _forget(self, job: Job, why: str) -> None:
         now = self.now()
         pod = self.pods[job.job_id]
-        self.state.forget(job, now)
+        self._handle(BindFailed(job, why), now)   # the GPUs return, the VC is decided again
         self.slots.pop(job.job_id, None)
-        self._mark(job.vc_state.vid)
         self.store.release(job.job_id, pod.key, "forget", now, detail=why)
         self._record("forget", uid=job.job_id, why=why)
 
@@ -523,38 +513,89 @@ class SchedulerCore:
     may_nominate: Callable[[], bool] = staticmethod(lambda: True)
 
     def run_pass(self) -> int:
-        """One policy pass over every changed VC, through the kernel's one dispatcher (the pass
-        function the simulator runs, with starts assumed: a start is a nomination until its bind
-        succeeds); returns the number of new nominations."""
+        """One policy pass over every changed VC (``PassRequested``: the kernel's one dispatcher,
+        with starts assumed), its actions carried out; returns the number of new nominations."""
         with self.lock:
-            if not self.decider.dirty or not self.may_nominate():
+            if not self.kernel.pending_pass or not self.may_nominate():
                 return 0
-            self.view.now = now = self.now()
-            nominations = self._nominations
-            before = len(nominations.refused), nominations.count
+            now = self.now()
             decider = self.decider
             self.passes += sum(1 for vc in decider.dirty if vc.pending or vc in decider.woken)
             with truth_hidden(True):
-                decider.decide(now)
-            refused = nominations.refused[before[0]:]
-            for job, why, counter in refused:
-                # the nomination stood while the rest of the pass decided; it is returned now
-                self.counters[counter] += 1
-                if job.state is ASSUMED:
-                    self.state.forget(job, now)
-                self.slots.pop(job.job_id, None)
-                self.waiting[job.job_id] = why
-            del nominations.refused[before[0]:]
-            return nominations.count - before[1]
+                actions = self._handle(PassRequested(), now)
+            return self._carry_out(actions, now)
 
-    def _nominate(self, decision: Start, now: float) -> tuple[str, str] | None:
+    def _carry_out(self, actions: list, now: float) -> int:
+        """The kernel's actions, in its order: a Bind becomes a nomination (store first), a
+        Postponed the pod's waiting reason, a WakeAt a timer, an Evict an eviction. A refused
+        nomination stands while the rest are booked, then goes back (``BindFailed``). Returns the
+        number of nominations."""
+        count = 0
+        refused: list[tuple[Bind, str, str]] = []
+        for action in actions:
+            kind = type(action)
+            if kind is Bind:
+                outcome = self._nominate(action, now)
+                if outcome is None:
+                    count += 1
+                else:
+                    refused.append((action, *outcome))
+            elif kind is Postponed:
+                self.waiting[action.job.job_id] = f"postponed by the policy: {action.reason}"
+            elif kind is WakeAt:
+                self._timer(action)
+            elif kind is Evict:
+                self._evict(action, now)
+        for action, counter, why in refused:
+            job = action.job
+            self.counters[counter] += 1
+            idx, mask = action.placement[0]
+            self._record("refused", uid=job.job_id, node=self.state.node_ids[idx], gpus=gpu_list(mask), why=why)
+            if job.state is ASSUMED:
+                self._handle(BindFailed(job, why), now)
+            self.slots.pop(job.job_id, None)
+            self.waiting[job.job_id] = why
+        return count
+
+    def _timer(self, action: WakeAt) -> None:
+        """The policy asked for a pass at ``action.time``: kept until :meth:`fire_timers`."""
+        heapq.heappush(self.timers, (action.time, action.vid))
+
+    def next_timer(self) -> float | None:
+        """When the earliest timer is due (service clock), or None."""
+        with self.lock:
+            return self.timers[0][0] if self.timers else None
+
+    def fire_timers(self) -> int:
+        """Every timer due by now becomes ``TimerFired`` (a pass over its VC, even with nothing
+        new), its actions carried out; returns how many fired. The runtime's timer thread calls
+        it when the earliest is due (service/runtime.py)."""
+        with self.lock:
+            if not self.timers or not self.may_nominate():
+                return 0
+            now = self.now()
+            fired = 0
+            while self.timers and self.timers[0][0] <= now:
+                _, vid = heapq.heappop(self.timers)
+                fired += 1
+                self.passes += 1
+                with truth_hidden(True):
+                    actions = self._handle(TimerFired(vid), now)
+                self._carry_out(actions, now)
+            return fired
+
+    def _evict(self, action: Evict, now: float) -> None:
+        """A preemption decided live: nothing evicts pods yet (the pod keeps running and its GPUs)."""
+        self.counters["preemptions not carried out"] += 1
+
+    def _nominate(self, decision: Bind, now: float) -> tuple[str, str] | None:
         """Book an assumed start as a nomination (store first). Returns None, or (counter, why)
-        when it is refused (the pass's caller returns the GPUs after the pass)."""
+        when it is refused (the caller returns the GPUs once the pass's actions are booked)."""
         st = self.state
         job, placement, shared = decision
         uid = job.job_id
         pod = self.pods[uid]
-        if len(placement) != 1:
+        if len(placement) != 1:   # a policy that places without its placer (the placer refuses them)
             return "multi-node placements refused", (f"the policy placed it on {len(placement)} nodes; "
                                                       f"a pod runs on one node")
         idx, mask = placement[0]
@@ -639,7 +680,7 @@ class SchedulerCore:
         offered, st = self.offered, self.state
 
         def place(view, vc, job):
-            fit = inner(view, vc, job)
+            fit = one_node(inner(view, vc, job), job)
             allowed = offered.get(job.job_id)
             if allowed is None or fit.placement is None or all(st.node_ids[n] in allowed for n, _ in fit.placement):
                 return fit
@@ -683,62 +724,20 @@ class SchedulerCore:
             return list(map(scores.get, node_names, repeat(0, len(node_names))))
 
     def policy_scores(self, job: Job) -> dict[str, int]:
-        """The placement's score stage for ``job`` on every node of its VC that could take it now
-        (the pipeline's candidates with room -- shared GPUs included when sharing is on -- that
-        pass its filters): the weighted sum of the scorers (each in [0, 1]) over the sum of the
-        weights, as ``1 + floor(8 * s + 0.5)`` in 1..9, so that any node the policy would accept
-        outranks one it would not, and the nominated node (10) outranks them all. A node the
-        job holds GPUs on (its nomination) is scored as it stands, the job's GPUs taken."""
-        placer = getattr(self.policy, "placer", None)
-        scorers = getattr(placer, "scorers", None)
-        if not scorers or not hasattr(placer, "_candidates"):
+        """The placement's score stage for ``job`` (``PlacementPipeline.scores``: every node of
+        its VC that could take it now and passes the filters -> the weighted mean of the scorers
+        in [0, 1]) as ``1 + floor(8 * s + 0.5)`` in 1..9, so that any node the policy would accept
+        outranks one it would not, and the nominated node (10) outranks them all. A node the job
+        holds GPUs on (its nomination) is scored as it stands, the job's GPUs taken."""
+        scores = getattr(getattr(self.policy, "placer", None), "scores", None)
+        if scores is None:
             return {}
-        st, view, vc = self.state, self.view, job.vc_state
-        view.now = self.now()
-        share = bool(getattr(placer, "share", False)) and st.cap > 1
-        wsum = sum(w for _, w in scorers)
-        ids, nodes, filters = st.node_ids, vc.nodes, placer.filters
-        out: dict[str, int] = {}
+        self.view.now = self.now()
+        ids = self.state.node_ids
         with truth_hidden(True):
-            cand = placer._candidates(view, vc, job, share)
-            if share and cand & (cand - 1) and getattr(placer, "vector_scores", False) and placer.use_index:
-                # every scorer scores all candidates at once from the load index (Horus's cost), the
-                # same floats as score(), as in the pipeline's own sharing stage
-                rows = mask_rows(cand, len(nodes))
-                total = sum(w * s.score_rows(view, vc, job, rows) for s, w in scorers) / wsum
-                mapped = 1 + np.floor(PRIORITY_TOP * np.clip(total, 0.0, 1.0) + 0.5).astype(int)
-                return {ids[nodes[r]]: v for r, v in zip(rows.tolist(), mapped.tolist())}
-            one = scorers[0][0].score if len(scorers) == 1 and not filters else None
-            if one is not None and getattr(scorers[0][0], "score_by_free", False):
-                cand = self._scores_by_free(one, job, cand, out)
-            while cand:   # nodes left: each scored on its own
-                low = cand & -cand
-                cand ^= low
-                node = nodes[low.bit_length() - 1]
-                if one is not None:     # one scorer, no filter: its score as it is
-                    total = one(view, vc, job, node)
-                elif any(f.filter(view, vc, job, node) for f in filters):
-                    continue
-                else:
-                    total = sum(w * s.score(view, vc, job, node) for s, w in scorers) / wsum
-                out[ids[node]] = _priority(total)
-        return out
-
-    def _scores_by_free(self, score: Callable, job: Job, cand: int, out: dict[str, int]) -> int:
-        """Scores of a scorer that depends on a node's free GPU count only (best fit,
-        consolidate): one call per count, given to every candidate with that count at once
-        (the VC's free-count buckets), not one Python step per node. Returns the candidates
-        in no bucket (none, as the kernel keeps them), for the caller's loop."""
-        view, vc, ids, nodes = self.view, job.vc_state, self.state.node_ids, job.vc_state.nodes
-        for bucket in vc.buckets:
-            mask = bucket & cand
-            if not mask:
-                continue
-            cand ^= mask
-            rows = mask_rows(mask, len(nodes)).tolist()
-            value = _priority(score(view, vc, job, nodes[rows[0]]))
-            out.update(dict.fromkeys([ids[nodes[r]] for r in rows], value))
-        return cand
+            raw = scores(self.view, job.vc_state, job)
+        mapped = {total: _priority(total) for total in set(raw.values())}   # few distinct scores, many nodes
+        return {ids[node]: mapped[total] for node, total in raw.items()}
 
     def why_waiting(self, uid: str) -> str:
         job = self.jobs.get(uid)
@@ -803,7 +802,7 @@ class SchedulerCore:
             if error:
                 self._forget(job, f"bind failed: {error}")
                 return
-            self.state.confirm(job, self.now())
+            self._handle(BindSucceeded(job))
             self.store.bound(uid, self.pods[uid].key, node, self._gpus_text(uid), self.now(), kind="bind")
             self._record("confirm", uid=uid)
 
@@ -827,7 +826,8 @@ class SchedulerCore:
                 return "oom"
             if now - job.run_since < warmup:
                 return "warming up"
-            observe(job, util, mem_mib, now, self.state)  # the sharing load index re-reads its GPUs
+            if observe(job, util, mem_mib, now):
+                self._handle(PredictionCorrected(job), now)   # the sharing load index re-reads its GPUs
             return "corrected"
 
     def _over_memory(self, job: Job, mem_mib: float) -> str:
@@ -863,16 +863,11 @@ class SchedulerCore:
         pod = self.pods[uid]
         reason = f"out of GPU memory: {why}"
         job.observed_mem_mib = mem_mib
-        vid = job.vc_state.vid
         self._correct_partners(job, now)
-        self.state.fail(job, now, reason)
-        on_failed = getattr(self.policy, "job_failed", None)
-        if on_failed is not None:
-            on_failed(job, now, reason)
+        self._handle(JobFailed(job, reason), now)   # GPUs freed, queued again, the policy's job_failed
         self.slots.pop(uid, None)
         self.observed.pop(uid, None)
         self.waiting[uid] = reason
-        self._mark(vid)
         self.store.release(uid, pod.key, "oom", now, detail=reason)
         self._record("oom", uid=uid, why=reason, gpu_mem_mib=mem_mib)
 
@@ -888,7 +883,8 @@ class SchedulerCore:
                     seen = self.observed.get(h.job_id)
                     if h is job or seen is None or not seen[1] > h.pred_gpu_mem_mib:
                         continue
-                    observe(h, float("nan"), seen[1], seen[2], st)
+                    observe(h, float("nan"), seen[1], seen[2])
+                    self._handle(PredictionCorrected(h), now)
                     self._record("corrected", uid=h.job_id, gpu_mem_mib=seen[1], why=f"co-runner of {job.job_id} ran out of memory")
 
     # -- the operator's view -----------------------------------------------------------------
@@ -927,6 +923,15 @@ class SchedulerCore:
                 out.append({"pod": pod.key, "uid": uid, "vc": self.vcs.vc_of(pod), "rank": -1, "gpus": pod.gpus,
                             "priority": None, "reason": self.waiting.get(uid, ""), **_eta(None, now)})
             return out
+
+
+def one_node(fit: Fit, job: Job) -> Fit:
+    """A pod runs on one node: a fit that spans nodes is refused before it is nominated (a
+    replay of stimuli applies the same rule; gangs of pods: service/gangs.py)."""
+    if fit.placement is not None and len(fit.placement) > 1:
+        return Fit(Status.UNSCHEDULABLE, None, f"needs {job.gpus} GPUs on one node; the placement "
+                                               f"spans {len(fit.placement)} nodes and a pod runs on one")
+    return fit
 
 
 def _priority(total: float) -> int:

@@ -8,8 +8,13 @@ so a crash loses at most the line being written (the reader skips a torn last li
 Kinds: ``config`` (policy, placement, backfill, max_jobs_per_gpu), ``node`` (name, vc, gpus,
 gpu_type, cordoned), ``node_gone``, ``submit`` (uid, pod, vc, gpus, submit_time, model,
 batch_size, pred_gpu_util, pred_gpu_mem_mib), ``start`` (uid, node, gpus), ``confirm``,
-``forget``, ``finish``, ``withdraw``, ``observe`` (uid, gpu_util, gpu_mem_mib). Every line has
-``at``: the service's clock.
+``forget``, ``finish``, ``withdraw``, ``observe`` (uid, gpu_util, gpu_mem_mib), ``adopted`` (uid,
+node, gpus: a pod bound outside the service, booked as it stands), ``evict`` (uid, for, why).
+Every line has ``at``: the service's clock.
+
+``stimulus`` lines are what the service handed the kernel (:func:`stimulus_fields`), in order:
+``dlsched replay --stimuli`` feeds them through the same entry point and compares its Bind actions
+with the recorded ``start`` lines.
 """
 
 from __future__ import annotations
@@ -26,6 +31,37 @@ def _clean(value: object) -> object:
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
+
+
+def stimulus_fields(stimulus: object, state) -> dict:
+    """One stimulus as a log line's fields: its type, the job's uid, and what a replay needs to
+    rebuild it (a new job's request and predictions, a new node's spec, a reason, a VC index;
+    nodes by name, since indices are the state's own)."""
+    name = type(stimulus).__name__
+    out: dict[str, object] = {"stimulus": name}
+    job = getattr(stimulus, "job", None)
+    if job is not None:
+        out["uid"] = job.job_id
+        if name == "JobSubmitted":
+            out.update(vc=job.vc, gpus=job.gpus, submit_time=job.submit_time, user=job.user, name=job.name,
+                       model=job.model_name or job.onnx_ref, batch_size=job.batch_size)
+        if name in ("JobSubmitted", "PredictionCorrected"):
+            out.update(pred_gpu_util=job.pred_gpu_util, pred_gpu_mem_mib=job.pred_gpu_mem_mib,
+                       pred_duration=job.pred_duration)
+    reason = getattr(stimulus, "reason", None)
+    if reason is not None:
+        out["why"] = reason
+    if name == "NodeChanged":
+        out["change"] = stimulus.change
+        spec = stimulus.spec
+        if spec is not None:
+            out.update(node=spec.node_id, vc=spec.vc, gpus=spec.gpus, gpu_type=spec.gpu_type.name,
+                       gpu_mem_mib=spec.gpu_type.memory_mib)
+        else:
+            out["node"] = state.node_ids[stimulus.node]
+    elif name == "TimerFired":
+        out["vid"] = stimulus.vid
+    return {k: _clean(v) for k, v in out.items()}
 
 
 class Recorder:

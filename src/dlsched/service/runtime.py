@@ -21,6 +21,7 @@ from dlsched.service.core import BindError, SchedulerCore
 from dlsched.service.pods import BATCH_ANNOTATION, GPU_RESOURCE, MODEL_ANNOTATION, VC_LABEL
 
 log = logging.getLogger("dlsched.service")
+TIMER_POLL_S = 0.25   # the longest the timer thread sleeps before it looks at the timers again
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -103,6 +104,7 @@ class LiveService:
         threading.Thread(target=self._expirer, name="expire", daemon=True).start()
         self.start_eta_timer()
         self.start_queues()
+        self.start_timers()
         self.started = True
         return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped}
 
@@ -185,6 +187,28 @@ class LiveService:
         """Drops, every second, nominations of pods the API server has not shown in time."""
         while not self._done.wait(1.0):
             self.core.expire_unseen(self.unseen_ttl)
+
+    # -- the policy's timers (WakeAt -> TimerFired) ----------------------------------------
+    def start_timers(self) -> threading.Thread:
+        """Start the thread that fires the policy's wake-up requests (:meth:`_fire_timers`)."""
+        thread = threading.Thread(target=self._fire_timers, name="timers", daemon=True)
+        thread.start()
+        return thread
+
+    def _fire_timers(self, poll: float = TIMER_POLL_S) -> None:
+        """A policy's ``view.wake_at`` comes back from a pass as a WakeAt action, which the core
+        keeps as a timer; this thread hands it to the kernel as TimerFired when due (a pass over
+        that VC even with nothing new). It sleeps until the earliest timer, at most ``poll``
+        seconds, so a timer added meanwhile is late by no more than that."""
+        core = self.core
+        while not self._done.is_set():
+            due = core.next_timer()
+            now = core.now()
+            if due is not None and due <= now and core.fire_timers():
+                continue
+            wait = poll if due is None or due <= now else min(poll, due - now)   # a follower: poll
+            if self._done.wait(wait):
+                return
 
     def stop(self) -> None:
         self._done.set()

@@ -27,6 +27,7 @@ from dlsched.core.job import Job
 from dlsched.predictors.duration.combined import DEFAULT_LAMBDA, check_blend, check_lambda, merge
 from dlsched.predictors.duration.features import FEATURES, FeatureEncoder
 from dlsched.predictors.duration.gbdt import GBDTDurationModel, GBDTParams
+from dlsched.predictors.duration.observed import observed_duration
 from dlsched.predictors.duration.rolling import RollingEstimator
 
 _EPS = 1e-6
@@ -93,7 +94,7 @@ class OnlineDurationEstimator:
             self._X = np.concatenate([self._X, np.empty_like(self._X)])
             self._y = np.concatenate([self._y, np.empty_like(self._y)])
         self._X[self._n] = self.encoder_.row(job, learn=True)
-        self._y[self._n] = job.duration
+        self._y[self._n] = observed_duration(job)
         self._n += 1
         self.rolling_.observe(job)
 
@@ -107,7 +108,7 @@ class OnlineDurationEstimator:
 
     def observe_finished(self, job: Job, now: float) -> None:
         """Record a job that ended at or before ``now`` (its true duration becomes known)."""
-        end = job.end_time if job.end_time >= 0 else job.submit_time + job.duration
+        end = job.end_time if job.end_time >= 0 else job.submit_time + observed_duration(job)
         if end > now + _EPS:
             raise ValueError(f"job {job.job_id!r} has not finished at t={now}: it ends at t={end} "
                              "(observing it would leak the future)")

@@ -23,6 +23,7 @@ durations far better than the GPU-demand mean; see docs/duration.md).
 from __future__ import annotations
 
 from dlsched.core.job import Job
+from dlsched.predictors.duration.observed import observed_duration
 from dlsched.predictors.duration.names import closest_name, is_anonymous, job_bucket
 
 NEW_USER = "new_user"
@@ -116,7 +117,7 @@ class RollingEstimator:
 
     def observe(self, job: Job) -> None:
         """Add a finished job's true duration to every statistic it belongs to."""
-        d = float(job.duration)
+        d = observed_duration(job)
         self._total.add(d)
         self._by_gpus.setdefault(job.gpus, _Mean()).add(d)
         if is_anonymous(job.user):

@@ -1,0 +1,21 @@
+"""The duration a finished job reveals to the estimators that learn from it.
+
+A trace's job carries its recorded duration, which the simulator reveals when the job finishes.
+A live job has none (its pod just ran until it ended): what the cluster knows is the time it held
+its GPUs, which the kernel books into ``job.attained`` (GPU-seconds over all its runs) at every
+stop. Estimators read this one function on finish, so the live service never has to write a
+job's ground-truth slots to teach them.
+"""
+
+from __future__ import annotations
+
+from dlsched.core.job import Job
+
+
+def observed_duration(job: Job) -> float:
+    """Seconds the finished ``job`` is known to have needed: its recorded duration where it has
+    one, else the wall-clock time it ran (attained GPU-seconds over its GPUs)."""
+    d = job.duration
+    if d == d:
+        return float(d)
+    return job.attained / job.gpus if job.gpus > 0 else 0.0
