@@ -3,14 +3,16 @@
 The same view type serves the simulator and the live service. It exposes occupancy (nodes,
 GPUs with their holders and predicted memory, VCs and queues) and the clock; ground truth
 (true durations and remaining times, the engine's ground-truth speed model) only to policies that
-declare themselves oracles — that declaration is the explicit grant. Everything else about a job that a policy may read is on the
+declare themselves oracles — that declaration is the explicit grant. Remaining times and the
+speed model are not the kernel's: they come from ``truth``, the physics a simulated driver hands
+an oracle's view (:class:`dlsched.sim.physics.Physics`); the live service has none. Everything else about a job that a policy may read is on the
 job itself (request and predictions); its truth fields raise
 :class:`~dlsched.core.job.OracleAccessError` while a non-oracle policy runs.
 """
 
 from __future__ import annotations
 
-from dlsched.core.job import Job, JobState, OracleAccessError
+from dlsched.core.job import Job, OracleAccessError
 from dlsched.kernel.state import ClusterState, VcState
 
 __all__ = ["OracleAccessError", "SchedulingView"]
@@ -19,10 +21,11 @@ __all__ = ["OracleAccessError", "SchedulingView"]
 class SchedulingView:
     """What a policy may look at: the clock, occupancy, queues, and (for oracles) truth."""
 
-    __slots__ = ("state", "now", "oracle", "compat_tick", "_wakeups")
+    __slots__ = ("state", "now", "oracle", "compat_tick", "_wakeups", "truth")
 
-    def __init__(self, state: ClusterState, oracle: bool, compat_tick: bool = False) -> None:
+    def __init__(self, state: ClusterState, oracle: bool, compat_tick: bool = False, truth=None) -> None:
         self.state = state
+        self.truth = truth  # the simulated driver's physics (oracles only): remaining(job, now), speed_model
         self.now = 0.0
         self.oracle = oracle
         self.compat_tick = compat_tick
@@ -65,20 +68,20 @@ class SchedulingView:
         return job._duration
 
     def remaining(self, job: Job) -> float:
-        """True remaining run time now (solo seconds)."""
+        """True remaining run time now (solo seconds), from the driver's physics."""
         if not self.oracle:
             raise OracleAccessError(f"policy is not an oracle: remaining time of {job.job_id} is hidden")
-        if job.state is JobState.RUNNING:
-            left = job._remaining - (self.now - job.run_since) * job.speed
-            return left if left > 0.0 else 0.0
-        return job._remaining
+        if self.truth is None:
+            raise OracleAccessError(f"this driver has no ground truth: remaining time of {job.job_id} is unknown")
+        return self.truth.remaining(job, self.now)
 
     def speed_model(self):
         """The ground-truth speed model the engine runs (e.g. ``--speed-model colocation`` with
-        its pair table; None: no model), so an oracle knows the same truth the engine applies."""
+        its pair table; None: no model or no physics), so an oracle knows the same truth the
+        engine applies."""
         if not self.oracle:
             raise OracleAccessError("policy is not an oracle: the ground-truth speed model is hidden")
-        return self.state._speed_model
+        return None if self.truth is None else self.truth.speed_model
 
     # timers ------------------------------------------------------------------------------
     def wake_at(self, time: float, vc: VcState) -> None:
