@@ -87,17 +87,19 @@ def test_the_crash_report_comes_with_the_crash_not_with_the_start():
 
     from dlsched.kernel.decisions import Start
     from dlsched.kernel.state import ClusterState
+    from dlsched.sim.physics import Physics
 
     a = Job("a", "v", 1, 0, 100, gpu_mem_mib=10_000)
     b = Job("b", "v", 1, 20, 50, gpu_mem_mib=9_000)
     a.pred_gpu_mem_mib, b.pred_gpu_mem_mib = 10_000, 4_000
-    state = ClusterState(one_gpu(), new_queue=make_policy("fifo").new_queue, max_jobs_per_gpu=2,
-                         failure_model=OutOfMemory(delay=10))
+    state = ClusterState(one_gpu(), new_queue=make_policy("fifo").new_queue, max_jobs_per_gpu=2)
+    physics = Physics(state, failure_model=OutOfMemory(delay=10))
     for j, t in ((a, 0), (b, 20)):
         state.submit(j, t)
-        apply_decision(state, Start(j, ((0, 1),), True), t)
-    (due, job, reason), = state.failures_due
+        apply_decision(state, Start(j, ((0, 1),), True), t, physics)
+    (due, job, reason), = physics.failures_due
     assert (due, job) == (30, b) and math.isnan(b.observed_mem_mib)
+    physics.failing(b, due, reason)
     state.fail(b, due, reason)
     assert b.observed_mem_mib == 9_000 and math.isnan(a.observed_mem_mib)
 
@@ -240,26 +242,49 @@ def test_policies_see_no_future_jobs():
     assert seen == [0, ("a", 0, 0), ("b", 3, 1)]
 
 
-class _StatePeeker(_Peeker):
-    """Not an oracle, and goes around the view to the kernel's state for truth."""
+class _TruthReader(_Peeker):
+    """Reads truth: through the kernel's state (``where="state"``: it keeps none) or through
+    the view (``"view"``: the physics the engine hands an oracle's view)."""
+
+    def __init__(self, attr: str, where: str) -> None:
+        super().__init__(attr)
+        self.where = where
+        self.seen: list = []
 
     def schedule(self, view, vc):
         from dlsched.kernel.decisions import Start
 
         job = vc.queue.head()
-        if self.attr == "speed_model":
-            view.state.speed_model  # the engine's ground-truth model (pair slowdowns)
+        if self.where == "state":
+            getattr(view.state, self.attr)
+        elif self.attr == "speed_model":
+            self.seen.append(view.speed_model())
         else:
-            view.state.gpu_true_mem(0, 0)
+            self.seen.append(view.remaining(job))
         yield Start(job, self.placer.place(view, vc, job).placement)
 
 
-@pytest.mark.parametrize("attr", ["speed_model", "gpu_true_mem"])
-def test_a_non_oracle_policy_reading_truth_through_the_state_fails_loudly(attr):
+@pytest.mark.parametrize("attr", ["speed_model", "gpu_true_mem", "failure_model", "failures_due",
+                                  "preemption_overhead"])
+@pytest.mark.parametrize("oracle", [False, True])
+def test_the_kernel_state_holds_no_truth_for_any_policy(attr, oracle):
+    reader = _TruthReader(attr, "state")
+    reader.oracle = oracle
+    with pytest.raises(AttributeError, match=attr):
+        Simulator(one_gpu(), reader).run([Job("a", "v", 1, 0, 5)])
+
+
+@pytest.mark.parametrize("attr", ["speed_model", "remaining"])
+def test_an_oracle_reads_truth_from_the_physics_through_its_view(attr):
+    from dlsched.models.speed import TimeSlicedSpeed
+
     with pytest.raises(OracleAccessError, match="not an oracle"):
-        Simulator(one_gpu(), _StatePeeker(attr)).run([Job("a", "v", 1, 0, 5)])
-    peeker = _StatePeeker(attr)
-    peeker.oracle = True  # the explicit grant
+        Simulator(one_gpu(), _TruthReader(attr, "view")).run([Job("a", "v", 1, 0, 5)])
+    reader = _TruthReader(attr, "view")
+    reader.oracle = True  # the explicit grant
+    model = TimeSlicedSpeed()
     job = Job("a", "v", 1, 0, 5)
-    Simulator(one_gpu(), peeker).run([job])
-    assert job.end_time == 5
+    sim = Simulator(one_gpu(), reader, speed_model=model)
+    sim.run([job])
+    assert job.end_time == 5 and reader.seen == ([model] if attr == "speed_model" else [5.0])
+    assert sim.view.truth is sim.physics

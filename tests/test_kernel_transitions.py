@@ -9,6 +9,7 @@ from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec
 from dlsched.core.job import Job, JobState
 from dlsched.kernel import ClusterState, Postpone, Preempt, Start, StateError
 from dlsched.kernel.queues import ArrivalQueue
+from dlsched.sim.physics import Physics
 
 
 def make_state(nodes: int = 2, gpus: int = 4, **kw) -> ClusterState:
@@ -38,25 +39,41 @@ def test_forget_after_a_failed_bind_restores_everything():
 
 def test_fail_requeues_counts_the_attempt_and_loses_progress():
     state = make_state()
+    physics = Physics(state)
     job = Job("j", "v", 1, 0.0, 100.0)
     state.submit(job, 0.0)
-    apply_decision(state, Start(job, ((0, 0b1),)), 0.0)
+    apply_decision(state, Start(job, ((0, 0b1),)), 0.0, physics)
     epoch = job.epoch
-    state.fail(job, 30.0, "out of memory")
+    assert state.fail(job, 30.0, "out of memory") is state.vcs[0]
     assert job.state is JobState.PENDING and job.failures == 1
     assert job.last_failure == "out of memory" and job.epoch == epoch + 1
-    assert job._remaining == 100.0  # no checkpoint: the 30 s of work are lost
+    assert physics.failed(job, 30.0) == ()  # no speed model: no co-runner moves
+    assert job._remaining == 100.0  # no checkpoint: the 30 s of work are lost (the physics' truth)
     assert state.failed == 1 and state.busy_gpus == 0 and len(state.vcs[0].queue) == 1
     state.check_invariants()
 
 
 def test_preempt_through_apply_settles_and_pays_the_overhead():
-    state = make_state(preemption_overhead=lambda job: 7.0)
+    state = make_state()
+    physics = Physics(state, preemption_overhead=lambda job: 7.0)
     job = Job("j", "v", 1, 0.0, 100.0)
     state.submit(job, 0.0)
-    assert apply_decision(state, Start(job, ((0, 0b1),)), 0.0) == [job]
-    apply_decision(state, Preempt(job), 40.0)
+    assert apply_decision(state, Start(job, ((0, 0b1),)), 0.0, physics) == [job]
+    assert physics.remaining(job, 30.0) == 70.0
+    apply_decision(state, Preempt(job), 40.0, physics)
     assert job._remaining == pytest.approx(60.0 + 7.0) and job.preemptions == 1
+    assert physics.remaining(job, 50.0) == pytest.approx(67.0)  # queued: no progress
+
+
+def test_the_kernel_alone_books_no_truth_on_a_stop():
+    """Without a physics (the live service) a preemption changes occupancy and the run record
+    only: the job's remaining time is nobody's business but a simulated backend's."""
+    state = make_state()
+    job = Job("j", "v", 1, 0.0, 100.0)
+    state.submit(job, 0.0)
+    apply_decision(state, Start(job, ((0, 0b1),)), 0.0)
+    apply_decision(state, Preempt(job), 40.0)
+    assert job._remaining == 100.0 and job.preemptions == 1 and job.state is JobState.PENDING
     assert apply_decision(state, Postpone(job, "waiting for a better placement"), 40.0) == []
     assert state.postponed == 1
 
@@ -126,7 +143,7 @@ def test_gpu_level_holders_and_memory():
     state.start(a, ((0, 0b01),), 0)
     state.start(b, ((0, 0b01),), 0, shared=True)
     assert state.gpu_holders(0, 0) == [a, b] and state.gpu_holders(0, 1) == []
-    assert state.gpu_pred_mem(0, 0) == 21_000 and state.gpu_true_mem(0, 0) == 35_000
+    assert state.gpu_pred_mem(0, 0) == 21_000 and Physics(state).gpu_true_mem(0, 0) == 35_000
     assert state.gpu_free_mem(0, 0) == 32 * 1024 - 21_000
     assert state.room_mask(0) == 0b10  # GPU 0 is at the cap of 2 jobs, GPU 1 is free
     c = Job("c", "v", 1, 0, 10)

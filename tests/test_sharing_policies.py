@@ -7,6 +7,7 @@ import pytest
 from support.sharing import cluster, config, job, state_with
 
 from dlsched.kernel.decide import apply as apply_decision
+from dlsched.sim.physics import Physics
 from dlsched.kernel.decisions import Start
 from dlsched.models.speed import TimeSlicedSpeed
 from dlsched.registry import make_policy
@@ -123,7 +124,7 @@ def _pairs(name: str, speed_model=None, **options) -> dict[str, int]:
     policy = make_policy(name, share=True, **options)
     a, b = job("a", 90, 3000, true_util=90, true_mem=3000), job("b", 20, 3000, true_util=20, true_mem=3000)
     state, view = state_with(policy, [(a, 0, 0b01), (b, 0, 0b10)])
-    state.speed_model = speed_model  # the engine's ground truth (what an oracle is granted)
+    view.truth = Physics(state, speed_model)  # the engine's ground truth (what an oracle is granted)
     c = job("c", 80, 3000, submit=1, true_util=10, true_mem=3000)
     d = job("d", 10, 8000, submit=2, true_util=80, true_mem=3000)
     state.submit(c, 1)

@@ -33,9 +33,9 @@ class Backend(Protocol):
         decider assumes)."""
 
     def preempted(self, decision: Preempt, moved: Iterable[Job], now: float) -> None:
-        """``decision.job`` was stopped and queues again; ``moved``: running jobs whose speed
-        changed because it left (simulated backends with a speed model; empty otherwise). When
-        the decider assumes (live), nothing was stopped yet: the backend is asked to evict."""
+        """``decision.job`` was stopped and queues again (what the stop did to the jobs' truth is
+        the backend's physics; ``moved`` is always empty: the kernel keeps none). When the
+        decider assumes (live), nothing was stopped yet: the backend is asked to evict."""
 
     postponed: object   # Callable[[Postpone, float], None] | None
 
@@ -76,12 +76,32 @@ class Decider:
 
     def collect_pass(self, vc: VcState, now: float) -> list[Job]:
         """The policy's pass over ``vc`` with its outcome returned instead of reported: the jobs
-        whose finish moved, in order (a failure model's due failures stay in
-        ``state.failures_due`` for the caller). The queue manager's borrowing rounds use it: they
+        whose finish moved, in order (a failure model's due failures stay in the physics'
+        ``failures_due`` for the caller). The queue manager's borrowing rounds use it: they
         need to know whether a pass started anything before deciding what to reclaim."""
-        collect = Collect(self.state)
+        collect = self._collector()
         self._passes(collect, (vc,))(now)
         return collect.moved
+
+    def collect_preempt(self, job: Job, now: float) -> list[Job]:
+        """Preempt ``job`` outside a policy pass (the queue manager reclaiming lent GPUs); the
+        jobs whose finish moved, as :meth:`collect_pass`."""
+        self.state.preempt(job, now)
+        collect = self._collector()
+        collect.preempted(Preempt(job), (), now)
+        return collect.moved
+
+    def collect_borrowed(self, job: Job, host: VcState, placement, now: float) -> list[Job]:
+        """Start ``job`` on GPUs ``host`` lends (:meth:`ClusterState.start_borrowed`); the jobs
+        whose finish moved, as :meth:`collect_pass`."""
+        self.state.start_borrowed(job, host, placement, now)
+        collect = self._collector()
+        collect.started(Start(job, placement), now)
+        return collect.moved
+
+    def _collector(self) -> "Collect":
+        # the driver's physics, when its backend has one (the simulator's), rates what moved
+        return Collect(self.state, getattr(self.backend, "physics", None))
 
     def _passes(self, backend: Backend, only: tuple[VcState, ...] | None) -> Callable[[float], None]:
         """THE decision dispatcher, as a closure over what it needs (built once per driver: it
@@ -110,12 +130,11 @@ class Decider:
                         start(decision[0], decision[1], now, decision[2], confirm)
                         started(decision, now)
                     elif kind is Preempt:
-                        if confirm:
-                            backend.preempted(decision, st.preempt(decision[0], now), now)
-                        else:
-                            # live: the backend asks for the eviction; the job keeps its GPUs
-                            # until its pod is gone, when the driver reports the stop
-                            backend.preempted(decision, (), now)
+                        if confirm:  # the backend's physics books what the stop did
+                            st.preempt(decision[0], now)
+                        # live (assumed): the backend asks for the eviction; the job keeps its
+                        # GPUs until its pod is gone, when the driver reports the stop
+                        backend.preempted(decision, (), now)
                     elif kind is Postpone:
                         st.postponed += 1
                         if backend.postponed is not None:
@@ -146,34 +165,36 @@ class _Scripted:
 
 
 class Collect:
-    """A backend that lists the jobs whose finish moved, as ``ClusterState.apply`` used to return
-    them (tests and tools that apply decisions by hand; with ground-truth models the state's
-    modelled start rates the job and its co-runners)."""
+    """A backend that lists the jobs whose finish moved (tests and tools that apply decisions by
+    hand, the queue manager's rounds). With a ``physics`` (the simulated driver's ground truth,
+    :class:`dlsched.sim.physics.Physics`), it rates a started job and its co-runners, and books a
+    preempted job's work and overhead; without one, a start moves only the started job."""
 
-    __slots__ = ("state", "moved", "postponed")
+    __slots__ = ("state", "physics", "moved", "postponed")
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, physics=None) -> None:
         self.state = state
+        self.physics = physics
         self.moved: list[Job] = []
         self.postponed = None
 
     def started(self, decision: Start, now: float) -> None:
-        st = self.state
-        job = decision[0]
-        if st._speed_model is None and st.failure_model is None:
-            self.moved.append(job)
+        if self.physics is None:
+            self.moved.append(decision[0])
         else:
-            self.moved.extend(st._modelled_start(job, now))
+            self.moved.extend(self.physics.started(decision[0], now))
 
     def preempted(self, decision: Preempt, moved: Iterable[Job], now: float) -> None:
         self.moved.extend(moved)
+        if self.physics is not None:
+            self.moved.extend(self.physics.preempted(decision[0], now))
 
 
-def apply(state: ClusterState, decision: Decision, now: float) -> list[Job]:
+def apply(state: ClusterState, decision: Decision, now: float, physics=None) -> list[Job]:
     """Carry out one decision on ``state`` through the dispatcher (tests and tools that decide by
     hand); returns the running jobs whose finish time changed (for a start: the job itself first,
-    then co-runners whose speed changed)."""
-    backend = Collect(state)
+    then, with a ``physics`` that has a speed model, co-runners whose speed changed)."""
+    backend = Collect(state, physics)
     decider = Decider(state, SchedulingView(state, oracle=False), _Scripted([decision]), backend)
     vc = decision[0].vc_state
     decider.woken.add(vc)   # a pass even when nothing is pending (a preemption of a running job)

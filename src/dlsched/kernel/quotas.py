@@ -148,7 +148,7 @@ class QuotaManager:
         return sorted((j for j, h in self.state.hosts.items() if h is vc), key=lambda j: -j.run_seq)
 
     def _reclaim(self, decider, vc: VcState, now: float) -> list[Job]:
-        state, view, place = self.state, decider.view, decider.policy.placer.place
+        view, place = decider.view, decider.policy.placer.place
         changed: list[Job] = []
         while vc.pending and self.lent[vc.vid]:
             head = head_of(vc, now)
@@ -159,7 +159,7 @@ class QuotaManager:
             for victim in self._borrowers_on(vc):
                 self.reclaimed[victim.vc_state.vid] += 1
                 self.reclaims[vc.vid] += 1
-                changed.extend(state.preempt(victim, now))
+                changed.extend(decider.collect_preempt(victim, now))
                 if place(view, vc, head).status is _FITS:
                     break
             moved = self._pass(decider, vc, now)
@@ -199,7 +199,7 @@ class QuotaManager:
             self.borrowed[vc.vid] += g
             self.lent[other.vid] += g
             self.borrow_starts[vc.vid] += 1
-            changed.extend(state.start_borrowed(head, other, placement, now))
+            changed.extend(decider.collect_borrowed(head, other, placement, now))
         return changed
 
     # -- report ----------------------------------------------------------------------------

@@ -2,9 +2,11 @@
 
 Transitions: ``submit``, ``start`` (= assume; ``confirm`` makes it final, ``forget`` undoes it),
 ``finish``, ``fail`` (back to the queue, attempt counted), ``preempt``, node ``add_node`` /
-``remove_node`` / ``cordon`` / ``uncordon``, ``power_off`` / ``power_on``. :meth:`ClusterState.apply`
-carries out one policy decision and returns the jobs whose finish time changed; the event
-engine and the live service both call it. The state integrates busy and powered GPUs over time
+``remove_node`` / ``cordon`` / ``uncordon``, ``power_off`` / ``power_on``. The decision dispatcher
+(:mod:`dlsched.kernel.decide`) carries out policy decisions through them for every driver. They
+change occupancy and the run record only: how fast a job runs, when it crashes and how much work
+a stop books are the simulated backend's physics (:mod:`dlsched.sim.physics`), never the
+kernel's. The state integrates busy and powered GPUs over time
 (cluster-wide and per VC) at every transition, so the levels are exact; observers (plug-in
 indexes) are told about every transition *before* occupancy changes, and clock callbacks (the
 metrics recorder's timeline) run before the first transition at or after the time they asked for.
@@ -12,7 +14,7 @@ metrics recorder's timeline) run before the first transition at or after the tim
 Occupancy is GPU-level. Per node: a bitmask of GPUs holding at least one job (``node_mask``),
 the count of GPUs open to new jobs (``node_free``: 0 while the node is off, cordoned or
 removed) and its holders (``node_holders[node]``: job -> GPU mask), from which each GPU's
-holders, their predicted memory (what policies see) and true memory (engine only) follow.
+holders and their predicted memory (what policies see) follow.
 With ``max_jobs_per_gpu > 1`` each GPU also counts its holders and ``node_share`` marks the
 GPUs that hold jobs but have room for one more; per VC, ``share_nodes`` marks nodes that have
 such GPUs, so sharing placers find room as cheaply as free GPUs. Per VC, ``buckets[k]`` is a
@@ -21,15 +23,14 @@ bitmask (bit = VC-local node index) of open nodes with exactly ``k`` free GPUs.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 from dlsched.core.bits import bit_tuple, set_bits
 from dlsched.core.cluster import ClusterSpec, NodeSpec
-from dlsched.core.job import Job, JobState, OracleAccessError
+from dlsched.core.job import Job, JobState
 
 _CREATED, _PENDING, _RUNNING = JobState.CREATED, JobState.PENDING, JobState.RUNNING
 _ASSUMED, _FINISHED = JobState.ASSUMED, JobState.FINISHED
-_NOTHING: tuple = ()
 
 # The exclusive shortcut of start() and finish(): a placement on this many nodes without sharing
 # books and releases its GPUs inline (the body of _allocate / _release for one node, ~2x faster).
@@ -72,17 +73,12 @@ class ClusterState:
     """Nodes, GPUs, VCs and job states. Mutated only through the transitions below."""
 
     def __init__(self, cluster: ClusterSpec, new_queue: Callable[[], object] | None = None,
-                 max_jobs_per_gpu: int = 1, speed_model=None, failure_model=None,
-                 preemption_overhead: Callable[[Job], float] | None = None,
-                 observers: Sequence[object] = ()) -> None:
+                 max_jobs_per_gpu: int = 1, observers: Sequence[object] = ()) -> None:
         if max_jobs_per_gpu < 1:
             raise ValueError("max_jobs_per_gpu must be >= 1")
         self.cluster = cluster
         self.new_queue = new_queue
         self.cap = max_jobs_per_gpu
-        self._speed_model = speed_model   # ground truth: public name guarded below
-        self.failure_model = failure_model
-        self.preemption_overhead = preemption_overhead
         self.node_specs: list[NodeSpec] = []
         self.node_ids: list[str] = []
         self.node_index: dict[str, int] = {}
@@ -110,7 +106,6 @@ class ClusterState:
         self.finished = 0
         self.failed = 0
         self.postponed = 0
-        self.failures_due: list[tuple[float, Job, str]] = []  # filled by the failure model, drained by the backend
         self._enq = 0
         self._run = 0
         # time-weighted levels: exact only if updated at every change, which only the state sees
@@ -239,33 +234,6 @@ class ClusterState:
         the policy passes run, it tells a reader whether a queue changed since it last looked."""
         return self._enq
 
-    @property
-    def speed_model(self):
-        """The ground-truth speed model (engine and models; oracles through the view's grant).
-        Raises :class:`OracleAccessError` while a non-oracle policy runs."""
-        if Job.truth_is_hidden:
-            raise OracleAccessError("the policy is not an oracle: the ground-truth speed model is hidden")
-        return self._speed_model
-
-    @speed_model.setter
-    def speed_model(self, model) -> None:
-        self._speed_model = model
-
-    def gpu_true_mem(self, node: int, gpu: int) -> float:
-        """True memory of the GPU's holders (raises :class:`OracleAccessError` while a non-oracle
-        policy runs; the engine's failure models call :meth:`_gpu_true_mem`)."""
-        if Job.truth_is_hidden:
-            raise OracleAccessError("the policy is not an oracle: true GPU memory is hidden")
-        return self._gpu_true_mem(node, gpu)
-
-    def _gpu_true_mem(self, node: int, gpu: int) -> float:
-        """True memory of the GPU's holders: ground truth, for the engine and models only."""
-        total = 0.0
-        for job in self.gpu_holders(node, gpu):
-            mem = job._gpu_mem_mib
-            total += mem if mem == mem else 0.0
-        return total
-
     def room_mask(self, node: int) -> int:
         """GPUs of an open node that may take one more job: free ones plus shareable ones."""
         if self.node_slot[node] < 0:
@@ -369,16 +337,15 @@ class ClusterState:
             job.start_time = now
         job.queue_delay += now - job.wait_since
         job.run_since = now
-        job._start_remaining = job._remaining
         self._run += 1
         job.run_seq = self._run
         return vc
 
-    def start_borrowed(self, job: Job, host: VcState, placement, now: float) -> Sequence[Job]:
+    def start_borrowed(self, job: Job, host: VcState, placement, now: float) -> VcState:
         """Start ``job`` on idle GPUs of another VC, ``host``, that lends them (queues with
         quotas). The job stays in its own VC's running set; the GPUs are booked to ``host``'s
         nodes until the job stops, when :meth:`finish`, :meth:`preempt` or :meth:`fail` release
-        them there. Exclusive GPUs only. Returns the jobs whose finish time moved (as ``apply``)."""
+        them there. Exclusive GPUs only. Returns the job's own VC."""
         if job.state is not _PENDING:
             raise StateError(f"job {job.job_id} started while {job.state.name}")
         if self.cap != 1:
@@ -405,12 +372,9 @@ class ClusterState:
             job.start_time = now
         job.queue_delay += now - job.wait_since
         job.run_since = now
-        job._start_remaining = job._remaining
         self._run += 1
         job.run_seq = self._run
-        if self._speed_model is None and self.failure_model is None:
-            return (job,)
-        return self._modelled_start(job, now)
+        return vc
 
     def confirm(self, job: Job, now: float) -> None:
         """The backend carried out an assumed start (e.g. the pod was bound)."""
@@ -454,8 +418,8 @@ class ClusterState:
             del self.jobs[job.job_id]
         job.state = _CREATED
 
-    def finish(self, job: Job, now: float) -> Sequence[Job]:
-        """``job`` completed. Returns the co-runners whose speed changed (their finish moves)."""
+    def finish(self, job: Job, now: float) -> VcState:
+        """``job`` completed; returns its VC."""
         if job.state is not _RUNNING:
             raise StateError(f"job {job.job_id} finished while {job.state.name} (every job ends exactly once)")
         vc = job.vc_state
@@ -472,8 +436,6 @@ class ClusterState:
         if self._on_stop:
             for cb in self._on_stop:
                 cb(job, vc, now, "finish")
-        model = self._speed_model
-        affected = self.co_runners(job, model.scope) if model is not None else None
         placement = job.placement
         node, mask = placement[0]
         if len(placement) == EXCLUSIVE_SHORTCUT_NODES and self.node_slot[node] >= 0 and self.cap == 1:
@@ -496,94 +458,51 @@ class ClusterState:
         self.n_running -= 1
         job.state = _FINISHED
         job.end_time = now
-        job._remaining = 0.0
         job.attained += job.gpus * (now - job.run_since)
         self.finished += 1
-        return self._respeed(affected, now) if affected else _NOTHING  # None or [] -> nothing moved
+        return vc
 
-    def preempt(self, job: Job, now: float) -> Sequence[Job]:
-        """Checkpoint and stop ``job``; it pays the preemption overhead and queues again."""
+    def preempt(self, job: Job, now: float) -> VcState:
+        """Stop ``job`` (its checkpoint is the backend's business); it queues again. Returns
+        its VC."""
         if job.state is not _RUNNING:
             raise StateError(f"job {job.job_id} preempted while {job.state.name}")
         vc = job.vc_state
         job.attained += job.gpus * (now - job.run_since)
-        self._settle(job, now)
-        if self.preemption_overhead is not None:
-            job._remaining += self.preemption_overhead(job)
         host = self.hosts.pop(job, vc) if self.hosts else vc
         self._stopping(job, vc, now, "preempt", host)
-        affected = self._stop(job, vc, now, host)
+        self._stop(job, vc, now, host)
         job.preemptions += 1
-        return affected
+        return vc
 
-    def fail(self, job: Job, now: float, reason: str) -> Sequence[Job]:
-        """``job`` crashed (e.g. out of memory): its progress since the start is lost, its
-        GPUs are freed and it queues again with the attempt counted."""
+    def fail(self, job: Job, now: float, reason: str) -> VcState:
+        """``job`` crashed (e.g. out of memory): its GPUs are freed and it queues again with the
+        attempt counted. Returns its VC."""
         if job.state is not _RUNNING and job.state is not _ASSUMED:
             raise StateError(f"job {job.job_id} failed while {job.state.name}")
         vc = job.vc_state
-        if self.failure_model is not None:  # the ground-truth model reports what the crash showed
-            self.failure_model.failed(job, self, now, reason)
         if job.state is _RUNNING:
             job.attained += job.gpus * (now - job.run_since)
         host = self.hosts.pop(job, vc) if self.hosts else vc
         self._stopping(job, vc, now, "fail", host)
-        affected = self._stop(job, vc, now, host)
-        job._remaining = job._start_remaining
+        self._stop(job, vc, now, host)
         job.failures += 1
         job.last_failure = reason
         self.failed += 1
-        return affected
+        return vc
 
-    def _stop(self, job: Job, vc: VcState, now: float, host: VcState) -> Sequence[Job]:
-        model = self._speed_model
-        affected = self.co_runners(job, model.scope) if model is not None else _NOTHING
+    def _stop(self, job: Job, vc: VcState, now: float, host: VcState) -> None:
         self._release(job, host)
         del vc.running[job]
         job.state = _PENDING
         job.wait_since = now
         job.epoch += 1
-        job.speed = 1.0
         self._enq += 1
         job.enq_seq = self._enq
         vc.queue.push(job)
         vc.pending += 1
         self.n_pending += 1
         self.n_running -= 1
-        return self._respeed(affected, now) if affected else _NOTHING
-
-    def _modelled_start(self, job: Job, now: float) -> list[Job]:
-        """After a start with ground-truth models: a failure may be due, the job gets its rate
-        and co-runners whose set changed are re-rated."""
-        if self.failure_model is not None:
-            self.failures_due.extend(self.failure_model.on_start(job, self, now))
-        model = self._speed_model
-        if model is None:
-            return [job]
-        job.speed = model.rate(job, self)
-        return [job, *self._respeed(self.co_runners(job, model.scope), now)]
-
-    # -- speed bookkeeping (ground truth: simulated backends only) --------------------------
-    def _settle(self, job: Job, now: float) -> None:
-        """Book the work done since ``run_since`` into the remaining time."""
-        job._remaining -= (now - job.run_since) * job.speed
-        if job._remaining < 0.0:
-            job._remaining = 0.0
-        job.run_since = now
-
-    def _respeed(self, jobs: Iterable[Job], now: float) -> list[Job]:
-        model = self._speed_model
-        changed = []
-        for other in jobs:
-            if other.state is not _RUNNING:
-                continue
-            new = model.rate(other, self)
-            if new != other.speed:
-                self._settle(other, now)
-                other.speed = new
-                other.epoch += 1
-                changed.append(other)
-        return changed
 
     # -- nodes --------------------------------------------------------------------------
     def _new_vc(self, name: str) -> VcState:

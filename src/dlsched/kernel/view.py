@@ -13,6 +13,9 @@ state did. They are read-only by convention: a policy changes the cluster only b
 decisions. Everything else a policy may read about a job is on the job itself (request and
 predictions); its truth fields raise :class:`~dlsched.core.job.OracleAccessError` while a
 non-oracle policy runs.
+Remaining times and the speed model are not the kernel's: they come from ``truth``, the physics
+a simulated driver hands an oracle's view (:class:`dlsched.sim.physics.Physics`); the live service
+has none.
 """
 
 from __future__ import annotations
@@ -96,11 +99,12 @@ class SchedulingView:
 
     __slots__ = ("_wakeups", "compat_tick", "gpu_count", "indexes", "max_jobs_per_gpu", "node_free", "node_gpus",
                  "node_holders", "node_local", "node_mask", "node_mem", "node_slot", "node_specs", "now", "oracle",
-                 "state")
+                 "state", "truth")
 
     def __init__(self, state: ClusterState, oracle: bool, compat_tick: bool = False,
-                 indexes: Mapping[str, Any] | None = None) -> None:
+                 indexes: Mapping[str, Any] | None = None, truth: Any = None) -> None:
         self.state = state
+        self.truth = truth  # the simulated driver's physics (oracles only): remaining(job, now), speed_model
         self.now = 0.0
         self.oracle = oracle
         self.compat_tick = compat_tick
@@ -148,20 +152,20 @@ class SchedulingView:
         return job._duration
 
     def remaining(self, job: Job) -> float:
-        """True remaining run time now (solo seconds)."""
+        """True remaining run time now (solo seconds), from the driver's physics."""
         if not self.oracle:
             raise OracleAccessError(f"policy is not an oracle: remaining time of {job.job_id} is hidden")
-        if job.state is JobState.RUNNING:
-            left = job._remaining - (self.now - job.run_since) * job.speed
-            return left if left > 0.0 else 0.0
-        return job._remaining
+        if self.truth is None:
+            raise OracleAccessError(f"this driver has no ground truth: remaining time of {job.job_id} is unknown")
+        return self.truth.remaining(job, self.now)
 
     def speed_model(self):
         """The ground-truth speed model the engine runs (e.g. ``--speed-model colocation`` with
-        its pair table; None: no model), so an oracle knows the same truth the engine applies."""
+        its pair table; None: no model or no physics), so an oracle knows the same truth the
+        engine applies."""
         if not self.oracle:
             raise OracleAccessError("policy is not an oracle: the ground-truth speed model is hidden")
-        return self.state._speed_model
+        return None if self.truth is None else self.truth.speed_model
 
     # timers ------------------------------------------------------------------------------
     def wake_at(self, time: float, vc: VcState) -> None:

@@ -36,6 +36,16 @@ from dlsched.kernel.correction import observe
 from dlsched.kernel.state import ClusterState
 
 
+def true_gpu_mem(state: ClusterState, node: int, gpu: int) -> float:
+    """True peak memory (MiB) of the jobs holding GPU ``gpu`` of ``node``: ground truth, which
+    the kernel does not keep (its books hold predictions); jobs without a measurement count 0."""
+    total = 0.0
+    for job in state.gpu_holders(node, gpu):
+        mem = job._gpu_mem_mib
+        total += mem if mem == mem else 0.0
+    return total
+
+
 class OutOfMemory:
     name = "oom"
 
@@ -66,7 +76,7 @@ class OutOfMemory:
         for node, mask in job.placement or ():
             cap = state.node_mem[node]
             for g in set_bits(mask):
-                used = state._gpu_true_mem(node, g)
+                used = true_gpu_mem(state, node, g)
                 if leaving is not None and leaving.placement:
                     for n2, m2 in leaving.placement:
                         if n2 == node and m2 >> g & 1:
@@ -103,7 +113,7 @@ class OutOfMemory:
         for node, mask in job.placement or ():
             cap = state.node_mem[node]
             for g in set_bits(mask):
-                if not state._gpu_true_mem(node, g) > cap:
+                if not true_gpu_mem(state, node, g) > cap:
                     continue
                 for other in state.gpu_holders(node, g):
                     peak = other._gpu_mem_mib

@@ -284,7 +284,8 @@ class EtaEstimator:
 
 class _ForwardStarts:
     """The forward run's backend: a start schedules the twin's predicted finish and, for a
-    waiting job's twin, records its ETA; a preempted twin's finish goes stale (its epoch)."""
+    waiting job's twin, records its ETA; a preempted twin keeps the work it did, and its
+    scheduled finish goes stale (its epoch)."""
 
     __slots__ = ("run", "left_to_start", "postponed")
 
@@ -307,7 +308,11 @@ class _ForwardStarts:
                 self.left_to_start -= 1
 
     def preempted(self, decision: Preempt, moved, t: float) -> None:
-        pass
+        # the forward run's physics: twins run at solo speed; the work done so far is kept
+        job = decision[0]
+        left = job._remaining - (t - job.run_since)
+        job._remaining = left if left > 0.0 else 0.0
+        job.run_since = t
 
 
 class ForwardRun:

@@ -2,9 +2,10 @@
 
 The kernel's dispatcher (:class:`dlsched.kernel.decide.Decider`) carries out a decision as a
 transition and then tells the backend. Here a start becomes a finish event: with no ground-truth
-models the job runs its remaining solo time; with a speed or failure model the job is rated (and
-its co-runners re-rated) and a failure may be scheduled. The live service's backend turns the same
-start into a nomination instead (``service/core.py``).
+models the job runs its remaining solo time; with a speed or failure model the physics
+(:class:`dlsched.sim.physics.Physics`) rates the job (and re-rates its co-runners) and may arm a
+failure. A preemption books the job's work and overhead there too. The live service's backend
+turns the same start into a nomination instead (``service/core.py``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from collections.abc import Callable, Iterable
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Postpone, Preempt, Start
-from dlsched.kernel.state import ClusterState
+from dlsched.sim.physics import Physics
 
-# The plain start: without ground-truth models a start moves no other job's finish, so only the
-# started job's finish is scheduled (False: every start takes the modelled path, the general path
+# The plain start and finish: without ground-truth models a start or finish moves no other job's
+# finish, so only the started job's finish is scheduled and a finish asks the physics nothing
+# (False: every start and finish takes the modelled path, the general path
 # dlsched.sim.reference.reference_paths() compares against).
 INLINE_START = True
 
@@ -24,19 +26,19 @@ INLINE_START = True
 class SimulatedBackend:
     """Schedules finish (and failure) events for the engine's heap through two callables:
     ``moved(job, now)`` — ``job``'s finish time is (again) now + remaining / speed — and
-    ``failure_due(time, job, reason)``."""
+    ``failure_due(time, job, reason)``. ``plain``: starts and finishes skip the physics."""
 
-    __slots__ = ("state", "moved", "failure_due", "started", "postponed")
+    __slots__ = ("physics", "moved", "failure_due", "started", "postponed", "plain")
 
-    def __init__(self, state: ClusterState, moved: Callable[[Job, float], None],
+    def __init__(self, physics: Physics, moved: Callable[[Job, float], None],
                  failure_due: Callable[[float, Job, str], None],
                  plain_start: Callable[[Start, float], None] | None = None) -> None:
-        self.state = state
+        self.physics = physics
         self.moved = moved
         self.failure_due = failure_due
         self.postponed: Callable[[Postpone, float], None] | None = None
-        plain = INLINE_START and state._speed_model is None and state.failure_model is None
-        if plain:
+        self.plain = INLINE_START and physics.plain
+        if self.plain:
             # the engine's own closure when it gives one (``moved`` for the started job, without
             # the extra call: this runs once per started job)
             self.started = plain_start if plain_start is not None else self._start_plain
@@ -47,21 +49,19 @@ class SimulatedBackend:
         self.moved(decision[0], now)
 
     def _start_modelled(self, decision: Start, now: float) -> None:
-        st = self.state
         moved = self.moved
-        for job in st._modelled_start(decision[0], now):
+        for job in self.physics.started(decision[0], now):
             moved(job, now)
-        due = st.failures_due
-        if due:
-            for t1, job, reason in due:
-                self.failure_due(t1, job, reason)
-            due.clear()
+        self._arm_failures()
 
     def preempted(self, decision: Preempt, moved: Iterable[Job], now: float) -> None:
         push = self.moved
-        for job in moved:
+        for job in self.physics.preempted(decision[0], now):
             push(job, now)
-        due = self.state.failures_due
+        self._arm_failures()
+
+    def _arm_failures(self) -> None:
+        due = self.physics.failures_due
         if due:
             for t1, job, reason in due:
                 self.failure_due(t1, job, reason)

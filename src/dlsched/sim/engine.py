@@ -1,9 +1,11 @@
 """The event loop of the simulated backend. Time jumps from event to event; nothing ticks.
 
 The loop owns only the clock and the heap: every change of cluster state goes through the
-kernel (:class:`~dlsched.kernel.state.ClusterState`: ``submit``, ``apply(decision)``,
-``finish``, ``fail``, power transitions), which the live service drives too. Metrics are a
-kernel observer. Events at the same instant are handled in a fixed order — job completions
+kernel (:class:`~dlsched.kernel.state.ClusterState`: ``submit``, decisions through the
+dispatcher, ``finish``, ``fail``, power transitions), which the live service drives too; what a
+transition does to the jobs' ground truth (speed, failures, remaining time) is the physics'
+(:class:`~dlsched.sim.physics.Physics`), asked after each transition. Metrics are a kernel
+observer. Events at the same instant are handled in a fixed order — job completions
 and failures, then node power changes, then arrivals, then timers — and afterwards each VC that
 saw a change gets one scheduling pass. Events sit in one heap keyed ``(time, priority,
 sequence)``; arrivals are read from the time-sorted job list with a cursor instead of being
@@ -34,6 +36,7 @@ from dlsched.sched.indexes import attach_plugins
 from dlsched.sched.protocols import FailureModel, Policy, SpeedModel
 from dlsched.sim.backend import SimulatedBackend
 from dlsched.sim.config import SimConfig
+from dlsched.sim.physics import Physics
 
 # event priorities at equal times
 FINISH, POWER, TIMER, END = 0, 1, 3, 9
@@ -88,9 +91,7 @@ class Simulator:
 
     def _build_state(self) -> tuple[ClusterState, MetricsRecorder]:
         cfg, policy = self.config, self.policy
-        state = ClusterState(self.cluster, new_queue=policy.new_queue, max_jobs_per_gpu=cfg.max_jobs_per_gpu,
-                             speed_model=self.speed_model, failure_model=self.failure_model,
-                             preemption_overhead=cfg.preemption_overhead)
+        state = ClusterState(self.cluster, new_queue=policy.new_queue, max_jobs_per_gpu=cfg.max_jobs_per_gpu)
         rec = MetricsRecorder(state, cfg.timeline_interval)  # registers itself as the state's clock observer
         self.indexes = attach_plugins(state, policy)  # placement observers, and the indexes declared
         for plugin in self.observers:
@@ -119,9 +120,11 @@ class Simulator:
         cfg = self.config
         policy = self.policy
         state, rec = self._build_state()
+        physics = Physics(state, self.speed_model, self.failure_model, cfg.preemption_overhead)
         compat_tick = cfg.compat == "helios" and policy.preemptive
-        view = SchedulingView(state, policy.oracle, compat_tick, self.indexes)
-        self.state, self.view, self.recorder = state, view, rec
+        # an oracle's view reads truth from the physics; other views have none to read
+        view = SchedulingView(state, policy.oracle, compat_tick, self.indexes, physics if policy.oracle else None)
+        self.state, self.view, self.recorder, self.physics = state, view, rec, physics
         power = self.power_manager
         check = cfg.check_invariants
         tick = 1.0 if compat_tick else 0.0
@@ -137,9 +140,10 @@ class Simulator:
         times = list(map(by_submit, jobs))
         times.append(INF)
         heap: list[tuple] = [(INF, END, 0, "end", None, 0)]
-        tiebreak = itertools.count(1)  # the heap's third key: events at equal (time, priority) keep push order
+        # the heap's third key: events at equal (time, priority) keep push order; every push takes
+        # the next one, so it also counts the events (the handled ones are those pushed and gone)
+        tiebreak = itertools.count(1)
         cursor = 0
-        popped = 0
         vcs = state.vcs
         on_finish = policy.job_finished  # None: no hook (PolicyBase), skipped per finish
         on_submit = policy.job_submitted
@@ -155,8 +159,8 @@ class Simulator:
         # hot loop: bind methods and constants to locals
         heappop, heappush = heapq.heappop, heapq.heappush
         finish, submit = state.finish, state.submit
-        failures_due = state.failures_due
-        still_due = getattr(state.failure_model, "still_due", None)
+        failures_due = physics.failures_due
+        still_due = getattr(self.failure_model, "still_due", None)
 
         def push_finish(job: Job, now: float) -> None:
             left = job._remaining / job.speed if job.speed != 1.0 else job._remaining
@@ -166,11 +170,19 @@ class Simulator:
             heappush(heap, (t1, FINISH, next(tiebreak), "fail", (job, reason), job.run_seq))
 
         def push_start(decision, now: float) -> None:
-            # = push_finish(decision[0], now) for the plain start (no speed model: speed is 1)
+            # = push_finish(decision[0], now) for the plain start (no speed model: speed is 1, no tick)
+            job = decision[0]
+            heappush(heap, (now + job._remaining, FINISH, next(tiebreak), "finish", job, job.epoch))
+
+        def push_start_tick(decision, now: float) -> None:
+            # push_start with the Helios 1-s tick (compat="helios" with a preemptive policy)
             job = decision[0]
             heappush(heap, (now + job._remaining + tick, FINISH, next(tiebreak), "finish", job, job.epoch))
 
-        backend = SimulatedBackend(state, push_finish, push_failure, push_start)
+        backend = SimulatedBackend(physics, push_finish, push_failure, push_start_tick if tick else push_start)
+        rerate = None if backend.plain else physics.finished  # None: a finish moves no other job
+        # anything to do after a finish beyond the kernel's transition (one test per finish when not)
+        after_finish = rerate is not None or on_finish is not None or progress is not None
         decider = Decider(state, view, policy, backend, check=check)
         self.decider = decider
         dirty, woken, decide = decider.dirty, decider.woken, decider.decide
@@ -187,27 +199,29 @@ class Simulator:
             if t_ev == now:
                 while heap[0][0] == now and heap[0][1] <= POWER:
                     _, prio, _, kind, payload, epoch = heappop(heap)
-                    popped += 1
                     if kind == "finish":
                         job = payload
                         if epoch != job.epoch or job.state is not RUNNING:
                             continue  # stale
-                        changed = finish(job, now)
-                        dirty[job.vc_state] = None
-                        if on_finish is not None:
-                            on_finish(job, now)
-                        for other in changed:
-                            heappush(heap, (now + other._remaining / other.speed + tick, FINISH, next(tiebreak),
-                                            "finish", other, other.epoch))
-                        if progress is not None and state.finished % progress_every == 0:
-                            progress(state.finished, n_jobs)
+                        dirty[finish(job, now)] = None
+                        if after_finish:
+                            if rerate is not None:
+                                for other in rerate(job, now):
+                                    heappush(heap, (now + other._remaining / other.speed + tick, FINISH,
+                                                    next(tiebreak), "finish", other, other.epoch))
+                            if on_finish is not None:
+                                on_finish(job, now)
+                            if progress is not None and state.finished % progress_every == 0:
+                                progress(state.finished, n_jobs)
                     elif kind == "fail":
                         job, reason = payload
                         if epoch != job.run_seq or job.state is not RUNNING:
                             continue  # stale: it stopped before the failure struck
                         if still_due is not None and not still_due(job, state, now):
                             continue  # called off: the state changed before it struck (OOM re-check)
-                        changed = state.fail(job, now, reason)
+                        physics.failing(job, now, reason)
+                        state.fail(job, now, reason)
+                        changed = physics.failed(job, now)
                         if job.failures > max_failures:
                             raise SimulationError(f"job {job.job_id} failed {job.failures} times (limit "
                                                   f"{max_failures}); last: {reason}")
@@ -238,7 +252,6 @@ class Simulator:
             if t_ev == now:
                 while heap[0][0] == now and heap[0][1] == TIMER:
                     payload = heappop(heap)[4]
-                    popped += 1
                     vc = vcs[payload]
                     dirty[vc] = None
                     woken.add(vc)  # a pass the policy asked for runs even with nothing pending
@@ -281,6 +294,7 @@ class Simulator:
                 elif now - last_progress > STALL_LIMIT:
                     raise SimulationError(f"{queued} jobs have waited {STALL_LIMIT / 86400:.0f} days with "
                                           "nothing running: the power manager never woke nodes for them")
+        popped = next(tiebreak) - 1 - (len(heap) - 1)  # pushed minus left (the +inf sentinel was never pushed)
         events = cursor + popped  # arrivals plus the heap events handled (stale ones included)
 
         if state.finished != n_jobs:

@@ -10,7 +10,8 @@ shortcut                       home (switch)                              genera
 =============================  =========================================  ==============================
 exclusive start / finish       ``kernel/state.py``                        ``ClusterState._allocate`` /
                                (``EXCLUSIVE_SHORTCUT_NODES``)             ``_release``
-plain start (no models)        ``sim/backend.py`` (``INLINE_START``)      the modelled start
+plain start / finish          ``sim/backend.py`` (``INLINE_START``)      the physics' modelled start
+(no models)                                                               and finish (``sim/physics.py``)
 lone bucket scorer             ``sched/framework.py``                     the pipeline's stages
 (``fast_place``), Horus's      (``PlacementPipeline.fast_paths``)         (candidates, filters,
 ``free_fit``                                                              scores, reserve, permit)
@@ -49,7 +50,7 @@ class Shortcut:
 
 SHORTCUTS: tuple[Shortcut, ...] = (
     Shortcut("exclusive start/finish", "dlsched.kernel.state", "EXCLUSIVE_SHORTCUT_NODES", 0),
-    Shortcut("plain start", "dlsched.sim.backend", "INLINE_START", False),
+    Shortcut("plain start/finish", "dlsched.sim.backend", "INLINE_START", False),
     Shortcut("fast_place / free_fit", "dlsched.sched.framework:PlacementPipeline", "fast_paths", False),
     Shortcut("load index", "dlsched.sched.framework:PlacementPipeline", "use_index", False),
     Shortcut("carried failures", "dlsched.sched.horus:HorusPolicy", "carry_failures", False),
