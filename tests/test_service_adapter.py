@@ -90,8 +90,8 @@ def test_every_change_reaches_the_kernel_as_a_recorded_stimulus(tmp_path):
 
 
 def test_a_finished_pod_teaches_the_estimators_its_run_time_without_truth_writes():
-    """The kernel books the GPU-seconds a job held (job.attained); the estimators read the run
-    time from it. The service never writes the job's true duration or remaining time."""
+    """The kernel's run record says how long a job held its GPUs (job.attained_at); the
+    estimators read the run time from it. The service never writes the job's true duration or remaining time."""
     clock = Clock()
     learnt: list[float] = []
 
@@ -113,7 +113,7 @@ def test_a_finished_pod_teaches_the_estimators_its_run_time_without_truth_writes
     core.pod_seen(pod("a", 2, node="n", phase="Succeeded"))
     assert math.isnan(job._duration)            # the service wrote no true duration
     assert math.isnan(job._remaining)            # nor a remaining time: truth is a simulator's physics
-    assert job.attained == pytest.approx(2 * 305.0)   # nominated at 1000: it held the GPUs since
+    assert (job.run_since, job.end_time) == (1000.0, 1305.0)   # the run record: nominated at 1000, held since
     assert learnt == [pytest.approx(305.0)]
 
 

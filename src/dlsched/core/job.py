@@ -165,11 +165,23 @@ class Job:
         self.vc_state = None  # the kernel's VcState of this job's VC while it is scheduled
         self.last_failure = ""
         self.observed_mem_mib = _NAN  # memory seen when the job failed (e.g. OOM report)
-        self.attained = 0.0      # GPU-seconds it held GPUs over all its runs (kernel-booked at each stop)
+        self.attained = 0.0      # GPU-seconds of its runs that were cut short (booked at preempt / fail)
         if self.observed_at >= 0:  # an observation replaced the predictions: back to the priors
             self.pred_gpu_util, self.pred_gpu_mem_mib = self.prior_gpu_util, self.prior_gpu_mem_mib
             self.prior_gpu_util = self.prior_gpu_mem_mib = _NAN
             self.observed_at = -1.0
+
+    def attained_at(self, now: float) -> float:
+        """GPU-seconds the job has held GPUs by ``now`` over all its runs: the runs cut short
+        (``attained``, booked by the kernel at preempt and fail) plus the current or the last run
+        (to ``now`` while it runs, to its end once finished). The finish books nothing: it is the
+        simulator's hottest transition, and the last run is known from ``run_since``/``end_time``."""
+        state = self.state
+        if state is JobState.RUNNING or state is JobState.ASSUMED:
+            return self.attained + self.gpus * max(now - self.run_since, 0.0)
+        if state is JobState.FINISHED and self.run_since >= 0:
+            return self.attained + self.gpus * max(self.end_time - self.run_since, 0.0)
+        return self.attained
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return (f"Job({self.job_id!r}, vc={self.vc!r}, gpus={self.gpus}, submit={self.submit_time}, "

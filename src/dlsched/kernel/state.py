@@ -458,7 +458,6 @@ class ClusterState:
         self.n_running -= 1
         job.state = _FINISHED
         job.end_time = now
-        job.attained += job.gpus * (now - job.run_since)
         self.finished += 1
         return vc
 

@@ -159,7 +159,7 @@ def _make_copier() -> Callable[[Job, float], Job]:
     t.placement = t.vc_state = None
     t.speed = 1.0
     t.last_failure = ""
-    t.attained = job.attained   # attained service carries over (LAS, SRTF-pred read it)
+    t.attained = job.attained   # attained service carries over (LAS, SRTF-pred read it; a running twin adds its run)
     return t
 """
     scope = {"new": Job.__new__, "Job": Job, "nan": math.nan, "CREATED": JobState.CREATED}
@@ -263,6 +263,7 @@ class EtaEstimator:
             left, over = predicted_remaining(job, now, durations[job], overrun)
             run.result.overrun += over
             twin_job = _copy_job(job, left)
+            twin_job.attained = job.attained_at(now)   # its runs so far, this one included (it restarts at now)
             twin_job.vc_state = vcs[job.vc_state.vid]
             submit(twin_job, now)
             start(twin_job, job.placement, now, shared)

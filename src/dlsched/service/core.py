@@ -474,7 +474,7 @@ class SchedulerCore:
         st, now = self.state, self.now()
         uid = job.job_id
         if job.state is RUNNING:
-            # the kernel books the time it ran (job.attained), which the estimators read
+            # the time it ran (job.attained_at: the kernel's run record), which the estimators read
             self._handle(JobFinished(job), now)
             self.store.release(uid, pod.key, "finish", now, detail=why)
             self._record("finish", uid=uid, why=why)

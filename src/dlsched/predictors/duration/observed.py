@@ -2,8 +2,8 @@
 
 A trace's job carries its recorded duration, which the simulator reveals when the job finishes.
 A live job has none (its pod just ran until it ended): what the cluster knows is the time it held
-its GPUs, which the kernel books into ``job.attained`` (GPU-seconds over all its runs) at every
-stop. Estimators read this one function on finish, so the live service never has to write a
+its GPUs (``job.attained_at``: the runs the kernel booked at preempt and fail, plus the last
+run, to its end). Estimators read this one function on finish, so the live service never has to write a
 job's ground-truth slots to teach them.
 """
 
@@ -18,4 +18,4 @@ def observed_duration(job: Job) -> float:
     d = job.duration
     if d == d:
         return float(d)
-    return job.attained / job.gpus if job.gpus > 0 else 0.0
+    return job.attained_at(job.end_time) / job.gpus if job.gpus > 0 else 0.0
