@@ -87,9 +87,13 @@ class Simulator:
 
     def _build_state(self) -> tuple[ClusterState, MetricsRecorder]:
         cfg, policy = self.config, self.policy
+        overhead = cfg.preemption_overhead
+        guard = getattr(policy, "guard", None)  # preemption guards: overhead >= the grace period
+        if guard is not None:
+            overhead = guard.overhead(overhead)
         state = ClusterState(self.cluster, new_queue=policy.new_queue, max_jobs_per_gpu=cfg.max_jobs_per_gpu,
                              speed_model=self.speed_model, failure_model=self.failure_model,
-                             preemption_overhead=cfg.preemption_overhead)
+                             preemption_overhead=overhead)
         rec = MetricsRecorder(state, cfg.timeline_interval)  # registers itself as the state's clock observer
         plugins = policy.placer.observers if policy.placer is not None else ()  # plug-ins with an index
         for plugin in (*plugins, *self.observers):
@@ -293,6 +297,8 @@ class Simulator:
             progress(n_jobs, n_jobs)
         result = SimResult(jobs, rec, policy.name, policy.placement_name, events)
         result.extra.update(self._outcome_counts(state, jobs))
+        if getattr(policy, "guard", None) is not None:  # evictions and the ones its guards refused
+            result.extra.update(policy.guard.summary())
         if quotas is not None:
             t0 = jobs[0].submit_time if jobs else 0.0
             result.extra.update(quotas.per_queue(jobs, t0, max(map(attrgetter("end_time"), jobs), default=t0)))
