@@ -109,10 +109,12 @@ class PabPolicy(FifoPolicy):
                     if why == MIN_RUN:  # check again when its minimum run time ends
                         later.append((guard.protected_until(job), seq, job))
                     continue
-                self.solo_only.add(job)
-                self.requeued += 1
-                yield guard.evict(job, f"pab: throughput {job.speed:.0%} of running alone, "
-                                       f"below {floor:.0%}")
+                decision = guard.evict(job, f"pab: throughput {job.speed:.0%} of running alone, "
+                                            f"below {floor:.0%}")
+                if decision is not None:
+                    self.solo_only.add(job)
+                    self.requeued += 1
+                    yield decision
         for item in later:
             heapq.heappush(heap, item)
             view.wake_at(item[0], vc)

@@ -47,7 +47,7 @@ class EvictionGuard:
     """Who may be evicted now, and the counts of what was evicted or refused."""
 
     __slots__ = ("min_run_s", "max_evictions", "grace_s", "active", "started_at", "evictions",
-                 "refused_min_run", "refused_cap", "_refused")
+                 "refused_min_run", "refused_cap", "_refused", "_asked")
 
     def __init__(self, min_run_s: float = 0.0, max_evictions: int | None = None, grace_s: float = 0.0) -> None:
         check_guards(min_run_s, max_evictions, grace_s)
@@ -66,6 +66,7 @@ class EvictionGuard:
         self.refused_min_run = 0      # running stints a pass wanted to evict before min_run_s
         self.refused_cap = 0          # running stints a pass wanted to evict past max_evictions
         self._refused: dict[Job, tuple[int, str]] = {}  # job -> (run_seq, why) last counted
+        self._asked: dict[Job, int] = {}  # job -> run_seq of the stint whose eviction was decided
 
     def started(self, job: Job, now: float) -> None:
         """The policy starts ``job`` at ``now`` (only needed while ``min_run_s`` > 0)."""
@@ -99,8 +100,15 @@ class EvictionGuard:
             self.refused_min_run += 1
         return True
 
-    def evict(self, job: Job, reason: str, for_job: Job | None = None) -> Preempt:
-        """The decision that evicts ``job`` (counted), saying why and for whom."""
+    def evict(self, job: Job, reason: str, for_job: Job | None = None) -> Preempt | None:
+        """The decision that evicts ``job`` (counted), saying why and for whom; None when this
+        stint's eviction was already decided. (Live, an eviction is a request: the job runs on
+        until its pod is gone, and a later pass must not ask again. In the simulator the job is
+        stopped at once, so this never happens there.)"""
+        seq = job.run_seq
+        if self._asked.get(job) == seq:
+            return None
+        self._asked[job] = seq
         self.evictions += 1
         return Preempt(job, reason, for_job)
 

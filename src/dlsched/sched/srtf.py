@@ -100,8 +100,10 @@ class SrtfPolicy(PolicyBase):
                     elif is_running:
                         preempt.append((left, job))
             for left, job in preempt:
-                yield guard.evict(job, f"{self.name}: {left:.0f} s remaining ranks outside VC {vc.name}'s "
-                                       f"{vc.total_gpus} GPUs", order[0] if order else None)
+                decision = guard.evict(job, f"{self.name}: {left:.0f} s remaining ranks outside VC "
+                                            f"{vc.name}'s {vc.total_gpus} GPUs", order[0] if order else None)
+                if decision is not None:
+                    yield decision
         place = self.placer.place
         record = self.guard.started if self.guard.min_run_s > 0 else None
         now = view.now

@@ -31,16 +31,16 @@ from dlsched.sched.preemption import check_guards
 from dlsched.sched.srtf import SrtfPolicy
 
 SOURCES = ("estimator", "job")
-_PENDING = JobState.PENDING
+_HOLDING = (JobState.RUNNING, JobState.ASSUMED)
 
 
 @dataclass(frozen=True, slots=True)
 class SrtfPredParams:
-    """Where predicted durations come from, the estimator's knobs, and the preemption guards."""
+    """Where predicted durations come from, and the preemption guards. (The estimator runs with
+    QSSF's default ``lam`` and ``refit_every``; they are not fields here, so ``--lam`` stays
+    QSSF's alone.)"""
 
     source: str = "estimator"          # estimator | job (the job's pred_duration)
-    lam: float = 0.1                   # estimator: weight of the rolling estimate (as QSSF's --lam)
-    refit_every: float = 86400.0       # estimator: refit the GBDT every this many simulated seconds
     # -- preemption guards (sched/preemption.py) -----------------------------------------
     min_run_s: float = 0.0
     max_evictions: int | None = None
@@ -50,16 +50,12 @@ class SrtfPredParams:
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ValueError(f"--param source must be one of {', '.join(SOURCES)}, got {self.source!r}")
-        if not 0 <= self.lam <= 1:
-            raise ValueError(f"--lam must be between 0 and 1, got {self.lam}")
-        if not self.refit_every > 0:
-            raise ValueError(f"--refit-every must be > 0 seconds, got {self.refit_every}")
         check_guards(self.min_run_s, self.max_evictions, self.grace_s)
 
 
 def attained(job: Job, now: float) -> float:
     """Seconds ``job`` has run so far, over all its stints (kernel bookkeeping only)."""
-    if job.state is not _PENDING:  # running (or assumed) since its last start
+    if job.state in _HOLDING:  # running (or assumed, live) since its last start
         return now - job.submit_time - job.queue_delay
     if job.start_time < 0.0:
         return 0.0
@@ -76,14 +72,13 @@ class SrtfPredPolicy(SrtfPolicy):
     @staticmethod
     def from_params(params: SrtfPredParams, context) -> dict:
         """Constructor options: the fields, plus the trace's origin for the estimator's calendar."""
-        return {"source": params.source, "lam": params.lam, "refit_every": params.refit_every,
-                "min_run_s": params.min_run_s, "max_evictions": params.max_evictions,
+        return {"source": params.source, "min_run_s": params.min_run_s, "max_evictions": params.max_evictions,
                 "grace_s": params.grace_s, "origin": context.origin}
 
     def __init__(self, placer, backfill: bool = False, source: str = "estimator", lam: float = 0.1,
                  refit_every: float = 86400.0, min_run_s: float = 0.0, max_evictions: int | None = None,
                  grace_s: float = 0.0, origin=None, estimator=None) -> None:
-        SrtfPredParams(source, lam, refit_every, min_run_s, max_evictions, grace_s)  # the same checks
+        SrtfPredParams(source, min_run_s, max_evictions, grace_s)  # the same checks
         super().__init__(placer, backfill, min_run_s, max_evictions, grace_s)
         self.source = source
         self.estimator = None
