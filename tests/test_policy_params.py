@@ -28,7 +28,7 @@ def _other_values(tmp_path: Path) -> dict[str, object]:
     return {"lam": 0.3, "refit_every": 3600.0, "priority_file": prio, "threshold": 600.0, "queues": 2,
             "half_life": 7200.0, "k": 2, "beta": 4, "rounds": 3, "warmup": 30.0, "max_drop": 0.25, "t_wait": 0.0,
             "profile": "shared", "window": 8, "interference_model": "horus-paper-curve", "min_combined": 1.5,
-            "pairing_seed": 7}
+            "pairing_seed": 7, "min_run_s": 600.0, "max_evictions": 2, "grace_s": 30.0, "source": "job"}
 
 
 def _text(value: object) -> str:
@@ -38,12 +38,14 @@ def _text(value: object) -> str:
 def test_every_policy_with_options_of_its_own_declares_them(tmp_path):
     fields = {name: set(kinds) for name, kinds in all_params().items()}
     assert fields["horus"] == fields["horus-f"] == {"k", "beta", "rounds"}
-    assert fields["pab"] == {"warmup", "max_drop", "t_wait", "profile"}
+    guards = {"min_run_s", "max_evictions", "grace_s"}   # sched/preemption.py, on every preemptive policy
+    assert fields["pab"] == {"warmup", "max_drop", "t_wait", "profile"} | guards
+    assert fields["srtf"] == guards and fields["srtf-pred"] == {"source"} | guards
     assert fields["coscheml"] == {"window", "interference_model"}
     assert fields["oracle-pairing"] == {"window", "min_combined"}
     assert fields["random-pairing"] == {"window", "pairing_seed"}
     assert fields["loadbalance"] == fields["mystic"] == {"window"}
-    assert fields["fifo"] == fields["sjf"] == fields["srtf"] == fields["obp"] == set()
+    assert fields["fifo"] == fields["sjf"] == fields["obp"] == set()
     values = _other_values(tmp_path)
     assert set().union(*fields.values()) <= set(values), "give every new parameter a test value above"
 
@@ -75,7 +77,7 @@ def test_params_round_trip_through_param_flags_sweep_and_library(tmp_path, name)
 
 def test_an_undeclared_param_names_the_policy_and_what_it_declares(tmp_path):
     with pytest.raises(OptionError, match=r"--param beta: not a parameter of pab \(pab declares warmup, max_drop, "
-                                          r"t_wait, profile\); it is one of horus, horus-f's"):
+                                          r"t_wait, profile, min_run_s, max_evictions, grace_s\); it is one of horus, horus-f's"):
         configs_from_options({"policy": "pab", "param": ["beta=3"]})
     with pytest.raises(OptionError, match=r"not a parameter of fifo \(fifo declares no parameters\)"):
         configs_from_options({"policy": "fifo", "param": ["nope=1"]})

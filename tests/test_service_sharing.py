@@ -220,7 +220,7 @@ def test_every_policy_serve_accepts_runs_through_the_extender(policy, cap):
     with 2 jobs per GPU, keeping the kernel's invariants."""
     from dlsched.registry import POLICIES
 
-    assert set(LIVE_POLICIES) == set(POLICIES) - {"sjf", "srtf", "oracle-pairing", "pab"}
+    assert set(LIVE_POLICIES) == set(POLICIES) - {"sjf", "srtf", "srtf-pred", "oracle-pairing", "pab"}
     preds = {"a": (40.0, 6000.0), "b": (70.0, 12000.0)}
     nodes = [NodeFacts("n1", 2, "default", "", False), NodeFacts("n2", 2, "default", "", False)]
     core, service = make_core(policy, None, nodes, cap=cap, preds=preds)

@@ -96,6 +96,7 @@ POLICIES: Mapping[str, type] = LazyTable({
     "fifo": "dlsched.sched.orders.fifo:FifoPolicy",
     "sjf": "dlsched.sched.orders.sjf:SjfPolicy",
     "srtf": "dlsched.sched.srtf:SrtfPolicy",
+    "srtf-pred": "dlsched.sched.srtf_pred:SrtfPredPolicy",
     "qssf": "dlsched.sched.orders.qssf:QssfPolicy",
     "las": "dlsched.sched.orders.las:LasPolicy",
     "fairshare": "dlsched.sched.orders.fairshare:FairSharePolicy",

@@ -26,9 +26,13 @@ class Start(NamedTuple):
 
 
 class Preempt(NamedTuple):
-    """Stop ``job`` (checkpoint), release its GPUs and put it back in its queue."""
+    """Stop ``job`` (checkpoint), release its GPUs and put it back in its queue. ``reason``
+    says why (for the decision log) and ``for_job`` whom the GPUs go to (None: nobody in
+    particular, e.g. PAB re-queues a slowed job); both optional, so ``Preempt(job)`` still works."""
 
     job: Job
+    reason: str = ""
+    for_job: Job | None = None
 
 
 class Postpone(NamedTuple):

@@ -62,7 +62,9 @@ class ActionLog:
         self.actions.append(Bind(decision[0], decision[1], decision[2]))
 
     def preempted(self, decision: Preempt, moved: Iterable[Job], now: float) -> None:
-        self.actions.append(Evict(decision[0], "preempted by the policy"))
+        reason = decision[1] or "preempted by the policy"  # the policy's why, and for whom
+        self.actions.append(Evict(decision[0], reason if decision[2] is None else
+                                  f"{reason}; for job {decision[2].job_id}"))
 
     def postponed(self, decision: Postpone, now: float) -> None:
         self.actions.append(Postponed(decision[0], decision[1]))

@@ -17,6 +17,10 @@ places a job the scheduler watches that job until it is stable, ``t_wait`` secon
 ``t_wait=0`` gives the old, wait-free PAB; ``profile="shared"`` waits only after placements on
 shared GPUs (the only ones the check can act on), ``"all"`` (default) after every placement, as
 the paper counts it.
+
+Preemption guards (``sched/preemption.py``): a job still inside its ``min_run_s`` when its check
+comes due is checked again when the minimum run time ends; a job evicted ``max_evictions`` times
+stays where it is. ``grace_s`` raises the simulator's preemption overhead to at least that.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from dlsched.core.job import Job, JobState
-from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start, Status
+from dlsched.kernel.decisions import Decision, Postpone, Start, Status
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
 from dlsched.sched.framework import PlacementPipeline
 from dlsched.sched.orders.fifo import FifoPolicy
+from dlsched.sched.preemption import MIN_RUN, EvictionGuard, check_guards
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 _RUNNING = JobState.RUNNING
@@ -46,6 +51,11 @@ class PabParams:
     max_drop: float = 0.5
     t_wait: float | None = None
     profile: str = "all"
+    # -- preemption guards (sched/preemption.py) -----------------------------------------
+    min_run_s: float = 0.0            # no re-queue before this many seconds since the last start
+    max_evictions: int | None = None  # a job re-queued this often stays (None: no cap)
+    grace_s: float = 0.0              # live grace period; the simulator's overhead is >= this
+    # -- end of preemption guards ----------------------------------------------------------
 
     def __post_init__(self) -> None:
         if not 0 <= self.warmup < float("inf"):
@@ -56,6 +66,7 @@ class PabParams:
             raise ValueError(f"--param t_wait must be a finite number >= 0 seconds, got {self.t_wait}")
         if self.profile not in ("all", "shared"):
             raise ValueError(f"--param profile must be 'all' or 'shared', got {self.profile!r}")
+        check_guards(self.min_run_s, self.max_evictions, self.grace_s)
 
 
 class PabPolicy(FifoPolicy):
@@ -67,10 +78,13 @@ class PabPolicy(FifoPolicy):
     # It yields Preempt (re-queues a running job) without being ``preemptive`` in the engine's
     # sense (no Helios 1-s tick): the live service refuses it for the Preempt.
     requeues_running = True
+    Params = PabParams
 
     def __init__(self, placer, backfill: bool = False, warmup: float = 60.0, max_drop: float = 0.5,
-                 t_wait: float | None = None, profile: str = "all") -> None:
+                 t_wait: float | None = None, profile: str = "all", min_run_s: float = 0.0,
+                 max_evictions: int | None = None, grace_s: float = 0.0) -> None:
         super().__init__(placer, backfill)
+        self.guard = EvictionGuard(min_run_s, max_evictions, grace_s)
         if warmup < 0 or not 0 < max_drop < 1:
             raise ValueError(f"PAB needs warmup >= 0 s and 0 < max_drop < 1, got {warmup}, {max_drop}")
         if profile not in ("all", "shared"):
@@ -93,26 +107,46 @@ class PabPolicy(FifoPolicy):
         self.due.clear()
         self.solo_only.clear()
         self.requeued = 0
+        self.guard.reset()
 
-    def _checks(self, now: float, vc: VcState) -> Iterator[Decision]:
+    def _checks(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
+        now = view.now
         heap = self.due.get(vc.vid)
+        guard = self.guard
+        floor = 1.0 - self.max_drop
+        later = []
         while heap and heap[0][0] <= now:
             _, seq, job = heapq.heappop(heap)
-            if job.state is _RUNNING and job.run_seq == seq and job.speed < 1.0 - self.max_drop:
-                self.solo_only.add(job)
-                self.requeued += 1
-                yield Preempt(job)
+            if job.state is _RUNNING and job.run_seq == seq and job.speed < floor:
+                why = guard.protection(job, now) if guard.active else None
+                if why is not None:
+                    guard.refuse(job, why)
+                    if why == MIN_RUN:  # check again when its minimum run time ends
+                        later.append((guard.protected_until(job), seq, job))
+                    continue
+                decision = guard.evict(job, f"pab: throughput {job.speed:.0%} of running alone, "
+                                            f"below {floor:.0%}")
+                if decision is not None:
+                    self.solo_only.add(job)
+                    self.requeued += 1
+                    yield decision
+        for item in later:
+            heapq.heappush(heap, item)
+            view.wake_at(item[0], vc)
 
     def schedule(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
         now = view.now
-        yield from self._checks(now, vc)
+        yield from self._checks(view, vc)
         if self.profiling_until.get(vc.vid, -1.0) > now:
             return  # still profiling the job placed last: its pass asked for a wake-up at the end
         queue = vc.queue
+        guard_starts = self.guard.min_run_s > 0
         for job in list(queue) if self.backfill else iter(queue.head, None):
             placer = self.exclusive if job in self.solo_only else self.placer
             fit = placer.place(view, vc, job)
             if fit.status is _FITS:
+                if guard_starts:
+                    self.guard.started(job, now)
                 yield Start(job, fit.placement, fit.shared)
                 if fit.shared:  # applied by now: run_seq is this start's
                     heapq.heappush(self.due.setdefault(vc.vid, []),

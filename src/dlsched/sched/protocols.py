@@ -80,6 +80,9 @@ class PolicyBase:
     needs_indexes: tuple[str, ...] = ()  # indexes the policy reads (dlsched.sched.indexes.INDEX_KINDS)
     job_submitted: Callable[[Job, float], None] | None = None
     job_finished: Callable[[Job, float], None] | None = None
+    # a preemptive policy's EvictionGuard (sched/preemption.py): the simulator charges its grace
+    # period in the preemption overhead and adds its counts to the results (None: no guard)
+    guard: Any = None
 
     def new_queue(self) -> Any:
         raise NotImplementedError(f"policy {self.name} defines new_queue()")

@@ -4,17 +4,25 @@ Every pass ranks pending and running jobs of the VC by remaining time (pending f
 ties, each in queue/start order, as the Helios reference's stable sort does) and hands out
 the VC's GPU quota greedily; running jobs that fall outside it are preempted (they pay the
 kernel's checkpoint overhead), pending jobs inside it are placed in rank order.
+
+Preemption guards (``sched/preemption.py``: ``min_run_s``, ``max_evictions``, ``grace_s``): a
+protected running job keeps its GPUs -- they come off the quota before the greedy pass -- and
+the pass asks for a wake-up when a minimum run time it respected ends. With the defaults the
+pass is exactly the unguarded one (the Helios fidelity runs stay exact).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Iterator
 
+from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start, Status
 from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
+from dlsched.sched.preemption import MIN_RUN, EvictionGuard, check_guards
 from dlsched.sched.protocols import PolicyBase
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
@@ -22,46 +30,122 @@ _by_remaining = attrgetter("_remaining", "enq_seq")  # pending jobs: true remain
 _new_start = tuple.__new__
 
 
+@dataclass(frozen=True, slots=True)
+class SrtfParams:
+    """SRTF's options."""
+
+    # -- preemption guards (sched/preemption.py) -----------------------------------------
+    min_run_s: float = 0.0            # no eviction before this many seconds since the last start
+    max_evictions: int | None = None  # a job evicted this often is not evicted again (None: no cap)
+    grace_s: float = 0.0              # live grace period; the simulator's overhead is >= this
+    # -- end of preemption guards ----------------------------------------------------------
+
+    def __post_init__(self) -> None:
+        check_guards(self.min_run_s, self.max_evictions, self.grace_s)
+
+
 class SrtfPolicy(PolicyBase):
     name = "srtf"
     oracle = True  # the grant: reads true remaining times
     preemptive = True
+    Params = SrtfParams
 
-    def __init__(self, placer, backfill: bool = False) -> None:
+    def __init__(self, placer, backfill: bool = False, min_run_s: float = 0.0,
+                 max_evictions: int | None = None, grace_s: float = 0.0) -> None:
         self.placer = placer
         self.placement_name = placer.name
+        self.guard = EvictionGuard(min_run_s, max_evictions, grace_s)
+
+    def prepare(self, view: ClusterView) -> None:
+        self.guard.reset()
 
     def new_queue(self) -> ArrivalQueue:
         return ArrivalQueue()
 
+    # -- the rank: true remaining time (srtf-pred overrides these two with predictions) --------
+    def pending_order(self, view: ClusterView, vc: VcState) -> list[Job]:
+        """The pending jobs in rank order (the pass when everything fits the quota)."""
+        return sorted(vc.queue, key=_by_remaining)
+
+    def candidates(self, view: ClusterView, vc: VcState) -> list[tuple[float, int, int, Job]]:
+        """Pending and running jobs as sorted ``(remaining, is_running, queue/start order, job)``:
+        pending first on ties, each in queue/start order (the reference's stable sort)."""
+        now = view.now
+        cands = [(j._remaining, 0, j.enq_seq, j) for j in vc.queue]
+        # true remaining of running jobs, inlined (same as view.remaining; this is the hot loop)
+        for j in vc.running:
+            left = j._remaining - (now - j.run_since) * j.speed
+            cands.append((left if left > 0.0 else 0.0, 1, j.run_seq, j))
+        cands.sort()  # never compares jobs
+        return cands
+
+    # -- the pass ------------------------------------------------------------------------------
     def schedule(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
-        queue = vc.queue
         quota = vc.total_gpus
-        if queue.gpus + vc.busy <= quota:
+        if vc.queue.gpus + vc.busy <= quota:
             # everything fits the quota: nobody is preempted, pending jobs go in rank order
-            order = sorted(queue, key=_by_remaining)
+            order = self.pending_order(view, vc)
         else:
-            now = view.now
-            cands = [(j._remaining, 0, j.enq_seq, j) for j in queue]
-            # true remaining of running jobs, inlined (same as view.remaining; this is the hot loop)
-            for j in vc.running:
-                left = j._remaining - (now - j.run_since) * j.speed
-                cands.append((left if left > 0.0 else 0.0, 1, j.run_seq, j))
-            cands.sort()  # (remaining, pending-before-running, queue/start order): never compares jobs
-            preempt, order = [], []
-            for _, is_running, _, job in cands:
-                if job.gpus <= quota:
-                    quota -= job.gpus
-                    if not is_running:
-                        order.append(job)
-                elif is_running:
-                    preempt.append(job)
-            for job in preempt:
-                yield Preempt(job)
+            cands = self.candidates(view, vc)
+            guard = self.guard
+            if guard.active:
+                preempt, order = self._guarded_cut(view, vc, cands)
+            else:
+                preempt, order = [], []
+                for left, is_running, _, job in cands:
+                    if job.gpus <= quota:
+                        quota -= job.gpus
+                        if not is_running:
+                            order.append(job)
+                    elif is_running:
+                        preempt.append((left, job))
+            for left, job in preempt:
+                decision = guard.evict(job, f"{self.name}: {left:.0f} s remaining ranks outside VC "
+                                            f"{vc.name}'s {vc.total_gpus} GPUs", order[0] if order else None)
+                if decision is not None:
+                    yield decision
         place = self.placer.place
+        record = self.guard.started if self.guard.min_run_s > 0 else None
+        now = view.now
         for job in order:
             status, placement, reason, _, shared = place(view, vc, job)
             if status is _FITS:
+                if record is not None:
+                    record(job, now)
                 yield _new_start(Start, (job, placement, shared))  # = Start(job, placement, shared), C-level
             elif status is _POSTPONE:
                 yield Postpone(job, reason)
+
+    def _guarded_cut(self, view: ClusterView, vc: VcState, cands: list) -> tuple[list, list[Job]]:
+        """The greedy cut with guards: protected running jobs keep their GPUs (taken off the
+        quota first); the others compete in rank order as without guards. A protected job that
+        the unguarded cut would have evicted in this pass is a refused eviction; for a minimum
+        run time the pass asks to be run again when it ends."""
+        guard = self.guard
+        now = view.now
+        protected = {}
+        for _, is_running, _, job in cands:
+            if is_running:
+                why = guard.protection(job, now)
+                if why is not None:
+                    protected[job] = why
+        total = vc.total_gpus
+        quota = total - sum(j.gpus for j in protected)
+        unguarded = total  # what the unguarded cut would have left at this rank
+        preempt, order = [], []
+        for left, is_running, _, job in cands:
+            gpus = job.gpus
+            inside = gpus <= unguarded
+            if inside:
+                unguarded -= gpus
+            why = protected.get(job)
+            if why is not None:
+                if not inside and guard.refuse(job, why) and why == MIN_RUN:
+                    view.wake_at(guard.protected_until(job), vc)
+            elif gpus <= quota:
+                quota -= gpus
+                if not is_running:
+                    order.append(job)
+            elif is_running:
+                preempt.append((left, job))
+        return preempt, order

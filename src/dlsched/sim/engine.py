@@ -120,7 +120,11 @@ class Simulator:
         cfg = self.config
         policy = self.policy
         state, rec = self._build_state()
-        physics = Physics(state, self.speed_model, self.failure_model, cfg.preemption_overhead)
+        overhead = cfg.preemption_overhead
+        guard = getattr(policy, "guard", None)  # preemption guards: overhead >= the grace period
+        if guard is not None:
+            overhead = guard.overhead(overhead)
+        physics = Physics(state, self.speed_model, self.failure_model, overhead)
         compat_tick = cfg.compat == "helios" and policy.preemptive
         # an oracle's view reads truth from the physics; other views have none to read
         view = SchedulingView(state, policy.oracle, compat_tick, self.indexes, physics if policy.oracle else None)
@@ -308,6 +312,8 @@ class Simulator:
             progress(n_jobs, n_jobs)
         result = SimResult(jobs, rec, policy.name, policy.placement_name, events)
         result.extra.update(self._outcome_counts(state, jobs))
+        if getattr(policy, "guard", None) is not None:  # evictions and the ones its guards refused
+            result.extra.update(policy.guard.summary())
         if quotas is not None:
             t0 = jobs[0].submit_time if jobs else 0.0
             result.extra.update(quotas.per_queue(jobs, t0, max(map(attrgetter("end_time"), jobs), default=t0)))
