@@ -260,7 +260,7 @@ def test_max_events_bounds_the_forward_run():
 
 
 def test_a_policy_that_keeps_waking_with_nothing_running_cannot_loop_forever():
-    from dlsched.sched.orders.fifo import FifoPolicy
+    from dlsched.sched.policies.fifo import FifoPolicy
 
     class Sleepy(FifoPolicy):
         """Never starts anything; asks for another pass a second later, forever."""

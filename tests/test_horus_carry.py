@@ -13,7 +13,7 @@ from dlsched.core.job import Job
 from dlsched.metrics.delivered import DeliveredUtilisation
 from dlsched.models.speed import TimeSlicedSpeed
 from dlsched.registry import make_policy
-from dlsched.sched.horus import FailedFits
+from dlsched.sched.policies.horus import FailedFits
 from dlsched.sim import SimConfig, Simulator
 from dlsched.sim.observe import ObservedCorrection
 

@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 # (importing module or package prefix, imported module or package prefix) -> why it is allowed
 ALLOWED: dict[tuple[str, str], str] = {
-    ("dlsched.sched.pairing.coscheml", "dlsched.models.colocation_table"):
+    ("dlsched.sched.policies.coscheml", "dlsched.models.colocation_table"):
         "Co-scheML trains its interference model on the measured co-location table, the same data the "
         "simulator's ground truth is read from (a policy sees the table's predictions, never the truth)",
 }

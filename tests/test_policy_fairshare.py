@@ -7,7 +7,7 @@ import pytest
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
 from dlsched.registry import make_policy
-from dlsched.sched.orders.fairshare import FairShareParams
+from dlsched.sched.policies.fairshare import FairShareParams
 from dlsched.sim import SimConfig, Simulator
 
 

@@ -9,7 +9,7 @@ from dlsched.registry import make_policy
 from dlsched.run import RunConfig, WorkloadConfig
 from dlsched.run.build import build_run
 from dlsched.run.params import policy
-from dlsched.sched.orders.las import LasParams
+from dlsched.sched.policies.las import LasParams
 
 
 def test_params_are_declared_and_checked():

@@ -11,7 +11,7 @@ from dlsched.kernel.entry import Kernel
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.stimuli import BindSucceeded, Evict, JobEvicted, JobSubmitted, PassRequested, WakeAt
 from dlsched.registry import make_policy
-from dlsched.sched.srtf_pred import attained
+from dlsched.sched.policies.srtf_pred import attained
 from tests.support.preemption import preemption_cluster, preemption_jobs
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.registry import FAILURE_MODELS, PLACERS, POLICIES, SPEED_MODELS, make_policy
-from dlsched.sched.orders.fifo import FifoPolicy
+from dlsched.sched.policies.fifo import FifoPolicy
 from dlsched.sched.protocols import (
     HOOKS,
     PLUGIN_FLAGS,

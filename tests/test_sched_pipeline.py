@@ -137,8 +137,8 @@ def test_registry_imports_a_policy_only_when_it_is_used() -> None:
     code = ("import sys; from dlsched.registry import POLICIES, PLACERS, make_policy; "
             "assert 'horus' in POLICIES and 'topo-aware' in PLACERS and len(list(POLICIES)) == len(POLICIES); "
             "make_policy('fifo'); "
-            "print(sorted(m for m in sys.modules if m.startswith(('dlsched.sched.horus', 'dlsched.sched.pairing', "
-            "'dlsched.sched.placers.topo', 'dlsched.sched.orders.fifo')))); "
-            "print(POLICIES['horus'].__name__, 'dlsched.sched.horus' in sys.modules)")
+            "print(sorted(m for m in sys.modules if m.startswith(('dlsched.sched.policies.horus', 'dlsched.sched.pairing_base', "
+            "'dlsched.sched.placers.topo', 'dlsched.sched.policies.fifo')))); "
+            "print(POLICIES['horus'].__name__, 'dlsched.sched.policies.horus' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert out == ["['dlsched.sched.orders.fifo']", "HorusPolicy True"]
+    assert out == ["['dlsched.sched.policies.fifo']", "HorusPolicy True"]

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from dlsched.registry import make_policy
-from dlsched.sched.orders.fifo import FifoPolicy
+from dlsched.sched.policies.fifo import FifoPolicy
 from dlsched.service.core import SchedulerCore
 from dlsched.service.pods import NodeFacts, PodFacts
 from dlsched.service.record import Recorder

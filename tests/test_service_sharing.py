@@ -172,7 +172,7 @@ def test_a_preempt_from_a_live_pass_is_counted_not_applied():
     """A policy that yields Preempt without saying so (check_policy lets it through): the running
     pod keeps its GPUs in the kernel, since nothing evicts it."""
     from dlsched.kernel.decisions import Preempt
-    from dlsched.sched.orders.fifo import FifoPolicy
+    from dlsched.sched.policies.fifo import FifoPolicy
 
     class Sneaky(FifoPolicy):
         name = "sneaky"

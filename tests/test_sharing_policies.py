@@ -11,7 +11,7 @@ from dlsched.sim.physics import Physics
 from dlsched.kernel.decisions import Start
 from dlsched.models.speed import TimeSlicedSpeed
 from dlsched.registry import make_policy
-from dlsched.sched.horus import allot
+from dlsched.sched.policies.horus import allot
 from dlsched.sched.kmeans import l1_kmeans
 from dlsched.sim import Simulator
 
@@ -153,7 +153,7 @@ def test_coscheml_default_model_is_the_pair_forest_fitted_on_the_available_profi
     from dlsched.predictors.interference.base import JobProfile
     from dlsched.predictors.interference.pair_forest import PairForest
     from dlsched.profiles import location
-    from dlsched.sched.pairing.coscheml import profile_source
+    from dlsched.sched.policies.coscheml import profile_source
     from dlsched.sched.sharing.curve import CurveSlowdown
 
     monkeypatch.setattr(location, "candidate_dirs", lambda: [tmp_path / "none", tmp_path / "half"])

@@ -17,7 +17,7 @@ lone bucket scorer             ``sched/framework.py``                     the pi
 ``free_fit``                                                              scores, reserve, permit)
 per-GPU load index             ``sched/sharing/index.py``                 the per-node scan
                                (``PlacementPipeline.use_index``)          (``shared_gpu_use``)
-room gains + Horus's carried   ``sched/roomgains.py``, ``sched/horus.py`` every pass tries every job
+room gains + Horus's carried   ``sched/roomgains.py``, ``sched/policies/horus.py`` every pass tries every job
 failures                       (``HorusPolicy.carry_failures``)
 =============================  =========================================  ==============================
 
@@ -53,7 +53,7 @@ SHORTCUTS: tuple[Shortcut, ...] = (
     Shortcut("plain start/finish", "dlsched.sim.backend", "INLINE_START", False),
     Shortcut("fast_place / free_fit", "dlsched.sched.framework:PlacementPipeline", "fast_paths", False),
     Shortcut("load index", "dlsched.sched.framework:PlacementPipeline", "use_index", False),
-    Shortcut("carried failures", "dlsched.sched.horus:HorusPolicy", "carry_failures", False),
+    Shortcut("carried failures", "dlsched.sched.policies.horus:HorusPolicy", "carry_failures", False),
 )
 
 

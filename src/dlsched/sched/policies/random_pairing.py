@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from dlsched.core.job import Job
 from dlsched.kernel.view import ClusterView
-from dlsched.sched.pairing.base import PairingParams, PairingPolicy
+from dlsched.sched.pairing_base import PairingParams, PairingPolicy
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from dlsched.kernel.decisions import Decision, Postpone, Start, Status
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
 from dlsched.sched.framework import PlacementPipeline
-from dlsched.sched.orders.fifo import FifoPolicy
+from dlsched.sched.policies.fifo import FifoPolicy
 from dlsched.sched.preemption import MIN_RUN, EvictionGuard, check_guards
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE

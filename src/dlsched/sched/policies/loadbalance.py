@@ -4,7 +4,7 @@ average utilisation is the lowest -- a heavy job goes beside a light one. No OOM
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.sched.pairing.base import PairingPolicy
+from dlsched.sched.pairing_base import PairingPolicy
 from dlsched.sched.sharing.load import pred_util
 
 

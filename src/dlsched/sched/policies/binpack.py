@@ -3,7 +3,7 @@ the most predicted memory in use that still fits the job, even while idle GPUs e
 
 from __future__ import annotations
 
-from dlsched.sched.orders.fifo import FifoPolicy
+from dlsched.sched.policies.fifo import FifoPolicy
 
 
 class BinpackPolicy(FifoPolicy):

@@ -3,7 +3,7 @@ predicted memory leaves room, the least memory-loaded GPUs first."""
 
 from __future__ import annotations
 
-from dlsched.sched.orders.fifo import FifoPolicy
+from dlsched.sched.policies.fifo import FifoPolicy
 
 
 class ObpPolicy(FifoPolicy):

@@ -8,7 +8,7 @@ first (dissimilar jobs contend for different resources). No OOM prediction.
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.sched.pairing.base import PairingPolicy
+from dlsched.sched.pairing_base import PairingPolicy
 from dlsched.sched.sharing.load import pred_mem, pred_util
 
 

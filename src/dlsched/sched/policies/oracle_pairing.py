@@ -25,7 +25,7 @@ from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
-from dlsched.sched.pairing.base import PairingParams, PairingPolicy
+from dlsched.sched.pairing_base import PairingParams, PairingPolicy
 
 
 @dataclass(frozen=True, slots=True)

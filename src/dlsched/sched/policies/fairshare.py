@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from dlsched.core.job import Job
 from dlsched.sched.ordering import OrderingPolicy
-from dlsched.sched.orders.per_user import PerUserQueue
+from dlsched.sched.per_user import PerUserQueue
 
 _RESCALE = 512.0  # half-lives after which the stored (growing) weights are brought back to 1
 

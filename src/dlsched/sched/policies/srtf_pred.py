@@ -1,6 +1,6 @@
 """SRTF on *predicted* remaining time: preemptive, not an oracle, with the preemption guards.
 
-SRTF (``sched/srtf.py``) ranks jobs by their true remaining time, which no live scheduler knows.
+SRTF (``sched/policies/srtf.py``) ranks jobs by their true remaining time, which no live scheduler knows.
 This policy ranks them by what a scheduler can know: a job's predicted duration minus the
 service it has attained (seconds it has run, over all its stints), floored at 0 -- a job that
 outlived its prediction ranks first and is not evicted. The pass (greedy cut of the VC's GPU
@@ -28,7 +28,7 @@ from dlsched.core.job import Job, JobState
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
 from dlsched.sched.preemption import check_guards
-from dlsched.sched.srtf import SrtfPolicy
+from dlsched.sched.policies.srtf import SrtfPolicy
 
 SOURCES = ("estimator", "job")
 _HOLDING = (JobState.RUNNING, JobState.ASSUMED)

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from dlsched.core.job import Job
-from dlsched.sched.pairing.base import PairingParams, PairingPolicy
+from dlsched.sched.pairing_base import PairingParams, PairingPolicy
 from dlsched.sched.sharing.curve import CurveSlowdown
 from dlsched.sched.sharing.profile import predicted_profile
 

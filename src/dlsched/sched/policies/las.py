@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from dlsched.core.job import Job
 from dlsched.sched.ordering import OrderingPolicy
-from dlsched.sched.orders.per_user import PerUserQueue
+from dlsched.sched.per_user import PerUserQueue
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,1 +1,0 @@
-"""Queue orders: each file is one OrderingPolicy subclass that only says how jobs are keyed."""
