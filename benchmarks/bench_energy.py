@@ -16,7 +16,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from dlsched.energy.series import load_node_series
-from dlsched.experiments.energy import ReplayConfig, replay_experiment, resolve_window
+from dlsched.experiments.helios.energy import ReplayConfig, replay_experiment, resolve_window
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("DLSCHED_SHARED", REPO.parent / "shared"))

@@ -10,7 +10,7 @@ written by this script, so they cannot go stale silently (the README's demo bloc
 
 Blocks: ``horus-table6`` (`dlsched reproduce horus-table6`: built-in and Lucid truths, 10 seeds),
 ``coscheml`` and ``colocation-oracle`` (10 seeds), ``horus-table7`` (3 seeds, real and perfect
-predictions; needs ../shared) and ``truths`` (:func:`dlsched.experiments.truths.why_truths_differ`,
+predictions; needs ../shared) and ``truths`` (:func:`dlsched.experiments.sharing.truths.why_truths_differ`,
 10 seeds). ``tests/test_sharing_doc_tables.py`` checks the rendering and one block.
 """
 
@@ -68,7 +68,7 @@ def block(name: str) -> str:
 def _block(name: str) -> str:
     sys.path.insert(0, str(REPO / "src"))
     if name == "truths":
-        from dlsched.experiments.truths import why_truths_differ
+        from dlsched.experiments.sharing.truths import why_truths_differ
 
         return ("`python scripts/sharing_tables.py --write --only truths` (W-Large, 10 seeds):\n\n"
                 + truths_table(why_truths_differ(list(range(10)))))

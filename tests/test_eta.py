@@ -10,7 +10,7 @@ import pytest
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job, truth_hidden
-from dlsched.experiments.eta import EtaSampler, Sample, accuracy_rows, sample_times
+from dlsched.experiments.dlsched.eta import EtaSampler, Sample, accuracy_rows, sample_times
 from dlsched.kernel.state import ClusterState
 from dlsched.registry import make_policy
 from dlsched.sim.config import SimConfig

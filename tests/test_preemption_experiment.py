@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
-from dlsched.experiments.preemption import markdown, paired_difference, table
+from dlsched.experiments.dlsched.preemption import markdown, paired_difference, table
 
 
 def test_paired_difference_hand_numbers():

@@ -95,7 +95,7 @@ def test_cluster_show_prints_the_queues_back(tmp_path) -> None:
 
 
 def test_borrowing_experiment_runs_and_pairs_seeds(tmp_path) -> None:
-    from dlsched.experiments.borrowing import main, queues_toml
+    from dlsched.experiments.dlsched.borrowing import main, queues_toml
 
     path = tmp_path / "c.toml"
     path.write_text(queues_toml({"a": 2, "b": 1}, 8, True))

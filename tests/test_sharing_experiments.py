@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from dlsched.cli.main import app
 from dlsched.core.job import Job
-from dlsched.experiments.sharing_run import PolicyRun, gain, job_metrics, run
-from dlsched.experiments.sharing_tables import colocation_oracle
+from dlsched.experiments.sharing.run import PolicyRun, gain, job_metrics, run
+from dlsched.experiments.sharing.tables import colocation_oracle
 
 runner = CliRunner()
 

@@ -14,8 +14,8 @@ from dlsched.cli.main import app
 from dlsched.core.cluster import ClusterSpec, gpu_type
 from dlsched.core.job import Job
 from dlsched.experiments.protocol import paired_gain
-from dlsched.experiments.sharing_run import PolicyRun, run
-from dlsched.experiments.sharing_tables import parse_policies
+from dlsched.experiments.sharing.run import PolicyRun, run
+from dlsched.experiments.sharing.tables import parse_policies
 from dlsched.models.truth import resolve_truth
 from dlsched.registry import make_policy
 from dlsched.sim import SimConfig, Simulator
@@ -161,7 +161,7 @@ def test_horus_f_k_changes_decisions_on_the_table7_trace(shared, monkeypatch):
     """On the first 600 Philly jobs pooled on 8 nodes (queues long enough that a pass runs out of
     room), Horus-f's k = 3 starts jobs differently from Horus's k = 1; on 300 jobs every pass
     places every pending job, so the order k sets never matters (docs/sharing-policies.md)."""
-    from dlsched.experiments.sharing_tables import horus_table7
+    from dlsched.experiments.sharing.tables import horus_table7
 
     monkeypatch.setenv("DLSCHED_SHARED", str(shared))
     rows = {r["policy"]: r for r in horus_table7([0], jobs=600, nodes=8, ks=(5,))["rows"]}
@@ -173,7 +173,7 @@ def test_horus_f_k_changes_decisions_on_the_table7_trace(shared, monkeypatch):
 def test_policy_options_go_through_the_policys_parameters():
     """`--policies` options that are parameters of the policy are typed, checked and mapped as in
     any run (random pairing's `pairing_seed` reaches its `seed`); a fitted model passes as given."""
-    from dlsched.experiments.sharing_run import PolicyRun, constructor_keywords
+    from dlsched.experiments.sharing.run import PolicyRun, constructor_keywords
 
     assert constructor_keywords(PolicyRun("h", "horus", 2, (("k", 1), ("beta", 5)))) == \
         {"k": 1, "beta": 5, "rounds": None}

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from dlsched.experiments import sharing_run
-from dlsched.experiments.sharing_run import PolicyRun, prepared, run
+from dlsched.experiments.sharing import run as sharing_run
+from dlsched.experiments.sharing.run import PolicyRun, prepared, run
 from dlsched.models.colocation_table import builtin_table
 from dlsched.models.pair_sanity import below_time_slicing
 from dlsched.models.truth import MEMORY_LOG_ERROR_DECILES, resolve_truth

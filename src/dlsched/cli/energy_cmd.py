@@ -1,6 +1,6 @@
 """``dlsched energy replay`` and ``dlsched forecast``: Cluster Energy Saving (Helios §4.3) from the shell.
 
-A thin layer over :mod:`dlsched.experiments.energy`; heavy imports (pandas, LightGBM) happen inside
+A thin layer over :mod:`dlsched.experiments.helios.energy`; heavy imports (pandas, LightGBM) happen inside
 the commands so other ``dlsched`` commands start fast. Bad input ends with one ``error:`` line
 naming the file/line/column and exit status 2, never a traceback.
 """
@@ -54,7 +54,7 @@ def _fail(message: str) -> typer.Exit:
 
 def _load(path: Path, gpus_per_node: int, eval_start: str | None, eval_end: str | None) -> tuple[Any, Any]:
     from dlsched.energy.series import SeriesError, load_node_series
-    from dlsched.experiments.energy import resolve_window
+    from dlsched.experiments.helios.energy import resolve_window
 
     try:
         series = load_node_series(path, gpus_per_node=gpus_per_node)
@@ -140,7 +140,7 @@ def replay_cmd(
     from dlsched.cli.checks import check_out_dir
     from dlsched.energy.accounting import EnergyModel
     from dlsched.energy.controller import CESParams
-    from dlsched.experiments.energy import ReplayConfig, replay_experiment
+    from dlsched.experiments.helios.energy import ReplayConfig, replay_experiment
 
     try:
         check_out_dir(out)
@@ -210,7 +210,7 @@ def forecast_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Train the node-demand forecaster and score it (SMAPE, RMSE) beside seasonal-naive baselines."""
-    from dlsched.experiments.energy import forecast_experiment
+    from dlsched.experiments.helios.energy import forecast_experiment
 
     series, window = _load(series_path, gpus_per_node, eval_start, eval_end)
     try:

@@ -3,7 +3,7 @@
 Runs each policy over the built-in workload (default) or a trace with a VC table, samples the
 forward-simulation ETA of every waiting job at ``--samples`` evenly spaced times, and prints the
 accuracy table (median absolute error, share within 10 % / 1 h, by job size) beside a naive
-estimate (:mod:`dlsched.experiments.eta`).
+estimate (:mod:`dlsched.experiments.dlsched.eta`).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """ETA accuracy: forward-simulation start-time estimates vs the actual starts, beside a naive estimate."""
         from dlsched.cli import progress
-        from dlsched.experiments.eta import run_accuracy, sample_times
+        from dlsched.experiments.dlsched.eta import run_accuracy, sample_times
 
         results = []
         with clear_errors():

@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
         """srtf-pred (with and without min_run_s / max_evictions / grace_s) vs qssf vs fifo: mean and p95 JCT,
         evictions, paired differences with 95 % CI and wins."""
         from dlsched.cli.checks import check_out_file
-        from dlsched.experiments.preemption import experiment as run
+        from dlsched.experiments.dlsched.preemption import experiment as run
 
         with clear_errors():
             if markdown is not None:

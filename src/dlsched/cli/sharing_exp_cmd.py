@@ -42,7 +42,7 @@ def _setup(truth: str, policies: str, history: Path | None, cap: int = 2, out_di
         check_out_file(history, "--history")
     if out_dir is not None:
         check_out_dir(out_dir)
-    from dlsched.experiments.sharing_tables import parse_policies
+    from dlsched.experiments.sharing.tables import parse_policies
     from dlsched.models.truth import resolve_truth
 
     extra = parse_policies(policies, cap) if policies else []
@@ -117,7 +117,7 @@ def register(app: typer.Typer) -> None:
                      predictions: PredOpt = "real", truth: TruthOpt = "builtin", policies: PoliciesOpt = "",
                      history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
         """Horus Table 6: makespan of FIFO, PAB, OBP, Horus on W-Large / W-Small (testbed: 3 x 4 RTX 2080)."""
-        from dlsched.experiments.sharing_tables import horus_table6 as run
+        from dlsched.experiments.sharing.tables import horus_table6 as run
 
         with clear_errors():
             _check_cap(cap)
@@ -143,7 +143,7 @@ def register(app: typer.Typer) -> None:
                      predictions: PredOpt = "real", truth: TruthOpt = "builtin", policies: PoliciesOpt = "",
                      history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
         """Horus Table 7: waiting time of FIFO, OBP, Horus, Horus-f on a production-like trace, and k = 3/4/5."""
-        from dlsched.experiments.sharing_tables import horus_table7 as run
+        from dlsched.experiments.sharing.tables import horus_table7 as run
 
         with clear_errors():
             _check_cap(cap)
@@ -177,7 +177,7 @@ def register(app: typer.Typer) -> None:
                  predictions: PredOpt = "real", truth: TruthOpt = "builtin", policies: PoliciesOpt = "",
                  history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
         """Co-scheML Fig. 7-9: JCT, makespan, speed, utilisation of Co-scheML, Binpack, Loadbalance, Mystic."""
-        from dlsched.experiments.sharing_tables import coscheml as run
+        from dlsched.experiments.sharing.tables import coscheml as run
 
         with clear_errors():
             if interval not in (15, 30, 60):
@@ -200,7 +200,7 @@ def register(app: typer.Typer) -> None:
                           truth: TruthOpt = "builtin", policies: PoliciesOpt = "", history: HistoryOpt = None,
                           as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
         """Share of the oracle's makespan gain (over no sharing) each policy reaches, real vs perfect predictions."""
-        from dlsched.experiments.sharing_tables import colocation_oracle as run
+        from dlsched.experiments.sharing.tables import colocation_oracle as run
 
         with clear_errors():
             _check_cap(cap)
@@ -224,7 +224,7 @@ def register(app: typer.Typer) -> None:
                 nodes: Annotated[int, typer.Option(help="one pool of N nodes (0 = the workload's own VCs)")] = 0,
                 history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
         """Any registered policies on a sharing workload beside no sharing: makespan, paired gain (95 % CI, wins)."""
-        from dlsched.experiments.sharing_tables import compare as run
+        from dlsched.experiments.sharing.tables import compare as run
         from dlsched.workloads import WORKLOADS
 
         with clear_errors():

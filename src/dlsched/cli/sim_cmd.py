@@ -265,7 +265,7 @@ def demo_sharing() -> dict:
     shipped predictors, seeds 0-2: mean makespan, average JCT (from submission) and delivered
     GPU utilisation of each policy. Co-scheML scores pairs with its default model, the random
     forest, fitted on the built-in table (whether ``../shared`` is there or not)."""
-    from dlsched.experiments.sharing_run import PolicyRun, mean_std, over_seeds
+    from dlsched.experiments.sharing.run import PolicyRun, mean_std, over_seeds
 
     specs = [PolicyRun(label, policy, cap, DEMO_SHARING_OPTIONS.get(policy, ()))
              for label, policy, cap in DEMO_SHARING_RUNS]

@@ -1,7 +1,7 @@
 """Cluster Energy Saving (Helios §4.3): node-demand forecasting, power controllers, replay, energy.
 
 Light imports only; the LightGBM forecaster lives in :mod:`dlsched.energy.forecaster` and the
-end-to-end pipeline in :mod:`dlsched.experiments.energy`.
+end-to-end pipeline in :mod:`dlsched.experiments.helios.energy`.
 """
 
 from dlsched.energy.accounting import EnergyModel

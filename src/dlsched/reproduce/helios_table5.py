@@ -25,7 +25,7 @@ class HeliosTable5(Reproduction):
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
         from dlsched.energy.controller import CESParams
         from dlsched.energy.series import load_node_series
-        from dlsched.experiments.energy import ReplayConfig, replay_experiment, resolve_window
+        from dlsched.experiments.helios.energy import ReplayConfig, replay_experiment, resolve_window
 
         series = load_node_series(ctx.data(SERIES))
         window = resolve_window(series, "2017-12-01", "2017-12-14")

@@ -1,5 +1,5 @@
 """The GPU-sharing papers (Horus TPDS'21, Co-scheML) on our engine: thin wrappers over
-:mod:`dlsched.experiments.sharing_tables` (``dlsched experiment ...``) that lay our rows beside the
+:mod:`dlsched.experiments.sharing.tables` (``dlsched experiment ...``) that lay our rows beside the
 papers' numbers. ``seeds`` (and the Table 7 scale) are constructor options so that tests can run a
 small version of the same code path; the registry holds the defaults the docs quote."""
 
@@ -51,7 +51,7 @@ def _fifo_only_seconds(workloads: tuple[str, ...], seeds: list[int], truth) -> f
     """The same workloads and seeds run with FIFO alone (the timing yardstick printed beside ours)."""
     import time
 
-    from dlsched.experiments.sharing_run import PolicyRun, over_seeds
+    from dlsched.experiments.sharing.run import PolicyRun, over_seeds
 
     t0 = time.perf_counter()
     for wl in workloads:
@@ -95,7 +95,7 @@ T6_HEADS = ["workload", "policy", "makespan dlsched (min)", "+- std", "paper (mi
 
 
 def table6_rows(res: dict) -> list[list]:
-    from dlsched.experiments.sharing_papers import HORUS_UTILISATION
+    from dlsched.experiments.sharing.papers import HORUS_UTILISATION
 
     return [[r["workload"].replace("horus-wlarge", "W-Large").replace("horus-wsmall", "W-Small"),
              r["policy"], _r(r["makespan_min"]), _r(r["makespan_std_min"]), _r(r["paper_makespan_min"]),
@@ -114,7 +114,7 @@ class HorusTable6(_Seeded):
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
         import time
 
-        from dlsched.experiments.sharing_tables import HORUS_WORKLOADS, horus_table6
+        from dlsched.experiments.sharing.tables import HORUS_WORKLOADS, horus_table6
 
         t0 = time.perf_counter()
         truth = self._truth()
@@ -154,8 +154,8 @@ class HorusTable7(_Seeded):
         self.jobs, self.nodes = jobs, nodes
 
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
-        from dlsched.experiments.sharing_papers import HORUS_K_SENSITIVITY
-        from dlsched.experiments.sharing_tables import horus_table7
+        from dlsched.experiments.sharing.papers import HORUS_K_SENSITIVITY
+        from dlsched.experiments.sharing.tables import horus_table7
 
         tables = []
         for predictions in ("real", "perfect"):
@@ -188,7 +188,7 @@ class CoScheML(_Seeded):
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
         import time
 
-        from dlsched.experiments.sharing_tables import coscheml
+        from dlsched.experiments.sharing.tables import coscheml
 
         t0 = time.perf_counter()
         truth = self._truth()
@@ -218,7 +218,7 @@ class ColocationOracle(_Seeded):
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
         import time
 
-        from dlsched.experiments.sharing_tables import colocation_oracle
+        from dlsched.experiments.sharing.tables import colocation_oracle
 
         t0 = time.perf_counter()
         truth = self._truth()

@@ -19,8 +19,8 @@ from __future__ import annotations
 import time
 
 from dlsched.experiments.protocol import paired_gain
-from dlsched.experiments.sharing_papers import COSCHEML, HORUS_TABLE6, HORUS_TABLE7, HORUS_UTILISATION
-from dlsched.experiments.sharing_run import PolicyRun, mean_std, over_seeds
+from dlsched.experiments.sharing.papers import COSCHEML, HORUS_TABLE6, HORUS_TABLE7, HORUS_UTILISATION
+from dlsched.experiments.sharing.run import PolicyRun, mean_std, over_seeds
 from dlsched.models.truth import Truth, resolve_truth
 
 HORUS_WORKLOADS = ("horus-wlarge", "horus-wsmall")

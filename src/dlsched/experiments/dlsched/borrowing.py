@@ -1,7 +1,7 @@
 """What borrowing does to queueing: fixed VCs against queues that lend and borrow.
 
-    python -m dlsched.experiments.borrowing --seeds 10            # built-in workload, FIFO and QSSF
-    python -m dlsched.experiments.borrowing --seeds 10 --philly ../shared/traces/philly
+    python -m dlsched.experiments.dlsched.borrowing --seeds 10            # built-in workload, FIFO and QSSF
+    python -m dlsched.experiments.dlsched.borrowing --seeds 10 --philly ../shared/traces/philly
 
 Each cell runs the same jobs twice through the ordinary run path (``build_run``): once on the
 cluster file whose queues have ``borrow_limit = 0`` (decision for decision the plain Helios VCs)

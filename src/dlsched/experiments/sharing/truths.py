@@ -9,7 +9,7 @@ import statistics
 from itertools import pairwise
 
 from dlsched.experiments.protocol import paired_gain
-from dlsched.experiments.sharing_run import PolicyRun, over_seeds
+from dlsched.experiments.sharing.run import PolicyRun, over_seeds
 from dlsched.models.truth import resolve_truth
 
 POLICIES = (PolicyRun("OBP", "obp", 2), PolicyRun("Horus", "horus", 2, (("k", 1),)))

@@ -1,0 +1,2 @@
+"""dlsched's own experiments, beyond the papers: queues that borrow, start-time estimates (ETA),
+and preemption with guards."""
