@@ -215,3 +215,20 @@ def test_oracles_stay_refused_and_preemptive_non_oracles_run():
         SchedulerCore.check_policy(make_policy("srtf"))
     SchedulerCore.check_policy(make_policy("pab"))
     SchedulerCore.check_policy(PredictedSrtf(make_policy("fifo").placer))
+
+
+def test_the_deploy_example_is_a_preemptible_job_the_match_rule_ties_together():
+    """deploy/preempt-job.yaml: its pods carry the dlsched.io/job label (two pods of the Job match)
+    and a grace annotation kubelet's own terminationGracePeriodSeconds does not cut short."""
+    from pathlib import Path
+
+    yaml = pytest.importorskip("yaml")
+    job, = [d for d in yaml.safe_load_all((Path(__file__).parents[1] / "deploy/preempt-job.yaml").read_text()) if d]
+    assert job["kind"] == "Job"
+    template = job["spec"]["template"]
+    pods = [pod_facts({"metadata": {**template["metadata"], "uid": f"u{i}", "name": f"resnet-train-{i}",
+                                    "namespace": "default"}, "spec": template["spec"]}) for i in range(2)]
+    assert match_key(pods[0]) == match_key(pods[1]) == ("label", "default", "resnet-train")
+    grace, bad = grace_of(pods[0], 30)
+    assert not bad and grace == 90 <= template["spec"]["terminationGracePeriodSeconds"]
+    assert pods[0].gpus == 4
