@@ -1,4 +1,5 @@
-"""Durable state of the live service: GPU slot assignments and the decision log (SQLAlchemy).
+"""Durable state of the live service: GPU slot assignments, the decision log and eviction
+intents (SQLAlchemy).
 
 SQLite in WAL mode by default (``sqlite:///dlsched.db``), PostgreSQL by URL
 (``postgresql+psycopg://user@host:port/db``). Every nomination (assume) inserts one row per
@@ -11,7 +12,9 @@ mode, PostgreSQL ``synchronous_commit=off``): atomic, visible to every other con
 checked by the constraint, but a power cut may lose the last ones, which a restart drops anyway
 (it keeps only pods the API server shows bound). Log-only entries (``submit``) are written by the
 next transaction, before its own rows, or by the next read. Every other write (bind, confirm,
-adopt, release, reconcile) waits for the disk, and with it everything committed before it.
+adopt, release, reconcile, an eviction intent and its completion) waits for the disk, and with it
+everything committed before it. An eviction intent is committed before the Eviction API is called,
+so a restart completes it rather than deciding it again (docs/service.md).
 
 SQLite's checkpoints (the WAL copied into the database file, with an fsync of each) run in a
 thread of their own every second, not inside whichever commit crossed the WAL's size limit: that
