@@ -710,7 +710,7 @@ class SchedulerCore:
         self._handle(JobSubmitted(job), now)
         self.counters["evicted jobs re-queued"] += 1
         self.store.log("requeue", pod.uid, pod.key, now,
-                       detail=f"replaces evicted {previous}: attained {job.attained:.0f} GPU-s, "
+                       detail=f"replaces evicted {previous}: attained {job.attained:.1f} GPU-s, "
                               f"evictions {job.preemptions}")
         self._record("requeue", uid=pod.uid, pod=pod.key, replaces=previous, attained=job.attained,
                      evictions=job.preemptions, submit_time=job.submit_time)
