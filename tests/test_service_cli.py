@@ -15,9 +15,8 @@ runner = CliRunner()
 @pytest.mark.parametrize("args, message", [
     (["--policy", "nope"], "unknown policy 'nope'"),
     (["--policy", "sjf"], "policy sjf is an oracle"),
-    (["--policy", "srtf"], "policy srtf is an oracle"),
+    (["--policy", "srtf"], "(srtf-pred is SRTF by predicted remaining time)"),
     (["--policy", "oracle-pairing"], "policy oracle-pairing is an oracle"),
-    (["--policy", "pab"], "policy pab preempts running jobs"),
     (["--placement", "best-fit:x"], "the weight after ':' must be a number"),
     (["--kubeconfig", "/no/such/kubeconfig"], "--kubeconfig: /no/such/kubeconfig does not exist"),
     (["--vc-map", "team-a"], "--vc-map: 'team-a' is not NAMESPACE=VC"),

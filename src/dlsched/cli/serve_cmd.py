@@ -15,8 +15,9 @@ from dlsched.cli.common import clear_errors, console
 def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve(
-        policy: str = typer.Option("fifo", help="policy from the registry (fifo, qssf, horus, ...; oracle and "
-                                   "preemptive policies cannot run live)"),
+        policy: str = typer.Option("fifo", help="policy from the registry (fifo, qssf, horus, pab, ...; oracle "
+                                   "policies cannot run live; a preemptive one evicts pods through the "
+                                   "Eviction API)"),
         placement: Optional[str] = typer.Option(None, help="placement from the registry, or name:weight,... "
                                                 "(default: the policy's own, e.g. horus-cost for horus)"),
         backfill: bool = typer.Option(False, help="let later jobs start in gaps the head job cannot use"),
@@ -71,6 +72,9 @@ def register(app: typer.Typer) -> None:
         queues_configmap: str = typer.Option("dlsched/dlsched-queues", help="NAMESPACE/NAME of the ConfigMap whose "
                                              "queues.toml key holds [[queues]] tables (read at start and every 10 s; "
                                              "'' : none)"),
+        grace_seconds: Optional[int] = typer.Option(None, min=0, max=86400, help="grace period (s) of an "
+                                                    "eviction when the pod has no dlsched.io/grace-seconds "
+                                                    "annotation (default: the policy's grace_s, else 30)"),
     ) -> None:
         """Run the kube-scheduler extender (filter, prioritize, bind) and the operator API."""
         with clear_errors():
@@ -85,7 +89,7 @@ def register(app: typer.Typer) -> None:
                                          max_jobs_per_gpu, model_dir, predict_resources, gpu, record,
                                          observe_after, election, unseen_pod_ttl, nudge,
                                          eta_interval=eta_interval, eta_threshold=eta_threshold,
-                                         queues_configmap=queues_configmap)
+                                         queues_configmap=queues_configmap, grace_seconds=grace_seconds)
         import uvicorn
 
         placed_by = getattr(service.core.policy, "placement_name", placement)
@@ -123,7 +127,7 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
                   predict_resources: bool = False, gpu: str = "V100", record: Path | None = None,
                   observe_after: float = 60.0, election=None, unseen_pod_ttl: float = 30.0,
                   nudge: bool = True, eta_interval: float = 5.0, eta_threshold: float = 60.0,
-                  queues_configmap: str = "dlsched/dlsched-queues"):
+                  queues_configmap: str = "dlsched/dlsched-queues", grace_seconds: int | None = None):
     """Everything ``serve`` starts, checked in order; bad input raises ValueError naming the option."""
     try:
         import fastapi  # noqa: F401
@@ -177,6 +181,8 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
         recorder = Recorder(record)
     core = SchedulerCore(pol, store, mapping, max_jobs_per_gpu, default_gpu=gtype, predict=predict,
                          recorder=recorder)
+    if grace_seconds is not None:
+        core.default_grace = grace_seconds
     chosen = bool(token)
     token = token or secrets.token_urlsafe(24)
     try:

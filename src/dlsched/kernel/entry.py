@@ -63,8 +63,9 @@ class ActionLog:
 
     def preempted(self, decision: Preempt, moved: Iterable[Job], now: float) -> None:
         reason = decision[1] or "preempted by the policy"  # the policy's why, and for whom
-        self.actions.append(Evict(decision[0], reason if decision[2] is None else
-                                  f"{reason}; for job {decision[2].job_id}"))
+        for_job = decision[2]
+        self.actions.append(Evict(decision[0], reason if for_job is None else f"{reason}; for job {for_job.job_id}",
+                                  for_job))
 
     def postponed(self, decision: Postpone, now: float) -> None:
         self.actions.append(Postponed(decision[0], decision[1]))

@@ -109,10 +109,12 @@ class Bind(NamedTuple):
 
 class Evict(NamedTuple):
     """Stop ``job`` so that it queues again (live: through the Eviction API, with a grace period
-    to checkpoint); the driver reports :class:`JobEvicted` once it is gone."""
+    to checkpoint); the driver reports :class:`JobEvicted` once it is gone. ``for_job``: the job
+    the policy makes room for, when it says."""
 
     job: Job
     reason: str
+    for_job: Job | None = None
 
 
 class Postponed(NamedTuple):

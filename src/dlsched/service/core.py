@@ -37,6 +37,7 @@ from dlsched.kernel.stimuli import (
     BindFailed,
     BindSucceeded,
     Evict,
+    JobEvicted,
     JobFailed,
     JobFinished,
     JobSubmitted,
@@ -51,6 +52,7 @@ from dlsched.kernel.stimuli import (
 )
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.indexes import attach_plugins
+from dlsched.service.evictions import EvictionBook, Intent, grace_of, match_key, policy_grace
 from dlsched.service.pods import (
     BATCH_ANNOTATION,
     GPUS_ANNOTATION,
@@ -100,6 +102,9 @@ class SchedulerCore:
         self.kernel = Kernel(self.state, policy, assume=True, view=self.view)
         self.decider = self.kernel.decider
         self.timers: list[tuple[float, int]] = []   # (time, VC index) heap of the policy's WakeAt requests
+        self.evictions = EvictionBook()             # evictions in flight, evicted jobs awaiting their new pod
+        self.evictor: Callable[[Intent], None] | None = None   # hands an intent to the Eviction API caller
+        self.default_grace = policy_grace(policy)   # seconds, when a pod has no dlsched.io/grace-seconds
         # the queue is ordered by policy.key (FIFO, QSSF, ...), or by arrival (Horus's ArrivalQueue)
         self.keyed = isinstance(policy.new_queue(), KeyedQueue)
         self.lock = threading.RLock()
@@ -155,13 +160,13 @@ class SchedulerCore:
 
     @staticmethod
     def check_policy(policy) -> None:
-        """Live scheduling has no ground truth and does not preempt pods (docs/service.md)."""
+        """Live scheduling has no ground truth: an oracle is refused. A preemptive policy runs
+        (its Preempt becomes an eviction through the Eviction API; docs/service.md)."""
         if getattr(policy, "oracle", False):
+            hint = (" (srtf-pred is SRTF by predicted remaining time)"
+                    if getattr(policy, "preemptive", False) else "")
             raise ValueError(f"policy {policy.name} is an oracle (it reads the true durations or co-location "
-                             f"speeds a simulation knows): a live cluster has no such ground truth")
-        if getattr(policy, "preemptive", False) or getattr(policy, "requeues_running", False):
-            raise ValueError(f"policy {policy.name} preempts running jobs: the live service does not evict pods "
-                             f"(docs/service.md: 'Policies that cannot run live')")
+                             f"speeds a simulation knows): a live cluster has no such ground truth{hint}")
 
     # -- time ----------------------------------------------------------------------------
     def now(self) -> float:
@@ -240,6 +245,10 @@ class SchedulerCore:
                 self._zero_gpu_seen(pod)
                 return
             self.unseen.pop(pod.uid, None)
+            if pod.uid in self.evictions.inflight:
+                pod = self._evicting_pod_seen(pod)
+                if pod is None:
+                    return
             if not pod.terminal:
                 self.key_uid[pod.key] = pod.uid
             elif self.key_uid.get(pod.key) == pod.uid:
@@ -324,7 +333,9 @@ class SchedulerCore:
             self.zero_gpu.pop(uid, None)
             self.unseen.pop(uid, None)
             job = self.jobs.get(uid)
-            if job is not None:
+            if job is not None and uid in self.evictions.inflight:
+                self._evicted(job, "pod deleted after its eviction")
+            elif job is not None:
                 self._end(job, self.pods[uid], "pod deleted")
 
     def _new_job(self, pod: PodFacts, vc: str) -> Job:
@@ -365,6 +376,9 @@ class SchedulerCore:
             self.parked[pod.uid] = pod
             self.waiting[pod.uid] = problem
             return
+        if self.evictions.inflight or self.evictions.awaiting:
+            if self._replacement_seen(pod):
+                return
         self.parked.pop(pod.uid, None)
         self.waiting.pop(pod.uid, None)
         job = self._new_job(pod, vc)
@@ -584,9 +598,164 @@ class SchedulerCore:
                 self._carry_out(actions, now)
             return fired
 
+    # -- live preemption (service/evictions.py: the book; service/evictor.py: the API calls) ----
     def _evict(self, action: Evict, now: float) -> None:
-        """A preemption decided live: nothing evicts pods yet (the pod keeps running and its GPUs)."""
-        self.counters["preemptions not carried out"] += 1
+        """A preemption decided live: the intent goes to the store first (a restart completes it,
+        never decides it twice), then to the evictor. The job keeps its GPUs until its pod is
+        gone. An eviction in flight is not asked for again; a nomination is simply withdrawn."""
+        job = action.job
+        uid = job.job_id
+        book = self.evictions
+        if uid in book.inflight:
+            self.counters["evictions already in flight"] += 1
+            return
+        if job.state is ASSUMED:   # not bound yet: nothing to evict, the nomination goes back
+            self._forget(job, f"preempted before its bind: {action.reason}")
+            self.counters["nominations withdrawn by a preemption"] += 1
+            return
+        if job.state is not RUNNING or uid not in self.pods:
+            return
+        pod = self.pods[uid]
+        for_job = action.for_job or self._evicted_for(job)
+        for_pod = self.pods[for_job.job_id].key if for_job is not None and for_job.job_id in self.pods else ""
+        grace, bad = grace_of(pod, self.default_grace)
+        if bad:
+            self.counters["bad grace-seconds annotations"] += 1
+        intent_id = self.store.evict_intent(uid, pod.key, for_pod, action.reason, grace, now)
+        book.inflight[uid] = intent_id
+        self.counters["evictions requested"] += 1
+        self._record("evict", uid=uid, pod=pod.key, **{"for": for_pod}, why=action.reason, grace_s=grace)
+        intent = Intent(intent_id, uid, pod.namespace, pod.name, for_pod, action.reason, grace)
+        if self.evictor is not None:
+            self.evictor(intent)
+        else:
+            self.counters["evictions without an API server"] += 1
+
+    def _evicted_for(self, job: Job) -> Job | None:
+        """The pending job a preemption makes room for, when the decision does not say: the
+        first in the policy's order of the evicted job's VC."""
+        queue = job.vc_state.queue
+        return min(queue, key=self._rank, default=None)
+
+    def _evicting_pod_seen(self, pod: PodFacts) -> PodFacts | None:
+        """A pod being evicted: while it checkpoints (deletion pending, not yet Failed or
+        Succeeded) it keeps its GPUs, so it is read as running; Failed: it is gone (the job is
+        evicted); Succeeded: it finished first (the normal end). None when nothing else is to do."""
+        if pod.phase == "Failed":
+            job = self.jobs.get(pod.uid)
+            if job is not None:
+                self._evicted(job, "pod failed after its eviction")
+            return None
+        if pod.phase == "Succeeded":
+            self.evictions.inflight.pop(pod.uid, None)
+            self.evictions.terminating.discard(pod.uid)
+            return pod
+        if pod.deleting:
+            self.evictions.terminating.add(pod.uid)
+            return replace(pod, deleting=False)
+        return pod
+
+    def _evicted(self, job: Job, why: str) -> None:
+        """The evicted pod is gone: the kernel stops the job (``JobEvicted``: attained service
+        booked, re-queued); it then waits out of the queue for the pod its controller creates
+        again (:func:`match_key`), or ends when nothing will (a bare pod)."""
+        now = self.now()
+        uid = job.job_id
+        pod = self.pods[uid]
+        self.evictions.inflight.pop(uid, None)
+        self.evictions.terminating.discard(uid)
+        if job.state is RUNNING:
+            self._handle(JobEvicted(job), now)
+        self.store.release(uid, pod.key, "preempted", now, detail=why)
+        self._record("evicted", uid=uid, why=why)
+        key = match_key(pod)
+        if key is None or job.state is not PENDING:
+            self.counters["evicted pods without a controller (ended)"] += 1
+            if job.state is PENDING:
+                self._end(job, pod, f"{why}; no controller re-creates it")
+            return
+        self._handle(JobWithdrawn(job, f"{why}; waiting for its controller's new pod"), now)
+        for table in (self.jobs, self.pods, self.slots, self.waiting, self.observed, self.offered, self.last_outcome):
+            table.pop(uid, None)
+        self.ended[uid] = None
+        if self.key_uid.get(pod.key) == uid:
+            del self.key_uid[pod.key]
+        self.evictions.keep(key, job)
+        self.counters["evicted jobs awaiting their new pod"] += 1
+        for other, waiting in list(self.parked.items()):   # a new pod seen while this one checkpointed
+            if match_key(waiting) == key and not waiting.node_name:
+                self._submit(waiting)
+
+    def _replacement_seen(self, pod: PodFacts) -> bool:
+        """A new pending pod: the replacement of an evicted job (it takes the job over: queue
+        entry, attained service, eviction count, submit time), or of a pod still checkpointing
+        (parked until that one is gone). False: an ordinary new pod."""
+        book = self.evictions
+        old = book.replaced_by(pod, self.pods)
+        if old is not None:
+            self.parked[pod.uid] = pod
+            self.waiting[pod.uid] = f"replaces {self.pods[old].key}, which is being evicted (grace period)"
+            return True
+        key = match_key(pod)
+        job = book.awaiting.pop(key, None) if key is not None else None
+        if job is None:
+            return False
+        now = self.now()
+        self.parked.pop(pod.uid, None)
+        self.waiting.pop(pod.uid, None)
+        previous = job.job_id
+        job.job_id, job.name = pod.uid, pod.name
+        self.jobs[pod.uid] = job
+        self.pods[pod.uid] = pod
+        self._handle(JobSubmitted(job), now)
+        self.counters["evicted jobs re-queued"] += 1
+        self.store.log("requeue", pod.uid, pod.key, now,
+                       detail=f"replaces evicted {previous}: attained {job.attained:.1f} GPU-s, "
+                              f"evictions {job.preemptions}")
+        self._record("requeue", uid=pod.uid, pod=pod.key, replaces=previous, attained=job.attained,
+                     evictions=job.preemptions, submit_time=job.submit_time)
+        return True
+
+    def load_evictions(self, rows: list[dict]) -> None:
+        """At start-up, before the pods are listed: the store's intents whose pods may still be
+        there, so that their deletion reads as an eviction and none is asked for again."""
+        for row in rows:
+            self.evictions.inflight[row["pod_uid"]] = row["id"]
+            if row["state"] == "pending":
+                self.evictions.resume.append(row)
+
+    def resume_evictions(self) -> tuple[int, int]:
+        """After the pods are listed: a pending intent whose pod still runs is handed to the
+        evictor (once, under its own id); one whose pod is gone is marked done. Intents of pods
+        not listed are dropped from the book. Returns (resumed, closed)."""
+        with self.lock:
+            book = self.evictions
+            resumed = closed = 0
+            now = self.now()
+            for row in book.resume:
+                uid = row["pod_uid"]
+                job = self.jobs.get(uid)
+                if job is not None and job.state is RUNNING and uid not in book.terminating:
+                    pod = self.pods[uid]
+                    intent = Intent(row["id"], uid, pod.namespace, pod.name, row["for_pod"], row["reason"],
+                                    int(row["grace_s"]))
+                    if self.evictor is not None:
+                        self.evictor(intent)
+                        resumed += 1
+                        continue
+                self.store.evict_done(row["id"], "the pod was gone or terminating at restart: not sent", now)
+                closed += 1
+            book.resume.clear()
+            for uid in [u for u in book.inflight if u not in self.jobs]:
+                del book.inflight[uid]
+            self.counters["eviction intents resumed at start-up"] += resumed
+            return resumed, closed
+
+    def eviction_sent(self, intent: Intent, outcome: str) -> None:
+        """The evictor's report: the Eviction API accepted (or the pod was gone)."""
+        with self.lock:
+            self.counters[f"evictions {outcome}"] += 1
+            self.store.evict_done(intent.intent_id, outcome, self.now())
 
     def _nominate(self, decision: Bind, now: float) -> tuple[str, str] | None:
         """Book an assumed start as a nomination (store first). Returns None, or (counter, why)

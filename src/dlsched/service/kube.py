@@ -327,6 +327,46 @@ class KubeBridge:
                 return str(exc)
         return "(422) the pod is bound already or has another uid"
 
+    # -- live preemption -------------------------------------------------------------------
+    def evict(self, intent) -> str:
+        """POST the pod's ``eviction`` subresource (``policy/v1beta1``, what v1.20 serves) with the
+        intent's grace period and a uid precondition (a new pod of the same name is never
+        evicted). 'accepted'; 'gone' (404, or the uid precondition failed: 409); 'retry: 429 ...'
+        (a PodDisruptionBudget refuses it now); 'retry: ...' for anything else."""
+        from kubernetes.client.exceptions import ApiException
+
+        body = {"apiVersion": "policy/v1beta1", "kind": "Eviction",
+                "metadata": {"name": intent.name, "namespace": intent.namespace},
+                "deleteOptions": {"gracePeriodSeconds": intent.grace_s, "preconditions": {"uid": intent.uid}}}
+        try:
+            _read(self.api.create_namespaced_pod_eviction(intent.name, intent.namespace, body,
+                                                          _preload_content=False))
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return "gone"
+            return f"retry: {exc.status} {_message(exc)}"
+        except Exception as exc:  # noqa: BLE001 - the API server may be away: tried again
+            return f"retry: {exc}"
+        return "accepted"
+
+    def preempted_event(self, intent, component: str = "dlsched") -> str:
+        """A ``Preempted`` event on the evicted pod (kube-scheduler's reason for its own
+        preemptions), naming the pod it was evicted for and why; '' or the error."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        message = (f"evicted by {component} for {intent.for_pod or 'a pending pod'}: {intent.reason} "
+                   f"(grace {intent.grace_s} s)")
+        body = {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{intent.name}.", "namespace": intent.namespace},
+                "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": intent.namespace,
+                                   "name": intent.name, "uid": intent.uid},
+                "reason": "Preempted", "message": message[:1024], "type": "Normal",
+                "source": {"component": component}, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
+        try:
+            _read(self.api.create_namespaced_event(intent.namespace, body, _preload_content=False))
+        except Exception as exc:  # noqa: BLE001 - an event is best effort
+            return str(exc)
+        return ""
+
     def create_pod(self, namespace: str, body: dict) -> dict:
         """Create a pod (operator API's submit); ValueError with the API server's reason if refused."""
         from kubernetes.client.exceptions import ApiException

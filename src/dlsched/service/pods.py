@@ -102,6 +102,8 @@ class PodFacts:
     scheduler_name: str = "default-scheduler"
     labels: dict = field(default_factory=dict)
     annotations: dict = field(default_factory=dict)
+    owner_uid: str = ""        # the controlling owner's uid (a Job, ReplicaSet ...): matches a re-created pod
+    generate_name: str = ""    # metadata.generateName: the name prefix a controller gives its pods
 
     @property
     def key(self) -> str:
@@ -142,7 +144,18 @@ def pod_facts(pod: object) -> PodFacts:
         raise PodError("Pod.spec.nodeName and Pod.status.phase must be strings")
     return PodFacts(uid, ns, name, gpus, node, phase, bool(meta.get("deletionTimestamp")),
                     parse_time(meta.get("creationTimestamp")), str(spec.get("schedulerName") or "default-scheduler"),
-                    labels, annotations)
+                    labels, annotations, _controller_uid(meta), str(meta.get("generateName") or ""))
+
+
+def _controller_uid(meta: dict) -> str:
+    """The uid of the pod's controlling owner reference ('' when none)."""
+    refs = meta.get("ownerReferences")
+    if not isinstance(refs, list):
+        return ""
+    for ref in refs:
+        if isinstance(ref, dict) and ref.get("controller") and isinstance(ref.get("uid"), str):
+            return ref["uid"]
+    return ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,10 @@ Kinds: ``config`` (policy, placement, backfill, max_jobs_per_gpu), ``node`` (nam
 gpu_type, cordoned), ``node_gone``, ``submit`` (uid, pod, vc, gpus, submit_time, model,
 batch_size, pred_gpu_util, pred_gpu_mem_mib), ``start`` (uid, node, gpus), ``confirm``,
 ``forget``, ``finish``, ``withdraw``, ``observe`` (uid, gpu_util, gpu_mem_mib), ``adopted`` (uid,
-node, gpus: a pod bound outside the service, booked as it stands), ``evict`` (uid, for, why).
+node, gpus: a pod bound outside the service, booked as it stands), ``evict`` (uid, pod, for,
+why, grace_s: an eviction intent, written before the Eviction API is called), ``evicted`` (uid,
+why: the evicted pod is gone), ``requeue`` (uid, pod, replaces, attained, evictions,
+submit_time: a controller's new pod took an evicted job over).
 Every line has ``at``: the service's clock.
 
 ``stimulus`` lines are what the service handed the kernel (:func:`stimulus_fields`), in order:
@@ -45,6 +48,8 @@ def stimulus_fields(stimulus: object, state) -> dict:
         if name == "JobSubmitted":
             out.update(vc=job.vc, gpus=job.gpus, submit_time=job.submit_time, user=job.user, name=job.name,
                        model=job.model_name or job.onnx_ref, batch_size=job.batch_size)
+            if job.preemptions:   # an evicted job's new pod: what it brings along
+                out.update(attained=job.attained, evictions=job.preemptions)
         if name in ("JobSubmitted", "PredictionCorrected"):
             out.update(pred_gpu_util=job.pred_gpu_util, pred_gpu_mem_mib=job.pred_gpu_mem_mib,
                        pred_duration=job.pred_duration)

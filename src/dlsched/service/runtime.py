@@ -83,6 +83,7 @@ class LiveService:
     queues_configmap: str = "dlsched/dlsched-queues"   # NAMESPACE/NAME of the queue ConfigMap ('' : none)
     queues_interval: float = 10.0    # seconds between reads of it
     queues: object | None = None     # the LiveQueues (docs/queues.md)
+    evictor: object | None = None    # the Evictor (service/evictor.py), once started
     _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
     _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) a nudge wrote
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -94,8 +95,10 @@ class LiveService:
         if self.bridge is None:
             self.started = True
             return {}
+        self.core.load_evictions(self.core.store.eviction_rows())   # before the pods: their deletions are evictions
         node_rv, pod_rv, holding = self.bridge.reconcile()
         dropped = self.core.store.reset_assignments(holding, self.core.now())
+        resumed = self.start_evictor()
         if self.nudge and hasattr(self.bridge, "touch"):
             self.core.nudge = lambda pod, node, gpus, waited: self._nudges.put((pod, node, gpus, waited))
             threading.Thread(target=self._nudger, name="nudge", daemon=True).start()
@@ -106,7 +109,20 @@ class LiveService:
         self.start_queues()
         self.start_timers()
         self.started = True
-        return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped}
+        return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped,
+                "eviction_intents_resumed": resumed[0], "eviction_intents_closed": resumed[1]}
+
+    def start_evictor(self) -> tuple[int, int]:
+        """The thread that carries out eviction intents (service/evictor.py), then the intents a
+        killed process left pending; returns (resumed, closed)."""
+        if getattr(self.bridge, "evict", None) is not None and self.evictor is None:
+            from dlsched.service.evictor import Evictor
+
+            self.evictor = Evictor(self.bridge.evict, self.core.eviction_sent,
+                                   getattr(self.bridge, "preempted_event", None))
+            self.core.evictor = self.evictor.submit
+            threading.Thread(target=self.evictor.run, args=(self._done,), name="evict", daemon=True).start()
+        return self.core.resume_evictions()
 
     # -- leader election -------------------------------------------------------------------
     def attach_elector(self, elector) -> None:

@@ -1,4 +1,5 @@
-"""Durable state of the live service: GPU slot assignments and the decision log (SQLAlchemy).
+"""Durable state of the live service: GPU slot assignments, the decision log and eviction
+intents (SQLAlchemy).
 
 SQLite in WAL mode by default (``sqlite:///dlsched.db``), PostgreSQL by URL
 (``postgresql+psycopg://user@host:port/db``). Every nomination (assume) inserts one row per
@@ -11,7 +12,9 @@ mode, PostgreSQL ``synchronous_commit=off``): atomic, visible to every other con
 checked by the constraint, but a power cut may lose the last ones, which a restart drops anyway
 (it keeps only pods the API server shows bound). Log-only entries (``submit``) are written by the
 next transaction, before its own rows, or by the next read. Every other write (bind, confirm,
-adopt, release, reconcile) waits for the disk, and with it everything committed before it.
+adopt, release, reconcile, an eviction intent and its completion) waits for the disk, and with it
+everything committed before it. An eviction intent is committed before the Eviction API is called,
+so a restart completes it rather than deciding it again (docs/service.md).
 
 SQLite's checkpoints (the WAL copied into the database file, with an fsync of each) run in a
 thread of their own every second, not inside whichever commit crossed the WAL's size limit: that
@@ -70,6 +73,21 @@ decisions = Table(
     Column("node", String(253), nullable=False, default=""),
     Column("gpus", String(256), nullable=False, default=""),
     Column("detail", Text, nullable=False, default=""),
+)
+
+
+evictions = Table(
+    "evictions", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pod_uid", String(64), nullable=False, index=True),
+    Column("pod", String(512), nullable=False),
+    Column("decision_id", Integer, nullable=False),      # the ``evict`` entry of the decision log
+    Column("for_pod", String(512), nullable=False, default=""),
+    Column("reason", Text, nullable=False, default=""),
+    Column("grace_s", Integer, nullable=False),
+    Column("state", String(16), nullable=False),        # pending (intent written) | done (API called)
+    Column("at", Float, nullable=False),
+    Column("outcome", Text, nullable=False, default=""),
 )
 
 
@@ -255,6 +273,40 @@ class Store:
                 conn.execute(INSERT_DECISION, _decision(now, "reconcile", "", "",
                                                         detail=json.dumps({"dropped": len(stale)})))
         return len(stale)
+
+    # -- eviction intents (written before the Eviction API is called: docs/service.md) ----------
+    def evict_intent(self, pod_uid: str, pod: str, for_pod: str, reason: str, grace_s: int, now: float) -> int:
+        """Record the intent to evict ``pod`` (durable, with its ``evict`` decision-log entry)
+        before any API call, so that a restart completes it instead of deciding it again.
+        Returns the intent's id."""
+        detail = f"evicted {pod} for {for_pod or '(no pending pod named)'}: {reason} (grace {grace_s} s)"
+        with self._lock, self._write() as conn:
+            did = conn.execute(INSERT_DECISION, _decision(now, "evict", pod_uid, pod, detail=detail)).inserted_primary_key[0]
+            return conn.execute(insert(evictions), {
+                "pod_uid": pod_uid, "pod": pod, "decision_id": did, "for_pod": for_pod, "reason": reason,
+                "grace_s": grace_s, "state": "pending", "at": now, "outcome": ""}).inserted_primary_key[0]
+
+    def evict_done(self, intent_id: int, outcome: str, now: float) -> bool:
+        """Mark an intent done (the API call was made, or the pod was gone); False when it was
+        done already (nothing is written twice)."""
+        with self._lock, self._write() as conn:
+            row = conn.execute(select(evictions).where(evictions.c.id == intent_id)).first()
+            if row is None or row.state == "done":
+                return False
+            conn.execute(update(evictions).where(evictions.c.id == intent_id).values(state="done", outcome=outcome))
+            conn.execute(INSERT_DECISION, _decision(now, "evicted", row.pod_uid, row.pod,
+                                                    detail=f"intent {intent_id}: {outcome}"))
+            return True
+
+    def eviction_rows(self, state: str | None = None, limit: int = 10_000) -> list[dict]:
+        """Eviction intents, oldest first (``state``: only pending or only done ones); the newest
+        ``limit`` of them."""
+        self._flush()
+        with self.engine.connect() as conn:
+            q = select(evictions).order_by(evictions.c.id.desc()).limit(limit)
+            if state is not None:
+                q = q.where(evictions.c.state == state)
+            return [dict(r._mapping) for r in conn.execute(q)][::-1]
 
     # -- reads -----------------------------------------------------------------------------
     def assignment_rows(self) -> list[dict]:

@@ -1,0 +1,58 @@
+"""Eviction intents in the durable store, on SQLite and on PostgreSQL: written with their
+decision-log entry, marked done once (a second completion writes nothing), read back by state
+by a second store on the same database (what a restarted process sees)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("sqlalchemy")
+
+from dlsched.service.store import Store, metadata  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    from support.postgres import Postgres, pg_bindir
+
+    if pg_bindir() is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
+    pytest.importorskip("psycopg")
+    pg = Postgres().start()
+    try:
+        yield pg.url
+    finally:
+        pg.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/store.db"
+    base = request.getfixturevalue("postgres_url")
+    store = Store(base)
+    metadata.drop_all(store.engine)
+    store.close()
+    return base
+
+
+def test_an_intent_is_durable_done_once_and_seen_by_a_restarted_store(url):
+    store = Store(url)
+    first = store.evict_intent("u1", "default/long-0", "default/short-0", "preempted by the policy", 5, 100.0)
+    second = store.evict_intent("u2", "default/long-1", "", "why", 30, 101.0)
+    store.close()
+
+    again = Store(url)   # a restarted process
+    pending = again.eviction_rows("pending")
+    assert [(r["id"], r["pod"], r["for_pod"], r["grace_s"]) for r in pending] == [
+        (first, "default/long-0", "default/short-0", 5), (second, "default/long-1", "", 30)]
+    log = again.decision_log()
+    assert [d["kind"] for d in log] == ["evict", "evict"] and pending[0]["decision_id"] == log[0]["id"]
+    assert log[1]["detail"] == "evicted default/long-1 for (no pending pod named): why (grace 30 s)"
+    assert again.evict_done(first, "accepted", 102.0) is True
+    assert again.evict_done(first, "accepted", 103.0) is False   # never done twice
+    assert [r["id"] for r in again.eviction_rows("pending")] == [second]
+    assert [(r["id"], r["outcome"]) for r in again.eviction_rows("done")] == [(first, "accepted")]
+    assert [d["kind"] for d in again.decision_log()].count("evicted") == 1
+    assert again.evict_done(9999, "accepted", 104.0) is False
+    again.close()
