@@ -102,6 +102,7 @@ class PodFacts:
     scheduler_name: str = "default-scheduler"
     labels: dict = field(default_factory=dict)
     annotations: dict = field(default_factory=dict)
+    owner: str = ""   # the controller owner as "Kind/name/uid" (a gang by owner: service/gangs.py)
 
     @property
     def key(self) -> str:
@@ -142,7 +143,16 @@ def pod_facts(pod: object) -> PodFacts:
         raise PodError("Pod.spec.nodeName and Pod.status.phase must be strings")
     return PodFacts(uid, ns, name, gpus, node, phase, bool(meta.get("deletionTimestamp")),
                     parse_time(meta.get("creationTimestamp")), str(spec.get("schedulerName") or "default-scheduler"),
-                    labels, annotations)
+                    labels, annotations, _controller(meta.get("ownerReferences")))
+
+
+def _controller(refs: object) -> str:
+    """The controller among a pod's ownerReferences as ``Kind/name/uid``; '' when none."""
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, dict) and ref.get("controller") and all(isinstance(ref.get(k), str) for k in
+                                                                     ("kind", "name", "uid")):
+            return f"{ref['kind']}/{ref['name']}/{ref['uid']}"
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
