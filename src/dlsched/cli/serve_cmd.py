@@ -71,6 +71,12 @@ def register(app: typer.Typer) -> None:
         queues_configmap: str = typer.Option("dlsched/dlsched-queues", help="NAMESPACE/NAME of the ConfigMap whose "
                                              "queues.toml key holds [[queues]] tables (read at start and every 10 s; "
                                              "'' : none)"),
+        gang_permit_timeout: float = typer.Option(8.0, min=0.1, max=3600.0, help="seconds a gang pod's bind waits "
+                                                  "for the gang's other pods (keep it below kube-scheduler's "
+                                                  "extender httpTimeout)"),
+        gang_arrival_timeout: float = typer.Option(120.0, min=0.1, help="seconds after which a gang whose pods "
+                                                   "have not all arrived is reported, and a nominated gang whose "
+                                                   "pods did not reach bind is released"),
     ) -> None:
         """Run the kube-scheduler extender (filter, prioritize, bind) and the operator API."""
         with clear_errors():
@@ -86,6 +92,8 @@ def register(app: typer.Typer) -> None:
                                          observe_after, election, unseen_pod_ttl, nudge,
                                          eta_interval=eta_interval, eta_threshold=eta_threshold,
                                          queues_configmap=queues_configmap)
+            service.core.gangs.permit_timeout = gang_permit_timeout     # service/gangs.py
+            service.core.gangs.arrival_timeout = gang_arrival_timeout
         import uvicorn
 
         placed_by = getattr(service.core.policy, "placement_name", placement)
