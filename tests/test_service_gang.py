@@ -264,3 +264,46 @@ def test_the_simulator_and_the_service_place_the_same_gang_the_same_way(sizes):
         [node] = core.verdict(p, names)[0]
         per_node[node] = per_node.get(node, 0) | sum(1 << g for g, _ in core.slots[p.uid])
     assert per_node == dict(sim["gang"])
+
+
+# -- deploy/ examples ------------------------------------------------------------------------
+def test_the_deploy_gang_examples_read_as_one_gang_of_4_pods_of_8_gpus():
+    from pathlib import Path
+
+    yaml = pytest.importorskip("yaml")
+    deploy = Path(__file__).resolve().parents[1] / "deploy"
+    job, = [d for d in yaml.safe_load_all((deploy / "gang-pytorchjob.yaml").read_text()) if d]
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    pods = [pod_facts({**specs[role]["template"], "metadata": {**specs[role]["template"]["metadata"],
+                                                                "uid": f"{role}-{i}", "name": f"{role}-{i}"}})
+            for role in ("Master", "Worker") for i in range(specs[role]["replicas"])]
+    listing, = [d for d in yaml.safe_load_all((deploy / "gang-pods.yaml").read_text()) if d]
+    plain = [pod_facts({**p, "metadata": {**p["metadata"], "uid": p["metadata"]["name"]}}) for p in listing["items"]]
+    for group in (pods, plain):
+        assert len(group) == 4 and {p.gpus for p in group} == {8}
+        assert len({membership(p) for p in group}) == 1 and membership(group[0]).size == 4
+        core = make_core()
+        for p in group:
+            core.verdict(p, NAMES)
+        assert sorted(core.verdict(p, NAMES)[0][0] for p in group) == NAMES
+
+
+def test_the_dashboard_shows_a_gang_as_one_row_with_its_pods():
+    from dlsched.service.dashboard import dashboard_data, render_body, render_page
+
+    core = make_core()
+    service = LiveService(core, Bridge())
+    pods = [gang_pod(i) for i in range(4)]
+    for p in pods:
+        core.verdict(p, NAMES)
+    nodes = {p.uid: core.verdict(p, NAMES)[0][0] for p in pods}
+    assert bind_all(service, pods, nodes) == {p.name: "" for p in pods}
+    data = dashboard_data(service)
+    [row] = data["gangs"]
+    assert (row["gang"], row["state"], row["gpus"], row["size"]) == ("default/train", "running", 32, 4)
+    assert sorted((p["node"], tuple(p["gpu_indices"])) for p in row["pods"]) == [(n, tuple(range(8))) for n in NAMES]
+    holders = {j["pod"] for n in data["nodes"] for g in n["gpus"] for j in g["jobs"]}
+    assert holders == {"default/train"}                  # every GPU held by the one gang job
+    body = render_body(data)
+    assert body.count('data-gang="default/train"') == 1 and body.count("<li>default/train-") == 4
+    assert "gangs" in render_page(data) and "d.gangs" in render_page(data)   # the script draws them too
