@@ -269,8 +269,12 @@ class GangTable:
                 core.slots.pop(uid, None)
             return "nominations refused by the store", str(exc)
         gang.places, gang.nominated_at = places, now
-        core._record("start", uid=gang.id, node=",".join(r[2] for r in rows), gpus=[g for r in rows for g, _ in r[3]],
-                     gang=gang.key)
+        per_node: dict[str, list[int]] = {}
+        for _, _, node, slots in rows:
+            per_node.setdefault(node, []).extend(g for g, _ in slots)
+        first = next(iter(per_node))   # node/gpus as a one-node start has them; the whole placement beside
+        core._record("start", uid=gang.id, node=first, gpus=sorted(per_node[first]), gang=gang.key,
+                     placement=[{"node": n, "gpus": sorted(g)} for n, g in per_node.items()])
         if core.nudge is not None:
             for uid, pod_key, node, slots in rows:
                 if uid in gang.told_wait and uid != core._answering:
@@ -353,6 +357,9 @@ class GangTable:
             size = len(gang.places)
         deadline = time.monotonic() + self.permit_timeout
         with self._cond:
+            decided = self._outcomes.get(ticket)
+            if decided is not None:   # released or bound already: this call comes too late
+                return decided.get(uid, decided.get("*", ""))
             arrived = self._arrived.setdefault(ticket, {})
             arrived[uid] = time.time()
             lead = len(arrived) == size and ticket not in self._outcomes
