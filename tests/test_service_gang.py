@@ -307,3 +307,35 @@ def test_the_dashboard_shows_a_gang_as_one_row_with_its_pods():
     body = render_body(data)
     assert body.count('data-gang="default/train"') == 1 and body.count("<li>default/train-") == 4
     assert "gangs" in render_page(data) and "d.gangs" in render_page(data)   # the script draws them too
+
+
+@pytest.mark.parametrize("option, value", [("--gang-permit-timeout", "0"), ("--gang-arrival-timeout", "-1")])
+def test_bad_gang_timeouts_are_one_error_line(option, value, tmp_path):
+    pytest.importorskip("fastapi")
+    from typer.testing import CliRunner
+
+    from dlsched.cli import main
+
+    res = CliRunner().invoke(main.app, ["serve", option, value, "--api-server", "https://127.0.0.1:1",
+                                        "--db", f"sqlite:///{tmp_path}/s.db"])
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: ") and option in lines[-1] and "Traceback" not in res.output
+
+
+def test_a_nominated_gang_losing_a_pod_forms_again_and_is_placed_once_replaced():
+    core = make_core()
+    pods = [gang_pod(i) for i in range(4)]
+    for p in pods:
+        core.verdict(p, NAMES)
+    assert len(core.store.assignment_rows()) == 32
+    core.pod_gone(pods[1].uid)                        # deleted before its bind
+    assert core.store.assignment_rows() == [] and core.store.gang_records() == {}
+    assert core.state.n_pending == 0 and core.state.busy_gpus == 0
+    assert "3 of 4 pods arrived" in core.verdict(pods[0], NAMES)[1]
+    replacement = gang_pod(7)
+    core.verdict(replacement, NAMES)
+    group = [pods[0], pods[2], pods[3], replacement]
+    assert sorted(core.verdict(p, NAMES)[0][0] for p in group) == NAMES
+    [row] = core.snapshot()["gangs"]
+    assert row["id"] == "gang:default/train#2" and row["state"] == "assumed"

@@ -527,6 +527,8 @@ class GangTable:
             self.by_uid[uid] = into
             core.waiting[uid] = into.forming_reason()
         into.last_at = max(into.last_at, gang.last_at)
+        if len(into.members) >= into.size:   # replacements had arrived meanwhile: whole again
+            self._submit(core, into)
 
     # -- time-outs --------------------------------------------------------------------------
     def expire(self, core: SchedulerCore) -> int:
