@@ -208,13 +208,13 @@ def test_a_gang_left_half_bound_is_completed_or_released_at_start_up(cluster):
 
 
 def test_kill9_during_a_gangs_binding_then_restart_leaves_it_whole_or_pending(cluster):
-    """The service reaches the API server over a slow link (each request held 0.25 s), so its four
-    binds take about a second; it is killed as soon as the first pod shows bound."""
+    """The service reaches the API server over a slow link (each request held 0.4 s), so its four
+    binds take about 1.6 s; it is killed as soon as the first pod shows bound."""
     from urllib.parse import urlparse
 
     cp, port, tmp = cluster
     link_port = free_port()
-    link = SlowLink(link_port, urlparse(cp.api_url).port, 0.25)
+    link = SlowLink(link_port, urlparse(cp.api_url).port, 0.4)
     slow = ServiceProcess(port, f"https://127.0.0.1:{link_port}", cp.token, f"sqlite:///{tmp}/kill.db", "fifo",
                           tmp / "kill.log", extra=("--backfill",))
     slow.start()
@@ -233,6 +233,7 @@ def test_kill9_during_a_gangs_binding_then_restart_leaves_it_whole_or_pending(cl
         bound = _wait(lambda: len(_bound(cp, "kill")) == 4 and _bound(cp, "kill"), 40)
         assert bound and sorted(n for n, _ in bound.values()) == NODES, (at_kill, _bound(cp, "kill"), svc.log())
         assert any(d["kind"] == "gang_recover" and d["detail"].startswith("completed") for d in svc.decisions())
+        print(f"killed with {at_kill} of 4 pods bound; all 4 bound after the restart")
     finally:
         slow.kill9()
         svc.stop()
