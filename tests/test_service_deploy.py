@@ -41,7 +41,7 @@ def test_rbac_grants_only_what_the_service_calls():
     role = next(d for d in docs if d["kind"] == "ClusterRole")
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
     assert rules == {(("",), ("nodes",)): {"list", "watch"},
-                     (("",), ("pods",)): {"list", "watch", "patch", "create"},
+                     (("",), ("pods",)): {"list", "watch", "patch", "create", "delete"},
                      (("",), ("pods/binding", "pods/eviction")): {"create"},
                      (("",), ("events",)): {"create"}}   # the Preempted event on an evicted pod
     # leader election: the Lease (read, created once, replaced at each renewal), in dlsched's namespace only

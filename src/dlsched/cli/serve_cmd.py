@@ -75,6 +75,12 @@ def register(app: typer.Typer) -> None:
         grace_seconds: Optional[int] = typer.Option(None, min=0, max=86400, help="grace period (s) of an "
                                                     "eviction when the pod has no dlsched.io/grace-seconds "
                                                     "annotation (default: the policy's grace_s, else 30)"),
+        gang_permit_timeout: float = typer.Option(8.0, min=0.1, max=3600.0, help="seconds a gang pod's bind waits "
+                                                  "for the gang's other pods (keep it below kube-scheduler's "
+                                                  "extender httpTimeout)"),
+        gang_arrival_timeout: float = typer.Option(120.0, min=0.1, help="seconds after which a gang whose pods "
+                                                   "have not all arrived is reported, and a nominated gang whose "
+                                                   "pods did not reach bind is released"),
     ) -> None:
         """Run the kube-scheduler extender (filter, prioritize, bind) and the operator API."""
         with clear_errors():
@@ -90,6 +96,8 @@ def register(app: typer.Typer) -> None:
                                          observe_after, election, unseen_pod_ttl, nudge,
                                          eta_interval=eta_interval, eta_threshold=eta_threshold,
                                          queues_configmap=queues_configmap, grace_seconds=grace_seconds)
+            service.core.gangs.permit_timeout = gang_permit_timeout     # service/gangs.py
+            service.core.gangs.arrival_timeout = gang_arrival_timeout
         import uvicorn
 
         placed_by = getattr(service.core.policy, "placement_name", placement)

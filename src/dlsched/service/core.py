@@ -53,6 +53,7 @@ from dlsched.kernel.stimuli import (
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.indexes import attach_plugins
 from dlsched.service.evictions import EvictionBook, Intent, grace_of, match_key, policy_grace
+from dlsched.service.gangs import GangTable, is_gang_id
 from dlsched.service.pods import (
     BATCH_ANNOTATION,
     GPUS_ANNOTATION,
@@ -132,6 +133,7 @@ class SchedulerCore:
         self._answering = ""                       # the uid whose filter call is being answered
         self._ranks: dict[int, tuple[tuple, list[tuple], bool]] = {}   # vid -> (stamp, sorted ranks, NaN among them)
         self._now = 0.0
+        self.gangs = GangTable()   # gang hook: the pods of one distributed job (service/gangs.py)
         self._restrict_placement()
         on_prepare = getattr(policy, "prepare", None)
         if on_prepare is not None:
@@ -261,12 +263,16 @@ class SchedulerCore:
             job = self.jobs.get(pod.uid)
             if pod.terminal:
                 self.parked.pop(pod.uid, None)
+                if job is None:   # gang hook
+                    self.gangs.member_gone(self, pod.uid, f"pod {pod.key} ended")
                 if job is not None:
                     self._end(job, pod, f"pod {pod.phase.lower() if not pod.deleting else 'deleted'}")
                 return
             if job is not None:
                 self.pods[pod.uid] = pod
             if pod.node_name:
+                if job is None and self.gangs.bound_seen(self, pod):   # gang hook
+                    return
                 self._bound_pod(pod, job)
             elif job is None:
                 self._submit(pod)
@@ -286,7 +292,7 @@ class SchedulerCore:
             return f"pod {pod.key} (uid {pod.uid}) has ended"
         if pod.node_name or pod.terminal:
             return "" if pod.uid in self.jobs else f"pod {pod.key} is not pending"
-        if pod.uid in self.jobs or pod.uid in self.parked:
+        if pod.uid in self.jobs or pod.uid in self.parked or self.gangs.owns(pod.uid):   # gang hook
             return ""
         self.unseen[pod.uid] = self.now()
         self._submit(pod)
@@ -322,6 +328,7 @@ class SchedulerCore:
                 self._end(job, self.pods[uid], f"the API server did not show the pod within {ttl:g} s")
                 self.ended.pop(uid, None)   # not ended: should it appear after all, it is taken
                 self.counters["nominations expired (pod unknown to the API server)"] += 1
+            self.gangs.expire(self)   # gang hook: arrival and bind time-outs
             if old:
                 self.run_pass()
             return len(old)
@@ -332,6 +339,7 @@ class SchedulerCore:
             self.waiting.pop(uid, None)
             self.zero_gpu.pop(uid, None)
             self.unseen.pop(uid, None)
+            self.gangs.member_gone(self, uid, "pod deleted")   # gang hook
             job = self.jobs.get(uid)
             if job is not None and uid in self.evictions.inflight:
                 self._evicted(job, "pod deleted after its eviction")
@@ -370,8 +378,10 @@ class SchedulerCore:
         return f"needs {gpus} GPUs on one node; the largest node of VC {vc} has {biggest}"
 
     def _submit(self, pod: PodFacts) -> None:
+        if self.gangs.admit(self, pod):   # gang hook: a gang's pod waits for its gang, which comes back here whole
+            return
         vc = self.vcs.vc_of(pod)
-        problem = self._vc_problem(vc, pod.gpus)
+        problem = self.gangs.vc_problem(self, vc, pod.uid) if is_gang_id(pod.uid) else self._vc_problem(vc, pod.gpus)
         if problem is not None:
             self.parked[pod.uid] = pod
             self.waiting[pod.uid] = problem
@@ -495,6 +505,8 @@ class SchedulerCore:
         else:
             self.store.release(uid, pod.key, "withdraw", now, detail=why)
             self._record("withdraw", uid=uid, why=why)
+            if job.state is ASSUMED and is_gang_id(uid):   # gang hook: its pods' nominations go
+                self.gangs.released(self, uid, why)
         self._handle(JobWithdrawn(job, why), now)   # an assumed start is forgotten; the id is free again
         self.ended[uid] = None
         if len(self.ended) > ENDED_KEPT:
@@ -519,6 +531,8 @@ class SchedulerCore:
         self._handle(BindFailed(job, why), now)   # the GPUs return, the VC is decided again
         self.slots.pop(job.job_id, None)
         self.store.release(job.job_id, pod.key, "forget", now, detail=why)
+        if is_gang_id(job.job_id):   # gang hook
+            self.gangs.released(self, job.job_id, why)
         self._record("forget", uid=job.job_id, why=why)
 
     # -- passes ------------------------------------------------------------------------------
@@ -763,6 +777,8 @@ class SchedulerCore:
         st = self.state
         job, placement, shared = decision
         uid = job.job_id
+        if is_gang_id(uid):   # gang hook: every pod of the gang nominated at once
+            return self.gangs.nominate(self, decision, now)
         pod = self.pods[uid]
         if len(placement) != 1:   # a policy that places without its placer (the placer refuses them)
             return "multi-node placements refused", (f"the policy placed it on {len(placement)} nodes; "
@@ -807,6 +823,9 @@ class SchedulerCore:
             self._answering = pod.uid
             try:
                 self.run_pass()
+                gang = self.gangs.verdict(self, pod.uid, node_names)   # gang hook
+                if gang is not None:
+                    return self._answer(pod, gang[0], gang[1], node_names, gang[2])
                 job = self.jobs.get(pod.uid)
                 if job is not None and job.state is ASSUMED:
                     node = self.state.node_ids[job.placement[0][0]]
@@ -849,7 +868,9 @@ class SchedulerCore:
         offered, st = self.offered, self.state
 
         def place(view, vc, job):
-            fit = one_node(inner(view, vc, job), job)
+            fit = inner(view, vc, job)
+            if not is_gang_id(job.job_id):   # gang hook: a gang's job spans nodes, one pod per share
+                fit = one_node(fit, job)
             allowed = offered.get(job.job_id)
             if allowed is None or fit.placement is None or all(st.node_ids[n] in allowed for n, _ in fit.placement):
                 return fit
@@ -950,6 +971,8 @@ class SchedulerCore:
         """Check a bind against the nomination; returns the pod and its GPU indices (None: a
         pending pod that requests no GPU, bound untouched)."""
         with self.lock:
+            if self.gangs.owns(uid):   # gang hook
+                return self.gangs.begin_bind(self, uid, node)
             job = self.jobs.get(uid)
             if job is None and uid in self.zero_gpu:
                 return self.zero_gpu[uid], None
@@ -1073,7 +1096,8 @@ class SchedulerCore:
                                         "state": j.state.name.lower()}
                                        for j, m in st.node_holders[idx].items() if j.job_id in self.pods]})
             return {"policy": self.policy.name, "nodes": nodes, "running": st.n_running, "pending": st.n_pending,
-                    "passes": self.passes, "counters": dict(self.counters),
+                    "passes": self.passes, "counters": {**self.counters, **self.gangs.counters},
+                    "gangs": self.gangs.rows(self),   # gang hook
                     "vcs": [{"name": vc.name, "gpus": vc.total_gpus, "free": vc.free, "pending": vc.pending}
                             for vc in st.vcs]}
 

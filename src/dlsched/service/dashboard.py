@@ -56,11 +56,12 @@ def dashboard_data(service, decisions: int = 50) -> dict:
         pvo = [{k: (_num(v) if isinstance(v, float) else v) for k, v in r.items()} for r in predicted_vs_observed(core)]
         policy = core.policy.name
         filters = list(reversed(core.recent_filters))
+        gangs = core.gangs.rows(core)   # gangs: one row each, with its pods (service/gangs.py)
     log = core.store.recent_decisions(decisions)
     return {"policy": policy, "nodes": nodes, "queue": queue,
             "decisions": [{"id": d["id"], "at": d["at"], "kind": d["kind"], "pod": d["pod"], "node": d["node"],
                            "gpus": d["gpus"], "detail": d["detail"]} for d in log],
-            "predicted_vs_observed": pvo, "filters": filters}
+            "predicted_vs_observed": pvo, "filters": filters, "gangs": gangs}
 
 
 def _e(x: object) -> str:
@@ -104,6 +105,13 @@ def render_body(data: dict) -> str:
         out.append(f'<tr data-pod="{_e(q["pod"])}"><td>{_e(q["vc"])}</td><td>{q["rank"]}</td><td>{_e(q["pod"])}</td>'
                    f'<td>{q["gpus"]}</td><td>{_fmt(q["pred_util"], True)}</td><td>{_fmt(q["pred_mem_mib"])}</td>'
                    f'<td>{_e(q["reason"])}</td><td>{_when(q.get("eta_in_s"))}</td></tr>')
+    out.append('</table><h2>Gangs</h2><table id="gangs"><tr><th>gang</th><th>state</th><th>pods</th><th>GPUs</th>'
+               '<th>its pods (node: GPUs)</th></tr>')
+    for g in data.get("gangs", ()):
+        pods = "".join(f'<li>{_e(p["pod"])} {_e(p["node"])}{": " if p["node"] else ""}'
+                       f'{_e(",".join(map(str, p["gpu_indices"])))}</li>' for p in g["pods"])
+        out.append(f'<tr data-gang="{_e(g["gang"])}"><td>{_e(g["gang"])}</td><td>{_e(g["state"])}</td>'
+                   f'<td>{len(g["pods"])} of {g["size"]}</td><td>{g["gpus"]}</td><td><ul>{pods}</ul></td></tr>')
     out.append('</table><h2>Predicted vs observed</h2><table id="pvo"><tr><th>pod</th><th>util pred.</th>'
                '<th>util obs.</th><th>MiB pred.</th><th>MiB obs.</th></tr>')
     for r in data["predicted_vs_observed"]:
@@ -147,6 +155,8 @@ function render(d) {
   }
   o.push('</div><h2>Queue</h2><table id="queue"><tr><th>VC</th><th>#</th><th>pod</th><th>GPUs</th><th>pred. util</th><th>pred. MiB</th><th>why it waits</th><th>ETA</th></tr>');
   for (const q of d.queue) o.push(`<tr data-pod="${e(q.pod)}"><td>${e(q.vc)}</td><td>${q.rank}</td><td>${e(q.pod)}</td><td>${q.gpus}</td><td>${f(q.pred_util, true)}</td><td>${f(q.pred_mem_mib)}</td><td>${e(q.reason)}</td><td>${w(q.eta_in_s)}</td></tr>`);
+  o.push('</table><h2>Gangs</h2><table id="gangs"><tr><th>gang</th><th>state</th><th>pods</th><th>GPUs</th><th>its pods (node: GPUs)</th></tr>');
+  for (const g of (d.gangs || [])) o.push(`<tr data-gang="${e(g.gang)}"><td>${e(g.gang)}</td><td>${e(g.state)}</td><td>${g.pods.length} of ${g.size}</td><td>${g.gpus}</td><td><ul>${g.pods.map(p => `<li>${e(p.pod)} ${e(p.node)}${p.node ? ": " : ""}${e(p.gpu_indices.join(","))}</li>`).join("")}</ul></td></tr>`);
   o.push('</table><h2>Predicted vs observed</h2><table id="pvo"><tr><th>pod</th><th>util pred.</th><th>util obs.</th><th>MiB pred.</th><th>MiB obs.</th></tr>');
   for (const r of d.predicted_vs_observed) o.push(`<tr data-pod="${e(r.pod)}"><td>${e(r.pod)}</td><td>${f(r.predicted_util, true)}</td><td>${f(r.observed_util, true)}</td><td>${f(r.predicted_mem_mib)}</td><td>${f(r.observed_mem_mib)}</td></tr>`);
   o.push('</table><h2>Decisions</h2><table id="decisions"><tr><th>id</th><th>kind</th><th>pod</th><th>node</th><th>GPUs</th><th>reason</th></tr>');

@@ -104,6 +104,7 @@ class PodFacts:
     annotations: dict = field(default_factory=dict)
     owner_uid: str = ""        # the controlling owner's uid (a Job, ReplicaSet ...): matches a re-created pod
     generate_name: str = ""    # metadata.generateName: the name prefix a controller gives its pods
+    owner: str = ""   # the controller owner as "Kind/name/uid" (a gang by owner: service/gangs.py)
 
     @property
     def key(self) -> str:
@@ -142,19 +143,19 @@ def pod_facts(pod: object) -> PodFacts:
     phase = status.get("phase") or "Pending"
     if not isinstance(node, str) or not isinstance(phase, str):
         raise PodError("Pod.spec.nodeName and Pod.status.phase must be strings")
+    owner = _controller(meta.get("ownerReferences"))
     return PodFacts(uid, ns, name, gpus, node, phase, bool(meta.get("deletionTimestamp")),
                     parse_time(meta.get("creationTimestamp")), str(spec.get("schedulerName") or "default-scheduler"),
-                    labels, annotations, _controller_uid(meta), str(meta.get("generateName") or ""))
+                    labels, annotations, owner.rsplit("/", 1)[-1] if owner else "",
+                    str(meta.get("generateName") or ""), owner)
 
 
-def _controller_uid(meta: dict) -> str:
-    """The uid of the pod's controlling owner reference ('' when none)."""
-    refs = meta.get("ownerReferences")
-    if not isinstance(refs, list):
-        return ""
-    for ref in refs:
-        if isinstance(ref, dict) and ref.get("controller") and isinstance(ref.get("uid"), str):
-            return ref["uid"]
+def _controller(refs: object) -> str:
+    """The controller among a pod's ownerReferences as ``Kind/name/uid``; '' when none."""
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, dict) and ref.get("controller") and all(isinstance(ref.get(k), str) for k in
+                                                                     ("kind", "name", "uid")):
+            return f"{ref['kind']}/{ref['name']}/{ref['uid']}"
     return ""
 
 

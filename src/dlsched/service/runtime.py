@@ -98,6 +98,9 @@ class LiveService:
         self.core.load_evictions(self.core.store.eviction_rows())   # before the pods: their deletions are evictions
         node_rv, pod_rv, holding = self.bridge.reconcile()
         dropped = self.core.store.reset_assignments(holding, self.core.now())
+        from dlsched.service.gangs import recover
+
+        gangs = recover(self)   # gang hook: a gang left partly bound is completed or released
         resumed = self.start_evictor()
         if self.nudge and hasattr(self.bridge, "touch"):
             self.core.nudge = lambda pod, node, gpus, waited: self._nudges.put((pod, node, gpus, waited))
@@ -109,7 +112,7 @@ class LiveService:
         self.start_queues()
         self.start_timers()
         self.started = True
-        return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped,
+        return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped, "gangs": gangs,
                 "eviction_intents_resumed": resumed[0], "eviction_intents_closed": resumed[1]}
 
     def start_evictor(self) -> tuple[int, int]:
@@ -240,6 +243,8 @@ class LiveService:
         """Bind through the API server; '' on success, else the error (the GPUs are returned)."""
         if self.elector is not None and not self.elector.is_leader:
             return "this dlsched replica does not hold the leader lease: not binding"
+        if self.core.gangs.owns(uid):   # gang hook: the permit stage, all of the gang or none (service/gangs.py)
+            return self.core.gangs.bind(self, namespace, name, uid, node)
         try:
             pod, gpus = self.core.begin_bind(uid, node)
         except BindError as exc:

@@ -75,6 +75,18 @@ decisions = Table(
     Column("detail", Text, nullable=False, default=""),
 )
 
+# A gang's nomination (service/gangs.py): each pod's node and GPUs, kept until the gang is bound
+# whole or released, so that a restart can complete or release a gang left partly bound.
+gang_members = Table(
+    "gang_members", metadata,
+    Column("pod_uid", String(64), primary_key=True),
+    Column("gang", String(300), nullable=False, index=True),
+    Column("pod", String(512), nullable=False),
+    Column("node", String(253), nullable=False),
+    Column("gpus", String(256), nullable=False),
+    Column("since", Float, nullable=False),
+)
+
 
 evictions = Table(
     "evictions", metadata,
@@ -260,6 +272,66 @@ class Store:
                                                             ",".join(str(g) for g, _ in slots), detail))
             except IntegrityError as exc:
                 raise DoubleAssignment(f"node {node}: a slot of pod {pod} is already assigned") from exc
+
+    # -- gangs (service/gangs.py) -----------------------------------------------------------
+    def assume_gang(self, gang: str, pods: list[tuple[str, str, str, Slots]], now: float, detail: str = "") -> None:
+        """A gang's nomination, every pod ``(uid, pod, node, slots)`` in one transaction (all or
+        none), recorded in ``gang_members`` too; durable before any of its pods is bound."""
+        rows, members, log = [], [], []
+        for uid, pod, node, slots in pods:
+            slots = list(slots)
+            gpus = ",".join(str(g) for g, _ in slots)
+            rows += [{"node": node, "gpu": g, "slot": s, "pod_uid": uid, "pod": pod, "state": "assumed",
+                      "since": now} for g, s in slots]
+            members.append({"pod_uid": uid, "gang": gang, "pod": pod, "node": node, "gpus": gpus, "since": now})
+            log.append(_decision(now, "assume", uid, pod, node, gpus, f"{detail} gang={gang}".strip()))
+        with self._lock:
+            try:
+                with self._write() as conn:
+                    conn.execute(delete(gang_members).where(gang_members.c.pod_uid.in_([m["pod_uid"] for m in members])))
+                    conn.execute(INSERT_ASSIGNMENTS, rows)
+                    conn.execute(insert(gang_members), members)
+                    conn.execute(INSERT_DECISION, log)
+            except IntegrityError as exc:
+                raise DoubleAssignment(f"gang {gang}: a slot of one of its pods is already assigned") from exc
+
+    def bound_gang(self, gang: str, pods: list[tuple[str, str, str, str]], now: float, kind: str = "bind") -> None:
+        """Every pod ``(uid, pod, node, gpus)`` of the gang bound: its rows bound, its record gone."""
+        uids = [uid for uid, *_ in pods]
+        with self._lock, self._write() as conn:
+            conn.execute(update(assignments).where(assignments.c.pod_uid.in_(uids)).values(state="bound"))
+            conn.execute(delete(gang_members).where(gang_members.c.gang == gang))
+            conn.execute(INSERT_DECISION, [_decision(now, kind, uid, pod, node, gpus, f"gang={gang}")
+                                           for uid, pod, node, gpus in pods])
+
+    def release_gang(self, gang: str, uids: list[str], now: float, detail: str = "") -> None:
+        """A gang's nomination forgotten: its pods' rows and its record go."""
+        with self._lock, self._write() as conn:
+            if uids:
+                conn.execute(delete(assignments).where(assignments.c.pod_uid.in_(uids)))
+            conn.execute(delete(gang_members).where(gang_members.c.gang == gang))
+            conn.execute(INSERT_DECISION, _decision(now, "gang_release", gang, gang.partition(":")[2], detail=detail))
+
+    def release_pods(self, uids: list[str], kind: str, now: float, detail: str = "") -> None:
+        """Pods of a running gang that ended: their rows go (the gang's job runs on)."""
+        with self._lock, self._write() as conn:
+            conn.execute(delete(assignments).where(assignments.c.pod_uid.in_(uids)))
+            conn.execute(INSERT_DECISION, [_decision(now, kind, uid, "", detail=detail) for uid in uids])
+
+    def gang_records(self) -> dict[str, list[dict]]:
+        """Gang nominations not yet bound whole nor released: gang -> its pods' rows."""
+        self._flush()
+        out: dict[str, list[dict]] = {}
+        with self.engine.connect() as conn:
+            for r in conn.execute(select(gang_members).order_by(gang_members.c.gang, gang_members.c.pod)):
+                out.setdefault(r.gang, []).append(dict(r._mapping))
+        return out
+
+    def drop_gang(self, gang: str, now: float, detail: str = "") -> None:
+        """The start-up recovery settled a gang: its record goes, with why."""
+        with self._lock, self._write() as conn:
+            conn.execute(delete(gang_members).where(gang_members.c.gang == gang))
+            conn.execute(INSERT_DECISION, _decision(now, "gang_recover", gang, gang.partition(":")[2], detail=detail))
 
     def reset_assignments(self, keep: set[str], now: float) -> int:
         """At start-up, after reconciling with the API server: drop every row whose pod is not in
