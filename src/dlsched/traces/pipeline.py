@@ -14,12 +14,13 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import count
 from datetime import UTC, datetime
 from numbers import Real
 
 import numpy as np
 
-from dlsched.core.job import Job
+from dlsched.core.job import SIDE_RECORDS, Job
 from dlsched.traces.model import LoadReport, Trace, TraceError
 
 # wall-clock bounds: text, datetime (pandas.Timestamp is one), numpy datetime64; or seconds
@@ -206,15 +207,27 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-TRUTH_FIELDS = frozenset({"gpu_util", "gpu_mem_mib", "status"})
+BUILD_ROWS = 1 << 16  # jobs built per block
+
+# Optional fields kept in a job's shared side records (dlsched.core.job), by record slot
+SIDE_FIELDS: dict[str, str] = {
+    "cpus": "_spec", "model_name": "_spec", "batch_size": "_spec", "onnx_ref": "_spec", "attention": "_spec",
+    "stack": "_spec", "gpu_util": "_measured", "gpu_mem_mib": "_measured", "status": "_measured",
+}
 
 
 def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job]:
-    """One pass of the real ``Job`` constructor, then optional fields that carry information."""
-    jobs = list(map(Job, cols.job_id[order].tolist(), cols.vc[order].tolist(),
-                    cols.gpus[order].astype(np.int64).tolist(), submit[order].tolist(),
-                    cols.duration[order].astype(np.float64).tolist()))
+    """One pass of the real ``Job`` constructor, then optional fields that carry information:
+    ``user``/``name`` into their slots, the rest as shared side records (equal rows, one record)."""
+    durations = shared_floats(cols.duration[order].astype(np.float64))
+    jobs: list[Job] = []
+    for lo in range(0, len(order), BUILD_ROWS):  # a block at a time: no job-length lists beside the jobs
+        rows = order[lo:lo + BUILD_ROWS]
+        jobs += map(Job, cols.job_id[rows].tolist(), cols.vc[rows].tolist(),
+                    cols.gpus[rows].astype(np.int64).tolist(), submit[rows].tolist(),
+                    durations[lo:lo + BUILD_ROWS].tolist())
     slots, columns = [], []
+    sides: dict[str, dict[str, np.ndarray]] = {}
     for attr, values in cols.extra.items():
         default = OPTIONAL_FIELDS[attr]
         values = values[order]
@@ -228,11 +241,58 @@ def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job
             values = values.astype(np.int64)
         elif not (values != default).any():
             continue
-        slots.append(f"_{attr}" if attr in TRUTH_FIELDS else attr)  # truth: a slot behind a guarded property
-        columns.append(values.tolist())
+        if attr in SIDE_FIELDS:
+            sides.setdefault(SIDE_FIELDS[attr], {})[attr] = values
+        else:
+            slots.append(attr)
+            columns.append(values.tolist())
+    if "_spec" in sides:  # the VC is part of the request record (the constructor set it alone)
+        sides["_spec"] = {"vc": cols.vc[order], **sides["_spec"]}
+    for slot, fields in sides.items():
+        slots.append(slot)
+        columns.append(shared_records(SIDE_RECORDS[slot][0], fields))
     if slots:
         _slot_setter(tuple(slots))(jobs, *columns)
     return jobs
+
+
+def shared_floats(values: np.ndarray) -> np.ndarray:
+    """``values`` as an object array in which equal floats are one Python float: traces repeat run
+    times (whole seconds), so 1M jobs hold ~100k duration objects instead of 1M. Left as plain
+    floats where sharing could blur a value (NaN, or -0.0 beside 0.0)."""
+    if not len(values) or np.isnan(values).any() or (np.signbit(values) & (values == 0)).any():
+        return values
+    unique, inverse = np.unique(values, return_inverse=True)
+    shared = np.empty(len(unique), dtype=object)
+    shared[:] = unique.tolist()
+    return shared[inverse.reshape(-1)]
+
+
+def _codes(values: np.ndarray) -> np.ndarray:
+    """Integer codes of one column, equal values equal codes (NaN one code); dense, from 0."""
+    if values.dtype.kind in "iufb":
+        return np.unique(values, return_inverse=True)[1].reshape(-1)
+    seen: dict = {}  # text: a dict in C (np.unique would sort the objects)
+    first = np.fromiter(map(seen.setdefault, values.tolist(), count()), np.int64, len(values))
+    return np.unique(first, return_inverse=True)[1].reshape(-1)
+
+
+def shared_records(record: type, fields: dict[str, np.ndarray]) -> list:
+    """One ``record`` (a NamedTuple of :mod:`dlsched.core.job`) per row from equal-length
+    columns ``fields``, unnamed fields at their defaults; rows with equal values share one
+    record, so a million jobs of a few thousand kinds hold a few thousand records."""
+    code = None
+    for values in fields.values():
+        part = _codes(values)
+        code = part if code is None else _codes(code * (int(part.max()) + 1) + part)
+    if code is None or not len(code):
+        return []
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    values = {name: column[first].tolist() for name, column in fields.items()}
+    made = np.empty(len(first), dtype=object)  # filled one by one: numpy would unpack the tuples
+    for i, row in enumerate(zip(*values.values())):
+        made[i] = record(**dict(zip(values, row)))
+    return made[inverse.reshape(-1)].tolist()
 
 
 _SETTERS: dict[tuple[str, ...], object] = {}
