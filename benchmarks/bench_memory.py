@@ -51,8 +51,9 @@ def merge_base() -> str:
     return got.stdout.strip()
 
 
-def run_once(src: Path, jobs: int, policy: str, out_dir: Path) -> tuple[float, float]:
-    """(peak RSS in MiB, wall seconds) of one command run against the sources in ``src``."""
+def run_once(src: Path, jobs: int, policy: str, out_dir: Path) -> tuple[float, float, float]:
+    """(peak RSS in MiB, wall seconds, CPU seconds) of one command run against the sources in
+    ``src``. CPU time (user + system) is what the neighbours on a shared machine stretch least."""
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
     t0 = time.perf_counter()
     child = subprocess.Popen(simulate_command(jobs, policy, out_dir), env=env, stdout=subprocess.DEVNULL,
@@ -63,7 +64,7 @@ def run_once(src: Path, jobs: int, policy: str, out_dir: Path) -> tuple[float, f
     err = child.stderr.read().decode(errors="replace") if child.stderr else ""
     if child.returncode != 0:
         fail(f"the command failed under {src} (exit {child.returncode}): {err.strip()[-400:]}")
-    return usage.ru_maxrss / 1024, wall  # Linux reports kilobytes
+    return usage.ru_maxrss / 1024, wall, usage.ru_utime + usage.ru_stime  # Linux reports kilobytes
 
 
 @contextmanager
@@ -113,23 +114,24 @@ def main() -> None:
     ref = args.baseline_ref or merge_base()
     with baseline_sources(args.baseline_src, ref) as old_src, \
             tempfile.TemporaryDirectory(prefix="bench-memory-out-") as out:
-        results: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+        results: dict[str, list[tuple[float, float, float]]] = {"old": [], "new": []}
         for run in range(args.runs):
             for label, src in (("old", old_src), ("new", NEW_SRC)):
-                peak, wall = run_once(src, args.jobs, args.policy, Path(out) / label)
-                results[label].append((peak, wall))
-                print(f"run {run + 1} {label}: peak {peak:,.0f} MiB, wall {wall:.2f} s", flush=True)
+                peak, wall, cpu = run_once(src, args.jobs, args.policy, Path(out) / label)
+                results[label].append((peak, wall, cpu))
+                print(f"run {run + 1} {label}: peak {peak:,.0f} MiB, wall {wall:.2f} s, CPU {cpu:.2f} s", flush=True)
         same = same_outputs(Path(out) / "old", Path(out) / "new")
     load = os.getloadavg()[0]
     print(f"\n`dlsched simulate --jobs {args.jobs:,} --policy {args.policy}`, best of {args.runs} "
           f"(1-min load average at the end {load:.1f}):")
-    print(f"{'code':<6}{'peak RSS':>12}{'wall':>10}")
-    best = {k: (min(p for p, _ in v), min(w for _, w in v)) for k, v in results.items()}
+    print(f"{'code':<6}{'peak RSS':>12}{'wall':>10}{'CPU':>10}")
+    best = {k: tuple(min(r[i] for r in v) for i in range(3)) for k, v in results.items()}
     for label in ("old", "new"):
-        peak, wall = best[label]
-        print(f"{label:<6}{peak:>8,.0f} MiB{wall:>9.2f} s")
-    (op, ow), (np_, nw) = best["old"], best["new"]
-    print(f"new/old: memory {np_ / op:.2f}x, wall {nw / ow:.2f}x; same output files: {'yes' if same else 'NO'}")
+        peak, wall, cpu = best[label]
+        print(f"{label:<6}{peak:>8,.0f} MiB{wall:>9.2f} s{cpu:>8.2f} s")
+    (op, ow, oc), (np_, nw, nc) = best["old"], best["new"]
+    print(f"new/old: memory {np_ / op:.2f}x, wall {nw / ow:.2f}x, CPU {nc / oc:.2f}x; "
+          f"same output files: {'yes' if same else 'NO'}")
 
 
 if __name__ == "__main__":

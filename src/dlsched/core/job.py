@@ -1,24 +1,36 @@
-"""The job record: what a policy may see, the ground truth it may not, and runtime state.
+"""The job record in four parts: the request, the predictions, the ground truth and the kernel's
+run record.
 
-A job carries three kinds of fields:
-
-* **request and predictions** (any policy may read them): ``job_id``, ``user``, ``name``,
-  ``vc``, ``gpus``, ``cpus``, ``submit_time``, ``model_name``, ``batch_size``, ``onnx_ref``,
-  ``min_utility``, ``pred_duration``, ``pred_gpu_util``, ``pred_gpu_mem_mib``, ``priority``, and the
-  training metadata the resource predictors use: ``optimizer`` ("" = the predictor's default,
-  Adam), ``amp`` (mixed precision, default off), ``seq_len`` (0 = the model's own default),
-  ``attention`` ("" = fused; eager / fused / memory_efficient) and ``stack`` (software-stack
-  label for the memory context, "" = unknown).
-  ``prior_gpu_util`` / ``prior_gpu_mem_mib`` keep the predictions an observation replaced at
-  ``observed_at`` (-1: not yet; :mod:`dlsched.sim.observe`).
+* **request** (what was submitted; any policy may read it): ``job_id``, ``user``, ``name``,
+  ``gpus``, ``submit_time`` and ``index`` (position in the trace) in slots; ``vc``, ``cpus``,
+  ``model_name``, ``batch_size``, ``onnx_ref``, ``min_utility`` and the training metadata the
+  resource predictors use -- ``optimizer`` ("" = the predictor's default, Adam), ``amp`` (mixed
+  precision, default off), ``seq_len`` (0 = the model's own default), ``attention`` ("" = fused;
+  eager / fused / memory_efficient), ``stack`` (software-stack label, "" = unknown) -- in a
+  shared :class:`JobSpec`.
+* **predictions** (any policy may read and set them): ``pred_duration`` and ``priority`` in
+  slots (queue orders read them on every pass); ``pred_gpu_util``, ``pred_gpu_mem_mib``, the
+  priors an observation replaced at ``observed_at`` (-1: not yet; :mod:`dlsched.sim.observe`)
+  and what failures revealed (``failures``, ``last_failure``, ``observed_mem_mib``) in a
+  :class:`Predicted`.
 * **ground truth** (the engine and the ground-truth models read it; a policy only through an
-  explicit oracle grant): ``duration``, ``remaining``, ``gpu_util`` (measured, 0-100),
-  ``gpu_mem_mib`` (measured peak) and ``status`` (final status in the trace). They live in
-  underscore slots; the public names are guarded properties. While a simulation runs a policy
-  that is not an oracle, :func:`truth_hidden` is active and reading one of them for a job that
-  has not finished raises :class:`OracleAccessError` (a finished job's run time has been
-  observed, so estimators may learn from it).
-* **runtime state**, owned by the kernel (``dlsched.kernel.state``).
+  explicit oracle grant): ``duration`` / ``remaining`` (slots ``_duration``, ``_remaining``,
+  ``_start_remaining``) and ``gpu_util`` (measured, 0-100), ``gpu_mem_mib`` (measured peak),
+  ``status`` (final status in the trace) in a shared :class:`Measured` (raw names ``_gpu_util``,
+  ``_gpu_mem_mib``, ``_status``). The public names are guarded properties: while a simulation
+  runs a policy that is not an oracle, :func:`truth_hidden` is active and reading one of them
+  for a job that has not finished raises :class:`OracleAccessError` (a finished job's run time
+  has been observed, so estimators may learn from it).
+* **run record**, owned by the kernel (``dlsched.kernel.state``): state, times, placement,
+  speed, sequence numbers, attained GPU-seconds -- all slots.
+
+Why the split has this shape: a million jobs must fit in memory and the kernel's loop must not
+slow down. What the kernel or a queue order touches on every pass is a slot (28 of them, 256
+bytes a job; 46 and 400 before). The rest lives in immutable NamedTuple side records read
+through properties whose getter is a C ``attrgetter`` (no Python frame: the kernel loop runs no
+more bytecodes) and written copy-on-write (a record is never changed in place). Equal request
+and truth records are one object (the built-in workload's 1M jobs hold ~12,000 of each); a job
+holds a :class:`Predicted` of its own only once something was predicted or observed for it.
 """
 
 from __future__ import annotations
