@@ -247,13 +247,6 @@ class Job:
         self._predicted = NO_PREDICTION
         self.reset()
 
-    def __getattr__(self, name: str):
-        """Only for a side record never set (a job made with ``Job.__new__``): its shared default."""
-        try:
-            return SIDE_RECORDS[name][1]
-        except KeyError:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}") from None
-
     vc = _side("_spec", "vc", True)
     cpus = _side("_spec", "cpus", True)
     model_name = _side("_spec", "model_name", True)

@@ -21,6 +21,8 @@ from numbers import Real
 import numpy as np
 
 from dlsched.core.job import SIDE_RECORDS, Job
+
+_NAN = float("nan")
 from dlsched.traces.model import LoadReport, Trace, TraceError
 
 # wall-clock bounds: text, datetime (pandas.Timestamp is one), numpy datetime64; or seconds
@@ -219,13 +221,13 @@ SIDE_FIELDS: dict[str, str] = {
 def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job]:
     """One pass of the real ``Job`` constructor, then optional fields that carry information:
     ``user``/``name`` into their slots, the rest as shared side records (equal rows, one record)."""
-    durations = shared_floats(cols.duration[order].astype(np.float64))
+    durations = shared_floats(cols.duration[order].astype(np.float64))  # a list: sliced per block
     jobs: list[Job] = []
     for lo in range(0, len(order), BUILD_ROWS):  # a block at a time: no job-length lists beside the jobs
         rows = order[lo:lo + BUILD_ROWS]
         jobs += map(Job, cols.job_id[rows].tolist(), cols.vc[rows].tolist(),
                     cols.gpus[rows].astype(np.int64).tolist(), submit[rows].tolist(),
-                    durations[lo:lo + BUILD_ROWS].tolist())
+                    durations[lo:lo + BUILD_ROWS])
     slots, columns = [], []
     sides: dict[str, dict[str, np.ndarray]] = {}
     for attr, values in cols.extra.items():
@@ -256,43 +258,39 @@ def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job
     return jobs
 
 
-def shared_floats(values: np.ndarray) -> np.ndarray:
-    """``values`` as an object array in which equal floats are one Python float: traces repeat run
-    times (whole seconds), so 1M jobs hold ~100k duration objects instead of 1M. Left as plain
-    floats where sharing could blur a value (NaN, or -0.0 beside 0.0)."""
-    if not len(values) or np.isnan(values).any() or (np.signbit(values) & (values == 0)).any():
-        return values
-    unique, inverse = np.unique(values, return_inverse=True)
-    shared = np.empty(len(unique), dtype=object)
-    shared[:] = unique.tolist()
-    return shared[inverse.reshape(-1)]
-
-
-def _codes(values: np.ndarray) -> np.ndarray:
-    """Integer codes of one column, equal values equal codes (NaN one code); dense, from 0."""
-    if values.dtype.kind in "iufb":
-        return np.unique(values, return_inverse=True)[1].reshape(-1)
-    seen: dict = {}  # text: a dict in C (np.unique would sort the objects)
-    first = np.fromiter(map(seen.setdefault, values.tolist(), count()), np.int64, len(values))
-    return np.unique(first, return_inverse=True)[1].reshape(-1)
+def shared_floats(values: np.ndarray) -> list[float]:
+    """``values`` as a list in which equal floats are one Python float: traces repeat run times
+    (whole seconds), so 1M jobs hold ~100k duration objects instead of 1M. One dict pass in C.
+    Left unshared where sharing could blur a value (-0.0 beside 0.0; NaN is never equal)."""
+    floats = values.tolist()
+    if (np.signbit(values) & (values == 0)).any():
+        return floats
+    seen: dict[float, float] = {}
+    return list(map(seen.setdefault, floats, floats))
 
 
 def shared_records(record: type, fields: dict[str, np.ndarray]) -> list:
     """One ``record`` (a NamedTuple of :mod:`dlsched.core.job`) per row from equal-length
     columns ``fields``, unnamed fields at their defaults; rows with equal values share one
-    record, so a million jobs of a few thousand kinds hold a few thousand records."""
-    code = None
+    record, so a million jobs of a few thousand kinds hold a few thousand records. Dict passes
+    in C, no sort; a column's NaNs become one NaN first, so that rows without a value share."""
+    columns = []
     for values in fields.values():
-        part = _codes(values)
-        code = part if code is None else _codes(code * (int(part.max()) + 1) + part)
-    if code is None or not len(code):
-        return []
-    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
-    values = {name: column[first].tolist() for name, column in fields.items()}
-    made = np.empty(len(first), dtype=object)  # filled one by one: numpy would unpack the tuples
-    for i, row in enumerate(zip(*values.values())):
-        made[i] = record(**dict(zip(values, row)))
-    return made[inverse.reshape(-1)].tolist()
+        column = values.tolist()
+        if values.dtype.kind == "f":
+            if (np.signbit(values) & (values == 0)).any():  # -0.0 equals 0.0: rows keep records of their own
+                return [record(**dict(zip(fields, row))) for row in zip(*(v.tolist() for v in fields.values()))]
+            if np.isnan(values).any():
+                column = [_NAN if v != v else v for v in column]
+        columns.append(column)
+    if len(columns) == 1:  # one field: its values are the keys (no row tuples)
+        name, column = next(iter(fields)), columns[0]
+        single = {value: record(**{name: value}) for value in dict.fromkeys(column)}
+        return list(map(single.__getitem__, column))
+    seen: dict[tuple, int] = {}
+    codes = list(map(seen.setdefault, zip(*columns), count()))  # a row's code: its first row's number
+    made = {code: record(**dict(zip(fields, row))) for row, code in seen.items()}
+    return list(map(made.__getitem__, codes))
 
 
 _SETTERS: dict[tuple[str, ...], object] = {}
