@@ -33,7 +33,7 @@ def job_arrays(jobs: list[Job]) -> dict[str, np.ndarray]:
     }
 
 
-SUMMARY_BLOCK = 1 << 16  # jobs read per block by summary_arrays
+SUMMARY_BLOCK = 1 << 14  # jobs read per block by summary_arrays
 
 
 def summary_arrays(jobs: list[Job]) -> dict[str, np.ndarray]:

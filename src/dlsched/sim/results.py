@@ -145,7 +145,7 @@ def _printf(values: Sequence) -> tuple[str, list]:
     return "%r", floats.tolist()
 
 
-CHUNK_ROWS = 1 << 14  # rows formatted at a time: the text of a whole 1M-row file never exists at once
+CHUNK_ROWS = 1 << 12  # rows formatted at a time: the text of a whole 1M-row file never exists at once
 
 
 class AttrColumn:

@@ -14,7 +14,6 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import count
 from datetime import UTC, datetime
 from numbers import Real
 
@@ -287,10 +286,10 @@ def shared_records(record: type, fields: dict[str, np.ndarray]) -> list:
         name, column = next(iter(fields)), columns[0]
         single = {value: record(**{name: value}) for value in dict.fromkeys(column)}
         return list(map(single.__getitem__, column))
-    seen: dict[tuple, int] = {}
-    codes = list(map(seen.setdefault, zip(*columns), count()))  # a row's code: its first row's number
-    made = {code: record(**dict(zip(fields, row))) for row, code in seen.items()}
-    return list(map(made.__getitem__, codes))
+    seen: dict[tuple, tuple] = {}
+    firsts = list(map(seen.setdefault, zip(*columns), zip(*columns)))  # each row -> the first equal row
+    made = {row: record(**dict(zip(fields, row))) for row in seen}
+    return list(map(made.__getitem__, firsts))
 
 
 _SETTERS: dict[tuple[str, ...], object] = {}
