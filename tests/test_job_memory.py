@@ -16,8 +16,8 @@ from dlsched.core.job import NO_PREDICTION, Job, JobSpec, JobState, Measured, Or
 
 # Peak bytes traced per job while the built-in workload of 20,000 jobs is generated, simulated
 # with FIFO and written (the library path of `dlsched simulate --jobs 20000`). Measured on
-# Python 3.11: 1,112 now; 1,353 before the job split, the streaming writer and the lean loader.
-PEAK_BYTES_PER_JOB = 1250
+# Python 3.11: 772 now; 1,353 before the job split, the streaming writer and the lean loader.
+PEAK_BYTES_PER_JOB = 1000
 
 REQUEST = dict(user="alice", name="train_resnet", cpus=12, status="FAILED", model_name="resnet50", batch_size=64,
                onnx_ref="zoo:resnet50", gpu_util=71.5, gpu_mem_mib=9000.0, min_utility=0.25, index=7,

@@ -29,7 +29,7 @@ slow down. What the kernel or a queue order touches on every pass is a slot (28 
 bytes a job; 46 and 400 before). The rest lives in immutable NamedTuple side records read
 through properties whose getter is a C ``attrgetter`` (no Python frame: the kernel loop runs no
 more bytecodes) and written copy-on-write (a record is never changed in place). Equal request
-and truth records are one object (the built-in workload's 1M jobs hold ~12,000 of each); a job
+and truth records are one object (the built-in workload's 1M jobs hold ~7,400 and 3); a job
 holds a :class:`Predicted` of its own only once something was predicted or observed for it.
 """
 
@@ -69,7 +69,7 @@ class JobSpec(NamedTuple):
     """The request beyond what the kernel reads on every pass: the VC (read once, when the job is
     bound to it), CPUs and how the job trains (what the resource and duration predictors read).
     Immutable and shared: jobs that asked for the same thing hold one record (the built-in
-    workload's 1M jobs hold ~12,000)."""
+    workload's 1M jobs hold ~7,400)."""
 
     vc: str = ""
     cpus: int = 0

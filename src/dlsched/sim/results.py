@@ -152,7 +152,7 @@ class AttrColumn:
     """One attribute of every job, read a slice at a time (a list, or an array of ``dtype``): a
     column of ``jobs.csv`` without a million entries beside the jobs (what :func:`write_csv` slices)."""
 
-    __slots__ = ("jobs", "get", "dtype")
+    __slots__ = ("dtype", "get", "jobs")
 
     def __init__(self, jobs: Sequence, name: str, dtype: type | None = None) -> None:
         self.jobs, self.get, self.dtype = jobs, attrgetter(name), dtype

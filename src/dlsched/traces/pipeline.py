@@ -259,7 +259,7 @@ def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job
 
 def shared_floats(values: np.ndarray) -> list[float]:
     """``values`` as a list in which equal floats are one Python float: traces repeat run times
-    (whole seconds), so 1M jobs hold ~100k duration objects instead of 1M. One dict pass in C.
+    (whole seconds): the built-in workload's 1M jobs hold ~59,000 duration objects. One dict pass in C.
     Left unshared where sharing could blur a value (-0.0 beside 0.0; NaN is never equal)."""
     floats = values.tolist()
     if (np.signbit(values) & (values == 0)).any():
