@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from operator import attrgetter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -71,10 +72,14 @@ def cluster_for(jobs: list[Job], vc_nodes: dict[str, int] | None = None, nodes: 
 
 
 def keep_cluster_vcs(jobs: list[Job], cluster: ClusterSpec) -> tuple[list[Job], dict[str, int]]:
-    """Jobs whose VC exists in the cluster, plus counts of those left out by VC (reported)."""
+    """Jobs whose VC exists in the cluster (``jobs`` itself when all do), plus counts of those left
+    out by VC (reported)."""
+    vcs = cluster.vcs
+    if all(map(vcs.__contains__, map(attrgetter("vc"), jobs))):
+        return jobs, {}  # every VC exists: the list itself (a copy of 1M jobs is 8 MB more at the peak)
     kept, left = [], {}
     for job in jobs:
-        if job.vc in cluster.vcs:
+        if job.vc in vcs:
             kept.append(job)
         else:
             left[job.vc] = left.get(job.vc, 0) + 1

@@ -1,24 +1,36 @@
-"""The job record: what a policy may see, the ground truth it may not, and runtime state.
+"""The job record in four parts: the request, the predictions, the ground truth and the kernel's
+run record.
 
-A job carries three kinds of fields:
-
-* **request and predictions** (any policy may read them): ``job_id``, ``user``, ``name``,
-  ``vc``, ``gpus``, ``cpus``, ``submit_time``, ``model_name``, ``batch_size``, ``onnx_ref``,
-  ``min_utility``, ``pred_duration``, ``pred_gpu_util``, ``pred_gpu_mem_mib``, ``priority``, and the
-  training metadata the resource predictors use: ``optimizer`` ("" = the predictor's default,
-  Adam), ``amp`` (mixed precision, default off), ``seq_len`` (0 = the model's own default),
-  ``attention`` ("" = fused; eager / fused / memory_efficient) and ``stack`` (software-stack
-  label for the memory context, "" = unknown).
-  ``prior_gpu_util`` / ``prior_gpu_mem_mib`` keep the predictions an observation replaced at
-  ``observed_at`` (-1: not yet; :mod:`dlsched.sim.observe`).
+* **request** (what was submitted; any policy may read it): ``job_id``, ``user``, ``name``,
+  ``gpus``, ``submit_time`` and ``index`` (position in the trace) in slots; ``vc``, ``cpus``,
+  ``model_name``, ``batch_size``, ``onnx_ref``, ``min_utility`` and the training metadata the
+  resource predictors use -- ``optimizer`` ("" = the predictor's default, Adam), ``amp`` (mixed
+  precision, default off), ``seq_len`` (0 = the model's own default), ``attention`` ("" = fused;
+  eager / fused / memory_efficient), ``stack`` (software-stack label, "" = unknown) -- in a
+  shared :class:`JobSpec`.
+* **predictions** (any policy may read and set them): ``pred_duration`` and ``priority`` in
+  slots (queue orders read them on every pass); ``pred_gpu_util``, ``pred_gpu_mem_mib``, the
+  priors an observation replaced at ``observed_at`` (-1: not yet; :mod:`dlsched.sim.observe`)
+  and what failures revealed (``failures``, ``last_failure``, ``observed_mem_mib``) in a
+  :class:`Predicted`.
 * **ground truth** (the engine and the ground-truth models read it; a policy only through an
-  explicit oracle grant): ``duration``, ``remaining``, ``gpu_util`` (measured, 0-100),
-  ``gpu_mem_mib`` (measured peak) and ``status`` (final status in the trace). They live in
-  underscore slots; the public names are guarded properties. While a simulation runs a policy
-  that is not an oracle, :func:`truth_hidden` is active and reading one of them for a job that
-  has not finished raises :class:`OracleAccessError` (a finished job's run time has been
-  observed, so estimators may learn from it).
-* **runtime state**, owned by the kernel (``dlsched.kernel.state``).
+  explicit oracle grant): ``duration`` / ``remaining`` (slots ``_duration``, ``_remaining``,
+  ``_start_remaining``) and ``gpu_util`` (measured, 0-100), ``gpu_mem_mib`` (measured peak),
+  ``status`` (final status in the trace) in a shared :class:`Measured` (raw names ``_gpu_util``,
+  ``_gpu_mem_mib``, ``_status``). The public names are guarded properties: while a simulation
+  runs a policy that is not an oracle, :func:`truth_hidden` is active and reading one of them
+  for a job that has not finished raises :class:`OracleAccessError` (a finished job's run time
+  has been observed, so estimators may learn from it).
+* **run record**, owned by the kernel (``dlsched.kernel.state``): state, times, placement,
+  speed, sequence numbers, attained GPU-seconds -- all slots.
+
+Why the split has this shape: a million jobs must fit in memory and the kernel's loop must not
+slow down. What the kernel or a queue order touches on every pass is a slot (28 of them, 256
+bytes a job; 46 and 400 before). The rest lives in immutable NamedTuple side records read
+through properties whose getter is a C ``attrgetter`` (no Python frame: the kernel loop runs no
+more bytecodes) and written copy-on-write (a record is never changed in place). Equal request
+and truth records are one object (the built-in workload's 1M jobs hold ~7,400 and 3); a job
+holds a :class:`Predicted` of its own only once something was predicted or observed for it.
 """
 
 from __future__ import annotations
@@ -26,6 +38,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import IntEnum
+from operator import attrgetter
+from typing import NamedTuple
 
 
 class OracleAccessError(PermissionError):
@@ -51,6 +65,104 @@ _CREATED = JobState.CREATED
 _NAN = float("nan")
 
 
+class JobSpec(NamedTuple):
+    """The request beyond what the kernel reads on every pass: the VC (read once, when the job is
+    bound to it), CPUs and how the job trains (what the resource and duration predictors read).
+    Immutable and shared: jobs that asked for the same thing hold one record (the built-in
+    workload's 1M jobs hold ~7,400)."""
+
+    vc: str = ""
+    cpus: int = 0
+    model_name: str = ""
+    batch_size: int = 0
+    onnx_ref: str = ""
+    min_utility: float = _NAN
+    optimizer: str = ""
+    amp: bool = False
+    seq_len: int = 0
+    attention: str = ""
+    stack: str = ""
+
+
+class Measured(NamedTuple):
+    """Ground truth beyond the run time: measured utilisation (0-100), measured peak memory and
+    the trace's final status. Immutable and shared like :class:`JobSpec`."""
+
+    gpu_util: float = _NAN
+    gpu_mem_mib: float = _NAN
+    status: str = ""
+
+
+class Predicted(NamedTuple):
+    """Predicted GPU utilisation and memory, and what running the job revealed to correct them:
+    the predictions an observation replaced (:mod:`dlsched.sim.observe`: the priors and when,
+    ``observed_at`` -1: never), how many starts ended in a failure (each one an attempt), the
+    last failure's reason and the memory seen when it failed (e.g. an OOM report). A job gets
+    one of its own once any of these is set; until then it shares "nothing predicted"."""
+
+    pred_gpu_util: float = _NAN
+    pred_gpu_mem_mib: float = _NAN
+    prior_gpu_util: float = _NAN
+    prior_gpu_mem_mib: float = _NAN
+    observed_at: float = -1.0
+    failures: int = 0
+    last_failure: str = ""
+    observed_mem_mib: float = _NAN
+
+
+NO_SPEC, NO_MEASURE, NO_PREDICTION = JobSpec(), Measured(), Predicted()
+# side slot -> (record type, its shared "nothing known" value)
+SIDE_RECORDS: dict[str, tuple[type, tuple]] = {
+    "_spec": (JobSpec, NO_SPEC), "_measured": (Measured, NO_MEASURE),
+    "_predicted": (Predicted, NO_PREDICTION),
+}
+_INTERNED: dict[tuple, tuple] = {}
+_INTERN_MAX = 1 << 16  # distinct records kept for sharing; past it the table starts afresh
+
+
+def intern(record: tuple) -> tuple:
+    """The shared record equal to ``record`` with the same value types (1 and 1.0 stay apart),
+    so that jobs which asked for the same thing cost one record."""
+    if len(_INTERNED) >= _INTERN_MAX:
+        _INTERNED.clear()
+    return _INTERNED.setdefault((record, tuple(map(type, record))), record)
+
+
+_BY_VC: dict[str, JobSpec] = {}
+_CHANGED: dict[tuple, tuple] = {}  # (field, value, record, their types) -> the shared record with that change
+
+
+def _vc_spec(vc: str) -> JobSpec:
+    """The shared request record of a job that asked for nothing beyond its VC."""
+    spec = _BY_VC.get(vc)
+    if spec is None:
+        if len(_BY_VC) >= _INTERN_MAX:
+            _BY_VC.clear()
+        spec = _BY_VC[vc] = intern(NO_SPEC._replace(vc=vc))
+    return spec
+
+
+def _side(slot: str, field: str, shared: bool) -> property:
+    """Public name ``field`` of the side record in ``slot``: read in C, written copy-on-write (the
+    shared record is never changed). A ``shared`` record's change is shared too (moving every job
+    to one VC keeps one record per kind), memoised: such a change is made for many jobs at once."""
+    def set_(self: Job, value) -> None:
+        setattr(self, slot, getattr(self, slot)._replace(**{field: value}))
+
+    def set_shared(self: Job, value) -> None:
+        old = getattr(self, slot)
+        key = (field, value, type(value), old, tuple(map(type, old)))  # types: 1 and 1.0 stay apart
+        record = _CHANGED.get(key)
+        if record is None:
+            if len(_CHANGED) >= _INTERN_MAX:
+                _CHANGED.clear()
+            record = _CHANGED[key] = intern(old._replace(**{field: value}))
+        setattr(self, slot, record)
+
+    return property(attrgetter(f"{slot}.{field}"), set_shared if shared else set_,
+                    doc=f"``{field}`` of the job's {slot[1:]} record.")
+
+
 def _truth(slot: str, what: str) -> property:
     """A guarded public name for the ground-truth slot ``slot``."""
     def get(self: Job):
@@ -66,23 +178,26 @@ def _truth(slot: str, what: str) -> property:
 
 
 class Job:
-    """One job. ``__slots__`` keeps a million of them small and attribute access fast."""
+    """One job: the kernel's handle on its request, predictions, truth and run record.
+
+    ``__slots__`` keeps a million of them small and attribute access fast; what the kernel reads on
+    every pass is a slot, the rest lives in the shared side records (:data:`SIDE_RECORDS`), read
+    through properties of the same public names."""
 
     truth_is_hidden = False  # class-wide switch, flipped by :func:`truth_hidden`
 
     __slots__ = (
-        "index", "job_id", "user", "name", "vc", "gpus", "cpus", "submit_time",
-        "model_name", "batch_size", "onnx_ref", "min_utility",
-        "pred_duration", "pred_gpu_util", "pred_gpu_mem_mib", "priority", "optimizer", "amp", "seq_len",
-        "attention", "stack",
-        # ground truth (guarded public names below)
-        "_duration", "_remaining", "_start_remaining", "_gpu_util", "_gpu_mem_mib", "_status",
-        # runtime state (owned by the kernel)
-        "state", "start_time", "end_time", "run_since", "preemptions", "failures",
+        # request (what was submitted); its VC and the rest in _spec
+        "index", "job_id", "user", "name", "gpus", "submit_time", "_spec",
+        # predictions: what queue orders read; GPU utilisation/memory and observation priors in _predicted
+        "pred_duration", "priority", "_predicted",
+        # ground truth (guarded public names below); measured utilisation, memory, status in _measured
+        "_duration", "_remaining", "_start_remaining", "_measured",
+        # the kernel's run record (owned by dlsched.kernel.state); failures (count, last reason,
+        # memory seen) live in _predicted, which they correct
+        "state", "start_time", "end_time", "run_since", "preemptions",
         "queue_delay", "wait_since", "placement", "speed", "epoch", "enq_seq", "run_seq", "vc_state",
-        "last_failure", "observed_mem_mib", "attained",
-        # predictions replaced by observation (dlsched.sim.observe): the priors and when (-1: never)
-        "prior_gpu_util", "prior_gpu_mem_mib", "observed_at",
+        "attained",
     )
 
     def __init__(
@@ -100,9 +215,9 @@ class Job:
         model_name: str = "",
         batch_size: int = 0,
         onnx_ref: str = "",
-        gpu_util: float = float("nan"),
-        gpu_mem_mib: float = float("nan"),
-        min_utility: float = float("nan"),
+        gpu_util: float = _NAN,
+        gpu_mem_mib: float = _NAN,
+        min_utility: float = _NAN,
         index: int = -1,
         optimizer: str = "",
         amp: bool = False,
@@ -114,30 +229,47 @@ class Job:
         self.job_id = job_id
         self.user = user
         self.name = name
-        self.vc = vc
         self.gpus = gpus
-        self.cpus = cpus
         self.submit_time = submit_time
         self._duration = duration
-        self._status = status
-        self.model_name = model_name
-        self.batch_size = batch_size
-        self.onnx_ref = onnx_ref
-        self._gpu_util = gpu_util
-        self._gpu_mem_mib = gpu_mem_mib
-        self.min_utility = min_utility
-        self.optimizer = optimizer
-        self.amp = amp
-        self.seq_len = seq_len
-        self.attention = attention
-        self.stack = stack
+        if cpus or model_name or batch_size or onnx_ref or min_utility == min_utility or optimizer or amp \
+                or seq_len or attention or stack:
+            self._spec = intern(JobSpec(vc, cpus, model_name, batch_size, onnx_ref, min_utility, optimizer, amp,
+                                        seq_len, attention, stack))
+        else:
+            self._spec = _BY_VC.get(vc) or _vc_spec(vc)
+        if status or gpu_util == gpu_util or gpu_mem_mib == gpu_mem_mib:  # NaN != NaN: nothing measured
+            self._measured = intern(Measured(gpu_util, gpu_mem_mib, status))
+        else:
+            self._measured = NO_MEASURE
         self.pred_duration = _NAN
-        self.pred_gpu_util = _NAN
-        self.pred_gpu_mem_mib = _NAN
         self.priority = _NAN
-        self.prior_gpu_util = self.prior_gpu_mem_mib = _NAN
-        self.observed_at = -1.0
+        self._predicted = NO_PREDICTION
         self.reset()
+
+    vc = _side("_spec", "vc", True)
+    cpus = _side("_spec", "cpus", True)
+    model_name = _side("_spec", "model_name", True)
+    batch_size = _side("_spec", "batch_size", True)
+    onnx_ref = _side("_spec", "onnx_ref", True)
+    min_utility = _side("_spec", "min_utility", True)
+    optimizer = _side("_spec", "optimizer", True)
+    amp = _side("_spec", "amp", True)
+    seq_len = _side("_spec", "seq_len", True)
+    attention = _side("_spec", "attention", True)
+    stack = _side("_spec", "stack", True)
+    pred_gpu_util = _side("_predicted", "pred_gpu_util", False)
+    pred_gpu_mem_mib = _side("_predicted", "pred_gpu_mem_mib", False)
+    prior_gpu_util = _side("_predicted", "prior_gpu_util", False)
+    prior_gpu_mem_mib = _side("_predicted", "prior_gpu_mem_mib", False)
+    observed_at = _side("_predicted", "observed_at", False)
+    failures = _side("_predicted", "failures", False)
+    last_failure = _side("_predicted", "last_failure", False)
+    observed_mem_mib = _side("_predicted", "observed_mem_mib", False)
+    # the raw truth, unguarded as the slots were (the engine and ground-truth models read it)
+    _gpu_util = _side("_measured", "gpu_util", True)
+    _gpu_mem_mib = _side("_measured", "gpu_mem_mib", True)
+    _status = _side("_measured", "status", True)
 
     duration = _truth("_duration", "true duration")
     remaining = _truth("_remaining", "true remaining run time")
@@ -154,7 +286,6 @@ class Job:
         self._start_remaining = self._remaining  # remaining time at the last start (a failure returns to it)
         self.run_since = -1.0
         self.preemptions = 0
-        self.failures = 0        # starts that ended in a failure (each one an attempt)
         self.queue_delay = 0.0
         self.wait_since = -1.0
         self.placement = None
@@ -163,13 +294,13 @@ class Job:
         self.enq_seq = 0    # order of (re-)entry into the pending queue
         self.run_seq = 0    # order of the last start
         self.vc_state = None  # the kernel's VcState of this job's VC while it is scheduled
-        self.last_failure = ""
-        self.observed_mem_mib = _NAN  # memory seen when the job failed (e.g. OOM report)
         self.attained = 0.0      # GPU-seconds of its runs that were cut short (booked at preempt / fail)
-        if self.observed_at >= 0:  # an observation replaced the predictions: back to the priors
-            self.pred_gpu_util, self.pred_gpu_mem_mib = self.prior_gpu_util, self.prior_gpu_mem_mib
-            self.prior_gpu_util = self.prior_gpu_mem_mib = _NAN
-            self.observed_at = -1.0
+        p = self._predicted  # no failure seen; an observation that replaced predictions: back to the priors
+        if p is not NO_PREDICTION and (p.observed_at >= 0 or p.failures or p.last_failure
+                                       or p.observed_mem_mib == p.observed_mem_mib):
+            p = Predicted(p.prior_gpu_util, p.prior_gpu_mem_mib) if p.observed_at >= 0 else \
+                Predicted(p.pred_gpu_util, p.pred_gpu_mem_mib, p.prior_gpu_util, p.prior_gpu_mem_mib)
+            self._predicted = NO_PREDICTION if p == NO_PREDICTION else p
 
     def attained_at(self, now: float) -> float:
         """GPU-seconds the job has held GPUs by ``now`` over all its runs: the runs cut short

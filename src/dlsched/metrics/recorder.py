@@ -28,10 +28,13 @@ class MetricsRecorder:
         self.t0 = None
         self.t_end = 0.0
         self.rows_t = array("d")
-        self.rows_busy = array("l")
-        self.rows_running = array("l")
-        self.rows_queued = array("l")
-        self.rows_powered = array("l")
+        # counts in 2 or 4 bytes (a 1M-job run samples ~1.8M rows). GPUs and nodes in 2 while the
+        # cluster has < 16,384 GPUs: 4x headroom below 65,536 (the simulator adds no nodes mid-run)
+        small = "H" if state.total_gpus < 1 << 14 else "i"
+        self.rows_busy = array(small)
+        self.rows_running = array("i")
+        self.rows_queued = array("i")
+        self.rows_powered = array(small)
         self.started_run = False
         state.add_clock(self.sample)
 
@@ -102,7 +105,7 @@ class MetricsRecorder:
         times = np.frombuffer(self.rows_t, np.float64) if len(self.rows_t) else np.zeros(0)
 
         def ints(rows: array) -> np.ndarray:
-            return np.frombuffer(rows, f"i{rows.itemsize}") if len(rows) else np.zeros(0, np.int64)
+            return np.frombuffer(rows, rows.typecode) if len(rows) else np.zeros(0, np.int64)
 
         return {
             "time": times,

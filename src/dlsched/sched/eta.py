@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dlsched.core.cluster import ClusterSpec, VirtualCluster
-from dlsched.core.job import Job, JobState
+from dlsched.core.job import NO_MEASURE, Job, JobState, Predicted
 from dlsched.kernel.decide import Decider
 from dlsched.kernel.decisions import Preempt, Start
 from dlsched.kernel.state import ClusterState
@@ -40,9 +40,8 @@ INF = math.inf
 _RUNNING = JobState.RUNNING
 IDLE_TIMER_LIMIT = 10_000   # policy wake-ups in a row with nothing running and nothing started: stop
 # what a copy keeps of a job: its request and predictions (what a policy may read)
-_PUBLIC = ("index", "job_id", "user", "name", "vc", "gpus", "cpus", "submit_time", "model_name", "batch_size",
-           "onnx_ref", "min_utility", "pred_duration", "pred_gpu_util", "pred_gpu_mem_mib", "priority",
-           "optimizer", "amp", "seq_len", "observed_mem_mib")
+_PUBLIC = ("index", "job_id", "user", "name", "gpus", "submit_time", "_spec", "pred_duration",
+           "priority")  # _spec: the shared rest of the request (VC included)
 
 
 @dataclass(slots=True)
@@ -150,19 +149,22 @@ def _make_copier() -> Callable[[Job, float], Job]:
     t = new(Job)
 {fields}
     t._duration = t._remaining = t._start_remaining = duration
-    t._status = ""
-    t._gpu_util = t._gpu_mem_mib = t.prior_gpu_util = t.prior_gpu_mem_mib = nan
-    t.observed_at = t.start_time = t.end_time = t.run_since = t.wait_since = -1.0
+    t._measured = NO_MEASURE
+    p = job._predicted  # shared as it is unless it holds priors or a failure reason (the twin has none)
+    t._predicted = p if p.observed_at < 0 and p.prior_gpu_util != p.prior_gpu_util \
+        and p.prior_gpu_mem_mib != p.prior_gpu_mem_mib and not p.failures and not p.last_failure \
+        else Predicted(p.pred_gpu_util, p.pred_gpu_mem_mib, observed_mem_mib=p.observed_mem_mib)
+    t.start_time = t.end_time = t.run_since = t.wait_since = -1.0
     t.state = CREATED
-    t.preemptions = t.failures = t.epoch = t.enq_seq = t.run_seq = 0
+    t.preemptions = t.epoch = t.enq_seq = t.run_seq = 0
     t.queue_delay = 0.0
     t.placement = t.vc_state = None
     t.speed = 1.0
-    t.last_failure = ""
     t.attained = job.attained   # attained service carries over (LAS, SRTF-pred read it; a running twin adds its run)
     return t
 """
-    scope = {"new": Job.__new__, "Job": Job, "nan": math.nan, "CREATED": JobState.CREATED}
+    scope = {"new": Job.__new__, "Job": Job, "CREATED": JobState.CREATED, "NO_MEASURE": NO_MEASURE,
+             "Predicted": Predicted}
     exec(compile(src, "<dlsched.sched.eta copy>", "exec"), scope)  # noqa: S102 - generated from _PUBLIC only
     return scope["copy"]
 

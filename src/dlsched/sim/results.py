@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dlsched.metrics.summary import job_arrays, summarize
+from dlsched.metrics.summary import job_arrays, summarize, summary_arrays
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 JOB_COLUMNS = ("job_id", "user", "name", "vc", "gpus", "submit_time", "duration", "start_time", "end_time",
                "queue_delay", "jct", "preemptions")
 _TEXT_COLUMNS = ("job_id", "user", "name", "vc")
+_NUMBER_ATTRS = {"duration": "_duration"}  # jobs.csv column -> job attribute, where they differ
+_NUMBER_TYPES = {"gpus": np.int64, "preemptions": np.int64}  # the rest are floats
 
 # Seconds spent in write_run, collected while a `timed_writes()` block is open (for --timings).
 _WRITE_SECONDS: ContextVar[list[float] | None] = ContextVar("dlsched_write_seconds", default=None)
@@ -48,15 +50,22 @@ def timed_writes() -> Iterator[list[float]]:
         _WRITE_SECONDS.reset(token)
 
 
-def job_columns(result: SimResult, cols: dict[str, np.ndarray] | None = None) -> dict[str, Sequence]:
-    """The columns of ``jobs.csv`` in file order: the job's text fields as lists, numbers as arrays;
+def job_columns(result: SimResult, cols: dict[str, np.ndarray] | None = None,
+                lazy: bool = False) -> dict[str, Sequence]:
+    """The columns of ``jobs.csv`` in file order: the job's text fields as lists (``lazy``: as
+    :class:`AttrColumn` s, read a chunk at a time by the writer), numbers as arrays;
     ``pred_gpu_util``/``pred_gpu_mem_mib`` are added when predictions were filled, and
     ``prior_gpu_util``/``prior_gpu_mem_mib``/``observed_at`` when observation replaced some."""
     jobs = result.jobs
     cols = cols if cols is not None else job_arrays(jobs)
     out: dict[str, Sequence] = {}
     for name in JOB_COLUMNS:
-        out[name] = list(map(attrgetter(name), jobs)) if name in _TEXT_COLUMNS else cols[name]
+        if name in _TEXT_COLUMNS:
+            out[name] = AttrColumn(jobs, name) if lazy else list(map(attrgetter(name), jobs))
+        elif name in cols and len(cols[name]) == len(jobs):
+            out[name] = cols[name]
+        else:  # reduced by summary_arrays: read from the jobs a block at a time
+            out[name] = AttrColumn(jobs, _NUMBER_ATTRS.get(name, name), _NUMBER_TYPES.get(name, float))
     util = np.fromiter(map(attrgetter("pred_gpu_util"), jobs), float, len(jobs))
     if len(jobs) and not np.isnan(util).all():  # predictions were filled: keep them with the outcomes
         out["pred_gpu_util"] = util
@@ -136,23 +145,65 @@ def _printf(values: Sequence) -> tuple[str, list]:
     return "%r", floats.tolist()
 
 
-def write_csv(path: str | Path, columns: dict[str, Sequence]) -> None:
+CHUNK_ROWS = 1 << 12  # rows formatted at a time: the text of a whole 1M-row file never exists at once
+
+
+class AttrColumn:
+    """One attribute of every job, read a slice at a time (a list, or an array of ``dtype``): a
+    column of ``jobs.csv`` without a million entries beside the jobs (what :func:`write_csv` slices)."""
+
+    __slots__ = ("dtype", "get", "jobs")
+
+    def __init__(self, jobs: Sequence, name: str, dtype: type | None = None) -> None:
+        self.jobs, self.get, self.dtype = jobs, attrgetter(name), dtype
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __getitem__(self, rows: slice) -> list | np.ndarray:
+        block = self.jobs[rows]
+        if self.dtype is None:
+            return list(map(self.get, block))
+        return np.fromiter(map(self.get, block), self.dtype, len(block))
+
+
+def _rows(values, rows: slice) -> Sequence:
+    """Rows ``rows`` of one column (an array view, a list slice or an :class:`AttrColumn` read)."""
+    return values[rows]
+
+
+def write_csv(path: str | Path, columns: dict[str, Sequence], chunk_rows: int = CHUNK_ROWS) -> None:
     """Write equal-length columns as a CSV file with a header (``\\n`` line ends, minimal quoting).
 
-    Each row is one ``%`` formatting of the row's values (no per-column list of strings)."""
+    Rows are written ``chunk_rows`` at a time (streaming: memory stays flat however long the
+    file), each row one ``%`` formatting of its values. Every field has one text whatever the
+    chunk, so the bytes do not depend on ``chunk_rows``; a chunk whose text needs quoting goes
+    through the csv module (the same bytes for fields that need none). A one-column file is
+    one chunk: the csv module quotes a lone empty field, the plain path does not."""
     header = list(columns)
-    specs, values = zip(*map(_printf, columns.values())) if columns else ((), ())
-    texts = [header] + [v for spec, v in zip(specs, values) if spec == "%s"]
+    n = len(next(iter(columns.values()))) if columns else 0
+    step = max(n, 1) if len(header) == 1 else max(chunk_rows, 1)
     with open(path, "w", encoding="utf-8", newline="") as fh:
-        if any(c in joined for joined in map("\x00".join, texts) for c in _SPECIAL):
-            writer = csv.writer(fh, lineterminator="\n")  # quoting needed: the csv module does it
-            writer.writerow(header)
-            writer.writerows(zip(*[_as_text(v) for v in columns.values()]))
-            return
-        fh.write(",".join(header) + "\n")
-        if values and values[0]:
-            fh.write("\n".join(map(",".join(specs).__mod__, zip(*values))))
-            fh.write("\n")
+        if any(c in joined for joined in header for c in _SPECIAL):
+            csv.writer(fh, lineterminator="\n").writerow(header)
+        else:
+            fh.write(",".join(header) + "\n")
+        for lo in range(0, n, step):
+            rows = slice(lo, lo + step)
+            chunk = [_rows(v, rows) for v in columns.values()]
+            _write_rows(fh, chunk)
+
+
+def _write_rows(fh, chunk: list[Sequence]) -> None:
+    """One block of rows (equal-length column slices) in the file's CSV dialect."""
+    specs, values = zip(*map(_printf, chunk))
+    texts = [v for spec, v in zip(specs, values) if spec == "%s"]
+    if any(c in joined for joined in map("\x00".join, texts) for c in _SPECIAL):
+        csv.writer(fh, lineterminator="\n").writerows(zip(*[_as_text(v) for v in chunk]))
+        return
+    if values[0]:
+        fh.write("\n".join(map(",".join(specs).__mod__, zip(*values))))
+        fh.write("\n")
 
 
 def write_run(result: SimResult, out_dir: str | Path, meta: dict | None = None) -> dict:
@@ -160,11 +211,11 @@ def write_run(result: SimResult, out_dir: str | Path, meta: dict | None = None) 
     t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cols = job_arrays(result.jobs)
+    cols = summary_arrays(result.jobs)  # the other columns are read a block at a time while writing
     summary = {"policy": result.policy, "placement": result.placement, **(meta or {}),
                **summarize(result.jobs, result.metrics, cols)}
     summary.update(result.extra)
-    write_csv(out / "jobs.csv", job_columns(result, cols))
+    write_csv(out / "jobs.csv", job_columns(result, cols, lazy=True))
     write_csv(out / "timeline.csv", result.metrics.timeline_arrays())
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
     seconds = _WRITE_SECONDS.get()

@@ -19,7 +19,9 @@ from numbers import Real
 
 import numpy as np
 
-from dlsched.core.job import Job
+from dlsched.core.job import SIDE_RECORDS, Job
+
+_NAN = float("nan")
 from dlsched.traces.model import LoadReport, Trace, TraceError
 
 # wall-clock bounds: text, datetime (pandas.Timestamp is one), numpy datetime64; or seconds
@@ -206,15 +208,27 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-TRUTH_FIELDS = frozenset({"gpu_util", "gpu_mem_mib", "status"})
+BUILD_ROWS = 1 << 16  # jobs built per block
+
+# Optional fields kept in a job's shared side records (dlsched.core.job), by record slot
+SIDE_FIELDS: dict[str, str] = {
+    "cpus": "_spec", "model_name": "_spec", "batch_size": "_spec", "onnx_ref": "_spec", "attention": "_spec",
+    "stack": "_spec", "gpu_util": "_measured", "gpu_mem_mib": "_measured", "status": "_measured",
+}
 
 
 def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job]:
-    """One pass of the real ``Job`` constructor, then optional fields that carry information."""
-    jobs = list(map(Job, cols.job_id[order].tolist(), cols.vc[order].tolist(),
-                    cols.gpus[order].astype(np.int64).tolist(), submit[order].tolist(),
-                    cols.duration[order].astype(np.float64).tolist()))
+    """One pass of the real ``Job`` constructor, then optional fields that carry information:
+    ``user``/``name`` into their slots, the rest as shared side records (equal rows, one record)."""
+    durations = shared_floats(cols.duration[order].astype(np.float64))  # a list: sliced per block
+    jobs: list[Job] = []
+    for lo in range(0, len(order), BUILD_ROWS):  # a block at a time: no job-length lists beside the jobs
+        rows = order[lo:lo + BUILD_ROWS]
+        jobs += map(Job, cols.job_id[rows].tolist(), cols.vc[rows].tolist(),
+                    cols.gpus[rows].astype(np.int64).tolist(), submit[rows].tolist(),
+                    durations[lo:lo + BUILD_ROWS])
     slots, columns = [], []
+    sides: dict[str, dict[str, np.ndarray]] = {}
     for attr, values in cols.extra.items():
         default = OPTIONAL_FIELDS[attr]
         values = values[order]
@@ -228,11 +242,54 @@ def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job
             values = values.astype(np.int64)
         elif not (values != default).any():
             continue
-        slots.append(f"_{attr}" if attr in TRUTH_FIELDS else attr)  # truth: a slot behind a guarded property
-        columns.append(values.tolist())
+        if attr in SIDE_FIELDS:
+            sides.setdefault(SIDE_FIELDS[attr], {})[attr] = values
+        else:
+            slots.append(attr)
+            columns.append(values.tolist())
+    if "_spec" in sides:  # the VC is part of the request record (the constructor set it alone)
+        sides["_spec"] = {"vc": cols.vc[order], **sides["_spec"]}
+    for slot, fields in sides.items():
+        slots.append(slot)
+        columns.append(shared_records(SIDE_RECORDS[slot][0], fields))
     if slots:
         _slot_setter(tuple(slots))(jobs, *columns)
     return jobs
+
+
+def shared_floats(values: np.ndarray) -> list[float]:
+    """``values`` as a list in which equal floats are one Python float: traces repeat run times
+    (whole seconds): the built-in workload's 1M jobs hold ~59,000 duration objects. One dict pass in C.
+    Left unshared where sharing could blur a value (-0.0 beside 0.0; NaN is never equal)."""
+    floats = values.tolist()
+    if (np.signbit(values) & (values == 0)).any():
+        return floats
+    seen: dict[float, float] = {}
+    return list(map(seen.setdefault, floats, floats))
+
+
+def shared_records(record: type, fields: dict[str, np.ndarray]) -> list:
+    """One ``record`` (a NamedTuple of :mod:`dlsched.core.job`) per row from equal-length
+    columns ``fields``, unnamed fields at their defaults; rows with equal values share one
+    record, so a million jobs of a few thousand kinds hold a few thousand records. Dict passes
+    in C, no sort; a column's NaNs become one NaN first, so that rows without a value share."""
+    columns = []
+    for values in fields.values():
+        column = values.tolist()
+        if values.dtype.kind == "f":
+            if (np.signbit(values) & (values == 0)).any():  # -0.0 equals 0.0: rows keep records of their own
+                return [record(**dict(zip(fields, row))) for row in zip(*(v.tolist() for v in fields.values()))]
+            if np.isnan(values).any():
+                column = [_NAN if v != v else v for v in column]
+        columns.append(column)
+    if len(columns) == 1:  # one field: its values are the keys (no row tuples)
+        name, column = next(iter(fields)), columns[0]
+        single = {value: record(**{name: value}) for value in dict.fromkeys(column)}
+        return list(map(single.__getitem__, column))
+    seen: dict[tuple, tuple] = {}
+    firsts = list(map(seen.setdefault, zip(*columns), zip(*columns)))  # each row -> the first equal row
+    made = {row: record(**dict(zip(fields, row))) for row in seen}
+    return list(map(made.__getitem__, firsts))
 
 
 _SETTERS: dict[tuple[str, ...], object] = {}
