@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
-from dlsched.traces.cluster_queues import read_queues
+from dlsched.traces.cluster_queues import read_half_life, read_queues
 from dlsched.traces.model import TraceError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
@@ -62,18 +62,33 @@ def test_queues_are_read(tmp_path) -> None:
 @pytest.mark.parametrize("queues,message", [
     ('[[queues]]\nname = "vc01"\nborrow_limit = -1\n', "line 15: queues[1].borrow_limit = -1: want a whole number >= 0"),
     ('[[queues]]\nname = "vc01"\nlend_limit = "lots"\n', "queues[1].lend_limit = 'lots': want a whole number >= 0"),
-    ('[[queues]]\nname = "vc09"\n', "queues[1].name = 'vc09': no group has this VC (VCs: vc01, vc02)"),
-    ('[[queues]]\nname = "vc01"\n[[queues]]\nname = "vc01"\n', "queues[2].name = 'vc01': the VC has two queue"),
-    ('[[queues]]\nname = "vc01"\nguarantee = 8\n', "queues[1].guarantee = 8: VC vc01's nodes give 16 GPUs"),
-    ('[[queues]]\nname = "vc02"\nguarantee = {V100 = 8}\n', "queues[1].guarantee = {'V100': 8}: VC vc02's nodes give"),
-    ('[[queues]]\nname = "vc01"\nweight = 2\n', "queues[1]: unknown key(s) weight; known: "),
+    ('[[queues]]\nname = "vc09"\n', "line 14: queues[1].name = 'vc09': no group has this VC and no queue names "
+                                      "it as its parent (a leaf queue is a VC; VCs: vc01, vc02)"),
+    ('[[queues]]\nname = "vc01"\n[[queues]]\nname = "vc01"\n', "queues[2].name = 'vc01': the queue has two entries"),
+    ('[[queues]]\nname = "vc01"\nguarantee = 8\n', "queues[1].guarantee = 8: queue vc01's nodes give 16 GPUs"),
+    ('[[queues]]\nname = "vc02"\nguarantee = {V100 = 8}\n', "queues[1].guarantee = {'V100': 8}: queue vc02's nodes give"),
+    ('[[queues]]\nname = "vc01"\nweight = 0\n', "line 15: queues[1].weight = 0: want a number > 0"),
+    ('[[queues]]\nname = "vc01"\nsize = 2\n', "queues[1]: unknown key(s) size; known: "),
+    ('[[queues]]\nname = "vc01"\nborrow_limit = {A100 = -2}\n', "queues[1].borrow_limit.A100 = -2: want a whole"),
+    ('[[queues]]\nname = "vc01"\nborrow_limit = {P99 = 2}\n', "line 15: queues[1].borrow_limit: unknown GPU type"),
+    # the tree: cycles, a VC as parent, an inner queue that is a VC, its guarantee the sum of its VCs
+    ('[[queues]]\nname = "a"\nparent = "b"\n[[queues]]\nname = "b"\nparent = "a"\n[[queues]]\nname = "vc01"\n'
+     'parent = "a"\n', "line 15: queues[1].parent = 'b': the parents form a cycle (a -> b -> a)"),
+    ('[[queues]]\nname = "vc01"\nparent = "vc02"\n', "line 15: queues[1].parent = 'vc02': a VC is a leaf queue and "
+                                                    "cannot be a parent"),
+    ('[[queues]]\nname = "vc01"\nparent = "vc02"\n[[queues]]\nname = "vc02"\n',
+     "line 17: queues[2].name = 'vc02': a VC is a leaf queue, but another queue names it as its parent"),
+    ('[[queues]]\nname = "lab"\nguarantee = 16\n[[queues]]\nname = "vc01"\nparent = "lab"\n[[queues]]\n'
+     'name = "vc02"\nparent = "lab"\n', "line 15: queues[1].guarantee = 16: queue lab's nodes give 24 GPUs"),
+    ('fair_share_half_life = -5\n', "fair_share_half_life = -5: want a number of seconds > 0"),
     ('queues = 3\n', "'queues' must be a list of tables"),
 ])
 def test_bad_queues_are_one_line_errors(tmp_path, queues, message) -> None:
     path = tmp_path / "c.toml"
-    text = (queues + BASE) if queues.startswith("queues =") else (BASE + "\n" + queues)
+    text = (queues + BASE) if not queues.startswith("[[") else (BASE + "\n" + queues)
     path.write_text(text)
     with pytest.raises(TraceError) as err:
+        read_half_life(path)
         read_queues(path)
     assert str(path) in str(err.value) and message in str(err.value)
     code, out = _run("simulate", "--jobs", "20", "--vcs", "vc01", "--cluster", path, "--out", tmp_path / "r")

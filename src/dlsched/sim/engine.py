@@ -330,7 +330,7 @@ class Simulator:
         if state.cap != 1:
             raise SimulationError("queues that borrow need exclusive GPUs (max_jobs_per_gpu = 1)")
         try:
-            return QuotaManager(specs, state)
+            return QuotaManager(specs, state, self.config.queue_half_life)
         except ValueError as exc:
             raise SimulationError(f"queues: {exc}") from exc
 
