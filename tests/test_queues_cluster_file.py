@@ -116,10 +116,33 @@ def test_borrowing_experiment_runs_and_pairs_seeds(tmp_path) -> None:
     path.write_text(queues_toml({"a": 2, "b": 1}, 8, True))
     a, b = read_queues(path)
     assert (a.name, a.borrow_limit, a.lend_limit, b.borrow_limit, b.lend_limit) == ("a", 16, 8, 8, 4)
-    text = main(["--seeds", "2", "--jobs", "400"])
+    doc = tmp_path / "queues.md"
+    doc.write_text("# before\n<!-- borrowing-table: start -->\nold\n<!-- borrowing-table: end -->\nafter\n")
+    text = main(["--seeds", "2", "--jobs", "400", "--write-docs", str(doc)])
     rows = text.splitlines()[2:]
     assert len(rows) == 2 and rows[0].startswith("| built-in 400 jobs | fifo | 2 |")
-    assert all(row.count("|") == 13 and " of 2 |" in row for row in rows)
+    assert all(row.count("|") == 14 and " of 2 |" in row for row in rows)
+    assert doc.read_text() == ("# before\n<!-- borrowing-table: start -->\n" + text +
+                               "\n<!-- borrowing-table: end -->\nafter\n")
+    # the docs' table is this command's: same header, between the markers
+    docs = (EXAMPLES.parent / "queues.md").read_text()
+    block = docs.split("<!-- borrowing-table: start -->\n", 1)[1].split("\n<!-- borrowing-table: end -->", 1)[0]
+    assert block.splitlines()[0] == text.splitlines()[0] and len(block.splitlines()) == 6
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--seeds", "-3"], "error: --seeds must be between 1 and 1,000"),
+    (["--seeds", "1", "--jobs", "0"], "error: --jobs must be at least 1, got 0"),
+    (["--seeds", "0", "--philly", "nowhere"], "error: --philly nowhere: no philly_vc_config.csv there"),
+    (["--seeds", "1", "--write-docs", "missing.md"], "error: --write-docs missing.md: no such file"),
+])
+def test_borrowing_experiment_bad_options(capsys, argv, message) -> None:
+    from dlsched.experiments.dlsched.borrowing import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.strip() == err.strip().splitlines()[0] and err.startswith(message)
 
 
 @pytest.mark.parametrize("policy", ["fifo", "qssf", "las", "fairshare"])
@@ -142,3 +165,27 @@ def test_borrowing_keeps_the_kernel_invariants(policy) -> None:
     assert all(j.end_time >= j.start_time >= j.submit_time for j in res.jobs)
     assert sum(r["borrowed_starts"] for r in q.values()) > 0 and sum(r["reclaims"] for r in q.values()) > 0
     assert sum(j.preemptions for j in res.jobs) == sum(r["reclaims"] for r in q.values())
+
+
+def test_tree_example_runs_and_reports_inner_queues(tmp_path) -> None:
+    """docs/examples/queues-tree.toml: two inner queues under org, weights, a per-type limit, a
+    one-day half-life; `cluster show` prints the tree back."""
+    code, text = _run("simulate", "--jobs", "1500", "--seed", "3", "--cluster", EXAMPLES / "queues-tree.toml",
+                      "--out", tmp_path / "t")
+    assert code == 0, text
+    s = json.loads((tmp_path / "t" / "summary.json").read_text())
+    inner = s["per_inner_queue"]
+    assert list(inner) == ["org", "research", "production"]
+    assert inner["research"]["queues"] == ["vc01", "vc02", "vc03"] and inner["research"]["guarantee_gpus"] == 512
+    assert inner["research"]["weight"] == 2.0 and inner["research"]["borrow_limit"] == 128
+    assert inner["org"]["used_gpu_hours"] == pytest.approx(sum(q["used_gpu_hours"] for q in s["per_queue"].values()))
+    assert s["fair_share_half_life"] == 86400.0
+    assert s["per_queue"]["vc01"]["borrow_limit_by_type"] == {"V100": 128}
+    code, _ = _run("cluster", "show", EXAMPLES / "queues-tree.toml", "--out", tmp_path / "q.toml")
+    assert code == 0
+    assert read_queues(tmp_path / "q.toml") == read_queues(EXAMPLES / "queues-tree.toml")
+    from dlsched.traces.cluster_queues import HALF_LIFE_KEY, QUEUE_KEYS
+
+    text = (EXAMPLES.parent / "cluster-file.md").read_text()
+    for key in QUEUE_KEYS - {"namespaces"} | {HALF_LIFE_KEY}:  # every key is documented (namespaces: queues.md)
+        assert f"| `{key}`" in text, key
