@@ -62,8 +62,8 @@ def test_queues_are_read(tmp_path) -> None:
 @pytest.mark.parametrize("queues,message", [
     ('[[queues]]\nname = "vc01"\nborrow_limit = -1\n', "line 15: queues[1].borrow_limit = -1: want a whole number >= 0"),
     ('[[queues]]\nname = "vc01"\nlend_limit = "lots"\n', "queues[1].lend_limit = 'lots': want a whole number >= 0"),
-    ('[[queues]]\nname = "vc09"\n', "line 14: queues[1].name = 'vc09': no group has this VC and no queue names "
-                                      "it as its parent (a leaf queue is a VC; VCs: vc01, vc02)"),
+    ('[[queues]]\nname = "vc09"\n', ("line 14: queues[1].name = 'vc09': no group has this VC and no queue names "
+                                      "it as its parent (a leaf queue is a VC; VCs: vc01, vc02)")),
     ('[[queues]]\nname = "vc01"\n[[queues]]\nname = "vc01"\n', "queues[2].name = 'vc01': the queue has two entries"),
     ('[[queues]]\nname = "vc01"\nguarantee = 8\n', "queues[1].guarantee = 8: queue vc01's nodes give 16 GPUs"),
     ('[[queues]]\nname = "vc02"\nguarantee = {V100 = 8}\n', "queues[1].guarantee = {'V100': 8}: queue vc02's nodes give"),
@@ -72,14 +72,14 @@ def test_queues_are_read(tmp_path) -> None:
     ('[[queues]]\nname = "vc01"\nborrow_limit = {A100 = -2}\n', "queues[1].borrow_limit.A100 = -2: want a whole"),
     ('[[queues]]\nname = "vc01"\nborrow_limit = {P99 = 2}\n', "line 15: queues[1].borrow_limit: unknown GPU type"),
     # the tree: cycles, a VC as parent, an inner queue that is a VC, its guarantee the sum of its VCs
-    ('[[queues]]\nname = "a"\nparent = "b"\n[[queues]]\nname = "b"\nparent = "a"\n[[queues]]\nname = "vc01"\n'
-     'parent = "a"\n', "line 15: queues[1].parent = 'b': the parents form a cycle (a -> b -> a)"),
-    ('[[queues]]\nname = "vc01"\nparent = "vc02"\n', "line 15: queues[1].parent = 'vc02': a VC is a leaf queue and "
-                                                    "cannot be a parent"),
+    (('[[queues]]\nname = "a"\nparent = "b"\n[[queues]]\nname = "b"\nparent = "a"\n[[queues]]\nname = "vc01"\n'
+      'parent = "a"\n'), "line 15: queues[1].parent = 'b': the parents form a cycle (a -> b -> a)"),
+    ('[[queues]]\nname = "vc01"\nparent = "vc02"\n', ("line 15: queues[1].parent = 'vc02': a VC is a leaf queue and "
+                                                    "cannot be a parent")),
     ('[[queues]]\nname = "vc01"\nparent = "vc02"\n[[queues]]\nname = "vc02"\n',
      "line 17: queues[2].name = 'vc02': a VC is a leaf queue, but another queue names it as its parent"),
-    ('[[queues]]\nname = "lab"\nguarantee = 16\n[[queues]]\nname = "vc01"\nparent = "lab"\n[[queues]]\n'
-     'name = "vc02"\nparent = "lab"\n', "line 15: queues[1].guarantee = 16: queue lab's nodes give 24 GPUs"),
+    (('[[queues]]\nname = "lab"\nguarantee = 16\n[[queues]]\nname = "vc01"\nparent = "lab"\n[[queues]]\n'
+      'name = "vc02"\nparent = "lab"\n'), "line 15: queues[1].guarantee = 16: queue lab's nodes give 24 GPUs"),
     ('fair_share_half_life = -5\n', "fair_share_half_life = -5: want a number of seconds > 0"),
     ('queues = 3\n', "'queues' must be a list of tables"),
 ])

@@ -126,7 +126,7 @@ def borrowing_possible(specs: Iterable[QueueSpec]) -> bool:
 class DecayedUsage:
     """GPU-seconds decayed with a half-life, exact for piecewise-constant GPU counts."""
 
-    __slots__ = ("half_life", "value", "t", "rate")
+    __slots__ = ("half_life", "rate", "t", "value")
 
     def __init__(self, half_life: float, t0: float = 0.0) -> None:
         self.half_life = half_life

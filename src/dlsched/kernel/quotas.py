@@ -207,14 +207,13 @@ class QuotaManager:
             changed.extend(moved)
         return changed
 
-    def _loan(self, borrower: str, lender: str, want: dict[str, int]):
+    def _loan(self, borrower: str, lender: str, want: dict[str, int]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
         """The queues on both paths of a loan of ``want`` GPUs (per type), or None when a limit on
         the way (or the trees) forbids it."""
         paths = self.tree.below_common(borrower, lender)
         if paths is None:
             return None
         outs, ins = paths
-        g = sum(want.values())
         specs = self.tree.specs
         for q in outs:
             s = specs[q]
@@ -224,9 +223,10 @@ class QuotaManager:
             s = specs[q]
             if not allows(s.lend_limit, s.lend_types, self.in_total[q], self.in_types[q], want):
                 return None
-        return outs, ins, g
+        return outs, ins
 
     def _types_of(self, placement) -> dict[str, int]:
+        """GPUs per type a placement takes (per-type limits count them)."""
         specs = self.state.node_specs
         out: dict[str, int] = {}
         for node, mask in placement:

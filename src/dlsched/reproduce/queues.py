@@ -49,5 +49,6 @@ class QueuesBorrowing(Reproduction):
         queues = per_queue_table(borrow, "per queue, queues that borrow")
         if queues is not None:
             tables.append(queues)
-        return tables, ["the fixed run has no per-queue report: with no queue that may borrow, the queue manager "
-                        "is not installed and the run is the plain VC partition's, decision for decision"]
+        note = ("the fixed run has no per-queue report: with no queue that may borrow, the queue manager is not "
+                "installed and the run is the plain VC partition's, decision for decision")
+        return tables, [note]

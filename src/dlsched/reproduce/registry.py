@@ -24,10 +24,10 @@ REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in (
     TopoTable1(),
     TopoScenario1(),
     TopoScenario2(),
+    QueuesBorrowing(),
     HorusTable6(),
     HorusTable7(),
     CoScheML(),
     ColocationOracle(),
     Interference(),
-    QueuesBorrowing(),
 )}
