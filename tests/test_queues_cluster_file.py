@@ -145,9 +145,11 @@ def test_borrowing_experiment_bad_options(capsys, argv, message) -> None:
     assert exit_.value.code == 2 and err.strip() == err.strip().splitlines()[0] and err.startswith(message)
 
 
-@pytest.mark.parametrize("policy", ["fifo", "qssf", "las", "fairshare"])
-def test_borrowing_keeps_the_kernel_invariants(policy) -> None:
-    """The whole state re-checked after every pass (and every rebalance) with borrowing on."""
+@pytest.mark.parametrize("policy,example", [("fifo", "queues"), ("qssf", "queues"), ("las", "queues"),
+                                            ("fairshare", "queues"), ("qssf", "queues-tree")])
+def test_borrowing_keeps_the_kernel_invariants(policy, example) -> None:
+    """The whole state re-checked after every pass (and every rebalance) with borrowing on, the
+    queue manager's loan counters and limits at every level of the tree too."""
     from dataclasses import replace
 
     from dlsched.registry import make_policy
@@ -156,7 +158,7 @@ def test_borrowing_keeps_the_kernel_invariants(policy) -> None:
     from dlsched.sim import Simulator
 
     [config], _ = configs_from_options({"jobs": 3000, "seed": 0, "policy": policy,
-                                        "cluster": EXAMPLES / "queues.toml"})
+                                        "cluster": EXAMPLES / f"{example}.toml"})
     run = build_run(config)
     sim_config = replace(run.spec.config, check_invariants=True)
     res = Simulator(run.cluster, make_policy(policy, "consolidate", **run.spec.policy_options),

@@ -208,3 +208,23 @@ def test_per_type_borrow_limits(tmp_path, limit, expect):
     row = res.extra["per_queue"]["A"]
     if limit.startswith("{"):
         assert row["borrow_limit_by_type"] == {limit[1:5]: 4} and row["borrow_limit"] is None
+
+
+def test_check_finds_counters_that_lie_and_limits_exceeded():
+    from dlsched.kernel.quotas import QuotaManager
+    from dlsched.kernel.state import ClusterState, StateError
+
+    state = ClusterState(ClusterSpec.from_vc_sizes({"A": 1, "B": 1, "C": 1}), new_queue=make_policy("fifo").new_queue)
+    manager = QuotaManager(ORG, state)
+    manager.check()  # nothing borrowed: consistent
+    manager.out_total["lab"] = 4
+    with pytest.raises(StateError, match="queue lab: borrowed GPUs counted"):
+        manager.check()
+    manager.out_total["lab"] = 0
+    job = Job("a", "A", 8, 0, 10)
+    state.submit(job, 0.0)
+    manager._loans[job] = (("A", "lab"), ("C",), {"V100": 8})
+    manager._book(job, 1)  # booked past lab's borrow_limit of 4, as a buggy borrow would
+    state.start_borrowed(job, state.vcs[state.vc_index["C"]], [(2, 0xFF)], 0.0)
+    with pytest.raises(StateError, match=r"queue lab: borrowed GPUs \{'V100': 8\} over its limit"):
+        manager.check()

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Status
 from dlsched.kernel.queue_tree import DecayedUsage, QueueSpec, QueueTree, allows, borrowing_possible
-from dlsched.kernel.state import ClusterState, VcState
+from dlsched.kernel.state import ClusterState, StateError, VcState
 
 __all__ = ["QueueSpec", "QuotaManager", "borrowing_possible", "head_of", "jain"]
 
@@ -149,6 +149,37 @@ class QuotaManager:
                 self.in_types[q][t] = self.in_types[q].get(t, 0) + sign * n
         if sign < 0:
             del self._loans[job]
+
+    def check(self) -> None:
+        """The loan counters equal what the borrowing jobs hold (per queue of the tree, per GPU
+        type) and every queue is within its limits; :class:`StateError` otherwise (the engine
+        calls it with the kernel's invariants)."""
+        out: dict[str, dict[str, int]] = {n: {} for n in self.out_types}
+        into: dict[str, dict[str, int]] = {n: {} for n in self.in_types}
+        for job, host in self.state.hosts.items():
+            paths = self.tree.below_common(job.vc_state.name, host.name)
+            if paths is None:
+                raise StateError(f"job {job.job_id} of {job.vc_state.name} runs on {host.name}, outside its tree")
+            for names, held in ((paths[0], out), (paths[1], into)):
+                for q in names:
+                    for t, n in self._types_of(job.placement).items():
+                        held[q][t] = held[q].get(t, 0) + n
+        specs = self.tree.specs
+        for name, spec in specs.items():
+            for what, held, types, total, limit, limit_types in (
+                    ("borrowed", out[name], self.out_types[name], self.out_total[name], spec.borrow_limit,
+                     spec.borrow_types),
+                    ("lent", into[name], self.in_types[name], self.in_total[name], spec.lend_limit,
+                     spec.lend_types)):
+                counted = {t: n for t, n in types.items() if n}
+                if held != counted or sum(held.values()) != total:
+                    raise StateError(f"queue {name}: {what} GPUs counted {counted}, held {held}")
+                if limit_types is not None:
+                    over = any(n > dict(limit_types).get(t, 0) for t, n in held.items())
+                else:
+                    over = limit is not None and total > limit
+                if over:
+                    raise StateError(f"queue {name}: {what} GPUs {held} over its limit")
 
     # -- one instant ---------------------------------------------------------------------
     def rebalance(self, decider, now: float) -> list[Job]:

@@ -280,6 +280,7 @@ class Simulator:
                         failures_due.clear()
                     if check:
                         state.check_invariants()
+                        quotas.check()
             if wakeups:
                 for t1, vid in wakeups:
                     if t1 <= now:
