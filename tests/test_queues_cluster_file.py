@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
-from dlsched.traces.cluster_queues import read_queues
+from dlsched.traces.cluster_queues import read_half_life, read_queues
 from dlsched.traces.model import TraceError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
@@ -62,18 +62,33 @@ def test_queues_are_read(tmp_path) -> None:
 @pytest.mark.parametrize("queues,message", [
     ('[[queues]]\nname = "vc01"\nborrow_limit = -1\n', "line 15: queues[1].borrow_limit = -1: want a whole number >= 0"),
     ('[[queues]]\nname = "vc01"\nlend_limit = "lots"\n', "queues[1].lend_limit = 'lots': want a whole number >= 0"),
-    ('[[queues]]\nname = "vc09"\n', "queues[1].name = 'vc09': no group has this VC (VCs: vc01, vc02)"),
-    ('[[queues]]\nname = "vc01"\n[[queues]]\nname = "vc01"\n', "queues[2].name = 'vc01': the VC has two queue"),
-    ('[[queues]]\nname = "vc01"\nguarantee = 8\n', "queues[1].guarantee = 8: VC vc01's nodes give 16 GPUs"),
-    ('[[queues]]\nname = "vc02"\nguarantee = {V100 = 8}\n', "queues[1].guarantee = {'V100': 8}: VC vc02's nodes give"),
-    ('[[queues]]\nname = "vc01"\nweight = 2\n', "queues[1]: unknown key(s) weight; known: "),
+    ('[[queues]]\nname = "vc09"\n', ("line 14: queues[1].name = 'vc09': no group has this VC and no queue names "
+                                      "it as its parent (a leaf queue is a VC; VCs: vc01, vc02)")),
+    ('[[queues]]\nname = "vc01"\n[[queues]]\nname = "vc01"\n', "queues[2].name = 'vc01': the queue has two entries"),
+    ('[[queues]]\nname = "vc01"\nguarantee = 8\n', "queues[1].guarantee = 8: queue vc01's nodes give 16 GPUs"),
+    ('[[queues]]\nname = "vc02"\nguarantee = {V100 = 8}\n', "queues[1].guarantee = {'V100': 8}: queue vc02's nodes give"),
+    ('[[queues]]\nname = "vc01"\nweight = 0\n', "line 15: queues[1].weight = 0: want a number > 0"),
+    ('[[queues]]\nname = "vc01"\nsize = 2\n', "queues[1]: unknown key(s) size; known: "),
+    ('[[queues]]\nname = "vc01"\nborrow_limit = {A100 = -2}\n', "queues[1].borrow_limit.A100 = -2: want a whole"),
+    ('[[queues]]\nname = "vc01"\nborrow_limit = {P99 = 2}\n', "line 15: queues[1].borrow_limit: unknown GPU type"),
+    # the tree: cycles, a VC as parent, an inner queue that is a VC, its guarantee the sum of its VCs
+    (('[[queues]]\nname = "a"\nparent = "b"\n[[queues]]\nname = "b"\nparent = "a"\n[[queues]]\nname = "vc01"\n'
+      'parent = "a"\n'), "line 15: queues[1].parent = 'b': the parents form a cycle (a -> b -> a)"),
+    ('[[queues]]\nname = "vc01"\nparent = "vc02"\n', ("line 15: queues[1].parent = 'vc02': a VC is a leaf queue and "
+                                                    "cannot be a parent")),
+    ('[[queues]]\nname = "vc01"\nparent = "vc02"\n[[queues]]\nname = "vc02"\n',
+     "line 17: queues[2].name = 'vc02': a VC is a leaf queue, but another queue names it as its parent"),
+    (('[[queues]]\nname = "lab"\nguarantee = 16\n[[queues]]\nname = "vc01"\nparent = "lab"\n[[queues]]\n'
+      'name = "vc02"\nparent = "lab"\n'), "line 15: queues[1].guarantee = 16: queue lab's nodes give 24 GPUs"),
+    ('fair_share_half_life = -5\n', "fair_share_half_life = -5: want a number of seconds > 0"),
     ('queues = 3\n', "'queues' must be a list of tables"),
 ])
 def test_bad_queues_are_one_line_errors(tmp_path, queues, message) -> None:
     path = tmp_path / "c.toml"
-    text = (queues + BASE) if queues.startswith("queues =") else (BASE + "\n" + queues)
+    text = (queues + BASE) if not queues.startswith("[[") else (BASE + "\n" + queues)
     path.write_text(text)
     with pytest.raises(TraceError) as err:
+        read_half_life(path)
         read_queues(path)
     assert str(path) in str(err.value) and message in str(err.value)
     code, out = _run("simulate", "--jobs", "20", "--vcs", "vc01", "--cluster", path, "--out", tmp_path / "r")
@@ -101,15 +116,40 @@ def test_borrowing_experiment_runs_and_pairs_seeds(tmp_path) -> None:
     path.write_text(queues_toml({"a": 2, "b": 1}, 8, True))
     a, b = read_queues(path)
     assert (a.name, a.borrow_limit, a.lend_limit, b.borrow_limit, b.lend_limit) == ("a", 16, 8, 8, 4)
-    text = main(["--seeds", "2", "--jobs", "400"])
+    doc = tmp_path / "queues.md"
+    doc.write_text("# before\n<!-- borrowing-table: start -->\nold\n<!-- borrowing-table: end -->\nafter\n")
+    text = main(["--seeds", "2", "--jobs", "400", "--write-docs", str(doc)])
     rows = text.splitlines()[2:]
     assert len(rows) == 2 and rows[0].startswith("| built-in 400 jobs | fifo | 2 |")
-    assert all(row.count("|") == 13 and " of 2 |" in row for row in rows)
+    assert all(row.count("|") == 14 and " of 2 |" in row for row in rows)
+    assert doc.read_text() == ("# before\n<!-- borrowing-table: start -->\n" + text +
+                               "\n<!-- borrowing-table: end -->\nafter\n")
+    # the docs' table is this command's: same header, between the markers
+    docs = (EXAMPLES.parent / "queues.md").read_text()
+    block = docs.split("<!-- borrowing-table: start -->\n", 1)[1].split("\n<!-- borrowing-table: end -->", 1)[0]
+    assert block.splitlines()[0] == text.splitlines()[0] and len(block.splitlines()) == 6
 
 
-@pytest.mark.parametrize("policy", ["fifo", "qssf", "las", "fairshare"])
-def test_borrowing_keeps_the_kernel_invariants(policy) -> None:
-    """The whole state re-checked after every pass (and every rebalance) with borrowing on."""
+@pytest.mark.parametrize("argv,message", [
+    (["--seeds", "-3"], "error: --seeds must be between 1 and 1,000"),
+    (["--seeds", "1", "--jobs", "0"], "error: --jobs must be at least 1, got 0"),
+    (["--seeds", "0", "--philly", "nowhere"], "error: --philly nowhere: no philly_vc_config.csv there"),
+    (["--seeds", "1", "--write-docs", "missing.md"], "error: --write-docs missing.md: no such file"),
+])
+def test_borrowing_experiment_bad_options(capsys, argv, message) -> None:
+    from dlsched.experiments.dlsched.borrowing import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.strip() == err.strip().splitlines()[0] and err.startswith(message)
+
+
+@pytest.mark.parametrize("policy,example", [("fifo", "queues"), ("qssf", "queues"), ("las", "queues"),
+                                            ("fairshare", "queues"), ("qssf", "queues-tree")])
+def test_borrowing_keeps_the_kernel_invariants(policy, example) -> None:
+    """The whole state re-checked after every pass (and every rebalance) with borrowing on, the
+    queue manager's loan counters and limits at every level of the tree too."""
     from dataclasses import replace
 
     from dlsched.registry import make_policy
@@ -118,7 +158,7 @@ def test_borrowing_keeps_the_kernel_invariants(policy) -> None:
     from dlsched.sim import Simulator
 
     [config], _ = configs_from_options({"jobs": 3000, "seed": 0, "policy": policy,
-                                        "cluster": EXAMPLES / "queues.toml"})
+                                        "cluster": EXAMPLES / f"{example}.toml"})
     run = build_run(config)
     sim_config = replace(run.spec.config, check_invariants=True)
     res = Simulator(run.cluster, make_policy(policy, "consolidate", **run.spec.policy_options),
@@ -127,3 +167,27 @@ def test_borrowing_keeps_the_kernel_invariants(policy) -> None:
     assert all(j.end_time >= j.start_time >= j.submit_time for j in res.jobs)
     assert sum(r["borrowed_starts"] for r in q.values()) > 0 and sum(r["reclaims"] for r in q.values()) > 0
     assert sum(j.preemptions for j in res.jobs) == sum(r["reclaims"] for r in q.values())
+
+
+def test_tree_example_runs_and_reports_inner_queues(tmp_path) -> None:
+    """docs/examples/queues-tree.toml: two inner queues under org, weights, a per-type limit, a
+    one-day half-life; `cluster show` prints the tree back."""
+    code, text = _run("simulate", "--jobs", "1500", "--seed", "3", "--cluster", EXAMPLES / "queues-tree.toml",
+                      "--out", tmp_path / "t")
+    assert code == 0, text
+    s = json.loads((tmp_path / "t" / "summary.json").read_text())
+    inner = s["per_inner_queue"]
+    assert list(inner) == ["org", "research", "production"]
+    assert inner["research"]["queues"] == ["vc01", "vc02", "vc03"] and inner["research"]["guarantee_gpus"] == 512
+    assert inner["research"]["weight"] == 2.0 and inner["research"]["borrow_limit"] == 128
+    assert inner["org"]["used_gpu_hours"] == pytest.approx(sum(q["used_gpu_hours"] for q in s["per_queue"].values()))
+    assert s["fair_share_half_life"] == 86400.0
+    assert s["per_queue"]["vc01"]["borrow_limit_by_type"] == {"V100": 128}
+    code, _ = _run("cluster", "show", EXAMPLES / "queues-tree.toml", "--out", tmp_path / "q.toml")
+    assert code == 0
+    assert read_queues(tmp_path / "q.toml") == read_queues(EXAMPLES / "queues-tree.toml")
+    from dlsched.traces.cluster_queues import HALF_LIFE_KEY, QUEUE_KEYS
+
+    text = (EXAMPLES.parent / "cluster-file.md").read_text()
+    for key in QUEUE_KEYS - {"namespaces"} | {HALF_LIFE_KEY}:  # every key is documented (namespaces: queues.md)
+        assert f"| `{key}`" in text, key

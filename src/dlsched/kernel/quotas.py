@@ -1,58 +1,42 @@
 """Queues with quotas that lend and borrow (Kueue-style cohorts) on top of the VC partition.
 
-Each VC is a leaf queue. Its **guarantee** is its own nodes' GPUs (per GPU type), exactly the
-Helios partition; what the queues add is that idle GPUs move between VCs of one cohort:
+Each VC is a leaf queue of a tree (:mod:`dlsched.kernel.queue_tree`). Its **guarantee** is its
+own nodes' GPUs (per GPU type), exactly the Helios partition; what the queues add is that idle
+GPUs move between VCs of one tree:
 
 * **Borrow.** After the ordering policy's passes, a VC whose head job (in the policy's order)
-  does not fit on its own nodes may start it on the idle GPUs of another VC of its cohort, found
-  by the policy's own placer on the lender's nodes, when ``borrowed + gpus <= borrow_limit`` and
-  the lender has no job waiting and ``lent + gpus <= lend_limit``. Only the head borrows: a
-  blocked head is not overtaken (the policy's no-backfill rule), and the next head may borrow
-  after it.
+  does not fit on its own nodes may start it on the idle GPUs of another VC of its tree, found
+  by the policy's own placer on the lender's nodes, when the lender has no job waiting and every
+  queue between borrower / lender and their nearest common ancestor stays within its borrow /
+  lend limit (in GPUs of any type, or per GPU type). Blocked heads borrow in fair-share order:
+  the queue with the least time-decayed usage per weight first (compared level by level down
+  the tree). Only the head borrows: a blocked head is not overtaken (the policy's no-backfill
+  rule), and the next head may borrow after it.
 * **Reclaim.** When a VC's head job does not fit on its own nodes while other VCs' jobs hold
-  some of them, and its free GPUs plus those borrowed GPUs would be enough, the most recently
-  started borrowing jobs on its nodes are preempted (checkpoint, the run's preemption overhead,
-  back to their own queue with their attained service) one by one until the head fits; then the
-  VC's policy pass runs again.
+  some of them, and its free GPUs plus those borrowed GPUs would be enough, borrowing jobs on
+  its nodes are preempted (checkpoint, the run's preemption overhead, back to their own queue
+  with their attained service) one by one until the head fits: the borrowing queue with the most
+  decayed usage per weight first, its most recently started job first; then the VC's policy
+  pass runs again.
 
-With every ``borrow_limit`` 0 the manager is not installed and the run is today's, decision for
+When no queue may borrow the manager is not installed and the run is today's, decision for
 decision. The manager is a kernel observer: it integrates per queue the GPU time used, borrowed
-and lent, and counts reclaims, for ``summary.json``'s ``per_queue``.
+and lent and the decayed usage, and counts reclaims, for ``summary.json``'s ``per_queue``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Status
-from dlsched.kernel.state import ClusterState, VcState
+from dlsched.kernel.queue_tree import DecayedUsage, QueueSpec, QueueTree, allows, borrowing_possible
+from dlsched.kernel.state import ClusterState, StateError, VcState
+
+__all__ = ["QueueSpec", "QuotaManager", "borrowing_possible", "head_of", "jain"]
 
 _FITS = Status.FITS
-
-
-@dataclass(frozen=True, slots=True)
-class QueueSpec:
-    """One leaf queue (a VC): GPU limits on what it may borrow and lend (``None``: no limit) and
-    its cohort (``parent``): only queues with the same parent lend to each other."""
-
-    name: str
-    borrow_limit: int | None = 0
-    lend_limit: int | None = None
-    parent: str | None = None
-    namespaces: tuple[str, ...] = ()   # live service: Kubernetes namespaces whose pods join this VC
-
-
-def borrowing_possible(specs: Iterable[QueueSpec]) -> bool:
-    """True when some queue may borrow from another of its cohort that may lend."""
-    specs = list(specs)
-    for a in specs:
-        if a.borrow_limit == 0:
-            continue
-        if any(b is not a and b.parent == a.parent and b.lend_limit != 0 for b in specs):
-            return True
-    return False
+DEFAULT_HALF_LIFE = 7 * 86400.0  # seconds: Slurm's PriorityDecayHalfLife default
 
 
 def head_of(vc: VcState, now: float) -> Job | None:
@@ -73,27 +57,56 @@ def jain(values: list[float]) -> float | None:
 class QuotaManager:
     """Borrowing and reclaim between VCs, driven by the engine once per instant after its passes."""
 
-    def __init__(self, specs: Iterable[QueueSpec], state: ClusterState) -> None:
+    def __init__(self, specs: Iterable[QueueSpec], state: ClusterState,
+                 half_life: float = DEFAULT_HALF_LIFE) -> None:
         self.state = state
-        by_name = {s.name: s for s in specs}
-        unknown = sorted(set(by_name) - set(state.vc_index))
+        specs = list(specs)
+        tree = QueueTree(specs)
+        unknown = sorted(set(tree.leaves) - set(state.vc_index))
         if unknown:
-            raise ValueError(f"queue(s) {', '.join(unknown)} name no VC of the cluster")
+            raise ValueError(f"queue(s) {', '.join(unknown)} name no VC of the cluster and are no queue's parent")
+        inner_vcs = sorted(tree.inner & set(state.vc_index))
+        if inner_vcs:
+            raise ValueError(f"VC(s) {', '.join(inner_vcs)} are named as a parent: a VC is a leaf queue")
         # a VC without an entry keeps its guarantee and neither borrows nor lends
-        self.specs = [by_name.get(vc.name, QueueSpec(vc.name, 0, 0)) for vc in state.vcs]
-        self.borrowed = [0] * len(state.vcs)   # GPUs the VC's jobs hold on other VCs' nodes now
-        self.lent = [0] * len(state.vcs)       # GPUs of the VC's nodes held by other VCs' jobs now
-        self.used_area = [0.0] * len(state.vcs)      # GPU-seconds run by the VC's jobs (anywhere)
-        self.borrowed_area = [0.0] * len(state.vcs)  # ... of them on other VCs' nodes
-        self.lent_area = [0.0] * len(state.vcs)      # GPU-seconds other VCs' jobs ran on its nodes
-        self.reclaimed = [0] * len(state.vcs)   # the VC's borrowing jobs preempted by a reclaim
-        self.reclaims = [0] * len(state.vcs)    # preemptions the VC triggered to get its GPUs back
-        self.borrow_starts = [0] * len(state.vcs)
+        self.tree = QueueTree([*specs, *(QueueSpec(vc.name, 0, 0) for vc in state.vcs if vc.name not in tree.specs)])
+        self.specs = [self.tree.specs[vc.name] for vc in state.vcs]
+        names = list(self.tree.specs)
+        self.half_life = half_life
+        # per queue of the tree (leaves and inner): GPUs its subtree's jobs hold outside it ("out",
+        # borrowed) and GPUs of its subtree's nodes held by jobs from outside ("in", lent), per type
+        self.out_total = dict.fromkeys(names, 0)
+        self.in_total = dict.fromkeys(names, 0)
+        self.out_types: dict[str, dict[str, int]] = {n: {} for n in names}
+        self.in_types: dict[str, dict[str, int]] = {n: {} for n in names}
+        self.usage = {n: DecayedUsage(half_life) for n in names}  # decayed GPU-seconds, subtree
+        self._loans: dict[Job, tuple[tuple[str, ...], tuple[str, ...], dict[str, int]]] = {}
+        n = len(state.vcs)
+        self.used_area = [0.0] * n      # GPU-seconds run by the VC's jobs (anywhere)
+        self.borrowed_area = [0.0] * n  # ... of them on other VCs' nodes
+        self.lent_area = [0.0] * n      # GPU-seconds other VCs' jobs ran on its nodes
+        self.reclaimed = [0] * n        # the VC's borrowing jobs preempted by a reclaim
+        self.reclaims = [0] * n         # preemptions the VC triggered to get its GPUs back
+        self.borrow_starts = [0] * n
         self._since: dict[Job, tuple[float, int]] = {}  # running job -> (start, host vid or -1)
-        self._in_system = [0] * len(state.vcs)      # the VC's jobs submitted and not finished
-        self._active_since = [0.0] * len(state.vcs)
-        self.active_time = [0.0] * len(state.vcs)   # seconds with >= 1 job waiting or running
+        self._in_system = [0] * n       # the VC's jobs submitted and not finished
+        self._active_since = [0.0] * n
+        self.active_time = [0.0] * n    # seconds with >= 1 job waiting or running
         state.add_observer(self)
+
+    @property
+    def borrowed(self) -> list[int]:
+        """GPUs each VC's jobs hold on other VCs' nodes now."""
+        return [self.out_total[vc.name] for vc in self.state.vcs]
+
+    @property
+    def lent(self) -> list[int]:
+        """GPUs of each VC's nodes held by other VCs' jobs now."""
+        return [self.in_total[vc.name] for vc in self.state.vcs]
+
+    def usage_per_weight(self, now: float) -> dict[str, float]:
+        """Each queue's decayed usage (GPU-seconds) divided by its weight, at ``now``."""
+        return {n: u.at(now) / self.tree.specs[n].weight for n, u in self.usage.items()}
 
     # -- observer: GPU time per queue ------------------------------------------------------
     def submitted(self, job: Job, vc: VcState, now: float) -> None:
@@ -104,26 +117,76 @@ class QuotaManager:
     def started(self, job: Job, vc: VcState, now: float) -> None:
         host = self.state.hosts.get(job)
         self._since[job] = (now, -1 if host is None else host.vid)
+        for q in (vc.name, *self.tree.ancestors[vc.name]):
+            self.usage[q].change(job.gpus, now)
 
     def stopped(self, job: Job, vc: VcState, now: float, why: str) -> None:
         t0, host = self._since.pop(job)
         area = (now - t0) * job.gpus
         self.used_area[vc.vid] += area
+        for q in (vc.name, *self.tree.ancestors[vc.name]):
+            self.usage[q].change(-job.gpus, now)
         if host >= 0:
             self.borrowed_area[vc.vid] += area
             self.lent_area[host] += area
-            self.borrowed[vc.vid] -= job.gpus
-            self.lent[host] -= job.gpus
+            self._book(job, -1)
         if why == "finish":
             self._in_system[vc.vid] -= 1
             if not self._in_system[vc.vid]:
                 self.active_time[vc.vid] += now - self._active_since[vc.vid]
 
+    def _book(self, job: Job, sign: int) -> None:
+        """Add (``sign`` 1) or release (-1) a borrowing job's GPUs along both paths of its loan."""
+        outs, ins, types = self._loans[job]
+        g = sum(types.values())
+        for q in outs:
+            self.out_total[q] += sign * g
+            for t, n in types.items():
+                self.out_types[q][t] = self.out_types[q].get(t, 0) + sign * n
+        for q in ins:
+            self.in_total[q] += sign * g
+            for t, n in types.items():
+                self.in_types[q][t] = self.in_types[q].get(t, 0) + sign * n
+        if sign < 0:
+            del self._loans[job]
+
+    def check(self) -> None:
+        """The loan counters equal what the borrowing jobs hold (per queue of the tree, per GPU
+        type) and every queue is within its limits; :class:`StateError` otherwise (the engine
+        calls it with the kernel's invariants)."""
+        out: dict[str, dict[str, int]] = {n: {} for n in self.out_types}
+        into: dict[str, dict[str, int]] = {n: {} for n in self.in_types}
+        for job, host in self.state.hosts.items():
+            paths = self.tree.below_common(job.vc_state.name, host.name)
+            if paths is None:
+                raise StateError(f"job {job.job_id} of {job.vc_state.name} runs on {host.name}, outside its tree")
+            for names, held in ((paths[0], out), (paths[1], into)):
+                for q in names:
+                    for t, n in self._types_of(job.placement).items():
+                        held[q][t] = held[q].get(t, 0) + n
+        specs = self.tree.specs
+        for name, spec in specs.items():
+            for what, held, types, total, limit, limit_types in (
+                    ("borrowed", out[name], self.out_types[name], self.out_total[name], spec.borrow_limit,
+                     spec.borrow_types),
+                    ("lent", into[name], self.in_types[name], self.in_total[name], spec.lend_limit,
+                     spec.lend_types)):
+                counted = {t: n for t, n in types.items() if n}
+                if held != counted or sum(held.values()) != total:
+                    raise StateError(f"queue {name}: {what} GPUs counted {counted}, held {held}")
+                if limit_types is not None:
+                    over = any(n > dict(limit_types).get(t, 0) for t, n in held.items())
+                else:
+                    over = limit is not None and total > limit
+                if over:
+                    raise StateError(f"queue {name}: {what} GPUs {held} over its limit")
+
     # -- one instant ---------------------------------------------------------------------
     def rebalance(self, decider, now: float) -> list[Job]:
-        """Reclaim for lenders whose head is blocked, then let blocked heads borrow. Carries out the
-        decisions (policy passes through ``decider``, the kernel's one dispatcher) and returns the
-        jobs whose finish time moved (started ones first)."""
+        """Reclaim for lenders whose head is blocked, then let blocked heads borrow, the queue with
+        the least decayed usage per weight first. Carries out the decisions (policy passes through
+        ``decider``, the kernel's one dispatcher) and returns the jobs whose finish time moved
+        (started ones first)."""
         state = self.state
         policy, view = decider.policy, decider.view
         changed: list[Job] = []
@@ -132,10 +195,14 @@ class QuotaManager:
             if vc.pending and place(view, vc, head_of(vc, now)).status is _FITS:
                 changed.extend(self._pass(decider, vc, now))
         for vc in state.vcs:
-            if vc.pending and self.lent[vc.vid]:
+            if vc.pending and self.in_total[vc.name]:
                 changed.extend(self._reclaim(decider, vc, now))
-        for vc in state.vcs:
-            if vc.pending and self.specs[vc.vid].borrow_limit != 0:
+        borrowers = [vc for vc in state.vcs if vc.pending and self.specs[vc.vid].may_borrow]
+        if len(borrowers) > 1:
+            upw = self.usage_per_weight(now)
+            borrowers.sort(key=lambda vc: self.tree.fair_key(vc.name, upw))
+        for vc in borrowers:
+            if vc.pending:
                 changed.extend(self._borrow(decider, vc, now))
         return changed
 
@@ -143,20 +210,23 @@ class QuotaManager:
         """The VC's own policy pass, carried out; the jobs whose finish moved."""
         return decider.collect_pass(vc, now)
 
-    def _borrowers_on(self, vc: VcState) -> list[Job]:
-        """Other VCs' jobs on ``vc``'s nodes, most recently started first."""
-        return sorted((j for j, h in self.state.hosts.items() if h is vc), key=lambda j: -j.run_seq)
+    def _borrowers_on(self, vc: VcState, now: float) -> list[Job]:
+        """Other VCs' jobs on ``vc``'s nodes in reclaim order: the borrowing queue with the most
+        decayed usage per weight first, its most recently started job first."""
+        upw = self.usage_per_weight(now)
+        return sorted((j for j, h in self.state.hosts.items() if h is vc),
+                      key=lambda j: (-upw[j.vc_state.name], -j.run_seq))
 
     def _reclaim(self, decider, vc: VcState, now: float) -> list[Job]:
         view, place = decider.view, decider.policy.placer.place
         changed: list[Job] = []
-        while vc.pending and self.lent[vc.vid]:
+        while vc.pending and self.in_total[vc.name]:
             head = head_of(vc, now)
             if place(view, vc, head).status is _FITS:
                 break  # its own pass starts it (it was not dirty, or it became free just now)
-            if vc.free + self.lent[vc.vid] < head.gpus:
+            if vc.free + self.in_total[vc.name] < head.gpus:
                 break  # its own jobs hold the rest: reclaiming would not make it fit
-            for victim in self._borrowers_on(vc):
+            for victim in self._borrowers_on(vc, now):
                 self.reclaimed[victim.vc_state.vid] += 1
                 self.reclaims[vc.vid] += 1
                 changed.extend(decider.collect_preempt(victim, now))
@@ -167,6 +237,33 @@ class QuotaManager:
                 break
             changed.extend(moved)
         return changed
+
+    def _loan(self, borrower: str, lender: str, want: dict[str, int]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """The queues on both paths of a loan of ``want`` GPUs (per type), or None when a limit on
+        the way (or the trees) forbids it."""
+        paths = self.tree.below_common(borrower, lender)
+        if paths is None:
+            return None
+        outs, ins = paths
+        specs = self.tree.specs
+        for q in outs:
+            s = specs[q]
+            if not allows(s.borrow_limit, s.borrow_types, self.out_total[q], self.out_types[q], want):
+                return None
+        for q in ins:
+            s = specs[q]
+            if not allows(s.lend_limit, s.lend_types, self.in_total[q], self.in_types[q], want):
+                return None
+        return outs, ins
+
+    def _types_of(self, placement) -> dict[str, int]:
+        """GPUs per type a placement takes (per-type limits count them)."""
+        specs = self.state.node_specs
+        out: dict[str, int] = {}
+        for node, mask in placement:
+            t = specs[node].gpu_type.name
+            out[t] = out.get(t, 0) + int(mask).bit_count()
+        return out
 
     def _borrow(self, decider, vc: VcState, now: float) -> list[Job]:
         state, view, spec, place = self.state, decider.view, self.specs[vc.vid], decider.policy.placer.place
@@ -180,24 +277,28 @@ class QuotaManager:
                 changed.extend(moved)
                 continue
             g = head.gpus
-            if spec.borrow_limit is not None and self.borrowed[vc.vid] + g > spec.borrow_limit:
+            if spec.borrow_types is None and spec.borrow_limit is not None and \
+                    self.out_total[vc.name] + g > spec.borrow_limit:
                 break
             lender = None
             for other in sorted(state.vcs, key=lambda o: (-o.free, o.vid)):
-                ospec = self.specs[other.vid]
-                if other is vc or ospec.parent != spec.parent or other.pending or other.free < g:
+                if other is vc or other.pending or other.free < g or not self.specs[other.vid].may_lend:
                     continue
-                if ospec.lend_limit is not None and self.lent[other.vid] + g > ospec.lend_limit:
+                if self.tree.below_common(vc.name, other.name) is None:
                     continue
                 fit = place(view, other, head)
-                if fit.status is _FITS:
-                    lender = (other, fit.placement)
+                if fit.status is not _FITS:
+                    continue
+                want = self._types_of(fit.placement)
+                loan = self._loan(vc.name, other.name, want)
+                if loan is not None:
+                    lender = (other, fit.placement, loan[0], loan[1], want)
                     break
             if lender is None:
                 break
-            other, placement = lender
-            self.borrowed[vc.vid] += g
-            self.lent[other.vid] += g
+            other, placement, outs, ins, want = lender
+            self._loans[head] = (outs, ins, want)
+            self._book(head, 1)
             self.borrow_starts[vc.vid] += 1
             changed.extend(decider.collect_borrowed(head, other, placement, now))
         return changed
@@ -227,6 +328,7 @@ class QuotaManager:
             active = self.active_time[vc.vid] + (t1 - self._active_since[vc.vid] if self._in_system[vc.vid] else 0.0)
             entitled = vc.total_gpus * active  # its guarantee while it had jobs to run
             d = delays.get(vc.vid, [])
+            decayed = self.usage[vc.name].at(t1)
             row = {
                 "guarantee_gpus": vc.total_gpus, "guarantee_by_type": by_type,
                 "borrow_limit": spec.borrow_limit, "lend_limit": spec.lend_limit, "parent": spec.parent,
@@ -240,11 +342,39 @@ class QuotaManager:
                 "borrowed_starts": self.borrow_starts[vc.vid],
                 "reclaimed": self.reclaimed[vc.vid], "reclaims": self.reclaims[vc.vid],
                 "jobs": len(d), "avg_queue_delay": sum(d) / len(d) if d else 0.0,
+                "weight": spec.weight, "decayed_usage_gpu_hours": decayed / 3600.0,
+                "usage_per_weight": decayed / 3600.0 / spec.weight,
             }
+            if spec.borrow_types is not None or spec.lend_types is not None:
+                row["borrow_limit_by_type"] = None if spec.borrow_types is None else dict(spec.borrow_types)
+                row["lend_limit_by_type"] = None if spec.lend_types is None else dict(spec.lend_types)
             if guaranteed:
                 shares.append(row["share_of_guarantee"])
             if entitled:
                 active_shares.append(row["share_of_active_guarantee"])
             out[vc.name] = row
-        return {"per_queue": out, "queue_fairness_jain": jain(shares),
-                "queue_fairness_jain_active": jain(active_shares)}
+        result = {"per_queue": out, "queue_fairness_jain": jain(shares),
+                  "queue_fairness_jain_active": jain(active_shares), "fair_share_half_life": self.half_life}
+        if self.tree.inner:
+            result["per_inner_queue"] = self._inner_rows(t1)
+        return result
+
+    def _inner_rows(self, t1: float) -> dict:
+        """Per inner queue (cohort): its limits, weight, the leaves under it and their totals."""
+        rows: dict = {}
+        for name in self.tree.specs:
+            if name not in self.tree.inner:
+                continue
+            spec = self.tree.specs[name]
+            under = [vc for vc in self.state.vcs if name in self.tree.ancestors[vc.name]]
+            decayed = self.usage[name].at(t1)
+            rows[name] = {
+                "parent": spec.parent, "queues": [vc.name for vc in under],
+                "guarantee_gpus": sum(vc.total_gpus for vc in under),
+                "borrow_limit": spec.borrow_limit if spec.borrow_types is None else dict(spec.borrow_types),
+                "lend_limit": spec.lend_limit if spec.lend_types is None else dict(spec.lend_types),
+                "used_gpu_hours": sum(self.used_area[vc.vid] for vc in under) / 3600.0,
+                "weight": spec.weight, "decayed_usage_gpu_hours": decayed / 3600.0,
+                "usage_per_weight": decayed / 3600.0 / spec.weight,
+            }
+        return rows

@@ -12,6 +12,7 @@ from dlsched.reproduce.helios_qssf_builtin import HeliosQSSFBuiltin
 from dlsched.reproduce.helios_qssf_philly import HeliosQSSFPhilly
 from dlsched.reproduce.helios_table5 import HeliosTable5
 from dlsched.reproduce.interference import Interference
+from dlsched.reproduce.queues import QueuesBorrowing
 from dlsched.reproduce.sharing import ColocationOracle, CoScheML, HorusTable6, HorusTable7
 from dlsched.reproduce.topology import TopoScenario1, TopoScenario2, TopoTable1
 
@@ -23,6 +24,7 @@ REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in (
     TopoTable1(),
     TopoScenario1(),
     TopoScenario2(),
+    QueuesBorrowing(),
     HorusTable6(),
     HorusTable7(),
     CoScheML(),

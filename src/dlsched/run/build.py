@@ -75,9 +75,10 @@ def _check_queues(configs: list[RunConfig]) -> None:
     run with a non-preemptive policy on exclusive GPUs."""
     from dlsched.kernel.quotas import borrowing_possible
     from dlsched.registry import POLICIES
-    from dlsched.traces.cluster_queues import read_queues
+    from dlsched.traces.cluster_queues import read_half_life, read_queues
 
     path = configs[0].cluster.cluster_file
+    read_half_life(path)
     if not borrowing_possible(read_queues(path)):
         return
     for config in configs:
@@ -201,7 +202,9 @@ def run_queues(config: RunConfig, cluster) -> tuple:
         return ()
     from dlsched.traces.cluster_queues import read_queues
 
-    return tuple(q for q in read_queues(config.cluster.cluster_file) if q.name in cluster.vcs)
+    specs = read_queues(config.cluster.cluster_file)
+    inner = {q.parent for q in specs}  # cohorts: kept for the VCs under them this run simulates
+    return tuple(q for q in specs if q.name in cluster.vcs or q.name in inner)
 
 
 def run_spec(config: RunConfig, inputs: Inputs):
@@ -219,6 +222,10 @@ def run_spec(config: RunConfig, inputs: Inputs):
     speed = config.models.speed
     sim_config = _sim_config(config)
     sim_config.queues = run_queues(config, cluster)
+    if sim_config.queues:
+        from dlsched.traces.cluster_queues import read_half_life
+
+        sim_config.queue_half_life = read_half_life(config.cluster.cluster_file)
     return RunSpec(
         config.policy.name, config.placement.name, config.policy.backfill, sim_config,
         policy_options=constructor_options(config.policy.name, config.policy.params, context),
@@ -236,7 +243,9 @@ def notes(config: RunConfig, inputs: Inputs) -> list[str]:
     if config.cluster.cluster_file is not None:
         from dlsched.traces.cluster_queues import read_queues
 
-        left_out = [q.name for q in read_queues(config.cluster.cluster_file) if q.name not in inputs.cluster.vcs]
+        specs = read_queues(config.cluster.cluster_file)
+        inner = {q.parent for q in specs}
+        left_out = [q.name for q in specs if q.name not in inputs.cluster.vcs and q.name not in inner]
         if left_out:
             out.append(f"queues {', '.join(left_out)} of {config.cluster.cluster_file} are of VCs this run does "
                        "not simulate: they neither lend nor borrow")

@@ -48,6 +48,7 @@ class SimConfig:
     max_jobs_per_gpu: int = 1
     max_failures: int = 10
     queues: tuple = ()
+    queue_half_life: float = 7 * 86400.0  # seconds: fair share between queues (cluster file)
 
     def __post_init__(self) -> None:
         if self.compat not in COMPAT_MODES:

@@ -280,6 +280,7 @@ class Simulator:
                         failures_due.clear()
                     if check:
                         state.check_invariants()
+                        quotas.check()
             if wakeups:
                 for t1, vid in wakeups:
                     if t1 <= now:
@@ -330,7 +331,7 @@ class Simulator:
         if state.cap != 1:
             raise SimulationError("queues that borrow need exclusive GPUs (max_jobs_per_gpu = 1)")
         try:
-            return QuotaManager(specs, state)
+            return QuotaManager(specs, state, self.config.queue_half_life)
         except ValueError as exc:
             raise SimulationError(f"queues: {exc}") from exc
 

@@ -54,10 +54,10 @@ def read_cluster_file(path: str | Path) -> ClusterSpec:
     data = _parse(path)
     if not isinstance(data, dict):
         raise TraceError(where, "want a table with 'groups' (and optional 'defaults')")
-    unknown = set(data) - {"defaults", "groups", "name", "queues"}
+    unknown = set(data) - {"defaults", "groups", "name", "queues", "fair_share_half_life"}
     if unknown:
         raise TraceError(where, f"unknown top-level key(s) {', '.join(sorted(unknown))}; "
-                                "want defaults, groups (and optional name, queues)")
+                                "want defaults, groups (and optional name, queues, fair_share_half_life)")
     given = _table(data.get("defaults", {}), NODE_KEYS, where, "defaults")
     defaults = {**DEFAULTS, **given}
     groups = data.get("groups")

@@ -1,34 +1,45 @@
-"""The cluster file's ``queues`` list: which VCs may borrow idle GPUs of others, and how many.
+"""The cluster file's ``queues`` list: a tree of queues whose leaves are the VCs.
+
+    fair_share_half_life = 604800  # top level, seconds: how fast queues' past usage is forgotten
 
     [[queues]]
-    name = "vc01"            # a VC of the file's groups (each VC is a leaf queue)
-    borrow_limit = 16        # GPUs its jobs may hold on other VCs' nodes at once (absent: no limit)
-    lend_limit = 8           # GPUs of its nodes other VCs' jobs may hold at once (absent: no limit)
-    parent = "research"      # its cohort: only queues with the same parent lend to each other
+    name = "research"        # an inner queue (a cohort): some queue names it as its parent
+    borrow_limit = 32        # GPUs its whole subtree's jobs may hold outside it (absent: no limit)
+    weight = 2               # fair share: divides the decayed usage (default 1)
+
+    [[queues]]
+    name = "vc01"            # a leaf: a VC of the file's groups
+    parent = "research"      # its parent; queues without one share the root cohort
+    borrow_limit = {A100 = 4}  # per GPU type (a type not named: 0), or a number: GPUs of any type
+    lend_limit = 8           # GPUs of its nodes other queues' jobs may hold at once (absent: no limit)
     guarantee = 64           # optional check: its nodes' GPUs (or {V100 = 32, A100 = 32} per type)
     namespaces = ["team-a"]  # live service only: pods of these namespaces belong to this VC
 
-The live service reads the same tables from a ConfigMap (:func:`parse_queues_text`, no cluster:
-the live VCs come and go, so names and guarantees are not checked against nodes there).
+A parent without an entry of its own is a top-level cohort without limits (weight 1). The live
+service reads the same tables from a ConfigMap (:func:`parse_queues_text`, no cluster: the live
+VCs come and go, so names and guarantees are not checked against nodes there).
 
-A VC's guarantee is its own nodes (per GPU type), as in the Helios partition; ``guarantee`` only
-checks that the file says what its groups give. A VC without an entry neither borrows nor lends.
+A VC's guarantee is its own nodes (per GPU type), as in the Helios partition, and an inner
+queue's the sum of the VCs under it; ``guarantee`` only checks that the file says what its groups
+give. A VC without an entry neither borrows nor lends.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
 
 from dlsched.core.cluster import ClusterSpec
-from dlsched.kernel.quotas import QueueSpec
+from dlsched.kernel.quotas import DEFAULT_HALF_LIFE, QueueSpec
 from dlsched.traces.cluster_file import _int, _line_of, _parse, _short, _table, read_cluster_file
 from dlsched.traces.model import TraceError
 
-QUEUE_KEYS = {"name", "borrow_limit", "lend_limit", "parent", "guarantee", "namespaces"}
+QUEUE_KEYS = {"name", "borrow_limit", "lend_limit", "parent", "guarantee", "namespaces", "weight"}
 NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 MAX_TEXT = 1 << 20   # a ConfigMap value holds at most 1 MiB
+HALF_LIFE_KEY = "fair_share_half_life"
 
 
 def read_queues(path: str | Path, cluster: ClusterSpec | None = None) -> tuple[QueueSpec, ...]:
@@ -45,6 +56,21 @@ def read_queues(path: str | Path, cluster: ClusterSpec | None = None) -> tuple[Q
         cluster = read_cluster_file(path)
     text = path.read_text(encoding="utf-8", errors="replace")
     return _specs(raw, where, text, cluster)
+
+
+def read_half_life(path: str | Path) -> float:
+    """The cluster file's ``fair_share_half_life`` in seconds (default 7 days)."""
+    path = Path(path)
+    data = _parse(path)
+    value = data.get(HALF_LIFE_KEY) if isinstance(data, dict) else None
+    if value is None:
+        return DEFAULT_HALF_LIFE
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    if not ok:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        raise TraceError(str(path), f"{HALF_LIFE_KEY} = {_short(value)}: want a number of seconds > 0",
+                         line=_line_of(text, HALF_LIFE_KEY))
+    return float(value)
 
 
 def parse_queues_text(text: str, where: str) -> tuple[QueueSpec, ...]:
@@ -69,70 +95,141 @@ def _specs(raw: Any, where: str, text: str, cluster: ClusterSpec | None) -> tupl
     if not isinstance(raw, list):
         raise TraceError(where, "'queues' must be a list of tables (name, borrow_limit, lend_limit, parent)")
     specs: list[QueueSpec] = []
+    guarantees: list[Any] = []
     seen: set[str] = set()
     for i, entry in enumerate(raw, 1):
         what = f"queues[{i}]"
-        try:
-            specs.append(_queue(entry, what, where, cluster, seen))
-        except TraceError as exc:
-            key = exc.reason.split(" ", 1)[0].removeprefix(what + ".").rstrip(":")
-            value = entry.get(key) if isinstance(entry, dict) else None
-            line = _line_of(text, key, value if isinstance(value, (str, int, float)) else None)
-            raise (TraceError(exc.path, exc.reason, line=line) if line and key in QUEUE_KEYS else exc) from None
+        with _at_line(text, what, entry):
+            specs.append(_queue(entry, what, where, seen))
+        guarantees.append(entry.get("guarantee"))
+    parents = {s.parent for s in specs if s.parent is not None}
+    for i, (spec, entry) in enumerate(zip(specs, raw), 1):
+        what = f"queues[{i}]"
+        with _at_line(text, what, entry):
+            _check_place(spec, specs, parents, what, where, cluster)
+            if guarantees[i - 1] is not None and cluster is not None:
+                vcs = _vcs_under(spec.name, specs) if spec.name in parents else {spec.name}
+                _check_guarantee(guarantees[i - 1], what, where, spec.name, vcs, cluster)
     return tuple(specs)
 
 
-def _queue(entry: Any, what: str, where: str, cluster: ClusterSpec | None, seen: set[str]) -> QueueSpec:
+class _at_line:
+    """Adds the line of the key a :class:`TraceError` names (``queues[2].lend_limit``)."""
+
+    def __init__(self, text: str, what: str, entry: Any) -> None:
+        self.text, self.what, self.entry = text, what, entry
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if not isinstance(exc, TraceError) or exc.line:
+            return False
+        key = exc.reason.split(" ", 1)[0].removeprefix(self.what + ".").rstrip(":").split(".", 1)[0]
+        value = self.entry.get(key) if isinstance(self.entry, dict) else None
+        line = _line_of(self.text, key, value if isinstance(value, (str, int, float)) else None)
+        if line and key in QUEUE_KEYS:
+            raise TraceError(exc.path, exc.reason, line=line) from None
+        return False
+
+
+def _queue(entry: Any, what: str, where: str, seen: set[str]) -> QueueSpec:
     own = _table(entry, QUEUE_KEYS, where, what)
     name = own.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise TraceError(where, f"{what}.name = {_short(name)}: want the name of a VC of the groups")
+        raise TraceError(where, f"{what}.name = {_short(name)}: want the name of a VC of the groups or of a cohort")
     name = name.strip()
-    if cluster is not None and name not in cluster.vcs:
-        raise TraceError(where, f"{what}.name = {name!r}: no group has this VC (VCs: {', '.join(cluster.vcs)})")
     if name in seen:
-        raise TraceError(where, f"{what}.name = {name!r}: the VC has two queue entries")
+        raise TraceError(where, f"{what}.name = {name!r}: the queue has two entries")
     seen.add(name)
-    limits = {key: None if own.get(key) is None else _int(own[key], where, f"{what}.{key}", 0)
-              for key in ("borrow_limit", "lend_limit")}
+    borrow, borrow_types = _limit(own.get("borrow_limit"), where, f"{what}.borrow_limit")
+    lend, lend_types = _limit(own.get("lend_limit"), where, f"{what}.lend_limit")
     parent = own.get("parent")
     if parent is not None and (not isinstance(parent, str) or not parent.strip()):
-        raise TraceError(where, f"{what}.parent = {_short(parent)}: want a cohort name (text)")
-    if "guarantee" in own and cluster is not None:
-        _check_guarantee(own["guarantee"], what, where, name, cluster)
+        raise TraceError(where, f"{what}.parent = {_short(parent)}: want a queue or cohort name (text)")
+    weight = own.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (math.isfinite(weight) and weight > 0):
+        raise TraceError(where, f"{what}.weight = {_short(weight)}: want a number > 0")
     namespaces = own.get("namespaces", [])
     if not isinstance(namespaces, list) or not all(isinstance(n, str) and NAMESPACE_RE.match(n) for n in namespaces):
         raise TraceError(where, f"{what}.namespaces = {_short(namespaces)}: want a list of Kubernetes namespace names")
-    return QueueSpec(name, limits["borrow_limit"], limits["lend_limit"], parent.strip() if parent else None,
-                     tuple(namespaces))
+    return QueueSpec(name, borrow, lend, parent.strip() if parent else None, tuple(namespaces), float(weight),
+                     borrow_types, lend_types)
 
 
-def _check_guarantee(value: Any, what: str, where: str, vc: str, cluster: ClusterSpec) -> None:
-    """A guarantee must be what the VC's nodes give: total GPUs, or GPUs per type."""
-    ids = set(cluster.vcs[vc].node_ids)
+def _limit(value: Any, where: str, what: str) -> tuple[int | None, tuple[tuple[str, int], ...] | None]:
+    """A limit: absent (no limit), a whole number (GPUs of any type) or a table GPU type -> GPUs."""
+    if value is None:
+        return None, None
+    if isinstance(value, dict):
+        return None, tuple(sorted(_by_type(value, where, what).items()))
+    return _int(value, where, what, 0), None
+
+
+def _by_type(value: dict, where: str, what: str) -> dict[str, int]:
+    from dlsched.core.cluster import gpu_type
+
+    out: dict[str, int] = {}
+    for key, n in value.items():
+        try:
+            type_name = gpu_type(str(key)).name
+        except ValueError as exc:
+            raise TraceError(where, f"{what}: {exc}") from None
+        out[type_name] = out.get(type_name, 0) + _int(n, where, f"{what}.{key}", 0)
+    return out
+
+
+def _check_place(spec: QueueSpec, specs: list[QueueSpec], parents: set[str], what: str, where: str,
+                 cluster: ClusterSpec | None) -> None:
+    """Leaves are VCs, VCs are leaves, and parents form no cycle."""
+    by_name = {s.name: s for s in specs}
+    inner = spec.name in parents
+    if cluster is not None:
+        if inner and spec.name in cluster.vcs:
+            raise TraceError(where, f"{what}.name = {spec.name!r}: a VC is a leaf queue, but another queue names it "
+                                    "as its parent")
+        if not inner and spec.name not in cluster.vcs:
+            raise TraceError(where, f"{what}.name = {spec.name!r}: no group has this VC and no queue names it as its "
+                                    f"parent (a leaf queue is a VC; VCs: {', '.join(cluster.vcs)})")
+    chain = [spec.name]
+    parent = spec.parent
+    while parent is not None:
+        if parent in chain:
+            raise TraceError(where, f"{what}.parent = {spec.parent!r}: the parents form a cycle "
+                                    f"({' -> '.join([*chain, parent])})")
+        if cluster is not None and parent in cluster.vcs and parent not in by_name:
+            raise TraceError(where, f"{what}.parent = {parent!r}: a VC is a leaf queue and cannot be a parent")
+        chain.append(parent)
+        parent = by_name[parent].parent if parent in by_name else None
+
+
+def _vcs_under(name: str, specs: list[QueueSpec]) -> set[str]:
+    children = {s.name for s in specs if s.parent == name}
+    out: set[str] = set()
+    for child in children:
+        under = _vcs_under(child, specs)
+        out |= under if under else {child}
+    return out
+
+
+def _check_guarantee(value: Any, what: str, where: str, name: str, vcs: set[str], cluster: ClusterSpec) -> None:
+    """A guarantee must be what the queue's nodes give (its VC's, or its subtree's VCs'): total
+    GPUs, or GPUs per type."""
+    ids = {nid for vc in vcs if vc in cluster.vcs for nid in cluster.vcs[vc].node_ids}
     by_type: dict[str, int] = {}
     for node in cluster.nodes:
         if node.node_id in ids:
             by_type[node.gpu_type.name] = by_type.get(node.gpu_type.name, 0) + node.gpus
     if isinstance(value, dict):
-        from dlsched.core.cluster import gpu_type
-
-        given: dict[str, int] = {}
-        for key, n in value.items():
-            try:
-                type_name = gpu_type(str(key)).name
-            except ValueError as exc:
-                raise TraceError(where, f"{what}.guarantee: {exc}") from None
-            given[type_name] = _int(n, where, f"{what}.guarantee.{key}", 0)
-        given = {k: v for k, v in given.items() if v}
+        given = {k: v for k, v in _by_type(value, where, f"{what}.guarantee").items() if v}
         if given != by_type:
-            raise TraceError(where, f"{what}.guarantee = {given}: VC {vc}'s nodes give {by_type} (a guarantee "
-                                    "is the VC's own nodes in this version)")
+            raise TraceError(where, f"{what}.guarantee = {given}: queue {name}'s nodes give {by_type} (a guarantee "
+                                    "is the VCs' own nodes in this version)")
         return
     total = _int(value, where, f"{what}.guarantee", 0)
     if total != sum(by_type.values()):
-        raise TraceError(where, f"{what}.guarantee = {total}: VC {vc}'s nodes give {sum(by_type.values())} GPUs "
-                                "(a guarantee is the VC's own nodes in this version)")
+        raise TraceError(where, f"{what}.guarantee = {total}: queue {name}'s nodes give {sum(by_type.values())} GPUs "
+                                "(a guarantee is the VCs' own nodes in this version)")
 
 
 def queues_to_toml(specs: tuple[QueueSpec, ...]) -> str:
@@ -140,10 +237,16 @@ def queues_to_toml(specs: tuple[QueueSpec, ...]) -> str:
     lines: list[str] = []
     for q in specs:
         lines += ["", "[[queues]]", f"name = {_quoted(q.name)}"]
-        lines += [f"{key} = {value}" for key, value in (("borrow_limit", q.borrow_limit), ("lend_limit", q.lend_limit))
-                  if value is not None]
+        for key, total, types in (("borrow_limit", q.borrow_limit, q.borrow_types),
+                                  ("lend_limit", q.lend_limit, q.lend_types)):
+            if types is not None:
+                lines.append(f"{key} = {{{', '.join(f'{t} = {n}' for t, n in types)}}}")
+            elif total is not None:
+                lines.append(f"{key} = {total}")
         if q.parent is not None:
             lines.append(f"parent = {_quoted(q.parent)}")
+        if q.weight != 1.0:
+            lines.append(f"weight = {q.weight:g}")
         if q.namespaces:
             lines.append(f"namespaces = [{', '.join(_quoted(n) for n in q.namespaces)}]")
     return "\n".join(lines) + ("\n" if lines else "")

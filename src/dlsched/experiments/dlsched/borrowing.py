@@ -1,13 +1,16 @@
 """What borrowing does to queueing: fixed VCs against queues that lend and borrow.
 
     python -m dlsched.experiments.dlsched.borrowing --seeds 10            # built-in workload, FIFO and QSSF
-    python -m dlsched.experiments.dlsched.borrowing --seeds 10 --philly ../shared/traces/philly
+    python -m dlsched.experiments.dlsched.borrowing --seeds 10 --philly ../shared/traces/philly \
+        --write-docs docs/queues.md                               # regenerate the docs' table
 
 Each cell runs the same jobs twice through the ordinary run path (``build_run``): once on the
 cluster file whose queues have ``borrow_limit = 0`` (decision for decision the plain Helios VCs)
 and once on the same nodes with every VC allowed to borrow as many GPUs as it owns and to lend
-at most half of its own (``docs/examples/queues.toml``). Differences are paired per seed:
-mean and a 95 % t-interval over the seeds. Prints a Markdown table (docs/queues.md).
+at most half of its own (``docs/examples/queues.toml``). The protocol is the sharing
+experiments' (:mod:`dlsched.experiments.protocol`): differences paired per seed, mean and 95 %
+t-interval over the seeds, relative wait reduction with its interval, and win counts. Prints a
+Markdown table; ``--write-docs`` puts it between the markers of docs/queues.md.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-       11: 2.201, 12: 2.179, 14: 2.145, 19: 2.093, 29: 2.045}
+from dlsched.experiments.protocol import check_seeds, paired_gain, t_quantile
+
+EXAMPLES = Path(__file__).resolve().parents[4] / "docs" / "examples"
+START, END = "<!-- borrowing-table: start -->", "<!-- borrowing-table: end -->"
 
 
 def queues_toml(vc_nodes: dict[str, int], gpus: int, borrow: bool) -> str:
@@ -58,8 +63,18 @@ def _paired(diffs: list[float]) -> str:
     mean = statistics.fmean(diffs)
     if len(diffs) < 2:
         return f"{mean:+,.0f}"
-    half = T95.get(len(diffs) - 1, 1.96) * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    half = t_quantile(len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
     return f"{mean:+,.0f} ± {half:,.0f}"
+
+
+def _gain(base: list[float], values: list[float]) -> str:
+    """Relative reduction, paired per seed: mean [95 % CI] (the protocol's ``paired_gain``)."""
+    if not all(base):
+        return "–"  # a seed without queueing has no relative reduction
+    g = paired_gain(base, values)
+    if g.seeds < 2:
+        return f"{100 * g.mean:.0f} %"
+    return f"{100 * g.mean:.0f} % [{100 * g.low:.0f}, {100 * g.high:.0f}]"
 
 
 def cell(base: dict, fixed: Path, borrow: Path, seeds: list[int], tmp: Path) -> dict:
@@ -75,9 +90,9 @@ def cell(base: dict, fixed: Path, borrow: Path, seeds: list[int], tmp: Path) -> 
 
 def table(results: dict[str, dict]) -> str:
     head = ("| workload | policy | runs | avg queue delay, fixed (s) | borrowing (s) | paired diff (s) | "
-            "avg JCT, fixed (s) | borrowing (s) | paired diff (s) | runs with less wait | reclaims / run | "
-            "borrowed GPU time |")
-    lines = [head, "|" + "---|" * 12]
+            "wait reduction [95 % CI] | avg JCT, fixed (s) | borrowing (s) | paired diff (s) | runs with less wait | "
+            "reclaims / run | borrowed GPU time |")
+    lines = [head, "|" + "---|" * 13]
     for label, res in results.items():
         rows = res["rows"]
         wf = [a["avg_queue_delay"] for a, _ in rows]
@@ -87,29 +102,58 @@ def table(results: dict[str, dict]) -> str:
         workload, policy = label.split(" / ")
         lines.append(
             f"| {workload} | {policy} | {len(rows)} | {statistics.fmean(wf):,.0f} | {statistics.fmean(wb):,.0f} | "
-            f"{_paired([y - x for x, y in zip(wf, wb)])} | {statistics.fmean(jf):,.0f} | {statistics.fmean(jb):,.0f} | "
-            f"{_paired([y - x for x, y in zip(jf, jb)])} | {sum(y < x for x, y in zip(wf, wb))} of {len(rows)} | "
+            f"{_paired([y - x for x, y in zip(wf, wb)])} | {_gain(wf, wb)} | {statistics.fmean(jf):,.0f} | "
+            f"{statistics.fmean(jb):,.0f} | {_paired([y - x for x, y in zip(jf, jb)])} | "
+            f"{sum(y < x for x, y in zip(wf, wb))} of {len(rows)} | "
             f"{statistics.fmean(_reclaims(b) for _, b in rows):,.1f} | "
             f"{100 * statistics.fmean(_borrowed_share(b) for _, b in rows):.1f} % |")
     return "\n".join(lines)
 
 
+def write_docs(path: Path, text: str) -> None:
+    """Replace what lies between the table markers of ``path`` with ``text``."""
+    doc = path.read_text(encoding="utf-8")
+    if START not in doc or END not in doc:
+        raise ValueError(f"--write-docs {path}: no {START} ... {END} markers in it")
+    head, rest = doc.split(START, 1)
+    _, tail = rest.split(END, 1)
+    path.write_text(f"{head}{START}\n{text}\n{END}{tail}", encoding="utf-8")
+
+
+def _fail(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=10, help="built-in workload seeds (0..N-1)")
+    parser.add_argument("--seeds", type=int, default=10, help="built-in workload seeds (0..N-1); 0: none")
     parser.add_argument("--jobs", type=int, default=20000, help="built-in workload size")
     parser.add_argument("--policies", default="fifo,qssf")
     parser.add_argument("--philly", type=Path, default=None,
                         help="../shared/traces/philly: also run the Helios reference Philly window")
+    parser.add_argument("--write-docs", type=Path, default=None,
+                        help="docs/queues.md: replace the table between its borrowing-table markers")
     args = parser.parse_args(argv)
+    seeds: list[int] = []
+    if args.seeds:
+        try:
+            seeds = check_seeds(args.seeds)
+        except ValueError as exc:
+            _fail(str(exc))
+    if args.jobs < 1:
+        _fail(f"--jobs must be at least 1, got {args.jobs:,}")
+    if args.philly is not None and not (args.philly / "philly_vc_config.csv").is_file():
+        _fail(f"--philly {args.philly}: no philly_vc_config.csv there (want ../shared/traces/philly)")
+    if args.write_docs is not None and not args.write_docs.is_file():
+        _fail(f"--write-docs {args.write_docs}: no such file")
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        for policy in args.policies.split(",") if args.seeds > 0 else ():
+        for policy in args.policies.split(",") if seeds else ():
             base = {"jobs": args.jobs, "policy": policy}
             results[f"built-in {args.jobs:,} jobs / {policy}"] = cell(
-                base, EXAMPLES / "queues-fixed.toml", EXAMPLES / "queues.toml", list(range(args.seeds)),
-                tmp / f"builtin-{policy}")
+                base, EXAMPLES / "queues-fixed.toml", EXAMPLES / "queues.toml", seeds, tmp / f"builtin-{policy}")
         if args.philly is not None:
             from dlsched.traces.vc import load_vc_config
 
@@ -123,6 +167,8 @@ def main(argv: list[str] | None = None) -> str:
                 results[f"Philly Oct-Nov 2017 / {policy}"] = cell(
                     base, tmp / "philly-fixed.toml", tmp / "philly-borrow.toml", [0], tmp / f"philly-{policy}")
     text = table(results)
+    if args.write_docs is not None:
+        write_docs(args.write_docs, text)
     print(text)
     return text
 
