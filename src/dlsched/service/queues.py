@@ -74,8 +74,6 @@ class LiveQueues:
                         raise TraceError(f"ConfigMap {self.namespace}/{self.name} key {KEY}",
                                          f"namespace {ns} is in queues {owners[ns]} and {q.name}")
         except TraceError as exc:
-            self.error = str(exc)
-            self.counts["invalid"] += 1
             log.warning("queues not updated: %s", exc)
             if self.warn is not None:
                 try:
@@ -84,6 +82,9 @@ class LiveQueues:
                 except Exception as err:  # noqa: BLE001 - an event is best effort
                     self.counts["events_failed"] += 1
                     log.info("queue event not written: %s", err)
+            # made visible last, so that a reader who sees the error also sees whether its event was written
+            self.counts["invalid"] += 1
+            self.error = str(exc)
             return False
         self._install(specs, version)
         return True
