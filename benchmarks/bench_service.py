@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 
-def _serve(port: int, nodes: int, db: str, loop: str, http: str) -> None:
+def _serve(port: int, nodes: int, db: str, loop: str, http: str, eta: float = 0.0) -> None:
     import uvicorn
 
     from dlsched.registry import make_policy
@@ -59,8 +59,12 @@ def _serve(port: int, nodes: int, db: str, loop: str, http: str) -> None:
     core = SchedulerCore(make_policy("fifo", "consolidate"), Store(db))
     for i in range(nodes):
         core.node_seen(NodeFacts(f"node-{i:04d}", 8, "default", "", False))
+    service = LiveService(core, None, token="bench")
+    if eta > 0:   # the ETA refresher beside the extender, as `dlsched serve --eta-interval` runs it
+        service.eta_interval = eta
+        service.start_eta_timer()
     # keep-alive as long as the run: a connection idle between phases is not closed under the client
-    uvicorn.run(build_app(LiveService(core, None, token="bench")), host="127.0.0.1", port=port,
+    uvicorn.run(build_app(service), host="127.0.0.1", port=port,
                 log_level="warning", access_log=False, loop=loop, http=http, timeout_keep_alive=600)
 
 
@@ -134,11 +138,11 @@ def _schedule(rate: float, seconds: float, block: float, interleave: bool, pods:
 
 
 def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave: bool = False, pods: int = 500,
-        loop: str = "auto", http: str = "auto", connections: int = 64) -> dict:
+        loop: str = "auto", http: str = "auto", connections: int = 64, eta: float = 0.0) -> dict:
     port = _free_port()
     tmp = tempfile.mkdtemp(prefix="dlsched-bench-")
     ctx = mp.get_context("spawn")
-    server = ctx.Process(target=_serve, args=(port, nodes, f"sqlite:///{tmp}/bench.db", loop, http), daemon=True)
+    server = ctx.Process(target=_serve, args=(port, nodes, f"sqlite:///{tmp}/bench.db", loop, http, eta), daemon=True)
     server.start()
     deadline = time.monotonic() + 60
     while True:
@@ -330,11 +334,13 @@ def main() -> None:
     ap.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"], help="uvicorn's event loop")
     ap.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"], help="uvicorn's HTTP parser")
     ap.add_argument("--connections", type=int, default=64, help="most connections the client opens")
+    ap.add_argument("--eta", type=float, default=0.0, metavar="SECONDS",
+                    help="run the ETA refresher every SECONDS beside the extender (0: off)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     loop, http = _uvicorn_choice(args.loop, args.http)
     out = run(args.nodes, args.rate, args.seconds, args.block, args.interleave, loop=loop, http=http,
-              connections=args.connections)
+              connections=args.connections, eta=args.eta)
     if args.json:
         print(json.dumps(out))
         return
