@@ -6,10 +6,10 @@ it to each waiting pod as the ``dlsched.io/eta`` annotation (read back from the 
 from __future__ import annotations
 
 import re
-import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
+from support.polling import poll
 
 pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
@@ -18,13 +18,7 @@ DEFAULT = 3600.0   # FIFO pods carry no duration prediction: every pod gets the 
 
 
 def _wait(fn, timeout: float = 60.0, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out = fn()
-        if out:
-            return out
-        time.sleep(step)
-    raise AssertionError(f"not reached in {timeout} s")
+    return poll(fn, timeout, step)
 
 
 def test_waiting_pods_get_etas_in_the_queue_api(shared, tmp_path):
@@ -71,7 +65,7 @@ def test_waiting_pods_get_etas_in_the_queue_api(shared, tmp_path):
             for key, text in written.items():
                 m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) in (\d+)s", text)
                 assert m, text
-                at = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+                at = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
                 assert abs(at - by_pod[key]["eta"]) <= 1.0, (text, by_pod[key])   # the queue API's estimate
                 assert DEFAULT - 120 < int(m.group(2)) <= DEFAULT
             timer = svc.get("/api/v1/eta")["timer"]

@@ -4,9 +4,8 @@ the content turns invalid and reports it as a Warning event on the ConfigMap."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from support.polling import poll
 
 pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
@@ -15,13 +14,7 @@ GOOD = '[[queues]]\nname = "research"\nborrow_limit = 8\nnamespaces = ["team-a"]
 
 
 def _wait(fn, timeout: float = 60.0, step: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out = fn()
-        if out:
-            return out
-        time.sleep(step)
-    raise AssertionError(f"not reached in {timeout} s")
+    return poll(fn, timeout, step)
 
 
 def test_queue_configmap_read_at_start_and_on_change(shared, tmp_path):

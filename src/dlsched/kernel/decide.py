@@ -49,7 +49,7 @@ class Decider:
     ``wakeups`` for the driver's clock.
     """
 
-    __slots__ = ("state", "view", "policy", "backend", "assume", "dirty", "woken", "check", "decide")
+    __slots__ = ("assume", "backend", "check", "decide", "dirty", "policy", "state", "view", "woken")
 
     def __init__(self, state: ClusterState, view: SchedulingView, policy, backend: Backend,
                  assume: bool = False, check: bool = False) -> None:
@@ -99,7 +99,7 @@ class Decider:
         collect.started(Start(job, placement), now)
         return collect.moved
 
-    def _collector(self) -> "Collect":
+    def _collector(self) -> Collect:
         # the driver's physics, when its backend has one (the simulator's), rates what moved
         return Collect(self.state, getattr(self.backend, "physics", None))
 
@@ -170,7 +170,7 @@ class Collect:
     :class:`dlsched.sim.physics.Physics`), it rates a started job and its co-runners, and books a
     preempted job's work and overhead; without one, a start moves only the started job."""
 
-    __slots__ = ("state", "physics", "moved", "postponed")
+    __slots__ = ("moved", "physics", "postponed", "state")
 
     def __init__(self, state: ClusterState, physics=None) -> None:
         self.state = state

@@ -28,7 +28,7 @@ class SimulatedBackend:
     ``moved(job, now)`` — ``job``'s finish time is (again) now + remaining / speed — and
     ``failure_due(time, job, reason)``. ``plain``: starts and finishes skip the physics."""
 
-    __slots__ = ("physics", "moved", "failure_due", "started", "postponed", "plain")
+    __slots__ = ("failure_due", "moved", "physics", "plain", "postponed", "started")
 
     def __init__(self, physics: Physics, moved: Callable[[Job, float], None],
                  failure_due: Callable[[float, Job, str], None],
