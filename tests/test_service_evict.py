@@ -245,3 +245,46 @@ def test_the_default_grace_period_is_the_policys_guard_and_srtf_pred_runs_live()
     SchedulerCore.check_policy(make_policy("srtf-pred"))     # preemptive, not an oracle: allowed
     with pytest.raises(ValueError, match="srtf-pred is SRTF by predicted remaining time"):
         SchedulerCore.check_policy(make_policy("srtf"))
+
+
+def test_pab_live_requeues_a_shared_pod_whose_reported_throughput_dropped():
+    """PAB's check reads the job's observed rate: live, the agent's ``speed`` reading (the pod's
+    throughput relative to running alone). B shares A's GPUs from 1061; at 1090 it reports 0.3;
+    its check at 1121 (start + 60 s warm-up) asks for its eviction, with PAB's reason."""
+    clock = Clock(1000.0)
+    core = SchedulerCore(make_policy("pab", share=True), Store("sqlite://"), clock=clock, max_jobs_per_gpu=2)
+    sent: list[Intent] = []
+    core.evictor = sent.append
+    core.node_seen(NodeFacts("n", 4, "default", "", False))
+
+    def pod(uid: str, node: str = "", phase: str = "Pending") -> PodFacts:
+        return PodFacts(uid, "default", uid.lower(), 4, node, phase, False, 1.0, labels={"dlsched.io/job": uid})
+
+    for uid, t in (("A", 1000.0), ("B", 1010.0)):
+        clock.t = t
+        core.pod_seen(pod(uid))
+        core.jobs[uid].pred_gpu_mem_mib, core.jobs[uid].pred_gpu_util = 4000.0, 40.0
+        core.run_pass()
+        if uid == "A":
+            core.pod_seen(pod("A", "n", "Running"))
+    assert core.jobs["B"].state.name == "PENDING"           # PAB profiles A alone until 1060
+    clock.t = 1061.0
+    assert core.fire_timers() == 1 and core.jobs["B"].state.name == "ASSUMED"   # placed on A's GPUs
+    core.pod_seen(pod("B", "n", "Running"))
+    clock.t = 1090.0
+    assert core.observe("B", 35.0, 4000.0, 60.0, 0.3) == "warming up" and core.jobs["B"].speed == 0.3
+    clock.t = 1125.0
+    core.fire_timers()
+    assert [(i.uid, i.reason) for i in sent] == [("B", "pab: throughput 30% of running alone, below 50%")]
+    assert core.counters["evictions requested"] == 1 and core.jobs["A"].state.name == "RUNNING"
+
+
+def test_an_agent_reading_carries_the_throughput_to_the_core():
+    from dlsched.service.runtime import LiveService
+
+    core, _, clock = make_core()
+    run_long(core, clock)
+    service = LiveService(core, None, token="t")
+    assert service.observe("n", [("L1", 50.0, 1000.0, 0.6), ("nobody", None, None)]) == \
+        {"node": "n", "warming up": 1, "unknown": 1}
+    assert core.jobs["L1"].speed == 0.6

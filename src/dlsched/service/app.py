@@ -173,6 +173,10 @@ class Observation(BaseModel):
                                    description="GPU utilisation of the pod in percent, 0-100 (NVML's unit)")
     gpu_mem_mib: float | None = Field(None, ge=0, le=1 << 24, allow_inf_nan=False,
                                       description="GPU memory of the pod in MiB (the most on any one of its GPUs)")
+    speed: float | None = Field(None, gt=0, le=2, allow_inf_nan=False,
+                                description="the pod's training throughput relative to running alone (1 = as fast "
+                                            "as alone), when its framework reports it: PAB re-queues a job that "
+                                            "runs below 1 - max_drop")
 
 
 class Observations(BaseModel):
@@ -393,7 +397,7 @@ def build_app(service: LiveService) -> Front:
         """A node agent's readings: kept for predicted-vs-observed, and after the warm-up they
         replace the pods' predictions (an observed pod over its GPU's memory fails as an OOM)."""
         service.agents[obs.node] = {"gpus": obs.gpus, "topology": obs.topology, "at": core.now()}
-        return service.observe(obs.node, [(p.uid, p.gpu_util, p.gpu_mem_mib) for p in obs.pods])
+        return service.observe(obs.node, [(p.uid, p.gpu_util, p.gpu_mem_mib, p.speed) for p in obs.pods])
 
     @app.post("/api/v1/predictions", tags=["operator"], dependencies=[Depends(require_token)],
               response_model=Prediction)

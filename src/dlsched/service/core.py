@@ -999,15 +999,20 @@ class SchedulerCore:
             self._record("confirm", uid=uid)
 
     # -- observations (node agent) -------------------------------------------------------------
-    def observe(self, uid: str, util: float, mem_mib: float, warmup: float) -> str:
+    def observe(self, uid: str, util: float, mem_mib: float, warmup: float, speed: float = float("nan")) -> str:
         """A node agent's reading of a running pod: kept for the operator's predicted-vs-observed view;
         once the pod has run ``warmup`` seconds it replaces the predictions (the simulator's
-        :class:`~dlsched.sim.observe.ObservedCorrection`). Returns what happened."""
+        :class:`~dlsched.sim.observe.ObservedCorrection`). ``speed``, when the pod's framework reports
+        it, is its throughput relative to running alone: the job's observed rate, which PAB's check
+        reads (in a simulation the physics sets it). Returns what happened."""
         with self.lock:
             job = self.jobs.get(uid)
             if job is None or job.state is not RUNNING:
                 return "unknown"
             now = self.now()
+            if speed == speed:   # an observation, as the reading of utilisation is
+                job.speed = speed
+                self._record("speed", uid=uid, speed=speed)
             self.observed[uid] = (util, mem_mib, now)
             if (cal := getattr(self.predict, "calibration", None)) is not None:
                 cal.observe(uid, mem_mib)   # the cluster's memory calibration learns from every peak

@@ -275,13 +275,14 @@ class LiveService:
         return error
 
     # -- node agent -----------------------------------------------------------------------
-    def observe(self, node: str, readings: list[tuple[str, float | None, float | None]]) -> dict:
-        """Feed an agent's readings to the core; counts what happened to them."""
+    def observe(self, node: str, readings: list[tuple]) -> dict:
+        """Feed an agent's readings ``(uid, util, mem[, speed])`` to the core; counts what happened."""
         nan = float("nan")
         out: dict[str, int] = {}
-        for uid, util, mem in readings:
+        for uid, util, mem, *rest in readings:
+            speed = rest[0] if rest and rest[0] is not None else nan
             what = self.core.observe(uid, nan if util is None else util, nan if mem is None else mem,
-                                     self.observe_after)
+                                     self.observe_after, speed)
             out[what] = out.get(what, 0) + 1
         return {"node": node, **out}
 
