@@ -38,8 +38,11 @@ def live(shared, tmp_path_factory):
         add_gpu_node(cp, "t4-0", 4, {PRODUCT: "Tesla-T4"})
         add_gpu_node(cp, "nudge-0", 1, {"dlsched.io/vc": "nudge"})
         tmp = tmp_path_factory.mktemp("safety")
+        # no ETA annotations here: writing one on the waiting pod is a pod update too, which moves it
+        # out of kube-scheduler's unschedulable queue like the nudge does, so the nudge test would
+        # race the ETA timer (CI saw the pod bound before the nudge landed: nudges_failed 1)
         svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{tmp}/safety.db", "fifo", tmp / "svc.log",
-                             extra=("--unseen-pod-ttl", str(TTL)))
+                             extra=("--unseen-pod-ttl", str(TTL), "--eta-interval", "0"))
         svc.start()
         try:
             yield cp, svc
