@@ -112,9 +112,9 @@ class BindWatch:
         self._stop = True
 
 
-def pod_body(name: str, gpus: int) -> dict:
+def pod_body(name: str, gpus: int, labels: dict[str, str] | None = None) -> dict:
     res = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"bench": "1"}},
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"bench": "1", **(labels or {})}},
             "spec": {"containers": [{"name": "main", "image": "example.invalid/train", "resources": res}]}}
 
 
@@ -146,14 +146,19 @@ def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float) -> tuple[list[
     watch.stop()
     with watch.lock:
         waits = [watch.bound[n] - t for n, t in created.items() if n in watch.bound]
+    clear_pods(cp, 0.5)
+    return waits, pods - len(waits), span
+
+
+def clear_pods(cp, step: float) -> None:
+    """Delete every pod of the benchmark's namespace and wait (up to 60 s) until none is left."""
     cp.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods?gracePeriodSeconds=0")
     gone = time.monotonic() + 60
     while time.monotonic() < gone:
         _, rest = cp.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
         if not rest.get("items"):
             break
-        time.sleep(0.5)
-    return waits, pods - len(waits), span
+        time.sleep(step)
 
 
 def server_times(svc) -> str:

@@ -30,18 +30,15 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_bind_latency import NAMESPACE, BindWatch, server_times  # noqa: E402
+from bench_bind_latency import NAMESPACE, BindWatch, clear_pods, server_times  # noqa: E402
+from bench_bind_latency import pod_body as single_pod_body  # noqa: E402
 from support.control_plane import add_gpu_node, cleanup, free_port, missing_reason, start_control_plane  # noqa: E402
 from support.service_proc import ServiceProcess  # noqa: E402
 
 
 def pod_body(name: str, gpus: int, gang: str = "", size: int = 0) -> dict:
-    labels = {"bench": "1"}
-    if gang:
-        labels.update({"dlsched.io/job": gang, "dlsched.io/min-member": str(size)})
-    res = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
-            "spec": {"containers": [{"name": "main", "image": "example.invalid/train", "resources": res}]}}
+    """A pod of ``gpus`` GPUs, a member of gang ``gang`` of ``size`` pods when given."""
+    return single_pod_body(name, gpus, {"dlsched.io/job": gang, "dlsched.io/min-member": str(size)} if gang else None)
 
 
 def timed(cp, names: list[str], bodies: list[dict], timeout: float) -> float | None:
@@ -65,13 +62,7 @@ def timed(cp, names: list[str], bodies: list[dict], timeout: float) -> float | N
                 break
         time.sleep(0.01)
     watch.stop()
-    cp.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods?gracePeriodSeconds=0")
-    gone = time.monotonic() + 60
-    while time.monotonic() < gone:
-        _, rest = cp.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
-        if not rest.get("items"):
-            break
-        time.sleep(0.2)
+    clear_pods(cp, 0.2)
     time.sleep(0.5)   # the service's watch sees the deletions before the next round
     return result
 
