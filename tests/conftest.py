@@ -9,6 +9,9 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# the store tests' database fixtures (`url`: SQLite and a real PostgreSQL, `postgres_url`)
+pytest_plugins = ["support.store_fixtures"]
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("DLSCHED_SHARED", REPO.parent / "shared"))
 

@@ -8,32 +8,8 @@ import pytest
 
 pytest.importorskip("sqlalchemy")
 
-from dlsched.service.store import Store, metadata  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    from support.postgres import Postgres, pg_bindir
-
-    if pg_bindir() is None:
-        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
-    pytest.importorskip("psycopg")
-    pg = Postgres().start()
-    try:
-        yield pg.url
-    finally:
-        pg.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/store.db"
-    base = request.getfixturevalue("postgres_url")
-    store = Store(base)
-    metadata.drop_all(store.engine)
-    store.close()
-    return base
+from dlsched.service.store import Store  # noqa: E402
+# the `url` fixture (SQLite and PostgreSQL): tests/support/store_fixtures.py, a plugin of tests/conftest.py
 
 
 def test_an_intent_is_durable_done_once_and_seen_by_a_restarted_store(url):

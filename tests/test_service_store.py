@@ -13,32 +13,7 @@ from dlsched.service.core import SchedulerCore  # noqa: E402
 from dlsched.service.pods import NodeFacts, PodFacts  # noqa: E402
 from dlsched.service.store import DoubleAssignment, Store  # noqa: E402
 
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    from support.postgres import Postgres, pg_bindir
-
-    if pg_bindir() is None:
-        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
-    pytest.importorskip("psycopg")
-    pg = Postgres().start()
-    try:
-        yield pg.url
-    finally:
-        pg.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/store.db"
-    base = request.getfixturevalue("postgres_url")
-    store = Store(base)   # a clean schema for each test
-    from dlsched.service.store import metadata
-
-    metadata.drop_all(store.engine)
-    store.close()
-    return base
+# the `url` fixture (SQLite and PostgreSQL): tests/support/store_fixtures.py, a plugin of tests/conftest.py
 
 
 def test_a_slot_is_assigned_once_and_the_failed_write_leaves_nothing(url):
