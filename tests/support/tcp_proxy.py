@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 
 class TcpProxy:
-    def __init__(self, port: int, backends: list[int]) -> None:
+    """``delay``: seconds each client-to-backend chunk is held (a slow link; 0: none)."""
+
+    def __init__(self, port: int, backends: list[int], delay: float = 0.0) -> None:
         self.backends = backends
+        self.delay = delay
         self.connections = [0] * len(backends)    # connections handed to each backend
         self._next = 0
         self._lock = threading.Lock()
@@ -37,8 +41,8 @@ class TcpProxy:
                 continue
             with self._lock:
                 self._socks += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+            for a, b, delay in ((client, upstream, self.delay), (upstream, client, 0.0)):
+                threading.Thread(target=_pipe, args=(a, b, delay), daemon=True).start()
 
     def _connect(self) -> socket.socket | None:
         with self._lock:
@@ -67,9 +71,11 @@ class TcpProxy:
                 pass
 
 
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
+def _pipe(src: socket.socket, dst: socket.socket, delay: float) -> None:
     try:
         while chunk := src.recv(65536):
+            if delay:
+                time.sleep(delay)
             dst.sendall(chunk)
     except OSError:
         pass
