@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from support.starts import Starts
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
 from dlsched.kernel.quotas import QueueSpec, jain
 from dlsched.registry import make_policy
 from dlsched.sim import SimConfig, SimulationError, Simulator
-
-
-class Starts:
-    """Records where each start ran: (job, time, VC whose nodes it got)."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, float, str]] = []
-
-    def attach(self, state) -> None:
-        self.state = state
-
-    def started(self, job, vc, now) -> None:
-        self.rows.append((job.job_id, now, self.state.hosts.get(job, vc).name))
 
 
 def three_vcs():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from support.starts import Starts
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
@@ -14,19 +15,6 @@ from dlsched.registry import make_policy
 from dlsched.sim import SimConfig, Simulator
 from dlsched.traces.cluster_file import read_cluster_file
 from dlsched.traces.cluster_queues import read_queues
-
-
-class Starts:
-    """Records where each start ran: (job, time, VC whose nodes it got)."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, float, str]] = []
-
-    def attach(self, state) -> None:
-        self.state = state
-
-    def started(self, job, vc, now) -> None:
-        self.rows.append((job.job_id, now, self.state.hosts.get(job, vc).name))
 
 
 def run(cluster, queues, the_jobs, half_life=7 * 86400.0, policy="fifo"):
