@@ -21,7 +21,7 @@ without it is an error the pod waits with; ``dlsched.io/job`` or an owner withou
 which is how a preempted job's re-created pod is matched to it: service/evictions.py).
 
 Crash safety: the nomination records every pod's node and GPUs (``gang_members`` in the store).
-At start-up (:func:`recover`), a gang with some pods bound and some not is *completed*: the rest
+At start-up (:func:`dlsched.service.gang_recovery.recover`), a gang with some pods bound and some not is *completed*: the rest
 are bound to their recorded nodes and GPUs; when that is not possible (a pod gone, its GPUs
 taken, a bind refused), the bound ones are deleted (*released*). A gang with no pod bound is
 simply decided again.
@@ -33,12 +33,12 @@ import logging
 import threading
 import time
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dlsched.core.job import JobState
 from dlsched.kernel.stimuli import BindSucceeded
-from dlsched.service.pods import GPUS_ANNOTATION, PodFacts
+from dlsched.service.pods import PodFacts
 
 if TYPE_CHECKING:   # the core imports this module; only its type is needed here
     from dlsched.service.core import SchedulerCore
@@ -593,59 +593,3 @@ def delete_pod(bridge, pod: PodFacts) -> bool:
         return exc.status in (404, 409)   # gone already, or another pod now has the name
     except Exception:  # noqa: BLE001 - the API server unreachable: reported by the caller
         return False
-
-
-def recover(service) -> dict[str, int]:
-    """At start-up, after the pods were listed: every gang the store recorded as nominated is
-    either completed (its unbound pods bound to their recorded nodes and GPUs) when some of its
-    pods are bound, or released (its bound pods deleted) when completing it is not possible.
-    Gangs with no pod bound are dropped (their pods are decided again). Returns counts."""
-    core, bridge = service.core, service.bridge
-    gangs = core.gangs
-    out = Counter()
-    for gang_id, rows in core.store.gang_records().items():
-        with core.lock:
-            bound = [r for r in rows if (j := core.jobs.get(r["pod_uid"])) is not None and j.state is RUNNING]
-            pending = [r for r in rows if r["pod_uid"] in gangs.by_uid]
-        if not bound or len(bound) == len(rows):
-            core.store.drop_gang(gang_id, core.now(), detail="nothing to recover" if not bound else "complete")
-            out["dropped" if not bound else "complete"] += 1
-            continue
-        ok = len(bound) + len(pending) == len(rows) and bridge is not None
-        completed: list[dict] = []
-        for r in pending if ok else ():
-            with core.lock:
-                gang = gangs.by_uid.get(r["pod_uid"])
-                pod = gang.members.get(r["pod_uid"]) if gang else None
-                idx = core.state.node_index.get(r["node"])
-                gpus = [int(g) for g in r["gpus"].split(",") if g]
-                mask = sum(1 << g for g in gpus)
-                free = idx is not None and not core.state.node_mask[idx] & mask and \
-                    all(g < core.state.node_gpus[idx] for g in gpus)
-            if pod is None or not free:
-                ok = False
-                break
-            error = bridge.bind(pod.namespace, pod.name, pod.uid, r["node"], gpus, bool(pod.annotations))
-            if error:
-                log.warning("gang %s: completing pod %s failed: %s", gang_id, pod.key, error)
-                ok = False
-                break
-            completed.append(r)
-            with core.lock:   # the pod leaves the forming gang and is adopted where it was bound
-                gangs.member_gone(core, pod.uid, "bound at start-up to complete its gang")
-                core.pod_seen(replace(pod, node_name=r["node"],
-                                      annotations={**pod.annotations, GPUS_ANNOTATION: r["gpus"]}))
-        if ok:
-            core.store.drop_gang(gang_id, core.now(), detail=f"completed: {len(completed)} pods bound at start-up")
-            out["completed"] += 1
-            continue
-        for r in bound + completed:
-            with core.lock:
-                job = core.jobs.get(r["pod_uid"])
-                pod = core.pods.get(r["pod_uid"])
-            if pod is not None and delete_pod(bridge, pod):
-                with core.lock:
-                    core.pod_gone(pod.uid)
-        core.store.drop_gang(gang_id, core.now(), detail=f"released: {len(bound) + len(completed)} bound pods deleted")
-        out["released"] += 1
-    return dict(out)

@@ -98,7 +98,7 @@ class LiveService:
         self.core.load_evictions(self.core.store.eviction_rows())   # before the pods: their deletions are evictions
         node_rv, pod_rv, holding = self.bridge.reconcile()
         dropped = self.core.store.reset_assignments(holding, self.core.now())
-        from dlsched.service.gangs import recover
+        from dlsched.service.gang_recovery import recover
 
         gangs = recover(self)   # gang hook: a gang left partly bound is completed or released
         resumed = self.start_evictor()
