@@ -108,6 +108,8 @@ def violations(source: str, module: str, is_package: bool = False) -> list[str]:
                 out.append(f"{node.lineno}: reads the truth slot .{node.attr}")
             elif isinstance(node, ast.Constant) and _names_slot(node.value):
                 out.append(f"{node.lineno}: names the truth slot {node.value!r}")
+            elif forbidden and isinstance(node, ast.Constant) and node.value == TRUTH_MODULE:
+                out.append(f"{node.lineno}: names {TRUTH_MODULE} (an import by name)")
         todo.extend((child, granted) for child in ast.iter_child_nodes(node))
     return sorted(out, key=lambda s: int(s.split(":")[0]))
 
@@ -168,6 +170,11 @@ def test_the_checker_catches_imports_of_the_truth_module(line):
     deeper = line.replace("..core", "...core")  # the same module, seen from one package further down
     assert violations(deeper + "\n", "dlsched.predictors.duration.observed") != []  # not a listed name
     assert violations(line + "\n", "dlsched.experiments.peek") == []  # the door is open to experiments
+
+
+def test_the_checker_catches_an_import_by_name():
+    src = 'import importlib\nt = importlib.import_module("dlsched.core.truth")\n'
+    assert violations(src, "dlsched.sched.peek") == ["2: names dlsched.core.truth (an import by name)"]
 
 
 def test_a_listed_exception_is_that_name_only():
