@@ -21,6 +21,7 @@ import time
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
+from dlsched.core.truth import duration as true_duration
 from dlsched.kernel.decide import Collect, Decider
 from dlsched.kernel.state import ClusterState
 from dlsched.registry import make_policy
@@ -47,7 +48,7 @@ def build(policy_name: str, nodes: int, waiting: int, users: int, seed: int):
         if on_submit is not None:
             on_submit(j, t)
         on_finish = policy.job_finished
-        j.start_time, j.end_time = t, t + j.duration
+        j.start_time, j.end_time = t, t + true_duration(j)
         if on_finish is not None:
             on_finish(j, t + rng.uniform(0, 90_000))
     for node in vc.nodes:

@@ -10,12 +10,14 @@ import typer
 from test_duration_toy import ORIGIN, toy_trace
 from typer.testing import CliRunner
 
+from dlsched.core.truth import duration as true_duration
 from dlsched.predictors.duration.accuracy import duration_accuracy
 
 
 @pytest.fixture(scope="module")
 def report() -> dict:
-    return duration_accuracy(toy_trace(1500, days=6, seed=7), lam=0.1, n_estimators=30, min_train_jobs=50)
+    trace = toy_trace(1500, days=6, seed=7)
+    return duration_accuracy(trace, list(map(true_duration, trace.jobs)), lam=0.1, n_estimators=30, min_train_jobs=50)
 
 
 def test_estimates_beat_trivial_baselines(report: dict) -> None:
@@ -42,7 +44,7 @@ def _write_helios_csv(path: Path) -> Path:
     rows = ["job_id,user,vc,jobname,gpu_num,cpu_num,state,submit_time,duration"]
     for j in toy_trace(600, days=3, seed=8).jobs:
         t = (ORIGIN + timedelta(seconds=round(j.submit_time))).strftime("%Y-%m-%d %H:%M:%S")
-        rows.append(f"{j.job_id},{j.user},{j.vc},{j.name},{j.gpus},{j.cpus},COMPLETED,{t},{int(j.duration)}")
+        rows.append(f"{j.job_id},{j.user},{j.vc},{j.name},{j.gpus},{j.cpus},COMPLETED,{t},{int(true_duration(j))}")
     path.write_text("\n".join(rows) + "\n")
     return path
 
@@ -96,7 +98,7 @@ def test_philly_two_weeks_online(shared: Path) -> None:
     if not path.is_file():
         pytest.skip("Philly reference input absent")
     trace = load_trace(path, start="2017-10-01 00:00:00", end="2017-10-14 23:59:59")
-    rep = duration_accuracy(trace, n_estimators=30)
+    rep = duration_accuracy(trace, list(map(true_duration, trace.jobs)), n_estimators=30)
     m = rep["methods"]
     assert set(rep["features"]) <= {"vc", "gpus", "cpus", "month", "weekday", "hour", "minute"}
     assert "user" not in rep["features"] and "name" not in rep["features"]

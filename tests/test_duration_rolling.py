@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlsched.core.job import Job
+from dlsched.core.job import Job, JobState, OracleAccessError
 from dlsched.predictors.duration.names import NameClusterer, closest_name, job_bucket, name_bucket
 from dlsched.predictors.duration.rolling import (
     ANON_STREAM,
@@ -17,7 +17,21 @@ from dlsched.predictors.duration.rolling import (
 
 
 def job(user: str, name: str, gpus: int, duration: float = 0.0, job_id: str = "x") -> Job:
-    return Job(job_id, "vc", gpus, 0.0, duration, user=user, name=name)
+    """A finished job: its finish revealed ``duration`` (estimators learn from nothing else)."""
+    j = Job(job_id, "vc", gpus, 0.0, duration, user=user, name=name)
+    j.state = JobState.FINISHED
+    return j
+
+
+def test_an_unfinished_job_teaches_nothing_unless_history_hands_its_duration() -> None:
+    r = RollingEstimator()
+    running = Job("r", "vc", 1, 0.0, 500.0, user="u", name="n")
+    running.state = JobState.RUNNING
+    with pytest.raises(OracleAccessError, match="has not finished"):
+        r.observe(running)
+    assert r.n_observed == 0
+    r.observe(Job("h", "vc", 1, 0.0, 500.0, user="u", name="n"), 300.0)  # history: the recorded 300 s
+    assert r.n_observed == 1 and r.predict(job("u", "n", 1)) == 300.0
 
 
 @pytest.fixture

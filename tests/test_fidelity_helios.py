@@ -18,6 +18,7 @@ from support.tick_model import run_vc
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
+from dlsched.core.truth import duration as true_duration
 from dlsched.registry import make_policy
 from dlsched.sim import SimConfig, Simulator
 
@@ -99,7 +100,7 @@ def test_engine_matches_tick_model_on_scaled_down_philly(philly):
     # real jobs of three VCs from day 20, arrivals squeezed 4x, on tiny VCs: heavy queueing
     picked = [j for j in trace.jobs if j.vc in sizes and 20 * day <= j.submit_time < 20.4 * day]
     rows = [{"id": j.job_id, "vc": j.vc, "gpus": min(j.gpus, sizes[j.vc] * 8),
-             "submit": int(j.submit_time - 20 * day) // 4, "duration": int(min(j.duration, 2 * 3600))}
+             "submit": int(j.submit_time - 20 * day) // 4, "duration": int(min(true_duration(j), 2 * 3600))}
             for j in picked]
     for policy in ("fifo", "sjf", "srtf"):
         jobs = [Job(r["id"], r["vc"], r["gpus"], float(r["submit"]), float(r["duration"])) for r in rows]

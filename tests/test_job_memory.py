@@ -12,7 +12,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from dlsched.core.job import NO_PREDICTION, Job, JobSpec, JobState, Measured, OracleAccessError, truth_hidden
+from dlsched.core import truth
+from dlsched.core.job import NO_PREDICTION, Job, JobSpec, JobState, Measured, OracleAccessError
 
 # Peak bytes traced per job while the built-in workload of 20,000 jobs is generated, simulated
 # with FIFO and written (the library path of `dlsched simulate --jobs 20000`). Measured on
@@ -59,9 +60,8 @@ def test_every_public_attribute_reads_what_the_constructor_got():
         got = getattr(job, name)
         assert got == value and type(got) is type(value), name
     assert (job.job_id, job.vc, job.gpus, job.submit_time) == ("j1", "vc2", 4, 12.5)
-    assert (job.duration, job.remaining, job.status, job.gpu_util, job.gpu_mem_mib) == (300.0, 300.0, "FAILED",
-                                                                                        71.5, 9000.0)
-    assert (job._duration, job._status, job._gpu_util, job._gpu_mem_mib) == (300.0, "FAILED", 71.5, 9000.0)
+    assert (truth.duration(job), truth.remaining(job), truth.status(job), truth.gpu_util(job),
+            truth.gpu_mem_mib(job)) == (300.0, 300.0, "FAILED", 71.5, 9000.0)
     for name in ("pred_duration", "pred_gpu_util", "pred_gpu_mem_mib", "priority", "prior_gpu_util",
                  "prior_gpu_mem_mib", "observed_mem_mib"):
         assert math.isnan(getattr(job, name)), name
@@ -74,17 +74,18 @@ def test_defaults_and_writes_read_back():
     job = Job("j", "vc", 1, 0.0, 10.0)
     assert (job.cpus, job.model_name, job.batch_size, job.onnx_ref, job.optimizer, job.amp, job.seq_len,
             job.attention, job.stack, job.user, job.name, job.index) == (0, "", 0, "", "", False, 0, "", "", "", "", -1)
-    assert math.isnan(job.min_utility) and math.isnan(job.gpu_util) and job.status == ""
+    assert math.isnan(job.min_utility) and math.isnan(truth.gpu_util(job)) and truth.status(job) == ""
     writes = dict(vc="all", cpus=3, model_name="bert", batch_size=8, onnx_ref="x.onnx", min_utility=0.5,
                   optimizer="adam", amp=True, seq_len=128, attention="fused", stack="s", pred_gpu_util=40.0,
                   pred_gpu_mem_mib=1234.0, prior_gpu_util=1.0, prior_gpu_mem_mib=2.0, observed_at=5.0,
-                  last_failure="oom", observed_mem_mib=777.0, _gpu_mem_mib=4321.0, _status="DONE",
-                  gpu_util=56.0, pred_duration=9.0, priority=3.0)
+                  last_failure="oom", observed_mem_mib=777.0, pred_duration=9.0, priority=3.0)
     for name, value in writes.items():
         setattr(job, name, value)
     for name, value in writes.items():
         assert getattr(job, name) == value, name
-    assert (job._gpu_util, job.gpu_mem_mib, job.status) == (56.0, 4321.0, "DONE")  # one truth, two names
+    truth.set_measured(job, gpu_mem_mib=4321.0, status="DONE")
+    truth.set_measured(job, gpu_util=56.0)
+    assert (truth.gpu_util(job), truth.gpu_mem_mib(job), truth.status(job)) == (56.0, 4321.0, "DONE")
 
 
 def test_shared_records_are_never_changed_in_place():
@@ -118,15 +119,14 @@ def test_reset_restores_priors_and_clears_the_failure():
     assert (kept.pred_gpu_util, kept.last_failure) == (20.0, "")
 
 
-def test_truth_stays_guarded_and_pickles():
+def test_truth_stays_hidden_and_pickles():
     job = Job("j", "vc", 1, 0.0, 10.0, gpu_mem_mib=100.0, model_name="m")
-    with truth_hidden(True):
-        for name in ("duration", "remaining", "gpu_util", "gpu_mem_mib", "status"):
-            with pytest.raises(OracleAccessError):
-                getattr(job, name)
-        assert job.model_name == "m" and job._gpu_mem_mib == 100.0
+    for name in ("duration", "remaining", "gpu_util", "gpu_mem_mib", "status"):
+        with pytest.raises(OracleAccessError):
+            getattr(job, name)
+    assert job.model_name == "m" and truth.gpu_mem_mib(job) == 100.0
     back = pickle.loads(pickle.dumps(job))
-    assert (back.model_name, back.gpu_mem_mib, back.vc, back.duration) == ("m", 100.0, "vc", 10.0)
+    assert (back.model_name, truth.gpu_mem_mib(back), back.vc, truth.duration(back)) == ("m", 100.0, "vc", 10.0)
     # no __getattr__ on Job: it would turn off CPython's specialised slot reads for every attribute
     assert "__getattr__" not in vars(Job)
 
@@ -144,8 +144,8 @@ def test_loaded_jobs_share_records_and_read_their_columns(tmp_path):
     for i, job in enumerate(jobs):
         assert job.vc == f"vc{i % 2}" and job.cpus == 4 + 4 * (i % 3) and type(job.cpus) is int
         assert job.model_name == ("resnet50" if i % 5 else "bert") and job.batch_size == (32 if i % 2 else 64)
-        assert job._status == ("COMPLETED" if i % 4 else "FAILED") and job._duration == 60 + i % 7
-        assert math.isnan(job._gpu_util) if i % 6 == 0 else job._gpu_util == 50 + i % 3
+        assert truth.status(job) == ("COMPLETED" if i % 4 else "FAILED") and truth.duration(job) == 60 + i % 7
+        assert math.isnan(truth.gpu_util(job)) if i % 6 == 0 else truth.gpu_util(job) == 50 + i % 3
     assert len({id(j._spec) for j in jobs}) == len({(j.vc, j.cpus, j.model_name, j.batch_size) for j in jobs}) == 12
     assert len({id(j._duration) for j in jobs}) == 7  # equal run times: one float
     assert isinstance(jobs[0]._spec, JobSpec) and isinstance(jobs[0]._measured, Measured)

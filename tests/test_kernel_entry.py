@@ -14,7 +14,8 @@ import itertools
 import pytest
 
 from dlsched.core.cluster import ClusterSpec, NodeSpec
-from dlsched.core.job import Job, JobState, truth_hidden
+from dlsched.core.job import Job, JobState
+from dlsched.core.truth import remaining as true_remaining
 from dlsched.kernel.decisions import Postpone, Preempt, Start
 from dlsched.kernel.entry import Kernel
 from dlsched.kernel.queues import ArrivalQueue
@@ -54,27 +55,26 @@ def drive(jobs: list[Job], cluster: ClusterSpec, policy) -> dict[str, tuple[floa
     seq = itertools.count()
     out: dict[str, tuple[float, tuple]] = {}
     i = 0
-    with truth_hidden(not policy.oracle):
-        while i < len(arrivals) or heap:
-            t_arr = arrivals[i].submit_time if i < len(arrivals) else float("inf")
-            now = min(t_arr, heap[0][0] if heap else float("inf"))
-            while heap and heap[0][0] == now and heap[0][1] == 0:
-                _, _, _, job, epoch = heapq.heappop(heap)
-                if epoch == job.epoch and job.state is JobState.RUNNING:
-                    kernel.handle(JobFinished(job), now)
-            while i < len(arrivals) and arrivals[i].submit_time == now:
-                kernel.handle(JobSubmitted(arrivals[i]), now)
-                i += 1
-            while heap and heap[0][0] == now and heap[0][1] == 1:
-                kernel.handle(TimerFired(heapq.heappop(heap)[4]), now)
-            for action in kernel.handle(PassRequested(), now):
-                if type(action) is Bind:
-                    job = action.job
-                    kernel.handle(BindSucceeded(job), now)
-                    out.setdefault(job.job_id, (now, action.placement))
-                    heapq.heappush(heap, (now + job._remaining, 0, next(seq), job, job.epoch))
-                elif type(action) is WakeAt:
-                    heapq.heappush(heap, (action.time, 1, next(seq), None, action.vid))
+    while i < len(arrivals) or heap:
+        t_arr = arrivals[i].submit_time if i < len(arrivals) else float("inf")
+        now = min(t_arr, heap[0][0] if heap else float("inf"))
+        while heap and heap[0][0] == now and heap[0][1] == 0:
+            _, _, _, job, epoch = heapq.heappop(heap)
+            if epoch == job.epoch and job.state is JobState.RUNNING:
+                kernel.handle(JobFinished(job), now)
+        while i < len(arrivals) and arrivals[i].submit_time == now:
+            kernel.handle(JobSubmitted(arrivals[i]), now)
+            i += 1
+        while heap and heap[0][0] == now and heap[0][1] == 1:
+            kernel.handle(TimerFired(heapq.heappop(heap)[4]), now)
+        for action in kernel.handle(PassRequested(), now):
+            if type(action) is Bind:
+                job = action.job
+                kernel.handle(BindSucceeded(job), now)
+                out.setdefault(job.job_id, (now, action.placement))
+                heapq.heappush(heap, (now + true_remaining(job), 0, next(seq), job, job.epoch))
+            elif type(action) is WakeAt:
+                heapq.heappush(heap, (action.time, 1, next(seq), None, action.vid))
     return out
 
 

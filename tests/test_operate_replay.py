@@ -14,11 +14,12 @@ from support.live_app import FakeBridge
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
+from dlsched.core.truth import duration as true_duration
 from dlsched.registry import make_policy
+from dlsched.run.replay import replay
 from dlsched.service.core import SchedulerCore
 from dlsched.service.pods import NodeFacts, PodFacts
 from dlsched.service.record import Recorder, read_events
-from dlsched.run.replay import replay
 from dlsched.service.replay import load_log
 from dlsched.service.runtime import LiveService
 from dlsched.service.store import Store
@@ -72,7 +73,7 @@ def test_the_log_holds_what_the_service_saw_and_decided(recorded):
                                               ("f", "n1"), ("g", "n2")]
     assert dict((s[0], s[3]) for s in starts) == {"a": 0, "b": 1, "c": 2, "d": 3, "e": 4, "f": 61, "g": 90}
     rec = load_log(log)
-    assert [(j.job_id, j.submit_time, j.duration) for j in rec.jobs] == [
+    assert [(j.job_id, j.submit_time, true_duration(j)) for j in rec.jobs] == [
         ("a", 0, 50), ("b", 1, 29), ("c", 2, 58), ("d", 3, 58), ("e", 4, 66), ("f", 45, 59), ("g", 90, 35)]
     assert [n.node_id for n in rec.cluster.nodes] == ["n1", "n2"] and rec.left_out == {}
 

@@ -7,6 +7,7 @@ import pytest
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
+from dlsched.core.truth import duration as true_duration
 from dlsched.metrics.summary import summarize
 from dlsched.registry import make_policy
 from dlsched.sim import SimConfig, Simulator
@@ -85,6 +86,6 @@ def test_online_qssf_never_uses_the_future(congested):
         return {j.job_id: j.start_time for j in jobs if j.start_time < cut}
 
     base = starts(trace.jobs)
-    altered = [Job(j.job_id, j.vc, j.gpus, j.submit_time, j.duration * (7.0 if j.submit_time >= cut else 1.0),
+    altered = [Job(j.job_id, j.vc, j.gpus, j.submit_time, true_duration(j) * (7.0 if j.submit_time >= cut else 1.0),
                    user=j.user, name=j.name, cpus=j.cpus) for j in trace.jobs]
     assert starts(altered) == base

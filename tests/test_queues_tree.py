@@ -10,6 +10,7 @@ from support.starts import Starts
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
+from dlsched.core.truth import duration as true_duration
 from dlsched.kernel.queue_tree import DecayedUsage, QueueSpec, QueueTree, borrowing_possible
 from dlsched.registry import make_policy
 from dlsched.sim import SimConfig, Simulator
@@ -93,7 +94,7 @@ def test_reclaim_takes_from_the_queue_with_most_usage_per_weight():
 
     def preempted(weight_a: float) -> list[str]:
         queues = (QueueSpec("A", None, 0, weight=weight_a), QueueSpec("B", None, 0), QueueSpec("C", 0, None))
-        res, _, _ = run(cluster, queues, [Job(j.job_id, j.vc, j.gpus, j.submit_time, j.duration) for j in the_jobs],
+        res, _, _ = run(cluster, queues, [Job(j.job_id, j.vc, j.gpus, j.submit_time, true_duration(j)) for j in the_jobs],
                         half_life=100.0)
         return [j.job_id for j in res.jobs if j.preemptions]
 

@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 from support.sharing import cluster, config, job, state_with
 
+from dlsched.core.truth import gpu_util as true_util
 from dlsched.kernel.decide import apply as apply_decision
-from dlsched.sim.physics import Physics
 from dlsched.kernel.decisions import Start
 from dlsched.models.speed import TimeSlicedSpeed
 from dlsched.registry import make_policy
-from dlsched.sched.policies.horus import allot
 from dlsched.sched.kmeans import l1_kmeans
+from dlsched.sched.policies.horus import allot
 from dlsched.sim import Simulator
+from dlsched.sim.physics import Physics
 
 
 def times(result) -> dict:
@@ -200,7 +201,7 @@ def _oracle_choice(speed_model) -> dict[str, int]:
     jobs = [Job(n, "v", 1, t, 100, model_name=m, batch_size=1, gpu_util=u, gpu_mem_mib=1000)
             for n, t, m, u in (("a", 0, "p", 90.0), ("b", 1, "q", 10.0), ("c", 2, "r", 50.0))]
     for j in jobs:
-        j.pred_gpu_util, j.pred_gpu_mem_mib = j._gpu_util, 1000
+        j.pred_gpu_util, j.pred_gpu_mem_mib = true_util(j), 1000
 
     class Joined:
         gpu: dict[str, int] = {}

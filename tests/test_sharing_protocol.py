@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 from dlsched.cli.main import app
 from dlsched.core.cluster import ClusterSpec, gpu_type
 from dlsched.core.job import Job
+from dlsched.core.truth import gpu_mem_mib as true_mem
+from dlsched.core.truth import gpu_util as true_util
 from dlsched.experiments.protocol import paired_gain
 from dlsched.experiments.sharing.run import PolicyRun, run
 from dlsched.experiments.sharing.tables import parse_policies
@@ -65,7 +67,7 @@ def _recommendation_pair(min_combined: float) -> tuple[Job, Job]:
     jobs = [Job(f"r{k}", "v", 1, k, 600, model_name=jt.model, batch_size=jt.batch_size,
                 gpu_util=t.util(i, "V100"), gpu_mem_mib=jt.gpu_mem_mib) for k in range(2)]
     for j in jobs:
-        j.pred_gpu_util, j.pred_gpu_mem_mib = j._gpu_util, j._gpu_mem_mib
+        j.pred_gpu_util, j.pred_gpu_mem_mib = true_util(j), true_mem(j)
     Simulator(_pool(1), make_policy("oracle-pairing", share=True, min_combined=min_combined),
               SimConfig(preemption_overhead=no_overhead, max_jobs_per_gpu=2),
               speed_model=truth.speed_model()).run(jobs)

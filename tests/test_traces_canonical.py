@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from dlsched.core.truth import field, set_measured
 from dlsched.traces import CANONICAL_COLUMNS, TraceError, detect_format, load_trace, write_canonical
 
 TR = Path(__file__).parent / "fixtures" / "traces"
 
 
 def facts(trace):
-    return [tuple(getattr(j, c) for c in CANONICAL_COLUMNS) for j in trace.jobs]
+    return [tuple(field(c)(j) for c in CANONICAL_COLUMNS) for j in trace.jobs]
 
 
 def same(a, b) -> bool:
@@ -25,7 +26,8 @@ def same(a, b) -> bool:
 @pytest.mark.parametrize("suffix", [".csv", ".csv.gz", ".parquet"])
 def test_round_trip(tmp_path, suffix):
     t = load_trace(TR / "helios_cluster_log.csv")
-    t.jobs[0].model_name, t.jobs[0].batch_size, t.jobs[0].gpu_util = "resnet50", 64, 87.5
+    t.jobs[0].model_name, t.jobs[0].batch_size = "resnet50", 64
+    set_measured(t.jobs[0], gpu_util=87.5)
     out = write_canonical(t, tmp_path / f"t{suffix}")
     assert detect_format(out) == "dlsched"
     back = load_trace(out)

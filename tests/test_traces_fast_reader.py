@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dlsched.core.truth import field
 from dlsched.traces import TraceError, _table, load_trace, load_vc_config, write_canonical
 from dlsched.traces.pipeline import to_timestamp
 
@@ -33,7 +34,7 @@ HELIOS = TR / "helios_cluster_log.csv"
 def _facts(trace) -> tuple:
     def same(v):  # NaN == NaN for the comparison
         return "nan" if isinstance(v, float) and math.isnan(v) else (type(v).__name__, v)
-    return ([tuple(same(getattr(j, f)) for f in FIELDS) for j in trace.jobs], trace.origin,
+    return ([tuple(same(field(f)(j)) for f in FIELDS) for j in trace.jobs], trace.origin,
             trace.report.as_dict())
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from dlsched.core.truth import duration as true_duration
+from dlsched.core.truth import status as true_status
 from dlsched.traces import TraceError, detect_format, load_trace, load_vc_config
 
 FIX = Path(__file__).parent / "fixtures"
@@ -14,7 +16,7 @@ TR = FIX / "traces"
 
 
 def rows(trace):
-    return [(j.job_id, j.vc, j.gpus, j.submit_time, j.duration) for j in trace.jobs]
+    return [(j.job_id, j.vc, j.gpus, j.submit_time, true_duration(j)) for j in trace.jobs]
 
 
 def test_helios_cluster_log_gpu_jobs_sorted_stably():
@@ -25,7 +27,7 @@ def test_helios_cluster_log_gpu_jobs_sorted_stably():
     assert t.origin == datetime(2020, 9, 1, 0, 0, 5)
     assert [j.index for j in t.jobs] == [0, 1, 2, 3, 4]
     first = t.jobs[0]
-    assert (first.user, first.name, first.cpus, first.status) == ("uA", "train_resnet", 32, "FAILED")
+    assert (first.user, first.name, first.cpus, true_status(first)) == ("uA", "train_resnet", 32, "FAILED")
     assert t.report.rows_read == 6 and t.report.filtered == {"CPU-only job (0 GPUs)": 1}
 
 
@@ -47,7 +49,7 @@ def test_helios_log_reference_conventions():
     assert t.origin == datetime(2017, 10, 1, 0, 0, 45)
     assert rows(t) == [("sia_000003", "6214e9", 1, 0.0, 30.0), ("sia_000005", "103959", 4, 15.0, 600.0),
                        ("sia_000006", "0e4a51", 8, 5270295.0, 60.0)]
-    assert t.jobs[0].name == "sia_000003" and t.jobs[0].user == "unknown" and t.jobs[0].status == "Pass"
+    assert t.jobs[0].name == "sia_000003" and t.jobs[0].user == "unknown" and true_status(t.jobs[0]) == "Pass"
     assert t.report.filtered == {"CPU-only job (0 GPUs)": 1, "VC not in config": 1,
                                  "outside window (before start)": 1, "outside window (after end)": 1}
     assert sum(t.report.filtered.values()) + len(t) == t.report.rows_read == 7
@@ -76,7 +78,7 @@ def test_pai_join_and_invalid_rows():
     assert err.value.line == 9 and err.value.column == "start_time"
     assert "pai_job_table.csv, line 9, column 'start_time'" in str(err.value)
     t = load_trace(FIX / "pai", skip_invalid=True)
-    assert [(j.job_id, j.vc, j.gpus, j.cpus, j.submit_time, j.duration, j.status) for j in t.jobs] == [
+    assert [(j.job_id, j.vc, j.gpus, j.cpus, j.submit_time, true_duration(j), true_status(j)) for j in t.jobs] == [
         ("j01", "u1", 1, 6, 0.0, 500.0, "Terminated"), ("j14", "u5", 1, 4, 5.0, 100.0, "Terminated"),
         ("j02", "u1", 1, 14, 10.0, 990.0, "Terminated"), ("j03", "u2", 8, 64, 20.0, 55.0, "Failed"),
         ("j07", "u1", 1, 1, 60.0, 0.0, "Terminated"), ("j13", "u5", 4, 24, 120.0, 88800.0, "Terminated")]

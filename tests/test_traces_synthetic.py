@@ -7,6 +7,8 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from dlsched.core.truth import duration as true_duration
+from dlsched.core.truth import status as true_status
 from dlsched.traces.stats import trace_stats
 from dlsched.traces.synthetic import DEFAULT_CLUSTER, default_cluster, generate, offered_load
 
@@ -57,7 +59,7 @@ def test_offered_load_and_default_cluster(trace, stats):
 
 def test_deterministic_per_seed():
     a, b, c = generate(jobs=3000, seed=7), generate(jobs=3000, seed=7), generate(jobs=3000, seed=8)
-    facts = lambda t: [(j.job_id, j.user, j.name, j.vc, j.gpus, j.submit_time, j.duration, j.status,
+    facts = lambda t: [(j.job_id, j.user, j.name, j.vc, j.gpus, j.submit_time, true_duration(j), true_status(j),
                         j.model_name, j.batch_size) for j in t.jobs]
     assert facts(a) == facts(b)
     assert facts(a) != facts(c)
@@ -68,13 +70,13 @@ def test_names_repeat_and_history_predicts_duration(trace):
     """Resubmitted names have similar durations: a per-(user, name) history beats a global median."""
     history: dict[tuple[str, str], list[float]] = defaultdict(list)
     err_hist, err_global = [], []
-    global_median = np.log(np.median([j.duration for j in trace.jobs]))
+    global_median = np.log(np.median([true_duration(j) for j in trace.jobs]))
     for job in trace.jobs:
         past = history[(job.user, job.name)]
         if past:
-            err_hist.append(abs(np.mean(past) - np.log(job.duration)))
-            err_global.append(abs(global_median - np.log(job.duration)))
-        past.append(np.log(job.duration))
+            err_hist.append(abs(np.mean(past) - np.log(true_duration(job))))
+            err_global.append(abs(global_median - np.log(true_duration(job))))
+        past.append(np.log(true_duration(job)))
     assert len(history) < len(trace) / 5
     assert len(err_hist) > 0.7 * len(trace)
     assert np.median(err_hist) < 0.6 * np.median(err_global)

@@ -8,6 +8,9 @@ import math
 
 import pytest
 
+from dlsched.core.truth import duration as true_duration
+from dlsched.core.truth import gpu_mem_mib as true_mem
+from dlsched.core.truth import gpu_util as true_util
 from dlsched.experiments.sharing import run as sharing_run
 from dlsched.experiments.sharing.run import PolicyRun, prepared, run
 from dlsched.models.colocation_table import builtin_table
@@ -82,8 +85,8 @@ def test_swapping_the_predictor_changes_predictions_and_decisions_not_the_truth(
         runs_after = run("horus-wlarge", spec, 0).metrics
     finally:
         sharing_run._predictions.cache_clear()
-    truth = [(j.job_id, j._gpu_util, j._gpu_mem_mib, j._duration) for j in before.trace.jobs]
-    assert truth == [(j.job_id, j._gpu_util, j._gpu_mem_mib, j._duration) for j in after.trace.jobs]
+    truth = [(j.job_id, true_util(j), true_mem(j), true_duration(j)) for j in before.trace.jobs]
+    assert truth == [(j.job_id, true_util(j), true_mem(j), true_duration(j)) for j in after.trace.jobs]
     assert all(a.pred_gpu_mem_mib == pytest.approx(0.5 * b.pred_gpu_mem_mib)
                for a, b in zip(after.trace.jobs, before.trace.jobs))
     assert runs_after["decisions"] != runs_before["decisions"]
@@ -105,8 +108,8 @@ def test_lucid_truth_is_measured(shared):
     assert truth.memory_error is None and truth.table.name == "lucid"
     wl = prepared("horus-wlarge", 0, truth=truth)
     mems = {jt.type_id: jt.gpu_mem_mib for jt in truth.table.types}
-    assert all(j._gpu_mem_mib == mems[j.name] for j in wl.trace.jobs)
-    assert all(j._gpu_mem_mib <= 8 * 1024 for j in wl.trace.jobs)  # only types that fit an RTX 2080 alone
+    assert all(true_mem(j) == mems[j.name] for j in wl.trace.jobs)
+    assert all(true_mem(j) <= 8 * 1024 for j in wl.trace.jobs)  # only types that fit an RTX 2080 alone
 
 
 def test_the_memory_error_deciles_are_what_the_measurement_gives(shared):

@@ -10,12 +10,15 @@ from typer.testing import CliRunner
 
 from dlsched.cli.main import app
 from dlsched.core.job import Job
-from dlsched.workloads import WORKLOADS, attach_predictions, make_workload
+from dlsched.core.truth import duration as true_duration
+from dlsched.core.truth import gpu_mem_mib as true_mem
+from dlsched.core.truth import gpu_util as true_util
 from dlsched.models.colocation_table import builtin_table, load_table
+from dlsched.workloads import WORKLOADS, attach_predictions, make_workload
 
 
 def truth(w):
-    return [(j.job_id, j.submit_time, j._duration, j.model_name, j.batch_size, j._gpu_util, j._gpu_mem_mib)
+    return [(j.job_id, j.submit_time, true_duration(j), j.model_name, j.batch_size, true_util(j), true_mem(j))
             for j in w.trace.jobs]
 
 
@@ -28,7 +31,7 @@ def test_seeded_and_profiled(name):
     for job in a.trace.jobs:
         i = table.find(job.model_name, job.batch_size)
         assert i is not None and job.name == table.types[i].type_id
-        assert job._gpu_util == table.util(i, a.gpu) and job._gpu_mem_mib == table.types[i].gpu_mem_mib <= cap
+        assert true_util(job) == table.util(i, a.gpu) and true_mem(job) == table.types[i].gpu_mem_mib <= cap
         assert job.gpus == 1 and job.vc == "default"
 
 
@@ -38,8 +41,8 @@ def test_horus_classes_and_mixes():
     shares = {}
     for name in ("horus-wlarge", "horus-wsmall"):
         jobs = [j for s in range(6) for j in make_workload(name, seed=s).trace.jobs]
-        d = np.array([j._duration for j in jobs])
-        u = np.array([j._gpu_util for j in jobs])
+        d = np.array([true_duration(j) for j in jobs])
+        u = np.array([true_util(j) for j in jobs])
         assert d.min() >= 180 and d.max() <= 7200  # 3 min to 2 h
         shares[name] = ((d > 800).mean(), (u >= 60).mean())
     assert shares["horus-wlarge"][0] == pytest.approx(0.5, abs=0.06)
@@ -58,7 +61,7 @@ def test_coscheml_launch_sequence(interval):
     assert [j.submit_time for j in jobs] == [n * interval for n in range(24)]
     apps: dict[str, list[float]] = {}
     for j in jobs:
-        apps.setdefault(j.name, []).append(j._duration)
+        apps.setdefault(j.name, []).append(true_duration(j))
     assert len(apps) == 12 and all(len(d) == 2 and d[0] == d[1] and 60 <= d[0] <= 600 for d in apps.values())
     assert len({j.model_name for j in jobs}) >= 7  # distinct architectures first
 
@@ -68,9 +71,9 @@ def test_philly_profiled_keeps_the_real_arrivals(shared, philly_reference):
     w = make_workload("philly-profiled", seed=0, shared=shared, jobs=2000)
     assert w.vc_nodes == vc_nodes and w.gpus_per_node == 8 and len(w.trace) == 2000
     for src, job in zip(trace.jobs[:2000], w.trace.jobs):
-        assert (job.job_id, job.vc, job.gpus, job.submit_time, job._duration) == \
+        assert (job.job_id, job.vc, job.gpus, job.submit_time, true_duration(job)) == \
             (src.job_id, src.vc, src.gpus, src.submit_time, src._duration)
-        assert job.model_name and not math.isnan(job._gpu_util) and not math.isnan(job._gpu_mem_mib)
+        assert job.model_name and not math.isnan(true_util(job)) and not math.isnan(true_mem(job))
     assert len(make_workload("philly-profiled", seed=0, shared=shared).trace) == 68_503
 
 
@@ -105,7 +108,7 @@ def test_cli_trace_generate_workload(tmp_path):
     assert res.exit_code == 0, res.output
     assert "--nodes 3 --gpus-per-node 1 --gpu TitanXp" in res.output
     back = load_trace(out)
-    assert len(back) == 24 and all(j._gpu_util > 0 and j.model_name for j in back.jobs)
+    assert len(back) == 24 and all(true_util(j) > 0 and j.model_name for j in back.jobs)
     bad = runner.invoke(app, ["trace", "generate", str(out), "--workload", "horus-huge"])
     assert bad.exit_code == 2 and bad.output.strip().startswith("error: unknown workload 'horus-huge'")
     bad = runner.invoke(app, ["trace", "generate", str(out), "--workload", "horus-wsmall", "--profiles", "/nope"])

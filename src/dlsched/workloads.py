@@ -31,6 +31,9 @@ import numpy as np
 
 from dlsched.core.cluster import ClusterSpec, gpu_type
 from dlsched.core.job import Job
+from dlsched.core.truth import duration as true_duration
+from dlsched.core.truth import gpu_mem_mib as true_mem
+from dlsched.core.truth import gpu_util as true_util
 from dlsched.models.colocation_table import ColocationTable, builtin_table
 from dlsched.traces.model import LoadReport, Trace
 
@@ -162,7 +165,7 @@ def _philly(rng: np.random.Generator, table: ColocationTable, menu: list[int], g
     tr = load_trace(trace_path, "helios-log", start=PHILLY_WINDOW[0], end=PHILLY_WINDOW[1], vcs=list(vc_nodes))
     src = tr.jobs[:limit] if limit else tr.jobs
     picks = rng.integers(len(menu), size=len(src))
-    out = [_job(j.job_id, j.vc, j.gpus, j.submit_time, j._duration, table, menu[int(k)], gpu)
+    out = [_job(j.job_id, j.vc, j.gpus, j.submit_time, true_duration(j), table, menu[int(k)], gpu)
            for j, k in zip(src, picks)]
     notes = [f"{len(tr.jobs):,} Philly jobs in the reference window" + (f", first {len(out):,} kept" if limit else "")]
     notes += tr.report.lines()
@@ -209,9 +212,10 @@ def attach_predictions(jobs: list[Job], gpu: str, seed: int = 0, noise: float = 
     for job in jobs:
         if math.isnan(job.pred_gpu_util) or math.isnan(job.pred_gpu_mem_mib):
             f_util, f_mem = np.exp(noise * rng.standard_normal(2))
-            if math.isnan(job.pred_gpu_util) and not math.isnan(job._gpu_util):
-                job.pred_gpu_util = float(min(100.0, job._gpu_util * f_util))
-            if math.isnan(job.pred_gpu_mem_mib) and not math.isnan(job._gpu_mem_mib):
-                job.pred_gpu_mem_mib = float(job._gpu_mem_mib * f_mem)
+            util, mem = true_util(job), true_mem(job)  # a noisy prior around the truth
+            if math.isnan(job.pred_gpu_util) and not math.isnan(util):
+                job.pred_gpu_util = float(min(100.0, util * f_util))
+            if math.isnan(job.pred_gpu_mem_mib) and not math.isnan(mem):
+                job.pred_gpu_mem_mib = float(mem * f_mem)
             noisy += 1
     return {"predictor": predicted, "noisy_prior": noisy}

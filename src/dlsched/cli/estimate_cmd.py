@@ -80,9 +80,11 @@ def estimate(
         from dlsched.cli import progress
 
         with progress.Activity("estimate: loading, then scoring every job online", progress.enabled(ctx)):
+            from dlsched.core.truth import duration as recorded  # the score's yardstick
+
             data = _load(trace, trace_format, start, end, jobs, seed)
-            res = duration_accuracy(data, lam=lam, refit_every=refit_every, blend=blend,
-                                    anonymous=anonymous, n_estimators=n_estimators)
+            res = duration_accuracy(data, list(map(recorded, data.jobs)), lam=lam, refit_every=refit_every,
+                                    blend=blend, anonymous=anonymous, n_estimators=n_estimators)
     except (ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None

@@ -13,37 +13,43 @@ run record.
   priors an observation replaced at ``observed_at`` (-1: not yet; :mod:`dlsched.sim.observe`)
   and what failures revealed (``failures``, ``last_failure``, ``observed_mem_mib``) in a
   :class:`Predicted`.
-* **ground truth** (the engine and the ground-truth models read it; a policy only through an
-  explicit oracle grant): ``duration`` / ``remaining`` (slots ``_duration``, ``_remaining``,
-  ``_start_remaining``) and ``gpu_util`` (measured, 0-100), ``gpu_mem_mib`` (measured peak),
-  ``status`` (final status in the trace) in a shared :class:`Measured` (raw names ``_gpu_util``,
-  ``_gpu_mem_mib``, ``_status``). The public names are guarded properties: while a simulation
-  runs a policy that is not an oracle, :func:`truth_hidden` is active and reading one of them
-  for a job that has not finished raises :class:`OracleAccessError` (a finished job's run time
-  has been observed, so estimators may learn from it).
+* **ground truth** (what the simulated backend runs the job by): the true duration and the
+  remaining run time (slots ``_duration``, ``_remaining``, ``_start_remaining``) and the
+  measured utilisation (0-100), measured peak memory and final status in the trace (a shared
+  :class:`Measured` in slot ``_measured``). It has one door, :mod:`dlsched.core.truth`, used by
+  the loaders and workloads that supply it, the simulated backend (``dlsched.sim``) and its
+  ground-truth models (``dlsched.models``), metrics and experiments. A job carries truth only
+  where a trace or a workload supplied it: the live service's jobs have none (NaN). The public
+  names ``duration``, ``remaining``, ``gpu_util``, ``gpu_mem_mib`` and ``status`` always raise
+  :class:`OracleAccessError` -- whatever runs, with no switch to flip: a policy reads the
+  predictions, an oracle policy its view's truth grant (``view.duration``, ``view.remaining``,
+  ``view.measured``, ``view.speed_model``; :mod:`dlsched.kernel.view`), and an estimator the run
+  time a *finished* job revealed (:func:`dlsched.core.truth.revealed_duration`, a per-job check).
+  ``tests/test_truth_access.py`` checks statically that policies, predictors, the kernel and the
+  live service neither import the truth module nor read the truth slots.
 * **run record**, owned by the kernel (``dlsched.kernel.state``): state, times, placement,
   speed, sequence numbers, attained GPU-seconds -- all slots.
 
 Why the split has this shape: a million jobs must fit in memory and the kernel's loop must not
-slow down. What the kernel or a queue order touches on every pass is a slot (28 of them, 256
-bytes a job; 46 and 400 before). The rest lives in immutable NamedTuple side records read
-through properties whose getter is a C ``attrgetter`` (no Python frame: the kernel loop runs no
-more bytecodes) and written copy-on-write (a record is never changed in place). Equal request
-and truth records are one object (the built-in workload's 1M jobs hold ~7,400 and 3); a job
-holds a :class:`Predicted` of its own only once something was predicted or observed for it.
+slow down. What the kernel, the simulated backend or a queue order touches on every pass is a
+slot (28 of them, 256 bytes a job; 46 and 400 before), the truth slots included: moving them to
+an object of their own would cost a pointer hop on every finish the engine schedules and an
+object per job. The rest lives in immutable NamedTuple side records read through properties
+whose getter is a C ``attrgetter`` (no Python frame: the kernel loop runs no more bytecodes) and
+written copy-on-write (a record is never changed in place). Equal request and truth records are
+one object (the built-in workload's 1M jobs hold ~7,400 and 3); a job holds a
+:class:`Predicted` of its own only once something was predicted or observed for it.
 """
-
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import IntEnum
 from operator import attrgetter
 from typing import NamedTuple
 
 
 class OracleAccessError(PermissionError):
-    """A policy that is not an oracle reached for ground truth."""
+    """Something reached for ground truth through a door that does not lead to it: a job's public
+    truth name, a view's truth without the oracle grant, or an unfinished job's run time."""
 
 
 class JobState(IntEnum):
@@ -60,7 +66,6 @@ class JobState(IntEnum):
     ASSUMED = 4
 
 
-_FINISHED = JobState.FINISHED
 _CREATED = JobState.CREATED
 _NAN = float("nan")
 
@@ -163,18 +168,35 @@ def _side(slot: str, field: str, shared: bool) -> property:
                     doc=f"``{field}`` of the job's {slot[1:]} record.")
 
 
-def _truth(slot: str, what: str) -> property:
-    """A guarded public name for the ground-truth slot ``slot``."""
-    def get(self: Job):
-        if Job.truth_is_hidden and self.state is not _FINISHED:
-            raise OracleAccessError(f"the policy is not an oracle: the {what} of job {self.job_id} is hidden "
-                                    "(use its predictions, or declare the policy an oracle)")
-        return getattr(self, slot)
+class _Hidden:
+    """A public truth name of :class:`Job`: reading or writing it always raises
+    :class:`OracleAccessError`, for every policy and every driver (no switch turns it off). The
+    message says where the value may be had instead."""
 
-    def set_(self: Job, value) -> None:
-        setattr(self, slot, value)
+    __slots__ = ("name", "what")
 
-    return property(get, set_, doc=f"Ground truth: {what} (guarded while a non-oracle policy runs).")
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def _refuse(self, job: Job) -> OracleAccessError:
+        return OracleAccessError(
+            f"the {self.what} of job {job.job_id} is ground truth, not a field of the job: a policy "
+            f"reads its predictions (pred_duration, pred_gpu_util, pred_gpu_mem_mib), an oracle policy "
+            f"(oracle = True) its view's truth (view.duration, view.remaining, view.measured), an "
+            f"estimator the run time a finished job revealed (dlsched.core.truth.revealed_duration); "
+            f"the simulated backend, loaders and experiments use dlsched.core.truth.{self.name}")
+
+    def __get__(self, job: Job | None, owner: type | None = None):
+        if job is None:
+            return self
+        raise self._refuse(job)
+
+    def __set__(self, job: Job, value) -> None:
+        raise self._refuse(job)
 
 
 class Job:
@@ -184,14 +206,13 @@ class Job:
     every pass is a slot, the rest lives in the shared side records (:data:`SIDE_RECORDS`), read
     through properties of the same public names."""
 
-    truth_is_hidden = False  # class-wide switch, flipped by :func:`truth_hidden`
-
     __slots__ = (
         # request (what was submitted); its VC and the rest in _spec
         "index", "job_id", "user", "name", "gpus", "submit_time", "_spec",
         # predictions: what queue orders read; GPU utilisation/memory and observation priors in _predicted
         "pred_duration", "priority", "_predicted",
-        # ground truth (guarded public names below); measured utilisation, memory, status in _measured
+        # ground truth, read through dlsched.core.truth only (the public names below always raise);
+        # measured utilisation, memory and status in _measured
         "_duration", "_remaining", "_start_remaining", "_measured",
         # the kernel's run record (owned by dlsched.kernel.state); failures (count, last reason,
         # memory seen) live in _predicted, which they correct
@@ -266,16 +287,12 @@ class Job:
     failures = _side("_predicted", "failures", False)
     last_failure = _side("_predicted", "last_failure", False)
     observed_mem_mib = _side("_predicted", "observed_mem_mib", False)
-    # the raw truth, unguarded as the slots were (the engine and ground-truth models read it)
-    _gpu_util = _side("_measured", "gpu_util", True)
-    _gpu_mem_mib = _side("_measured", "gpu_mem_mib", True)
-    _status = _side("_measured", "status", True)
-
-    duration = _truth("_duration", "true duration")
-    remaining = _truth("_remaining", "true remaining run time")
-    gpu_util = _truth("_gpu_util", "measured GPU utilisation")
-    gpu_mem_mib = _truth("_gpu_mem_mib", "measured GPU memory")
-    status = _truth("_status", "final status")
+    # ground truth has no public name on the job (dlsched.core.truth is its door)
+    duration = _Hidden("true duration")
+    remaining = _Hidden("true remaining run time")
+    gpu_util = _Hidden("measured GPU utilisation")
+    gpu_mem_mib = _Hidden("measured GPU memory")
+    status = _Hidden("final status")
 
     def reset(self) -> None:
         """Clear runtime state so the same job list can be simulated again."""
@@ -318,13 +335,3 @@ class Job:
         return (f"Job({self.job_id!r}, vc={self.vc!r}, gpus={self.gpus}, submit={self.submit_time}, "
                 f"state={self.state.name})")
 
-
-@contextmanager
-def truth_hidden(hide: bool = True) -> Iterator[None]:
-    """Hide ground truth from policies for the duration of the block (restored afterwards)."""
-    before = Job.truth_is_hidden
-    Job.truth_is_hidden = hide
-    try:
-        yield
-    finally:
-        Job.truth_is_hidden = before

@@ -11,11 +11,11 @@ Hot paths read the per-node facts in the same list objects the state keeps up to
 once when the view is made: the state never rebinds them), so a read costs what a read of the
 state did. They are read-only by convention: a policy changes the cluster only by yielding
 decisions. Everything else a policy may read about a job is on the job itself (request and
-predictions); its truth fields raise :class:`~dlsched.core.job.OracleAccessError` while a
-non-oracle policy runs.
-Remaining times and the speed model are not the kernel's: they come from ``truth``, the physics
-a simulated driver hands an oracle's view (:class:`dlsched.sim.physics.Physics`); the live service
-has none.
+predictions); its public truth names always raise :class:`~dlsched.core.job.OracleAccessError`.
+Ground truth is not the kernel's (it neither imports :mod:`dlsched.core.truth` nor reads the
+truth slots; ``tests/test_truth_access.py``): true durations, remaining times, measured resources
+and the speed model come from ``truth``, the physics a simulated driver hands an oracle's view
+(:class:`dlsched.sim.physics.Physics`); the live service has none.
 """
 
 from __future__ import annotations
@@ -86,6 +86,8 @@ class ClusterView(Protocol):
 
     def remaining(self, job: Job) -> float: ...
 
+    def measured(self, job: Job) -> Any: ...
+
     def speed_model(self) -> Any: ...
 
 
@@ -146,18 +148,26 @@ class SchedulingView:
                                     f"in needs_indexes (made: {', '.join(self.indexes) or 'none'})") from None
 
     # truth, for oracle policies only ---------------------------------------------------
-    def duration(self, job: Job) -> float:
+    def _physics(self, job: Job, what: str) -> Any:
+        """The driver's physics, for an oracle's view that has one (else OracleAccessError)."""
         if not self.oracle:
-            raise OracleAccessError(f"policy is not an oracle: true duration of {job.job_id} is hidden")
-        return job._duration
+            raise OracleAccessError(f"policy is not an oracle: {what} of {job.job_id} is hidden")
+        if self.truth is None:
+            raise OracleAccessError(f"this driver has no ground truth: {what} of {job.job_id} is unknown")
+        return self.truth
+
+    def duration(self, job: Job) -> float:
+        """True duration (solo seconds), from the driver's physics."""
+        return self._physics(job, "true duration").duration(job)
 
     def remaining(self, job: Job) -> float:
         """True remaining run time now (solo seconds), from the driver's physics."""
-        if not self.oracle:
-            raise OracleAccessError(f"policy is not an oracle: remaining time of {job.job_id} is hidden")
-        if self.truth is None:
-            raise OracleAccessError(f"this driver has no ground truth: remaining time of {job.job_id} is unknown")
-        return self.truth.remaining(job, self.now)
+        return self._physics(job, "remaining time").remaining(job, self.now)
+
+    def measured(self, job: Job) -> Any:
+        """Measured utilisation, peak memory and final status (a :class:`~dlsched.core.job.Measured`),
+        from the driver's physics."""
+        return self._physics(job, "measured resources").measured(job)
 
     def speed_model(self):
         """The ground-truth speed model the engine runs (e.g. ``--speed-model colocation`` with

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dlsched.core.bits import bit_tuple
 from dlsched.core.job import Job
+from dlsched.core.truth import gpu_util as _true_util
 from dlsched.kernel.state import ClusterState
 
 
@@ -106,7 +107,7 @@ class DeliveredUtilisation:
             if union & mask:
                 break
             union |= mask
-            util = job._gpu_util
+            util = _true_util(job)
             share = (1.0 if util != util else util * 0.01) * job.speed  # noqa: PLR0124 - NaN check
             levels += [share if share < 1.0 else 1.0] * mask.bit_count()
         else:
@@ -114,7 +115,7 @@ class DeliveredUtilisation:
         per_gpu: dict[int, float] = {}  # keyed by the GPU's index, in the order first held
         get = per_gpu.get
         for job, mask in holders.items():
-            util = job._gpu_util
+            util = _true_util(job)
             share = (1.0 if util != util else util * 0.01) * job.speed  # noqa: PLR0124 - NaN check, hot path
             for g in bit_tuple(mask):
                 per_gpu[g] = get(g, 0.0) + share

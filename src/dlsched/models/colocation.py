@@ -103,7 +103,7 @@ class ColocationSpeed:
 
     def resolve(self, job: Job, gpu: str) -> tuple[int | None, JobProfile]:
         """The job's table type (or None) and the profile the curve uses (its own truth)."""
-        util, mem = job._gpu_util, job._gpu_mem_mib
+        util, mem = job._measured.gpu_util, job._measured.gpu_mem_mib
         i = self.table.find(job.model_name, job.batch_size, util, gpu) if job.model_name else None
         if math.isnan(util):
             util = self.table.util(i, gpu) if i is not None else 100.0

@@ -41,7 +41,7 @@ def true_gpu_mem(state: ClusterState, node: int, gpu: int) -> float:
     the kernel does not keep (its books hold predictions); jobs without a measurement count 0."""
     total = 0.0
     for job in state.gpu_holders(node, gpu):
-        mem = job._gpu_mem_mib
+        mem = job._measured.gpu_mem_mib
         total += mem if mem == mem else 0.0
     return total
 
@@ -58,7 +58,7 @@ class OutOfMemory:
         self._state: ClusterState | None = None
 
     def on_start(self, job: Job, state: ClusterState, now: float) -> list[tuple[float, Job, str]]:
-        need = job._gpu_mem_mib
+        need = job._measured.gpu_mem_mib
         if need != need:  # no measurement: nothing to check
             return []
         if self._state is not state:  # hear every stop of this run: a stop may call a crash off
@@ -80,7 +80,7 @@ class OutOfMemory:
                 if leaving is not None and leaving.placement:
                     for n2, m2 in leaving.placement:
                         if n2 == node and m2 >> g & 1:
-                            mem = leaving._gpu_mem_mib
+                            mem = leaving._measured.gpu_mem_mib
                             used -= 0.0 if math.isnan(mem) else mem
                 if used > cap:
                     return (f"out of memory on GPU {g} of node {state.node_ids[node]}: its jobs need "
@@ -109,13 +109,13 @@ class OutOfMemory:
         need more than the GPU has."""
         if not reason.startswith("out of memory"):
             return
-        job.observed_mem_mib = job._gpu_mem_mib  # the crash report: how much it needed
+        job.observed_mem_mib = job._measured.gpu_mem_mib  # the crash report: how much it needed
         for node, mask in job.placement or ():
             cap = state.node_mem[node]
             for g in set_bits(mask):
                 if not true_gpu_mem(state, node, g) > cap:
                     continue
                 for other in state.gpu_holders(node, g):
-                    peak = other._gpu_mem_mib
+                    peak = other._measured.gpu_mem_mib
                     if other is not job and peak == peak and not other.pred_gpu_mem_mib >= peak:
                         observe(other, float("nan"), peak, now, state)

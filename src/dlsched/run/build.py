@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlsched.core.truth import duration as true_duration
 from dlsched.run.config import OptionError, RunConfig, flag
 from dlsched.run.inputs import Say, quiet
 from dlsched.run.params import PolicyContext, constructor_options, field_kinds
@@ -170,7 +171,7 @@ def load_inputs(config: RunConfig, say: Say = quiet, explain: Explain | None = N
             from dlsched.run.resources import predict_resources
 
             predict_resources(jobs, gpu, w.predictor, say, *([explain] if explain is not None else []))
-    zero = sum(1 for j in jobs if j._duration == 0)
+    zero = sum(1 for j in jobs if true_duration(j) == 0)
     return Inputs(jobs, cluster, tr.origin, name, gpu, dict(tr.report.skipped), dict(tr.report.filtered), zero)
 
 

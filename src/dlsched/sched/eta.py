@@ -11,7 +11,9 @@ taken from predictions only:
 * a waiting job runs for its predicted duration (``job.pred_duration``: QSSF's estimator sets it)
   or, where it has none, what ``predict(job)`` says.
 
-Nothing of the ground truth is read: the copies' "true" durations *are* the predictions. No job
+Nothing of the ground truth is read: the copies' "true" durations *are* the predictions, set and
+read through :mod:`dlsched.core.truth` (:func:`~dlsched.core.truth.forecast`; this module's listed
+exception in ``tests/test_truth_access.py``: it touches the copies' truth only). No job
 arrives in the forward run (later arrivals are unknown), the policy's hooks are not called (its
 estimator must not learn from predicted ends) and a placement plug-in that keeps an index gets a
 fresh copy bound to the copied state. The ETA of a waiting job is the time its copy starts; a job
@@ -29,7 +31,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dlsched.core.cluster import ClusterSpec, VirtualCluster
-from dlsched.core.job import NO_MEASURE, Job, JobState, Predicted
+from dlsched.core.job import Job, JobState, Predicted
+from dlsched.core.truth import duration as _forecast_duration
+from dlsched.core.truth import forecast
+from dlsched.core.truth import remaining as _forecast_left
+from dlsched.core.truth import set_remaining as _book_left
 from dlsched.kernel.decide import Decider
 from dlsched.kernel.decisions import Preempt, Start
 from dlsched.kernel.state import ClusterState
@@ -118,8 +124,8 @@ class _PredictionsOnly:
     is its copy's predicted duration; nothing is learned and the real estimator's clock is untouched."""
 
     def estimate(self, job: Job, now: float) -> float:
-        job.pred_duration = job._duration
-        return job._duration
+        job.pred_duration = d = _forecast_duration(job)  # a copy's "truth" is its prediction
+        return d
 
     def priority(self, job: Job, now: float) -> float:
         job.priority = job.gpus * self.estimate(job, now)
@@ -142,14 +148,14 @@ def _deep(policy):
 
 def _make_copier() -> Callable[[Job, float], Job]:
     """``copy(job, duration) -> Job``: a twin with the job's request and predictions, ``duration``
-    as its (predicted) truth and fresh runtime state. Generated as one function of plain attribute
-    stores (~3x faster than a setattr loop; a refresh copies every job of the cluster)."""
+    as its (predicted) truth (:func:`~dlsched.core.truth.forecast`) and fresh runtime state.
+    Generated as one function of plain attribute stores (~3x faster than a setattr loop; a refresh
+    copies every job of the cluster)."""
     fields = "\n".join(f"    t.{name} = job.{name}" for name in _PUBLIC)
     src = f"""def copy(job, duration):
     t = new(Job)
 {fields}
-    t._duration = t._remaining = t._start_remaining = duration
-    t._measured = NO_MEASURE
+    forecast(t, duration)
     p = job._predicted  # shared as it is unless it holds priors or a failure reason (the twin has none)
     t._predicted = p if p.observed_at < 0 and p.prior_gpu_util != p.prior_gpu_util \
         and p.prior_gpu_mem_mib != p.prior_gpu_mem_mib and not p.failures and not p.last_failure \
@@ -163,7 +169,7 @@ def _make_copier() -> Callable[[Job, float], Job]:
     t.attained = job.attained   # attained service carries over (LAS, SRTF-pred read it; a running twin adds its run)
     return t
 """
-    scope = {"new": Job.__new__, "Job": Job, "CREATED": JobState.CREATED, "NO_MEASURE": NO_MEASURE,
+    scope = {"new": Job.__new__, "Job": Job, "CREATED": JobState.CREATED, "forecast": forecast,
              "Predicted": Predicted}
     exec(compile(src, "<dlsched.sched.eta copy>", "exec"), scope)  # noqa: S102 - generated from _PUBLIC only
     return scope["copy"]
@@ -303,7 +309,7 @@ class _ForwardStarts:
         job = decision[0]
         run.result.starts += 1
         run.seq += 1
-        heapq.heappush(run.heap, (t + job._remaining, run.seq, job, job.epoch))
+        heapq.heappush(run.heap, (t + _forecast_left(job), run.seq, job, job.epoch))
         first = run.origin.pop(job, None)
         if first is not None:
             run.result.eta[first] = t
@@ -313,8 +319,8 @@ class _ForwardStarts:
     def preempted(self, decision: Preempt, moved, t: float) -> None:
         # the forward run's physics: twins run at solo speed; the work done so far is kept
         job = decision[0]
-        left = job._remaining - (t - job.run_since)
-        job._remaining = left if left > 0.0 else 0.0
+        left = _forecast_left(job) - (t - job.run_since)
+        _book_left(job, left if left > 0.0 else 0.0)
         job.run_since = t
 
 

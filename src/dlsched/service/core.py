@@ -26,7 +26,7 @@ from dataclasses import replace
 from itertools import repeat
 
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
-from dlsched.core.job import Job, JobState, truth_hidden
+from dlsched.core.job import Job, JobState
 from dlsched.kernel.correction import observe
 from dlsched.kernel.decisions import Fit, Status
 from dlsched.kernel.entry import Kernel
@@ -549,8 +549,7 @@ class SchedulerCore:
             now = self.now()
             decider = self.decider
             self.passes += sum(1 for vc in decider.dirty if vc.pending or vc in decider.woken)
-            with truth_hidden(True):
-                actions = self._handle(PassRequested(), now)
+            actions = self._handle(PassRequested(), now)
             return self._carry_out(actions, now)
 
     def _carry_out(self, actions: list, now: float) -> int:
@@ -607,8 +606,7 @@ class SchedulerCore:
                 _, vid = heapq.heappop(self.timers)
                 fired += 1
                 self.passes += 1
-                with truth_hidden(True):
-                    actions = self._handle(TimerFired(vid), now)
+                actions = self._handle(TimerFired(vid), now)
                 self._carry_out(actions, now)
             return fired
 
@@ -924,8 +922,7 @@ class SchedulerCore:
             return {}
         self.view.now = self.now()
         ids = self.state.node_ids
-        with truth_hidden(True):
-            raw = scores(self.view, job.vc_state, job)
+        raw = scores(self.view, job.vc_state, job)
         mapped = {total: _priority(total) for total in set(raw.values())}   # few distinct scores, many nodes
         return {ids[node]: mapped[total] for node, total in raw.items()}
 

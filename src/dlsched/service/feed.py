@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
-from dlsched.core.job import Job, truth_hidden
+from dlsched.core.job import Job
 from dlsched.kernel.entry import Kernel
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.stimuli import (
@@ -148,8 +148,7 @@ class _Feeder:
             s = {"BindSucceeded": BindSucceeded, "JobFinished": JobFinished, "JobEvicted": JobEvicted}[kind](job)
         else:
             raise ValueError(f"unknown stimulus {kind!r}")
-        with truth_hidden(True):
-            actions = self.kernel.handle(s, at)
+        actions = self.kernel.handle(s, at)
         ids = self.state.node_ids
         for a in actions:
             if type(a) is Bind:

@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from dlsched.core.cluster import ClusterSpec
-from dlsched.core.job import Job, JobState, truth_hidden
+from dlsched.core.job import Job, JobState
 from dlsched.kernel.decide import Decider
 from dlsched.kernel.quotas import QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError, VcState
@@ -83,8 +83,7 @@ class Simulator:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            with truth_hidden(not self.policy.oracle):
-                return self._run(jobs, progress)
+            return self._run(jobs, progress)
         finally:
             if was_enabled:
                 gc.enable()

@@ -82,7 +82,7 @@ class ObservedCorrection:
             since = self._since.get(job)
             if since is not None and since + self.warmup == t:
                 del self._since[job]
-                self.correct(job, job._gpu_util, job._gpu_mem_mib, t)
+                self.correct(job, job._measured.gpu_util, job._measured.gpu_mem_mib, t)
 
     def correct(self, job: Job, util: float, mem_mib: float, at: float) -> None:
         """Replace the job's predictions by values measured at time ``at`` (NaN: nothing was

@@ -6,9 +6,12 @@ after each transition: a started job's rate under the speed model (and its co-ru
 a failure the failure model arms, the work booked on a stop (``_settle``), the preemption
 overhead, the progress a crash loses. The live service has none of this: its jobs run for real.
 
-Truth lives in the jobs' hidden slots (``_remaining``: solo seconds left as of ``run_since``,
-``speed``: the current rate), written only here; oracle views read it through :meth:`remaining`
-and :attr:`speed_model` (the engine hands this object to an oracle's view as its ``truth``).
+Truth lives in the jobs' truth slots (``_remaining``: solo seconds left as of ``run_since``;
+``speed``, the current rate, is the run record's), written only here while a run goes on: the
+simulated side owns the truth, and this hot loop reads and writes the slots by name (everyone else
+through :mod:`dlsched.core.truth`). Oracle views read it through :meth:`duration`,
+:meth:`remaining`, :meth:`measured` and :attr:`speed_model` (the engine hands this object to an
+oracle's view as its ``truth``).
 
 Every method runs *after* the kernel's transition. A stop's co-runners are found from the
 placement recorded at the start (the kernel clears ``job.placement`` on release): the other
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from dlsched.core.job import Job, JobState
+from dlsched.core.job import Job, JobState, Measured
 from dlsched.kernel.state import ClusterState
 from dlsched.models.failure import true_gpu_mem
 
@@ -45,6 +48,16 @@ class Physics:
         self.placed: dict[Job, tuple] = {}  # speed model: running job -> placement (its co-runners after a stop)
 
     # -- truth, for the engine and oracle views ---------------------------------------------
+    @staticmethod
+    def duration(job: Job) -> float:
+        """True duration of ``job`` (solo seconds)."""
+        return job._duration
+
+    @staticmethod
+    def measured(job: Job) -> Measured:
+        """Measured utilisation, peak memory and final status of ``job``."""
+        return job._measured
+
     def remaining(self, job: Job, now: float) -> float:
         """True remaining run time of ``job`` at ``now`` (solo seconds)."""
         if job.state is _RUNNING:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dlsched.core import truth
 from dlsched.traces._table import Checks, Table, check_number, check_text, duplicated, read_table
 from dlsched.traces.model import CANONICAL_COLUMNS, REQUIRED_COLUMNS, LoadReport, Trace, TraceError
 from dlsched.traces.pipeline import Columns, LoadOptions, finish, to_timestamp
@@ -118,7 +119,8 @@ def to_frame(trace: Trace) -> pd.DataFrame:
     import pandas as pd
 
     jobs = trace.jobs
-    data = {col: [getattr(j, col) for j in jobs] for col in CANONICAL_COLUMNS}
+    # the truth the trace recorded (duration, status, measured use) is read through its door
+    data = {col: list(map(truth.field(col), jobs)) for col in CANONICAL_COLUMNS}
     for col in TRAINING_COLUMNS:  # only when some job says how it trains: other files stay as they were
         values = [getattr(j, col, "") or "" for j in jobs]
         if any(values):

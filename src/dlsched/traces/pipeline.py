@@ -20,6 +20,7 @@ from numbers import Real
 import numpy as np
 
 from dlsched.core.job import SIDE_RECORDS, Job
+from dlsched.core.truth import MEASURED_SLOT
 
 _NAN = float("nan")
 from dlsched.traces.model import LoadReport, Trace, TraceError
@@ -213,7 +214,7 @@ BUILD_ROWS = 1 << 16  # jobs built per block
 # Optional fields kept in a job's shared side records (dlsched.core.job), by record slot
 SIDE_FIELDS: dict[str, str] = {
     "cpus": "_spec", "model_name": "_spec", "batch_size": "_spec", "onnx_ref": "_spec", "attention": "_spec",
-    "stack": "_spec", "gpu_util": "_measured", "gpu_mem_mib": "_measured", "status": "_measured",
+    "stack": "_spec", "gpu_util": MEASURED_SLOT, "gpu_mem_mib": MEASURED_SLOT, "status": MEASURED_SLOT,
 }
 
 

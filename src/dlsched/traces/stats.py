@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import numpy as np
 
+from dlsched.core import truth
 from dlsched.traces.model import Trace
 
 GPUS_PER_NODE = 8
@@ -25,10 +26,10 @@ GROUPS = (("short (<15 min)", 0.0, 900.0), ("middle (15 min-6 h)", 900.0, 21600.
 def _arrays(trace: Trace) -> dict[str, np.ndarray]:
     jobs = trace.jobs
     return {"gpus": np.fromiter((j.gpus for j in jobs), np.int64, len(jobs)),
-            "duration": np.fromiter((j.duration for j in jobs), np.float64, len(jobs)),
+            "duration": np.fromiter(map(truth.duration, jobs), np.float64, len(jobs)),
             "submit": np.fromiter((j.submit_time for j in jobs), np.float64, len(jobs)),
             "vc": np.array([j.vc for j in jobs], dtype=object),
-            "status": np.array([j.status for j in jobs], dtype=object),
+            "status": np.array(list(map(truth.status, jobs)), dtype=object),
             "user": np.array([j.user for j in jobs], dtype=object)}
 
 

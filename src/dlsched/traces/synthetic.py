@@ -45,6 +45,7 @@ from datetime import datetime
 
 import numpy as np
 
+from dlsched.core.truth import duration as true_duration
 from dlsched.traces.model import LoadReport, Trace
 from dlsched.traces.pipeline import Columns, LoadOptions, finish
 
@@ -104,7 +105,7 @@ def default_cluster(trace: Trace | None = None, load: float = 0.8) -> dict[str, 
     work: dict[str, float] = {}
     largest: dict[str, int] = {}
     for job in trace.jobs:
-        work[job.vc] = work.get(job.vc, 0.0) + job.gpus * job.duration
+        work[job.vc] = work.get(job.vc, 0.0) + job.gpus * true_duration(job)
         largest[job.vc] = max(largest.get(job.vc, 0), job.gpus)
     return {vc: max(1, -(-largest[vc] // GPUS_PER_NODE), round(work[vc] / (load * span * GPUS_PER_NODE)))
             for vc in work}
@@ -258,6 +259,6 @@ def offered_load(trace: Trace, cluster: dict[str, int]) -> float:
     if not trace.jobs:
         return 0.0
     span = max(trace.jobs[-1].submit_time - trace.jobs[0].submit_time, 1.0)
-    work = sum(j.gpus * j.duration for j in trace.jobs)
+    work = sum(j.gpus * true_duration(j) for j in trace.jobs)
     return work / (sum(cluster.values()) * GPUS_PER_NODE * span)
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dlsched.core.job import Job, JobState
+from dlsched.core.truth import duration as true_duration
 from dlsched.kernel.state import ClusterState
 from dlsched.sched.eta import Calibration, EtaEstimator
 
@@ -220,8 +221,8 @@ def run_accuracy(jobs: list[Job], cluster, policy_name: str, samples: int = 50, 
         from dlsched.predictors.duration.online import OnlineDurationEstimator
 
         learner = OnlineDurationEstimator()
-    # the diagnostic reads the truth slot, as the engine does: never an input of the estimate itself
-    truth = EtaEstimator(policy, overrun=overrun, duration_of=lambda job: job._duration) if diagnose else None
+    # the diagnostic reads the truth, as the engine does: never an input of the estimate itself
+    truth = EtaEstimator(policy, overrun=overrun, duration_of=true_duration) if diagnose else None
     calibration = Calibration() if calibrate else None
     sampler = EtaSampler(EtaEstimator(policy, overrun=overrun, calibration=calibration), sample_times(jobs, samples),
                          learner, progress, truth)

@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from dlsched.core.job import Job
+from dlsched.core.truth import duration as true_duration
+from dlsched.core.truth import gpu_mem_mib as true_mem
+from dlsched.core.truth import gpu_util as true_util
 from dlsched.workloads import Workload, attach_predictions, make_workload
 from dlsched.models.failure import OutOfMemory
 from dlsched.models.truth import Truth, resolve_truth
@@ -68,7 +71,7 @@ def prepared(workload: str, seed: int, predictions: str = "real", jobs: int | No
     wl = make_workload(workload, seed=seed, jobs=jobs, table=truth.table_for(seed), gpu=gpu)
     if predictions == "perfect":
         for j in wl.trace.jobs:
-            j.pred_gpu_util, j.pred_gpu_mem_mib = j._gpu_util, j._gpu_mem_mib
+            j.pred_gpu_util, j.pred_gpu_mem_mib = true_util(j), true_mem(j)
     else:
         pred = _predictions(workload, seed, jobs, truth, gpu)
         for j in wl.trace.jobs:
@@ -167,7 +170,7 @@ def job_metrics(jobs: list[Job]) -> dict[str, float]:
         "avg_wait": statistics.fmean(waits),
         "median_wait": statistics.median(waits),
         "std_wait": statistics.pstdev(waits),
-        "speed": statistics.fmean(j._duration / r for j, r in zip(jobs, run) if r > 0),
+        "speed": statistics.fmean(true_duration(j) / r for j, r in zip(jobs, run) if r > 0),
     }
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
+from dlsched.core.truth import duration as true_duration
 from dlsched.experiments.topology.audit import PlacementAudit
 
 
@@ -23,7 +24,7 @@ def summarize(jobs: Sequence[Job], audit: PlacementAudit, postponements: int,
     start = np.array([j.start_time for j in jobs])
     end = np.array([j.end_time for j in jobs])
     arrival = np.array([j.submit_time for j in jobs])
-    solo = np.array([j._duration for j in jobs])
+    solo = np.array([true_duration(j) for j in jobs])
     limit = np.array([slo[j.job_id] for j in jobs])
     floor = np.array([j.min_utility for j in jobs])
     util = np.array([audit.utility[j.job_id] for j in jobs])
@@ -58,8 +59,9 @@ def timeline_rows(policy: str, jobs: Sequence[Job], audit: PlacementAudit,
         rows.append({
             "policy": policy, "job": jid, "model": j.model_name, "batch": j.batch_size, "gpus_requested": j.gpus,
             "arrival": round(j.submit_time, 3), "start": round(j.start_time, 3), "end": round(j.end_time, 3),
-            "wait": round(j.start_time - j.submit_time, 3), "exec_time": round(exec_t, 3), "solo_time": j._duration,
-            "slowdown": round(exec_t / j._duration, 4), "placement_factor": round(audit.factor[jid], 4),
+            "wait": round(j.start_time - j.submit_time, 3), "exec_time": round(exec_t, 3),
+            "solo_time": true_duration(j), "slowdown": round(exec_t / true_duration(j), 4),
+            "placement_factor": round(audit.factor[jid], 4),
             "utility": round(audit.utility[jid], 4), "postponements": postponed.get(jid, 0), "gpus": gpus,
         })
     return rows

@@ -8,6 +8,10 @@ used on day d was fitted on jobs that ended before day d began).
 
 ``duration_accuracy`` scores P_R, P_M, the λ blend and two trivial baselines (running global
 mean; running per-GPU-count mean) on the jobs submitted after the first GBDT fit.
+
+Both take the jobs' recorded durations from the caller (the score compares with them, and they
+are what each job reveals when it ends): an estimator never reads truth, so the caller reads
+them from the trace (``map(dlsched.core.truth.duration, jobs)``).
 """
 
 from __future__ import annotations
@@ -28,20 +32,24 @@ from dlsched.predictors.duration.online import OnlineDurationEstimator
 METHODS: tuple[str, ...] = ("global_mean", "gpu_mean", "rolling", "gbdt", "combined")
 
 
-def _end(job: Job) -> float:
-    return job.end_time if job.end_time >= 0 else job.submit_time + job.duration
+def _end(job: Job, duration: float) -> float:
+    return job.end_time if job.end_time >= 0 else job.submit_time + duration
 
 
-def replay(jobs: Sequence[Job], est: OnlineDurationEstimator, count_branches: bool = False) -> dict[str, Any]:
-    """Run ``est`` over ``jobs`` as a simulation would (ends before submits at equal times).
+def replay(jobs: Sequence[Job], est: OnlineDurationEstimator, durations: Sequence[float],
+           count_branches: bool = False) -> dict[str, Any]:
+    """Run ``est`` over ``jobs`` as a simulation would (ends before submits at equal times);
+    ``durations`` are the jobs' recorded durations, in ``jobs`` order.
 
     Returns per-job arrays (in ``jobs`` order): ``rolling``, ``gbdt``, ``combined``,
     ``global_mean``, ``gpu_mean`` (estimates, s), ``fitted`` (GBDT available at submit), and
     ``branches`` (Counter of P_R branches) when ``count_branches``.
     """
     n = len(jobs)
+    if len(durations) != n:
+        raise ValueError(f"replay needs one duration per job: {n} jobs, {len(durations)} durations")
     submit = np.fromiter((j.submit_time for j in jobs), dtype=np.float64, count=n)
-    end = np.fromiter((_end(j) for j in jobs), dtype=np.float64, count=n)
+    end = np.fromiter((_end(j, d) for j, d in zip(jobs, durations)), dtype=np.float64, count=n)
     times = np.concatenate([end, submit])
     kinds = np.concatenate([np.zeros(n, np.int8), np.ones(n, np.int8)])   # 0 = end first
     idx = np.concatenate([np.arange(n), np.arange(n)])
@@ -57,12 +65,13 @@ def replay(jobs: Sequence[Job], est: OnlineDurationEstimator, count_branches: bo
         job = jobs[i]
         t = times[k]
         if kinds[k] == 0:
-            est.observe_finished(job, t)
+            d = durations[i]
+            est.observe_finished(job, t, d)
             g_n += 1
-            g_sum += job.duration
+            g_sum += d
             acc = by_gpu.setdefault(job.gpus, [0, 0.0])
             acc[0] += 1
-            acc[1] += job.duration
+            acc[1] += d
             continue
         rolling[i], gbdt[i], combined[i] = est.estimate_parts(job, t)
         fitted[i] = est.model_ is not None
@@ -112,9 +121,10 @@ def informative_features(est: OnlineDurationEstimator) -> list[str]:
     return keep
 
 
-def duration_accuracy(trace: Any, lam: float = 0.1, refit_every: float = 86400.0,
+def duration_accuracy(trace: Any, durations: Sequence[float], lam: float = 0.1, refit_every: float = 86400.0,
                       **estimator_kwargs: Any) -> dict[str, Any]:
-    """Online accuracy report for a ``Trace`` (or a list of jobs): see module docstring.
+    """Online accuracy report for a ``Trace`` (or a list of jobs) whose jobs recorded
+    ``durations`` (in job order): see module docstring.
 
     ``estimator_kwargs`` go to :class:`OnlineDurationEstimator` (e.g. ``n_estimators``).
     """
@@ -122,14 +132,15 @@ def duration_accuracy(trace: Any, lam: float = 0.1, refit_every: float = 86400.0
     origin = getattr(trace, "origin", None)
     est = OnlineDurationEstimator(refit_every=refit_every, lam=lam, origin=origin, **estimator_kwargs)
     t0 = time.perf_counter()
-    res = replay(jobs, est, count_branches=True)
+    durations = list(durations)
+    res = replay(jobs, est, durations, count_branches=True)
     seconds = time.perf_counter() - t0
     for other in BLENDS:
         if other != est.blend:   # the other blend of the same P_R/P_M, for comparison
             res[f"combined_{other}"] = merge(res["rolling"], res["gbdt"], lam, other)
     methods = [m for m in res if m in METHODS or m.startswith("combined_")]
     mask = res["fitted"]
-    true = np.array([j.duration for j in jobs], dtype=np.float64)[mask]
+    true = np.array(durations, dtype=np.float64)[mask]
     gpus = np.array([j.gpus for j in jobs], dtype=np.float64)[mask]
     return {
         "trace": getattr(trace, "name", "") or "",

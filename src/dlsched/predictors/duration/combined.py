@@ -46,9 +46,11 @@ def merge(pr: float | np.ndarray, pm: float | np.ndarray, lam: float,
 class CombinedDurationEstimator:
     """Batch form (fit on history, predict new jobs), scikit-learn style.
 
-    ``fit(jobs, origin=None)``: ``jobs`` are finished jobs (their ``duration`` is used);
-    ``origin`` is the trace's wall-clock origin for the time features (or pass a ``Trace``
-    as ``jobs``). ``predict(jobs)`` → expected durations (s); ``priority(jobs)`` → × GPUs.
+    ``fit(jobs, durations, origin=None)``: ``jobs`` are finished jobs and ``durations`` what
+    history recorded of them, in the same order (the caller reads them, e.g.
+    ``map(dlsched.core.truth.duration, jobs)``: an estimator never reads truth); ``origin`` is
+    the trace's wall-clock origin for the time features (or pass a ``Trace`` as ``jobs``).
+    ``predict(jobs)`` → expected durations (s); ``priority(jobs)`` → × GPUs.
     """
 
     def __init__(self, lam: float = DEFAULT_LAMBDA, decay: float = 0.5, min_similarity: float = 0.8,
@@ -69,7 +71,8 @@ class CombinedDurationEstimator:
         self.n_jobs = n_jobs
         self.random_state = random_state
 
-    def fit(self, jobs: Sequence[Job], origin: datetime | None = None) -> CombinedDurationEstimator:
+    def fit(self, jobs: Sequence[Job], durations: Sequence[float],
+            origin: datetime | None = None) -> CombinedDurationEstimator:
         check_lambda(self.lam)
         check_blend(self.blend)
         origin = getattr(jobs, "origin", origin)
@@ -78,11 +81,13 @@ class CombinedDurationEstimator:
             raise ValueError("fit needs at least one finished job")
         self.encoder_ = FeatureEncoder(origin, self.min_similarity)
         X = self.encoder_.encode(jobs, learn=True)
-        durations = np.array([j.duration for j in jobs], dtype=np.float64)
-        self.gbdt_ = GBDTParams.of(self).model().fit(X, durations)
+        recorded = np.array(durations, dtype=np.float64)
+        if len(recorded) != len(jobs):
+            raise ValueError(f"fit needs one duration per job: {len(jobs)} jobs, {len(recorded)} durations")
+        self.gbdt_ = GBDTParams.of(self).model().fit(X, recorded)
         self.rolling_ = RollingEstimator(self.decay, self.min_similarity, anonymous=self.anonymous)
-        for job in sorted(jobs, key=lambda j: j.submit_time + j.duration):
-            self.rolling_.observe(job)
+        for k in sorted(range(len(jobs)), key=lambda k: jobs[k].submit_time + recorded[k]):
+            self.rolling_.observe(jobs[k], float(recorded[k]))
         return self
 
     def predict_parts(self, jobs: Sequence[Job]) -> tuple[np.ndarray, np.ndarray]:

@@ -89,31 +89,35 @@ class OnlineDurationEstimator:
 
     # -- learning -------------------------------------------------------------------------
 
-    def _append(self, job: Job) -> None:
+    def _append(self, job: Job, duration: float) -> None:
         if self._n == len(self._y):
             self._X = np.concatenate([self._X, np.empty_like(self._X)])
             self._y = np.concatenate([self._y, np.empty_like(self._y)])
         self._X[self._n] = self.encoder_.row(job, learn=True)
-        self._y[self._n] = observed_duration(job)
+        self._y[self._n] = duration
         self._n += 1
-        self.rolling_.observe(job)
+        self.rolling_.observe(job, duration)
 
-    def prime(self, jobs: Iterable[Job]) -> None:
+    def prime(self, jobs: Iterable[Job], durations: Iterable[float]) -> None:
         """Learn from jobs that finished before the simulation starts (e.g. earlier months),
-        then fit the GBDT at once. The caller vouches that they are history."""
-        for job in sorted(jobs, key=lambda j: j.submit_time + j.duration):
-            self._append(job)
+        then fit the GBDT at once. The caller hands what history recorded of them, their
+        ``durations`` (in ``jobs`` order; e.g. ``map(dlsched.core.truth.duration, jobs)``)."""
+        for job, d in sorted(zip(jobs, durations, strict=True), key=lambda jd: jd[0].submit_time + jd[1]):
+            self._append(job, float(d))
         if self._n >= self.min_train_jobs:
             self._refit()
 
-    def observe_finished(self, job: Job, now: float) -> None:
-        """Record a job that ended at or before ``now`` (its true duration becomes known)."""
-        end = job.end_time if job.end_time >= 0 else job.submit_time + observed_duration(job)
+    def observe_finished(self, job: Job, now: float, duration: float | None = None) -> None:
+        """Record a job that ended at or before ``now``: the duration its finish revealed
+        (:func:`observed_duration`: the job must have finished), or ``duration`` where the caller
+        replays history that recorded it (the job then ends at submit + duration unless it ran)."""
+        d = observed_duration(job) if duration is None else float(duration)
+        end = job.end_time if job.end_time >= 0 else job.submit_time + d
         if end > now + _EPS:
             raise ValueError(f"job {job.job_id!r} has not finished at t={now}: it ends at t={end} "
                              "(observing it would leak the future)")
         self._advance(now)
-        self._append(job)
+        self._append(job, d)
         self._pending.pop(job, None)
         self._cache.pop(job, None)
 

@@ -115,9 +115,10 @@ class RollingEstimator:
     def n_observed(self) -> int:
         return self._total.n
 
-    def observe(self, job: Job) -> None:
-        """Add a finished job's true duration to every statistic it belongs to."""
-        d = observed_duration(job)
+    def observe(self, job: Job, duration: float | None = None) -> None:
+        """Add a finished job's duration to every statistic it belongs to: what its finish
+        revealed (:func:`observed_duration`), or ``duration``, what history recorded for it."""
+        d = observed_duration(job) if duration is None else duration
         self._total.add(d)
         self._by_gpus.setdefault(job.gpus, _Mean()).add(d)
         if is_anonymous(job.user):

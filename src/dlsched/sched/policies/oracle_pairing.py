@@ -65,7 +65,7 @@ class OraclePairingPolicy(PairingPolicy):
         return super().schedule(view, vc)
 
     def memory(self, job: Job, capacity: float) -> float:
-        m = job._gpu_mem_mib
+        m = job._measured.gpu_mem_mib
         return m if m == m else super().memory(job, capacity)
 
     def pair_value(self, running: Job, waiting: Job, gpu_type: str, capacity: float) -> float:

@@ -8,4 +8,4 @@ from dlsched.sched.ordering import OrderingPolicy
 class SjfPolicy(OrderingPolicy):
     name = "sjf"
     oracle = True  # the grant: reads the true duration
-    key_attr = "_duration"  # the slot, not the guarded property: SJF is an oracle (granted)
+    key_attr = "_duration"  # the truth slot, read in C: an oracle class may (tests/test_truth_access.py)

@@ -26,7 +26,8 @@ from dlsched.sched.preemption import MIN_RUN, EvictionGuard, check_guards
 from dlsched.sched.protocols import PolicyBase
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
-_by_remaining = attrgetter("_remaining", "enq_seq")  # pending jobs: true remaining time, then queue order
+# pending jobs: true remaining time, then queue order (a truth slot: an oracle's module may name it)
+_by_remaining = attrgetter("_remaining", "enq_seq")
 _new_start = tuple.__new__
 
 

@@ -1,4 +1,4 @@
-"""A job as an interference model's :class:`JobProfile`: predicted (any policy) or true (oracles).
+"""A job as an interference model's :class:`JobProfile`, from its predictions.
 
 The profile type lives in :mod:`dlsched.core.colocation`, so ``dlsched simulate`` does not load
 the predictors package to name it.
@@ -13,8 +13,3 @@ from dlsched.core.job import Job
 def predicted_profile(job: Job) -> JobProfile:
     """What a policy may know of a job running alone: its model and *predicted* resource use."""
     return JobProfile(job.model_name, job.pred_gpu_util, job.pred_gpu_mem_mib, job.batch_size)
-
-
-def true_profile(job: Job) -> JobProfile:
-    """The measured profile (ground truth): for oracle policies only, which hold the grant."""
-    return JobProfile(job.model_name, job.gpu_util, job.gpu_mem_mib, job.batch_size)
