@@ -238,7 +238,7 @@ def test_live_whatif_on_quotas():
 
     def post(app, query: str, data: bytes, token: str | None = "tok"):
         req = urllib.request.Request(f"{app.url}/api/v1/whatif{query}", data=data, method="POST",
-                                     headers={"Content-Type": "application/toml",
+                                     headers={"Content-Type": "text/plain",
                                               **({"Authorization": f"Bearer {token}"} if token else {})})
         with urllib.request.urlopen(req, timeout=30) as resp:
             return json.loads(resp.read())

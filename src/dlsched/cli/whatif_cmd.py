@@ -66,12 +66,12 @@ def register(app: typer.Typer) -> None:
         from dlsched.service.whatif_log import read_log, state_at
 
         with clear_errors():
+            if not log.is_file():
+                raise FileNotFoundError(f"LOG: {log} is not a file")
             if policy is None and queues is None:
                 raise ValueError("give --policy NAME, --queues FILE.toml or both: what should the other run change?")
             if policy is None and (param or placement is not None):
                 raise ValueError("--param and --placement go with --policy NAME")
-            if not log.is_file():
-                raise FileNotFoundError(f"LOG: {log} is not a file")
             if at is not None and not math.isfinite(at):
                 raise ValueError(f"--at {at}: want a finite number of seconds")
             try:

@@ -387,8 +387,8 @@ def build_app(service: LiveService) -> Front:
         return _compare(_other_policy(policy, placement, param))
 
     @app.post("/api/v1/whatif", tags=["operator"], dependencies=[Depends(require_token)],
-              openapi_extra={"requestBody": {"required": True, "content": {"application/toml": {
-                  "schema": {"type": "string"}}}}})
+              openapi_extra={"requestBody": {"required": True, "content": {"text/plain": {
+                  "schema": {"type": "string"}}}}})   # TOML text; any content type is read as such
     async def whatif_queues(request: Request,
                             policy: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
                             placement: Annotated[str | None, Query(max_length=200)] = None,
