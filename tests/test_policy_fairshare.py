@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from dlsched.core.cluster import ClusterSpec
@@ -22,29 +24,42 @@ def run(half_life: float):
     return policy, {j.job_id: (j.start_time, j.end_time) for j in res.jobs}
 
 
+def seg(gpus: float, start: float, end: float, t: float, half: float) -> float:
+    """Decayed usage at ``t`` of ``gpus`` GPUs run over [start, end] (the integral of
+    gpus x 2^-((t - s) / half) ds)."""
+    return gpus * half / math.log(2) * (2 ** (-(t - end) / half) - 2 ** (-(t - start) / half))
+
+
 def test_decayed_usage_orders_users():
-    # at 100 alice has used 800 GPU-s, bob nothing: bob's y1 first (100-150). At 150 bob has 400;
-    # alice's 800 has decayed for 50 s: with a 100 s half-life to 566 (> 400: bob's y2 first),
-    # with a 25 s half-life to 200 (< 400: alice's x2 first).
+    # at 100 alice has used x1's 8 GPUs over 0-100, bob nothing: bob's y1 first (100-150). At 150
+    # bob's y1 counts 8 x 100/ln 2 x (1 - 2^-0.5) = 338.0; alice's x1 has decayed for 50 s more:
+    # with a 100 s half-life 8 x 144.27 x (2^-0.5 - 2^-1.5) = 408.0 (> 338: bob's y2 first), with a
+    # 25 s half-life 8 x 36.07 x (2^-2 - 2^-6) = 67.6 (< 8 x 36.07 x 0.75 = 216.4: alice's x2 first).
     policy, t = run(100.0)
     assert t == {"x1": (0, 100), "y1": (100, 150), "y2": (150, 160), "x2": (160, 170)}
-    # after the run (170): each job's GPU-seconds, decayed since it ended
-    assert policy.usage("alice", 170.0) == pytest.approx(800 * 2 ** -0.7 + 80)
-    assert policy.usage("bob", 170.0) == pytest.approx(400 * 2 ** -0.5 * 2 ** 0.3 + 80 * 2 ** -0.1)
+    assert seg(8, 0, 100, 150, 100.0) == pytest.approx(408.0, abs=0.1)
+    assert seg(8, 100, 150, 150, 100.0) == pytest.approx(338.0, abs=0.1)
+    # after the run (170): each run segment, decayed while and since it ran
+    assert policy.usage("alice", 170.0) == pytest.approx(seg(8, 0, 100, 170, 100.0) + seg(8, 160, 170, 170, 100.0))
+    assert policy.usage("bob", 170.0) == pytest.approx(seg(8, 100, 150, 170, 100.0) + seg(8, 150, 160, 170, 100.0))
     policy, t = run(25.0)
     assert t == {"x1": (0, 100), "y1": (100, 150), "x2": (150, 160), "y2": (160, 170)}
-    assert policy.usage("alice", 170.0) == pytest.approx(800 * 2 ** -(70 / 25) + 80 * 2 ** -(10 / 25))
-    assert policy.usage("bob", 170.0) == pytest.approx(400 * 2 ** -(20 / 25) + 80)
+    assert seg(8, 0, 100, 150, 25.0) == pytest.approx(67.6, abs=0.1)
+    assert seg(8, 100, 150, 150, 25.0) == pytest.approx(216.4, abs=0.1)
+    assert policy.usage("alice", 170.0) == pytest.approx(seg(8, 0, 100, 170, 25.0) + seg(8, 150, 160, 170, 25.0))
+    assert policy.usage("bob", 170.0) == pytest.approx(seg(8, 100, 150, 170, 25.0) + seg(8, 160, 170, 170, 25.0))
 
 
-def test_weights_stay_finite_over_many_half_lives():
+def test_usage_stays_finite_over_many_half_lives():
+    # a job running for 10,000 half-lives saturates at gpus x half_life / ln 2; one that ended then
+    # decays to 0, never to an overflow or NaN
     policy = make_policy("fairshare", None, half_life=1.0)
     policy.prepare(type("V", (), {"now": 0.0})())
-    done = Job("a", "v", 2, 0, 10, user="u")
-    done.queue_delay = 0.0
-    policy.job_finished(done, 10_000.0)  # 10,000 half-lives after t0
-    assert policy.usage("u", 10_000.0) == pytest.approx(2 * 10_000.0)
-    assert policy.usage("u", 10_001.0) == pytest.approx(10_000.0)
+    running = Job("a", "v", 2, 0, 1e9, user="u")
+    policy.tracker.started(running, None, 0.0)
+    assert policy.usage("u", 10_000.0) == pytest.approx(2 / math.log(2))
+    policy.tracker.stopped(running, None, 10_000.0, "finish")
+    assert policy.usage("u", 20_000.0) == 0.0 and policy.usage("nobody", 20_000.0) == 0.0
 
 
 def test_params_are_checked():

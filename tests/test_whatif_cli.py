@@ -90,7 +90,7 @@ def test_predicted_durations_and_the_table(tmp_path):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (("--policy", "nosuch"), "error: --policy nosuch: --policy: unknown policy 'nosuch'"),
+    (("--policy", "nosuch"), "error: --policy nosuch: unknown policy 'nosuch'; choose from fifo, "),
     (("--policy", "qssf", "--param", "bogus=1"), "error: --policy qssf: policy qssf has no parameter 'bogus'"),
     (("--policy", "qssf", "--param", "lam"), "error: --policy qssf: --param 'lam': want KEY=VALUE"),
     (("--policy", "qssf", "--at", "-1"), "error: --at -1: the log spans 0 to 240 s after its first event"),

@@ -147,6 +147,12 @@ class ClusterState:
         self._on_predict = tuple(o.predictions_changed for o in self._observers
                                  if hasattr(o, "predictions_changed"))
 
+    @property
+    def observers(self) -> tuple[object, ...]:
+        """The registered observers, in registration order (read-only: the start-time estimate's
+        forward copy finds the queue manager that runs on this state among them)."""
+        return tuple(self._observers)
+
     def predictions_changed(self, job: Job) -> None:
         """A running job's predicted utilisation or memory was corrected
         (:func:`dlsched.kernel.correction.observe`): observers that sum predicted load re-read it.

@@ -20,6 +20,20 @@ fresh copy bound to the copied state. The ETA of a waiting job is the time its c
 that never starts in the forward run (its VC cannot hold it) gets ``inf``. With perfect
 predictions, no later arrivals and no ground-truth speed effects the ETA equals the actual start
 (``tests/test_eta.py``).
+
+**Queues that borrow.** When a :class:`~dlsched.kernel.quotas.QuotaManager` runs on the state (the
+simulator installs one for queues that may borrow, docs/queues.md), the copy runs one too, as the
+simulator does: after each instant's passes, ``rebalance`` lends idle GPUs to blocked heads and
+reclaims them for lenders. The copy's manager gets the same queue tree and half-life, the decayed
+usage each queue has at ``now`` (the order in which blocked queues borrow and are reclaimed) and
+the loans of the jobs running on borrowed GPUs; a reclaimed twin keeps its work and redoes
+``preemption_overhead(job)`` seconds (the run's checkpoint cost; none when not given). Without
+the manager a job whose queue would borrow gets the start of fixed VCs: too late. ``queues=``
+replaces the state's queues in the copy (a what-if on quotas, :mod:`dlsched.sched.whatif`).
+
+A policy that keeps state observed from the kernel (``fairshare``'s per-user usage) may define
+``fork(now)``: the copy it returns carries that state as of ``now`` for the forward run, which
+observes its own twins from then on (the original learns nothing from the copy).
 """
 
 from __future__ import annotations
@@ -38,6 +52,7 @@ from dlsched.core.truth import remaining as _forecast_left
 from dlsched.core.truth import set_remaining as _book_left
 from dlsched.kernel.decide import Decider
 from dlsched.kernel.decisions import Preempt, Start
+from dlsched.kernel.quotas import DEFAULT_HALF_LIFE, QueueSpec, QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.indexes import attach_plugins
@@ -103,14 +118,19 @@ def predicted_remaining(job: Job, now: float, duration: float, overrun: float) -
     return overrun * elapsed, True
 
 
-def fork_policy(policy, state: ClusterState):
+def fork_policy(policy, state: ClusterState, now: float = 0.0):
     """A copy of ``policy`` safe to run on ``state`` without touching the original, and the
-    indexes it declared, made for ``state``: queue-order policies are stateless between passes
-    (a shallow copy), others are deep-copied; a placement with observer plug-ins is rebuilt and
-    attached to ``state``."""
+    indexes it declared, made for ``state``: a policy with a ``fork(now)`` makes its own copy
+    (state it observes carried over as of ``now``); other queue-order policies are stateless
+    between passes (a shallow copy), the rest are deep-copied; a placement with observer
+    plug-ins is rebuilt and attached to ``state``."""
     from dlsched.sched.ordering import OrderingPolicy
 
-    clone = copy.copy(policy) if isinstance(policy, OrderingPolicy) else _deep(policy)
+    fork = getattr(policy, "fork", None)
+    if fork is not None:
+        clone = fork(now)
+    else:
+        clone = copy.copy(policy) if isinstance(policy, OrderingPolicy) else _deep(policy)
     if getattr(clone, "estimator", None) is not None:
         clone.estimator = _PredictionsOnly()  # a queue that assigns keys in a pass must not teach the real one
     placer = getattr(policy, "placer", None)
@@ -178,6 +198,53 @@ def _make_copier() -> Callable[[Job, float], Job]:
 _copy_job = _make_copier()
 
 
+def quota_manager_of(state: ClusterState) -> QuotaManager | None:
+    """The queue manager that runs on ``state`` (an observer of it), if any."""
+    return next((obs for obs in state.observers if isinstance(obs, QuotaManager)), None)
+
+
+def queue_specs_of(manager: QuotaManager) -> tuple[QueueSpec, ...]:
+    """Every queue of ``manager``'s tree (leaves and inner queues), enough to build it again."""
+    return tuple(manager.tree.specs.values())
+
+
+def check_borrowing(policy, state: ClusterState) -> None:
+    """The simulator's conditions for queues that borrow (``sim/engine.py``), for a forward copy
+    asked to borrow: ValueError naming what stands in the way."""
+    if getattr(policy, "preemptive", False):
+        raise ValueError(f"queues that borrow need a non-preemptive ordering policy; {policy.name} preempts on its own")
+    if state.cap != 1:
+        raise ValueError("queues that borrow need exclusive GPUs (max_jobs_per_gpu = 1)")
+
+
+def _adopt_loan(manager: QuotaManager, job: Job, lender: str) -> None:
+    """Book a twin that runs on GPUs of ``lender`` (it borrowed them before the copy was taken)
+    as the manager books a loan it makes itself (``QuotaManager._borrow``), so that its limits
+    count it and its stop releases it. The manager has no public call for a loan it did not make;
+    this mirrors its two private steps and nothing else. Under other queues (a what-if) the two
+    VCs may share no tree any more: the loan is then booked on the two leaves alone (it holds
+    the lender's GPUs until it ends or is reclaimed)."""
+    borrower = job.vc_state.name
+    outs, ins = manager.tree.below_common(borrower, lender) or ((borrower,), (lender,))
+    manager._loans[job] = (outs, ins, manager._types_of(job.placement))
+    manager._book(job, 1)
+
+
+def _copy_usage(manager: QuotaManager, source: QuotaManager | None, leaves: list[str], now: float) -> None:
+    """Each queue's decayed usage at ``now`` from ``source`` (the state's own manager): a leaf's
+    as it is; an inner queue's as the sum of the leaves under it (usage is additive over a
+    subtree, so this holds for another tree too). Nothing runs in the copy yet: its twins add
+    their rates when they start at ``now``. Without a source every queue starts from zero."""
+    if source is None:
+        return
+    leaf = {name: source.usage[name].at(now) for name in leaves if name in source.usage}
+    ancestors = manager.tree.ancestors
+    for name, usage in manager.usage.items():
+        usage.value = sum(v for q, v in leaf.items() if q == name or name in ancestors.get(q, ()))
+        usage.t = now
+        usage.rate = 0
+
+
 def copy_state(state: ClusterState) -> ClusterState:
     """An empty-queue copy of ``state``'s nodes and VCs (same global node indices, VC order,
     cordons, power and removals); the caller adds the jobs."""
@@ -203,12 +270,17 @@ class EtaEstimator:
     module docstring. ``max_events``: a bound on the forward run's finish events (the jobs not
     started by then get ``inf``; None: no bound). ``duration_of(job) -> seconds`` replaces every
     prediction: only the accuracy experiment uses it, with the true durations, to tell how much of
-    the error comes from predictions and how much from what the forward run cannot know."""
+    the error comes from predictions and how much from what the forward run cannot know.
+    ``queues``/``half_life``: the queues of the forward run (None: those of the manager running
+    on the state; see the module docstring); ``preemption_overhead(job)``: seconds a twin
+    preempted in the forward run redoes."""
 
     def __init__(self, policy, predict: Callable[[Job], float] | None = None, overrun: float = 0.5,
                  default_duration: float = 3600.0, max_events: int | None = None,
                  duration_of: Callable[[Job], float] | None = None,
-                 calibration: Calibration | None = None, resubmit: bool = False) -> None:
+                 calibration: Calibration | None = None, resubmit: bool = False,
+                 queues: tuple[QueueSpec, ...] | None = None, half_life: float | None = None,
+                 preemption_overhead: Callable[[Job], float] | None = None) -> None:
         if not overrun >= 0:
             raise ValueError(f"overrun must be >= 0, got {overrun}")
         self.policy = policy
@@ -221,6 +293,11 @@ class EtaEstimator:
         # the copy's policy is not the one that queued the jobs (a what-if, sched/whatif.py): its
         # submission hook gives each waiting twin its own keys (QSSF's priority) from predictions
         self.resubmit = resubmit
+        # None: the queues the state runs (its QuotaManager, if any); a tuple: these instead
+        # (``()``: fixed VCs); half_life: theirs (None: the state manager's, else the default)
+        self.queues = None if queues is None else tuple(queues)
+        self.half_life = half_life
+        self.preemption_overhead = preemption_overhead   # seconds a reclaimed twin redoes
 
     def _durations(self, jobs: Iterable[Job]) -> tuple[dict[Job, float], int]:
         if self.duration_of is not None:
@@ -257,11 +334,15 @@ class EtaEstimator:
         waiting = sorted((j for vc in state.vcs for j in vc.queue), key=lambda j: j.enq_seq)
         durations, unpredicted = self._durations([*running, *waiting])
         twin = copy_state(state)
-        policy, indexes = fork_policy(self.policy, twin)
+        policy, indexes = fork_policy(self.policy, twin, now)
+        quotas = self._quotas(state, twin, policy, now)
         new_queue = policy.new_queue
         for vc in twin.vcs:
             vc.queue = new_queue()
         run = ForwardRun(twin, policy, now, EtaResult(now, unpredicted=unpredicted), self.max_events, indexes)
+        run.quotas = quotas
+        run.overhead = self.preemption_overhead
+        hosts = state.hosts
         twin.begin(now)
         heap = run.heap
         shared = twin.cap > 1
@@ -274,7 +355,13 @@ class EtaEstimator:
             twin_job.attained = job.attained_at(now)   # its runs so far, this one included (it restarts at now)
             twin_job.vc_state = vcs[job.vc_state.vid]
             submit(twin_job, now)
-            start(twin_job, job.placement, now, shared)
+            host = hosts.get(job) if hosts else None
+            if host is None:
+                start(twin_job, job.placement, now, shared)
+            else:   # it runs on GPUs another VC lends: the same loan in the copy
+                twin.start_borrowed(twin_job, vcs[host.vid], job.placement, now)
+                if quotas is not None:
+                    _adopt_loan(quotas, twin_job, host.name)
             run.seq += 1
             heap.append((now + left, run.seq, twin_job, twin_job.epoch))
         heapq.heapify(heap)
@@ -290,23 +377,45 @@ class EtaEstimator:
         run.wanted = set(only) if only is not None else None
         return run
 
+    def _quotas(self, state: ClusterState, twin: ClusterState, policy, now: float) -> QuotaManager | None:
+        """The copy's queue manager (made before any twin is submitted, so that it observes them
+        all), or None: fixed VCs with no job on borrowed GPUs."""
+        source = quota_manager_of(state)
+        if self.queues is None:
+            specs = queue_specs_of(source) if source is not None else ()
+        else:
+            specs = self.queues
+        may_borrow = bool(specs) and borrowing_possible(specs)
+        if not may_borrow and not state.hosts:
+            return None
+        if may_borrow and self.queues is not None:   # the state's own manager was checked by its driver
+            check_borrowing(policy, state)
+        half_life = self.half_life or (source.half_life if source is not None else DEFAULT_HALF_LIFE)
+        manager = QuotaManager(specs, twin, half_life)   # ValueError: a queue that names no VC, a cycle
+        _copy_usage(manager, source, [vc.name for vc in state.vcs], now)
+        return manager
+
 
 class _ForwardStarts:
     """The forward run's backend: a start schedules the twin's predicted finish and, for a
     waiting job's twin, records its ETA; a preempted twin keeps the work it did, and its
     scheduled finish goes stale (its epoch)."""
 
-    __slots__ = ("run", "left_to_start", "postponed")
+    __slots__ = ("run", "left_to_start", "postponed", "physics")
 
     def __init__(self, run: "ForwardRun") -> None:
         self.run = run
         origin, wanted = run.origin, run.wanted
         self.left_to_start = len(origin) if wanted is None else sum(1 for j in origin.values() if j in wanted)
         self.postponed = None
+        # the queue manager's starts and reclaims (Decider.collect_*) reach the forward run here
+        self.physics = _ForwardPhysics(self)
 
     def started(self, decision: Start, t: float) -> None:
+        self.begin(decision[0], t)
+
+    def begin(self, job: Job, t: float) -> None:
         run = self.run
-        job = decision[0]
         run.result.starts += 1
         run.seq += 1
         heapq.heappush(run.heap, (t + _forecast_left(job), run.seq, job, job.epoch))
@@ -317,11 +426,37 @@ class _ForwardStarts:
                 self.left_to_start -= 1
 
     def preempted(self, decision: Preempt, moved, t: float) -> None:
-        # the forward run's physics: twins run at solo speed; the work done so far is kept
-        job = decision[0]
+        self.stop(decision[0], t)
+
+    def stop(self, job: Job, t: float) -> None:
+        # the forward run's physics: twins run at solo speed; the work done so far is kept, and
+        # the checkpoint's cost redone when the estimator was told one
         left = _forecast_left(job) - (t - job.run_since)
-        _book_left(job, left if left > 0.0 else 0.0)
+        left = left if left > 0.0 else 0.0
+        overhead = self.run.overhead
+        if overhead is not None:
+            left += overhead(job)
+        _book_left(job, left)
         job.run_since = t
+
+
+class _ForwardPhysics:
+    """What :class:`~dlsched.kernel.decide.Collect` asks of a driver's physics when the queue
+    manager starts a twin on borrowed GPUs, runs a pass or reclaims: the same bookkeeping as a
+    start or preemption inside a pass (nothing is left for the caller to reschedule)."""
+
+    __slots__ = ("starts",)
+
+    def __init__(self, starts: _ForwardStarts) -> None:
+        self.starts = starts
+
+    def started(self, job: Job, t: float) -> tuple:
+        self.starts.begin(job, t)
+        return ()
+
+    def preempted(self, job: Job, t: float) -> tuple:
+        self.starts.stop(job, t)
+        return ()
 
 
 class ForwardRun:
@@ -339,16 +474,20 @@ class ForwardRun:
         self.seq = 0
         self.origin: dict[Job, Job] = {}     # twin -> the real waiting job
         self.wanted: set[Job] | None = None
+        self.quotas: QuotaManager | None = None            # the copy's queue manager (queues that borrow)
+        self.overhead: Callable[[Job], float] | None = None  # seconds a preempted twin redoes
 
     def run(self) -> EtaResult:
         """The event loop of the forward run: finishes and policy timers, then one pass per VC
-        that changed (as :mod:`dlsched.sim.engine` orders an instant); no arrivals."""
+        that changed and the queue manager's borrowing and reclaim (as :mod:`dlsched.sim.engine`
+        orders an instant); no arrivals."""
         twin, policy, result, origin, wanted = self.twin, self.policy, self.result, self.origin, self.wanted
         heap = self.heap
         view = SchedulingView(twin, getattr(policy, "oracle", False), indexes=self.indexes)
         starts = _ForwardStarts(self)
         decider = Decider(twin, view, policy, starts)   # the kernel's one dispatcher
         dirty, woken = decider.dirty, decider.woken
+        quotas = self.quotas
         dirty.update((vc, None) for vc in twin.vcs if vc.pending)
         timers: list[tuple[float, int, int]] = []
         t = self.now
@@ -357,7 +496,10 @@ class ForwardRun:
         while starts.left_to_start:
             view.now = t
             starts_before = result.starts
+            changed = bool(dirty)
             decider.decide(t)   # clears dirty and woken
+            if quotas is not None and changed:
+                quotas.rebalance(decider, t)   # its starts and reclaims reach _ForwardPhysics
             for t1, vid in view._wakeups:
                 if t1 > t:
                     self.seq += 1

@@ -1,8 +1,9 @@
 """A pending-job queue ordered by a per-user rank that the policy keeps (LAS's level, fair share's
 decayed usage), then by submission and queue entry.
 
-A user's rank changes only when the policy says so (its ``version`` grows, e.g. when a job ends),
-so the queue is re-sorted then and at arrivals, not at every pass.
+A user's rank changes only when the policy says so (its ``version`` grows: LAS when a job ends,
+fair share at each instant with a pass, since running jobs' usage grows), so the queue is
+re-sorted then and at arrivals, not at every pass.
 """
 
 from __future__ import annotations

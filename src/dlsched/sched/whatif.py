@@ -1,8 +1,13 @@
-"""What-if: the same state run forward under the current policy and under another one.
+"""What-if: the same state run forward under the current policy and queues and under another
+policy, other queues (quotas), or both.
 
 Both forward runs (:mod:`dlsched.sched.eta`) start from one copy of the same moment, with the
 same predicted durations (one :class:`~dlsched.sched.eta.Calibration`, one fallback), so the
-only difference between them is the policy (its queue order, placement, parameters). Per
+only difference between them is what was changed: the policy (its queue order, placement,
+parameters) and/or the queues (the cluster file's ``[[queues]]``: borrow and lend limits,
+cohorts, weights), "what if this queue ran under another policy or quota from now on?". The
+current run uses the queues the state runs (its queue manager, fixed VCs without one); the
+other run's queue manager starts from the same decayed usage and the same loans. Per
 waiting job: its estimated start under each and the difference (other - current; negative:
 earlier under the other policy); per queue (VC) and overall: mean and median wait under each,
 their change, and how many jobs start earlier, later or at the same time. A job that never
@@ -15,6 +20,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from dlsched.kernel.quotas import QueueSpec, borrowing_possible
 from dlsched.kernel.state import ClusterState
 from dlsched.sched.eta import EtaEstimator, EtaResult, ForwardRun
 
@@ -46,6 +52,7 @@ class WhatIf:
     current_policy: str
     other_policy: str
     jobs: list[JobWhatIf] = field(default_factory=list)
+    other_queues: str | None = None     # what the other run changed in the queues (None: nothing)
 
     def summary(self, jobs: list[JobWhatIf] | None = None) -> dict:
         """Mean/median wait (start - submit, seconds) under each policy and their change; jobs
@@ -82,35 +89,66 @@ class WhatIf:
         def t(x: float) -> float | None:
             return None if math.isinf(x) or math.isnan(x) else x
         return {"now": self.now, "current_policy": self.current_policy, "other_policy": self.other_policy,
-                "summary": self.summary(), "queues": self.by_queue(),
+                "other_queues": self.other_queues, "summary": self.summary(), "queues": self.by_queue(),
                 "jobs": [{"job": (names or {}).get(j.job_id, j.job_id), "vc": j.vc, "gpus": j.gpus,
                           "current": t(j.current), "other": t(j.other), "diff_s": t(j.diff)} for j in self.jobs]}
 
 
-def other_estimator(base: EtaEstimator, policy) -> EtaEstimator:
-    """An estimator for ``policy`` with ``base``'s durations (its predict, calibration, fallback,
-    overrun, event bound and duration override), so that the two runs differ by policy alone.
-    Each waiting copy goes through ``policy``'s submission hook (its own keys, from predictions)."""
-    return EtaEstimator(policy, predict=base.predict, overrun=base.overrun, default_duration=base.default_duration,
-                        max_events=base.max_events, duration_of=base.duration_of, calibration=base.calibration,
-                        resubmit=True)
+def other_estimator(base: EtaEstimator, policy=None, queues: tuple[QueueSpec, ...] | None = None) -> EtaEstimator:
+    """An estimator for ``policy`` (None: ``base``'s) and ``queues`` (None: ``base``'s) with
+    ``base``'s durations (its predict, calibration, fallback, overrun, event bound, duration
+    override and checkpoint overhead), so that the two runs differ by what was changed alone.
+    Under another policy each waiting copy goes through its submission hook (its own keys, from
+    predictions); under the same policy the copies keep the keys they were queued with, so a
+    change of quotas alone compares like with like."""
+    same = policy is None
+    return EtaEstimator(base.policy if same else policy, predict=base.predict, overrun=base.overrun,
+                        default_duration=base.default_duration, max_events=base.max_events,
+                        duration_of=base.duration_of, calibration=base.calibration,
+                        resubmit=base.resubmit if same else True,
+                        queues=base.queues if queues is None else queues, half_life=base.half_life,
+                        preemption_overhead=base.preemption_overhead)
 
 
-def snapshots(base: EtaEstimator, other_policy, state: ClusterState, now: float) -> tuple[ForwardRun, ForwardRun]:
-    """The two copies (the caller may hold a lock for this part only)."""
-    return base.snapshot(state, now), other_estimator(base, other_policy).snapshot(state, now)
+def snapshots(base: EtaEstimator, other_policy, state: ClusterState, now: float,
+              other_queues: tuple[QueueSpec, ...] | None = None) -> tuple[ForwardRun, ForwardRun]:
+    """The two copies (the caller may hold a lock for this part only); ValueError when the other
+    queues do not fit the state (a queue that names no VC, borrowing under a preemptive policy)."""
+    return base.snapshot(state, now), other_estimator(base, other_policy, other_queues).snapshot(state, now)
 
 
-def compare_runs(current: EtaResult, other: EtaResult, current_policy: str, other_policy: str) -> WhatIf:
+def compare_runs(current: EtaResult, other: EtaResult, current_policy: str, other_policy: str,
+                 other_queues: str | None = None) -> WhatIf:
     """The per-job table of two forward runs of the same moment."""
-    out = WhatIf(current.now, current_policy, other_policy)
+    out = WhatIf(current.now, current_policy, other_policy, other_queues=other_queues)
     for job in sorted(current.eta, key=lambda j: (j.enq_seq, j.job_id)):
         out.jobs.append(JobWhatIf(job.job_id, job.vc, job.gpus, job.submit_time, current.eta[job],
                                   other.eta.get(job, math.inf)))
     return out
 
 
-def what_if(base: EtaEstimator, other_policy, state: ClusterState, now: float) -> WhatIf:
-    """Both forward runs of ``state`` at ``now`` and their comparison (nothing of ``state`` changes)."""
-    a, b = snapshots(base, other_policy, state, now)
-    return compare_runs(a.run(), b.run(), base.policy.name, other_policy.name)
+def what_if(base: EtaEstimator, other_policy, state: ClusterState, now: float,
+            other_queues: tuple[QueueSpec, ...] | None = None, queues_label: str | None = None) -> WhatIf:
+    """Both forward runs of ``state`` at ``now`` and their comparison (nothing of ``state``
+    changes). ``other_policy`` None: the current one; ``other_queues`` None: the current queues
+    (at least one of the two should differ); ``queues_label`` says what the queues changed."""
+    if other_queues is not None and queues_label is None:
+        queues_label = describe_queues(other_queues)
+    a, b = snapshots(base, other_policy, state, now, other_queues)
+    other_name = base.policy.name if other_policy is None else other_policy.name
+    return compare_runs(a.run(), b.run(), base.policy.name, other_name, queues_label)
+
+
+def describe_queues(specs: tuple[QueueSpec, ...]) -> str:
+    """One line for a queue configuration: each queue's limits (``A borrow 8 lend -``; ``-``: no
+    limit), ``fixed VCs`` when none may borrow."""
+    if not specs or not borrowing_possible(specs):
+        return "fixed VCs (no queue borrows)"
+
+    def limit(total, types) -> str:
+        if types is not None:
+            return "{" + ", ".join(f"{t}={n}" for t, n in types) + "}"
+        return "-" if total is None else str(total)
+    return "; ".join(f"{q.name} borrow {limit(q.borrow_limit, q.borrow_types)} lend {limit(q.lend_limit, q.lend_types)}"
+                     + (f" in {q.parent}" if q.parent else "") + (f" weight {q.weight:g}" if q.weight != 1.0 else "")
+                     for q in specs)

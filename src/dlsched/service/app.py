@@ -356,6 +356,27 @@ def build_app(service: LiveService) -> Front:
 
     live_whatif = LiveWhatIf(core)
 
+    def _other_policy(policy: str | None, placement: str | None, param: list[str]):
+        if policy is None:
+            if placement is not None or param:
+                raise HTTPException(400, "placement= and param= go with policy=NAME")
+            return None
+        if service.policy_factory is None:
+            raise HTTPException(409, "what-if needs a policy factory (dlsched serve sets one)")
+        try:
+            return service.policy_factory(policy, split_params(param), placement)
+        except (ValueError, KeyError, TypeError) as exc:
+            why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc   # KeyError's str() is quoted
+            raise HTTPException(400, f"policy={policy}: {why}") from None
+
+    def _compare(other, queues=None) -> dict:
+        try:
+            return live_whatif.compare(other, queues)
+        except WhatIfBusy as exc:
+            raise HTTPException(429, str(exc)) from None
+        except ValueError as exc:   # the queues do not fit the live VCs or the policy
+            raise HTTPException(400, f"queues: {exc}") from None
+
     @app.get("/api/v1/whatif", tags=["operator"], dependencies=[Depends(require_token)])
     def whatif(policy: Annotated[str, Query(min_length=1, max_length=64)],
                placement: Annotated[str | None, Query(max_length=200)] = None,
@@ -363,17 +384,33 @@ def build_app(service: LiveService) -> Front:
         """Each pending pod's estimated start under the running policy and under ``policy`` (with
         ``param=KEY=VALUE`` parameters, ``placement``) from now on, the difference, and per-queue
         and overall wait summaries (docs/eta.md#what-if). 400 names a bad policy or parameter."""
-        if service.policy_factory is None:
-            raise HTTPException(409, "what-if needs a policy factory (dlsched serve sets one)")
+        return _compare(_other_policy(policy, placement, param))
+
+    @app.post("/api/v1/whatif", tags=["operator"], dependencies=[Depends(require_token)],
+              openapi_extra={"requestBody": {"required": True, "content": {"text/plain": {
+                  "schema": {"type": "string"}}}}})   # TOML text; any content type is read as such
+    async def whatif_queues(request: Request,
+                            policy: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+                            placement: Annotated[str | None, Query(max_length=200)] = None,
+                            param: Annotated[list[str], Query(max_length=32)] = []) -> dict:  # noqa: B006
+        """What-if on quotas: the body is ``[[queues]]`` tables in the cluster file's TOML format
+        (docs/queues.md#what-if-on-quotas) that replace the running queues in the other forward run,
+        optionally with another ``policy`` as in GET. An empty body: fixed VCs (nothing borrows).
+        400 names the body's line and key, or a queue that names no live VC."""
+        from starlette.concurrency import run_in_threadpool
+
+        from dlsched.traces.cluster_queues import parse_queues_text
+        from dlsched.traces.model import TraceError
+
+        raw = await _raw_body(request, OPERATOR_MAX_BYTES)
         try:
-            other = service.policy_factory(policy, split_params(param), placement)
-        except (ValueError, KeyError, TypeError) as exc:
-            why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc   # KeyError's str() is quoted
-            raise HTTPException(400, f"policy={policy}: {why}") from None
-        try:
-            return live_whatif.compare(other)
-        except WhatIfBusy as exc:
-            raise HTTPException(429, str(exc)) from None
+            specs = parse_queues_text(raw.decode("utf-8"), "body")
+        except UnicodeDecodeError:
+            raise HTTPException(400, "body: not UTF-8 text (want [[queues]] TOML)") from None
+        except TraceError as exc:
+            raise HTTPException(400, str(exc)) from None
+        other = _other_policy(policy, placement, param)
+        return await run_in_threadpool(_compare, other, specs)
 
     @app.get("/api/v1/decisions", tags=["operator"])
     def decisions(limit: Annotated[int, Query(ge=1, le=10000)] = 100,

@@ -1,25 +1,31 @@
 """Fair share over time-decayed usage, per user (Slurm's fair-share factor, KAI's decayed usage).
 
-A user's usage is the GPU-seconds their jobs ran, booked when a job ends, and halved every
-``half_life`` seconds after that. A pass walks the queue from the user with the least decayed
-usage up, first come first served within a user. Decay multiplies every user's usage by the same
-factor, so the order between users changes only when a job ends: the queue is re-sorted then,
-not at every pass. Usage is what the scheduler saw (start, end, waits), never a true duration.
-Non-preemptive, no backfill by default, any placement; with queues that borrow
-(docs/queues.md) it orders the jobs within each queue.
+A user's usage is the GPU-seconds their jobs have run, each second's worth halved every
+``half_life`` seconds after it was used: ``u(t) = sum over running seconds s of gpus x
+2^-((t - s) / half_life)``. It counts a job *while it runs*, not only when it ends (a user with a
+week-long job holding 64 GPUs is not "idle" until it finishes), and it is integrated exactly (one
+:class:`~dlsched.kernel.queue_tree.DecayedUsage` per user, as the queue manager's per-queue usage):
+the policy's :class:`UserUsage` is a kernel observer that changes a user's GPU count at each start
+and stop (finish, preemption, failure) of their jobs.
+
+A pass walks the queue from the user with the least decayed usage up, first come first served
+within a user. Running jobs make usage grow between events, so the order between users may change
+at any instant: the queue re-sorts once per instant that has a pass (ranks read at that instant),
+not at every pass. Usage is what the scheduler saw (starts and stops), never a true duration.
+Non-preemptive, no backfill by default, any placement; with queues that borrow (docs/queues.md)
+it orders the jobs within each queue.
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from collections import defaultdict
 from dataclasses import dataclass
 
 from dlsched.core.job import Job
+from dlsched.kernel.queue_tree import DecayedUsage
 from dlsched.sched.ordering import OrderingPolicy
 from dlsched.sched.per_user import PerUserQueue
-
-_RESCALE = 512.0  # half-lives after which the stored (growing) weights are brought back to 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +42,47 @@ class FairShareParams:
 _DEFAULTS = FairShareParams()
 
 
+class UserUsage:
+    """Per-user decayed GPU-seconds, a kernel observer (the driver attaches it to its state with the
+    policy's ``observers``): a start adds the job's GPUs to its user's running count, a stop of any
+    kind removes them, so a running job's usage accrues continuously and exactly."""
+
+    __slots__ = ("half_life", "users")
+
+    def __init__(self, half_life: float) -> None:
+        self.half_life = half_life
+        self.users: dict[str, DecayedUsage] = {}
+
+    def _of(self, user: str, now: float) -> DecayedUsage:
+        usage = self.users.get(user)
+        if usage is None:
+            usage = self.users[user] = DecayedUsage(self.half_life, now)
+        return usage
+
+    def started(self, job: Job, vc, now: float) -> None:
+        self._of(job.user or "", now).change(job.gpus, now)
+
+    def stopped(self, job: Job, vc, now: float, why: str) -> None:
+        self._of(job.user or "", now).change(-job.gpus, now)
+
+    def at(self, user: str, now: float) -> float:
+        """``user``'s decayed usage at ``now`` (GPU-seconds; 0 for a user never seen)."""
+        usage = self.users.get(user)
+        return 0.0 if usage is None else usage.at(now)
+
+    def fork(self, now: float) -> UserUsage:
+        """A copy holding each user's usage at ``now`` with nothing running: the start-time
+        estimate's forward copy restarts the running jobs' twins at ``now`` (they add their GPUs
+        again there), and its usage never reaches the original."""
+        twin = UserUsage(self.half_life)
+        for user, usage in self.users.items():
+            copied = twin.users[user] = DecayedUsage(self.half_life, now)
+            copied.value = usage.at(now)
+        return twin
+
+
 class FairSharePolicy(OrderingPolicy):
-    """The user with the least time-decayed GPU usage first; FIFO within a user."""
+    """The user with the least time-decayed GPU usage first (running jobs count); FIFO within a user."""
 
     name = "fairshare"
     Params = FairShareParams
@@ -46,36 +91,40 @@ class FairSharePolicy(OrderingPolicy):
         super().__init__(placer, backfill)
         FairShareParams(half_life)
         self.half_life = half_life
-        # usage(t) = weight * 2 ** (-(t - t0) / half_life): one shared decay, so only weights are stored
-        self.weight: dict[str, float] = defaultdict(float)
-        self.t0 = 0.0
-        self.version = 0
+        self.tracker = UserUsage(half_life)
+        self.observers = (self.tracker,)   # attached to the driver's state (sched/indexes.attach_plugins)
+        self.now = 0.0       # the instant the queues' ranks are read at (the last pass's)
+        self.version = 0     # bumped per instant with a pass: the queues re-sort then
 
     def prepare(self, view) -> None:
-        self.weight.clear()
-        self.t0 = view.now
+        self.tracker.users.clear()
+        self.now = view.now
         self.version += 1
 
     def usage(self, user: str, now: float) -> float:
-        """``user``'s decayed usage at ``now`` (GPU-seconds)."""
-        return self.weight[user] * 2.0 ** (-(now - self.t0) / self.half_life)
+        """``user``'s decayed usage at ``now`` (GPU-seconds), running jobs included."""
+        return self.tracker.at(user, now)
 
-    def job_finished(self, job: Job, now: float) -> None:
-        ran = max(0.0, now - job.submit_time - job.queue_delay)  # every run segment, not the waits
-        if not ran or not job.gpus:
-            return
-        halves = (now - self.t0) / self.half_life
-        if halves > _RESCALE:  # keep the weights finite: fold the decay so far into them
-            factor = 2.0 ** -halves
-            for user in self.weight:
-                self.weight[user] *= factor
-            self.t0, halves = now, 0.0
-        self.weight[job.user or ""] += job.gpus * ran * 2.0 ** halves
-        self.version += 1
+    def schedule(self, view, vc):
+        if view.now != self.now:   # usage moved since the last instant's passes: re-rank
+            self.now = view.now
+            self.version += 1
+        return super().schedule(view, vc)
 
     def user_rank(self, user: str) -> float:
-        """The queue's key for ``user``: its stored weight (the same decay applies to every user)."""
-        return self.weight[user]
+        """The queue's key for ``user``: its decayed usage at the current instant."""
+        return self.tracker.at(user, self.now)
+
+    def fork(self, now: float) -> FairSharePolicy:
+        """A copy for the start-time estimate's forward run (:func:`dlsched.sched.eta.fork_policy`)
+        with its own usage as of ``now``: the forward run's twins accrue usage as they run, and
+        the original's is untouched."""
+        clone = copy.copy(self)
+        clone.tracker = self.tracker.fork(now)
+        clone.observers = (clone.tracker,)
+        clone.now = now
+        clone.version = self.version + 1
+        return clone
 
     def new_queue(self) -> PerUserQueue:
         return PerUserQueue(self)
