@@ -66,8 +66,10 @@ def test_a_new_policys_parameter_is_a_flag_that_reaches_it(knob, tmp_path):
     option = policy_options()["knob_turns"]
     assert (option.flag, option.kind, option.default, option.help) == ("--knob-turns", int, 3,
                                                                        "test-knob: turns of the knob.")
-    help_text = runner.invoke(app, ["simulate", "--help"], env={"COLUMNS": "200"}).output
-    assert "--knob-turns" in help_text and "test-knob: turns of the knob." in help_text
+    for command in ("simulate", "compare"):  # no parameter may clash with a command's own option either
+        shown = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+        assert shown.exit_code == 0 and "--knob-turns" in shown.output, shown.output
+        assert "test-knob: turns of the knob." in shown.output
     result = runner.invoke(app, ["simulate", "--policy", "test-knob", "--knob-turns", "7", "--jobs", "30",
                                  "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output

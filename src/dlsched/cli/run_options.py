@@ -65,20 +65,25 @@ class RunCommand(TyperCommand):
         return {opt for p in self.params for opt in (*p.opts, *p.secondary_opts)}
 
     def add_policy_flags(self) -> list[click.Parameter]:
-        """Add (once) and return a flag per policy parameter."""
-        added = getattr(self, "_policy_flags", None)
-        if added is None:
-            from dlsched.run.options import policy_options
+        """Add and return a flag per policy parameter; made again when the registry has changed
+        since (a policy registered later: a plug-in's, a test's)."""
+        from dlsched.registry import POLICIES
+        from dlsched.run.options import policy_options
 
-            taken = {p.name for p in self.params}
-            added = []
-            for option in policy_options().values():
-                if option.param in taken:
-                    raise TypeError(f"policy parameter {option.key!r} shadows {self.name}'s own option of that name")
-                added.append(_click_param(option))
-            at = next((i for i, p in enumerate(self.params) if p.name == "param"), len(self.params))
-            self.params[at:at] = added
-            self._policy_flags = added
+        names = tuple(POLICIES)
+        if getattr(self, "_policy_names", None) == names:
+            return self._policy_flags
+        old = set(map(id, getattr(self, "_policy_flags", ())))
+        self.params = [p for p in self.params if id(p) not in old]
+        taken = {p.name for p in self.params}
+        added = []
+        for option in policy_options().values():
+            if option.param in taken:
+                raise TypeError(f"policy parameter {option.key!r} shadows {self.name}'s own option of that name")
+            added.append(_click_param(option))
+        at = next((i for i, p in enumerate(self.params) if p.name == "param"), len(self.params))
+        self.params[at:at] = added
+        self._policy_flags, self._policy_names = added, names
         return added
 
     def _needs_policy_flags(self, args: list[str]) -> bool:
@@ -109,7 +114,7 @@ def given_keys(ctx: typer.Context) -> set[str]:
         source = ctx.get_parameter_source(option.param)
         if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
             out.add(option.key)
-    for param in getattr(ctx.command, "_policy_flags", None) or ():
+    for param in getattr(ctx.command, "_policy_flags", ()):
         source = ctx.get_parameter_source(param.name)
         if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
             out.add(param.name)

@@ -131,7 +131,6 @@ OPTIONS: dict[str, RunOption] = {o.key: o for o in (
 )}
 
 
-
 def _help_of(params_cls: type, fld: dataclasses.Field) -> str:
     """A field's help: its ``metadata["help"]`` as written, else the first paragraph of the
     class docstring (what the parameters are), one line."""
@@ -144,6 +143,8 @@ def _help_of(params_cls: type, fld: dataclasses.Field) -> str:
 
 @lru_cache(maxsize=4)
 def _policy_options(names: tuple[str, ...]) -> dict[str, RunOption]:
+    """:func:`policy_options` for the registered names ``names`` (cached per registry contents,
+    so a policy registered later -- a plug-in, a test's -- gets its flags)."""
     from dlsched.registry import policy_params
     from dlsched.run.params import field_kinds
 

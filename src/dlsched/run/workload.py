@@ -44,6 +44,21 @@ def predictions(name: str, seed: int, jobs: int | None, truth, gpu: str | None =
     return {j.job_id: (j.pred_gpu_util, j.pred_gpu_mem_mib) for j in wl.trace.jobs}, counts
 
 
+def give_predictions(jobs: list, name: str, seed: int, workload_jobs: int | None, truth, gpu: str | None,
+                     perfect: bool) -> dict[str, int] | None:
+    """Set ``jobs``' predicted utilisation and memory: their measured truth when ``perfect``,
+    else the cached real predictions of the workload (:func:`predictions`); returns how many came
+    from which source (None when perfect)."""
+    if perfect:
+        for j in jobs:
+            j.pred_gpu_util, j.pred_gpu_mem_mib = j._gpu_util, j._gpu_mem_mib
+        return None
+    predicted, counts = predictions(name, seed, workload_jobs, truth, gpu)
+    for j in jobs:
+        j.pred_gpu_util, j.pred_gpu_mem_mib = predicted[j.job_id]
+    return counts
+
+
 def pooled(wl, nodes: int) -> tuple[list, object, int]:
     """The workload's jobs on one pool of ``nodes`` nodes (its GPUs per node and GPU type), as
     Horus's simulation (one 128 x 8-GPU cluster); jobs wider than the pool are left out and
@@ -76,6 +91,7 @@ def load_workload(name: str, seed: int, profiles: str, gpu: str | None, nodes: i
         say(note, "dim")
     job_list = wl.trace.jobs
     filtered: dict[str, int] = {}
+    counts = None
     if pool is not None:
         job_list, cluster, left_out = pooled(wl, pool)
         if left_out:
@@ -85,13 +101,9 @@ def load_workload(name: str, seed: int, profiles: str, gpu: str | None, nodes: i
                               topology)
     else:
         cluster = cluster_for(job_list, wl.vc_nodes, None, wl.gpus_per_node, topology)
-    if perfect:
-        for j in job_list:
-            j.pred_gpu_util, j.pred_gpu_mem_mib = j._gpu_util, j._gpu_mem_mib
-    elif predict:
-        predicted, counts = predictions(name, seed, jobs, truth, gpu)
-        for j in job_list:
-            j.pred_gpu_util, j.pred_gpu_mem_mib = predicted[j.job_id]
-        say(f"predicted GPU utilisation and memory for {counts['predictor']} of {len(job_list)} jobs "
+    if perfect or predict:
+        counts = give_predictions(job_list, name, seed, jobs, truth, gpu, perfect)
+    if counts is not None:
+        say(f"predicted GPU utilisation and memory for {counts['predictor']} of {len(wl.trace.jobs)} jobs "
             f"with the real predictors, {counts['noisy_prior']} from the noisy prior")
     return wl.trace, job_list, cluster, f"workload {name} (seed {seed}, {wl.gpu})", wl.gpu, filtered

@@ -60,18 +60,12 @@ def prepared(workload: str, seed: int, predictions: str = "real", jobs: int | No
              truth: Truth | None = None, gpu: str | None = None) -> Workload:
     """A fresh copy of the workload on ``truth`` (default ``builtin``) with predictions of the given
     kind (the same ones a run of :func:`run` gets); ``gpu`` overrides the workload's GPU type."""
-    from dlsched.run.workload import predictions as predicted
+    from dlsched.run.workload import give_predictions
 
     _check_predictions(predictions)
     truth = truth or resolve_truth()
     wl = make_workload(workload, seed=seed, jobs=jobs, table=truth.table_for(seed), gpu=gpu)
-    if predictions == "perfect":
-        for j in wl.trace.jobs:
-            j.pred_gpu_util, j.pred_gpu_mem_mib = j._gpu_util, j._gpu_mem_mib
-    else:
-        pred = predicted(workload, seed, jobs, truth, gpu)[0]
-        for j in wl.trace.jobs:
-            j.pred_gpu_util, j.pred_gpu_mem_mib = pred[j.job_id]
+    give_predictions(wl.trace.jobs, workload, seed, jobs, truth, gpu, predictions == "perfect")
     return wl
 
 
