@@ -69,7 +69,8 @@ def render() -> str:
             shown = "none" if default is None else f"`{default}`"
             about = f"`{cls.__name__}`: {_about(cls)}" if i == 0 else ""
             helped = f"`{flags[field].flag}`: {_cell(flags[field].help)}"
-            rows.append(f"| `{name}` | `{field}` | {_type_name(kind, optional)} | {shown} | {helped} | {about} |")
+            cells = (f"`{name}`", f"`{field}`", _type_name(kind, optional), shown, helped, about)
+            rows.append("| " + " | ".join(cells) + " |")
     return HEADER + "\n".join(rows) + "\n"
 
 
