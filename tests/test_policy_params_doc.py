@@ -23,7 +23,8 @@ def test_the_parameter_table_is_up_to_date():
     text = (ROOT / "docs" / "policy-params.md").read_text(encoding="utf-8")
     assert "| `horus` | `beta` | integer | `15` |" in text
     assert "| `pab` | `t_wait` | number or none | none |" in text
-    assert "| `fifo` | -- | | | declares no parameters |" in text
+    assert "| `fifo` | -- | | | | declares no parameters |" in text
+    assert "| `qssf` | `lam` | number | `0.1` | `--lam`: QSSF: weight of the rolling estimate" in text
 
 
 def test_check_fails_on_a_stale_table(tmp_path):

@@ -44,3 +44,16 @@ def test_simulate_and_compare_share_one_option_table():
     wanted = {o.flag for o in OPTIONS.values()}
     assert wanted <= flags["simulate"]
     assert wanted - {"--policy"} <= flags["compare"] and "--policies" in flags["compare"]
+
+
+def test_one_place_assembles_a_simulator():
+    """Every command and experiment builds its runs as a RunConfig through ``build_run``: outside
+    the engine itself (``sim/``), only ``runner.assemble`` constructs a ``Simulator``."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if name == "Simulator":
+                    found.append(str(path.relative_to(SRC)))
+    assert [p for p in found if not p.startswith("sim/")] == ["runner.py"], found

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
-from dlsched.run.options import OPTIONS, configs_from_options
+from dlsched.run.options import OPTIONS, configs_from_options, policy_options
 from dlsched.run.params import all_params
 from dlsched.sweep.engine_local import LocalEngine
 from dlsched.sweep.run import run_sweep, validate
@@ -48,19 +48,21 @@ def _cases(tmp_path: Path) -> list[dict]:
 
 
 def _argv(case: dict) -> list[str]:
+    """The command line of ``case``: run options and policy parameters by their flags (the policy
+    parameters' flags generated from their classes), except ``refit_every`` by ``--param``."""
     argv = []
     for key, value in case.items():
-        if key in OPTIONS:
-            flag = OPTIONS[key].flag
+        if key in OPTIONS or (key in policy_options() and key != "refit_every"):
+            flag = (OPTIONS.get(key) or policy_options()[key]).flag
             argv += [flag] if value is True else [flag, str(value)]
-        else:  # a policy parameter without a flag of its own
+        else:
             argv += ["--param", f"{key}={value}"]
     return argv
 
 
 def test_every_simulate_option_gives_the_same_summary_through_sweep(tmp_path):
     cases = _cases(tmp_path)
-    covered = {k for c in cases for k in c} | {"param"}
+    covered = {k for c in cases for k in c} | {"param"}  # --param: how _argv gives refit_every
     missing = set(OPTIONS) - covered - {"predictor"}  # --predictor: a trained predictor bundle, below
     assert not missing, f"options no case sets: {sorted(missing)}"
     runs = "\n".join(f"  - {json.dumps(c)}" for c in cases)
@@ -105,18 +107,19 @@ def test_a_sweep_rejects_what_it_would_not_honour(tmp_path):
         spec("grid: {thresold: [1.0]}\n")
 
 
-def test_every_policy_parameter_is_a_sweep_key_and_named_flags_match_their_classes():
+def test_every_policy_parameter_is_a_sweep_key_and_a_flag_of_its_classes_type():
     fields = {name: kinds for name, kinds in all_params().items() if kinds}
     assert fields["qssf"] == {"lam": (float, False), "refit_every": (float, False), "priority_file": (Path, True)}
     assert fields["las"] == {"threshold": (float, False), "queues": (int, False)}
     from dlsched.registry import POLICIES
+    from dlsched.sweep.options import simulate_options
 
+    flags, sweep_keys = policy_options(), simulate_options()
     for name, kinds in fields.items():
         params = POLICIES[name].Params()
         for key, (kind, optional) in kinds.items():
-            assert key not in OPTIONS or OPTIONS[key].section == "params", f"{name}.{key} shadows a run option"
-            if key in OPTIONS:  # a named flag: same type and default as the class declares
-                assert (OPTIONS[key].kind, OPTIONS[key].optional) == (kind, optional), key
-                assert OPTIONS[key].default == getattr(params, key), key
-    named = {k for k, o in OPTIONS.items() if o.section == "params" and k != "param"}
-    assert named <= {k for kinds in fields.values() for k in kinds}
+            assert key not in OPTIONS, f"{name}.{key} shadows a run option"
+            assert (flags[key].kind, flags[key].optional) == (kind, optional), key
+            assert flags[key].default == getattr(params, key), key
+            assert sweep_keys[key].policy_param and sweep_keys[key].kind is kind, key
+    assert [k for k, o in OPTIONS.items() if o.section == "params"] == ["param"]  # no flag listed by hand

@@ -11,11 +11,11 @@ import pytest
 from dlsched.core.truth import duration as true_duration
 from dlsched.core.truth import gpu_mem_mib as true_mem
 from dlsched.core.truth import gpu_util as true_util
-from dlsched.experiments.sharing import run as sharing_run
 from dlsched.experiments.sharing.run import PolicyRun, prepared, run
 from dlsched.models.colocation_table import builtin_table
 from dlsched.models.pair_sanity import below_time_slicing
 from dlsched.models.truth import MEMORY_LOG_ERROR_DECILES, resolve_truth
+from dlsched.run.workload import predictions as workload_predictions
 
 
 def test_builtin_truth_caps_pairs_below_time_slicing_and_says_so():
@@ -74,17 +74,17 @@ def test_swapping_the_predictor_changes_predictions_and_decisions_not_the_truth(
     from dlsched.predictors.resources import default
 
     spec = PolicyRun("OBP", "obp", 2)
-    sharing_run._predictions.cache_clear()
+    workload_predictions.cache_clear()
     before = prepared("horus-wlarge", 0)
     runs_before = run("horus-wlarge", spec, 0).metrics
     shipped = default.load_default
     monkeypatch.setattr(default, "load_default", lambda *a, **k: _Halved(shipped(*a, **k)))
-    sharing_run._predictions.cache_clear()
+    workload_predictions.cache_clear()
     try:
         after = prepared("horus-wlarge", 0)
         runs_after = run("horus-wlarge", spec, 0).metrics
     finally:
-        sharing_run._predictions.cache_clear()
+        workload_predictions.cache_clear()
     truth = [(j.job_id, true_util(j), true_mem(j), true_duration(j)) for j in before.trace.jobs]
     assert truth == [(j.job_id, true_util(j), true_mem(j), true_duration(j)) for j in after.trace.jobs]
     assert all(a.pred_gpu_mem_mib == pytest.approx(0.5 * b.pred_gpu_mem_mib)

@@ -34,6 +34,18 @@ class LazyTable(Mapping):
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 
+    def add(self, name: str, entry: Any) -> None:
+        """Register ``name`` from outside this file (a plug-in's package, a test's own policy):
+        ``entry`` is the object or ``"package.module:Attribute"``. The commands, sweeps and run
+        configurations see it at once: the policy flags are generated from this table."""
+        if name in self._entries:
+            raise ValueError(f"{name!r} is already registered")
+        self._entries[name] = entry
+
+    def remove(self, name: str) -> None:
+        """Unregister ``name`` (what :meth:`add` added)."""
+        del self._entries[name]
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
 

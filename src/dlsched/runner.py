@@ -95,16 +95,25 @@ class Engine:
     power: object = None
 
 
-def assemble(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, observers: tuple = ()) -> Engine:
-    """The simulator ``spec`` describes: the policy (checked against the jobs), power, ground
-    truth and observers. ``observers``: the caller's own kernel observers (e.g. replay's start
-    log, a harness's audit), run after the ones the spec asks for."""
+def make_run_policy(spec: RunSpec):
+    """The policy object ``spec`` describes (its options, backfill, GPU sharing)."""
     options = dict(spec.policy_options)
     if spec.backfill:
         options["backfill"] = True
     if spec.config.max_jobs_per_gpu > 1:
         options["share"] = True
-    policy = make_policy(spec.policy, spec.placement, **options)
+    return make_policy(spec.policy, spec.placement, **options)
+
+
+def assemble(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, observers: tuple = (),
+             policy=None) -> Engine:
+    """The simulator ``spec`` describes: the policy (checked against the jobs), power, ground
+    truth and observers. ``observers``: the caller's own kernel observers (e.g. replay's start
+    log, a harness's audit), run after the ones the spec asks for. ``policy``: the object
+    :func:`make_run_policy` made for ``spec``, for an observer that must hold it before the
+    simulator exists (the ETA experiment's estimator); None: made here."""
+    if policy is None:
+        policy = make_run_policy(spec)
     validate = getattr(policy, "validate_trace", None)
     if validate is not None:
         validate(jobs)

@@ -145,10 +145,9 @@ def register(app: typer.Typer) -> None:
             for policy in names:
                 for job in tr.jobs:  # each policy starts from the trace's own (absent) predictions
                     job.pred_duration = job.priority = math.nan
-                options = {"origin": tr.origin} if policy == "qssf" else {}
                 with progress.Activity(f"experiment eta: {policy} on {len(tr.jobs):,} jobs",
                                        progress.enabled(ctx)) as act:
-                    result = run_accuracy(tr.jobs, cluster, policy, samples, policy_options=options,
+                    result = run_accuracy(tr.jobs, cluster, policy, samples, origin=tr.origin,
                                           progress=act.update, overrun=overrun, calibrate=calibrate)
                 result["input"] = name
                 results.append(result)

@@ -58,12 +58,20 @@ class Run:
 
         return run_one(self.inputs.jobs, self.cluster, self.spec, out_dir, progress=progress, observers=observers)
 
-    def engine(self, observers: tuple = ()):
+    def policy(self):
+        """A policy object of this run, for a harness whose observers need it before the
+        simulator exists; hand it to :meth:`engine`."""
+        from dlsched.runner import make_run_policy
+
+        return make_run_policy(self.spec)
+
+    def engine(self, observers: tuple = (), policy=None):
         """The assembled simulator (:class:`dlsched.runner.Engine`), for a harness that reads the
-        result in memory instead of a run directory; ``engine(...).simulator.run(run.inputs.jobs)``."""
+        result in memory instead of a run directory; ``engine(...).simulator.run(run.inputs.jobs)``.
+        ``policy``: one made by :meth:`policy` (None: a new one)."""
         from dlsched.runner import assemble
 
-        return assemble(self.inputs.jobs, self.cluster, self.spec, observers)
+        return assemble(self.inputs.jobs, self.cluster, self.spec, observers, policy)
 
 
 def _names(table, key: str, value: str | None) -> None:
@@ -157,9 +165,9 @@ def load_inputs(config: RunConfig, say: Say = quiet, explain: Explain | None = N
     if w.workload is not None:
         from dlsched.run.workload import load_workload
 
-        tr, jobs, cluster, name, gpu = load_workload(w.workload, w.seed, config.models.profiles or "builtin", w.gpu,
-                                                     c.nodes, c.gpus_per_node, c.vc_config, c.topology,
-                                                     w.predicts, say)
+        tr, jobs, cluster, name, gpu, left_out = load_workload(
+            w.workload, w.seed, config.models.profiles or "builtin", w.gpu, c.nodes, c.gpus_per_node, c.vc_config,
+            c.topology, w.predicts, say, jobs=w.workload_jobs, pool=c.pool, perfect=w.perfect_predictions)
     else:
         from dlsched.run.inputs import load_jobs_and_cluster
 
@@ -171,8 +179,10 @@ def load_inputs(config: RunConfig, say: Say = quiet, explain: Explain | None = N
             from dlsched.run.resources import predict_resources
 
             predict_resources(jobs, gpu, w.predictor, say, *([explain] if explain is not None else []))
+        left_out = {}
     zero = sum(1 for j in jobs if true_duration(j) == 0)
-    return Inputs(jobs, cluster, tr.origin, name, gpu, dict(tr.report.skipped), dict(tr.report.filtered), zero)
+    return Inputs(jobs, cluster, tr.origin, name, gpu, dict(tr.report.skipped), {**tr.report.filtered, **left_out},
+                  zero)
 
 
 def _sim_config(config: RunConfig):
@@ -229,7 +239,8 @@ def run_spec(config: RunConfig, inputs: Inputs):
         sim_config.queue_half_life = read_half_life(config.cluster.cluster_file)
     return RunSpec(
         config.policy.name, config.placement.name, config.policy.backfill, sim_config,
-        policy_options=constructor_options(config.policy.name, config.policy.params, context),
+        policy_options={**constructor_options(config.policy.name, config.policy.params, context),
+                        **dict(config.policy.objects)},
         meta={"trace": inputs.name, "skipped": dict(inputs.skipped),
               "cluster": {"vcs": list(cluster.vcs), "nodes": len(cluster.nodes), "gpus": cluster.total_gpus},
               "filtered": dict(inputs.filtered)},

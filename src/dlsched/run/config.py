@@ -60,6 +60,9 @@ class WorkloadConfig:
     predictor: Path | None = None      # a trained resource predictor (implies predict_resources)
     gpu: str | None = None             # GPU type (None: V100, or the workload's testbed GPU)
     replay_log: Path | None = None     # a live service's event log (dlsched serve --record): its jobs and nodes
+    # -- no flag: set by experiment harnesses (the GPU-sharing reproductions, docs/architecture.md) --
+    workload_jobs: int | None = None   # keep the first N jobs of the named workload (philly-profiled)
+    perfect_predictions: bool = False  # the named workload's predictions are its measured truth
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
@@ -68,6 +71,12 @@ class WorkloadConfig:
             raise OptionError("seed", f"--seed must be >= 0, got {self.seed}")
         if self.replay_log is not None and (self.trace is not None or self.workload is not None):
             raise OptionError("replay_log", "a replayed event log is the run's input: give no --trace or --workload")
+        if self.workload is None and (self.workload_jobs is not None or self.perfect_predictions):
+            raise OptionError("workload", "workload_jobs and perfect_predictions are for a named --workload")
+        if self.workload_jobs is not None and self.workload_jobs < 1:
+            raise OptionError("workload_jobs", f"workload_jobs must be >= 1, got {self.workload_jobs}")
+        if self.perfect_predictions and self.predicts:
+            raise OptionError("predict_resources", "perfect predictions replace --predict-resources: give one")
         if self.workload is not None:
             if self.trace is not None:
                 raise OptionError("workload", "give --trace or --workload, not both")
@@ -83,17 +92,28 @@ class WorkloadConfig:
 
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
-    """The machines: a cluster file, a VC table, or one pool; GPUs per node; node topology."""
+    """The machines: a cluster file, a VC table, or one pool; GPUs per node; node topology.
+
+    ``pool`` (no flag; the sharing reproductions) is one pool of that many nodes built from a named
+    workload's own machines -- its GPUs per node and GPU type, as Horus's simulated cluster -- where
+    jobs wider than the pool are left out and counted (``Inputs.filtered``), not an error. ``nodes``
+    instead sizes a pool of ``gpus_per_node``-GPU nodes and keeps every job."""
 
     vc_config: Path | None = None
     cluster_file: Path | None = None
     nodes: int | None = None
     gpus_per_node: int = 8
     topology: str | None = None
+    pool: int | None = None
 
     def __post_init__(self) -> None:
         if self.nodes is not None and self.nodes < 1:
             raise OptionError("nodes", f"--nodes must be >= 1, got {self.nodes}")
+        if self.pool is not None:
+            if self.pool < 1:
+                raise OptionError("pool", f"pool must be >= 1 node, got {self.pool}")
+            if self.nodes is not None or self.vc_config is not None or self.cluster_file is not None:
+                raise OptionError("pool", "a pool of the workload's nodes replaces --nodes, --vc-config and --cluster")
         if self.gpus_per_node < 1:
             raise OptionError("gpus_per_node", f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
 
@@ -105,11 +125,17 @@ class NoParams:
 
 @dataclass(frozen=True, slots=True)
 class PolicyConfig:
-    """The queue policy by registry name, with the parameter dataclass it declares (``Params``)."""
+    """The queue policy by registry name, with the parameter dataclass it declares (``Params``).
+
+    ``objects`` (no flag, no sweep key) are constructor keywords a harness passes as they are,
+    over what the parameters map to: objects that are no option value, such as an interference
+    model already fitted on a truth's pairs (``model=``, the sharing reproductions). A name there
+    the constructor does not take fails when the run is assembled."""
 
     name: str = "fifo"
     params: object = field(default_factory=NoParams)
     backfill: bool = False
+    objects: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,3 +238,5 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.workload.workload is not None and self.cluster.cluster_file is not None:
             raise OptionError("cluster_file", "--cluster is for --trace or the built-in workload, not --workload")
+        if self.cluster.pool is not None and self.workload.workload is None:
+            raise OptionError("pool", "a pool of the workload's nodes needs a named --workload")

@@ -5,9 +5,9 @@
 :func:`configs_from_options` is the one function that turns ``key -> value`` into run
 configurations. An option's type and default are read from the dataclass field it fills, so the
 command line, the sweep and the library cannot disagree about them. The policy options
-(``--lam``, ``--priority-file``...) are the fields of the policies' parameter dataclasses; the
-named ones here are checked against those classes by the tests, and ``--param NAME=VALUE`` sets
-any field of any policy's parameters.
+(``--lam``, ``--priority-file``, ``--beta``...) are not listed here: :func:`policy_options`
+generates one per field of the policies' parameter dataclasses, and ``--param NAME=VALUE`` sets
+any of them as text.
 """
 
 from __future__ import annotations
@@ -124,26 +124,75 @@ OPTIONS: dict[str, RunOption] = {o.key: o for o in (
          f"7/30/60 s for 1/<=8/>8 GPUs, as Helios; at most {C.MAX_PREEMPTION_OVERHEAD_S:,.0f})."),
     _opt("observe_after", "observe", "after", "After a job has run this long, its observed GPU utilisation and "
          "memory replace its predictions for later decisions (default: never).", metavar="SECONDS"),
-    # -- policy parameters: fields of the policies' Params (checked against them by the tests) -----
-    _opt("priority_file", PARAMS, "priority_file", "QSSF: external priorities (job id/jobname,priority).",
-         kind=Path, optional=True),
-    _opt("lam", PARAMS, "lam", "QSSF: weight of the rolling estimate P_R (1-lam on the GBDT).", kind=float,
-         default=0.1),
-    _opt("refit_every", PARAMS, "refit_every", "QSSF: refit the GBDT every this many simulated s.", kind=float,
-         default=86400.0),
-    _opt("interference_model", PARAMS, "interference_model",
-         "coscheml: how it predicts a pair's slowdown. Default pair-forest: Co-scheML's random forest on both "
-         "jobs' profiles, fitted on --profiles when given, else on ../shared/profiles (Lucid + Gavel) when "
-         "present, else on the built-in Gavel-derived table. horus-paper-curve: the Horus paper's utilisation "
-         "curve (no data); horus-curve|lookup|constant-1|constant-2: fitted on the same profiles.",
-         kind=str, optional=True, metavar="NAME"),
+    # -- policy parameters: --param here; a flag per field comes from policy_options() -----------
     _opt("param", PARAMS, "param", "A parameter of the policy's own, NAME=VALUE (repeatable; `dlsched policies` "
          "lists each policy's parameters), e.g. --policy las --param queues=3.", kind=list, default=(),
          metavar="NAME=VALUE"),
 )}
 
-#: the named policy-parameter options (``param`` is the generic one)
-NAMED_PARAMS = tuple(k for k, o in OPTIONS.items() if o.section == PARAMS and k != "param")
+
+def _help_of(params_cls: type, fld: dataclasses.Field) -> str:
+    """A field's help: its ``metadata["help"]`` as written, else the first paragraph of the
+    class docstring (what the parameters are), one line."""
+    text = fld.metadata.get("help") if fld.metadata else None
+    if text:
+        return text
+    doc = (params_cls.__doc__ or "").strip().split("\n\n")[0]
+    return " ".join(doc.split())
+
+
+@lru_cache(maxsize=4)
+def _policy_options(names: tuple[str, ...]) -> dict[str, RunOption]:
+    """:func:`policy_options` for the registered names ``names`` (cached per registry contents,
+    so a policy registered later -- a plug-in, a test's -- gets its flags)."""
+    from dlsched.registry import policy_params
+    from dlsched.run.params import field_kinds
+
+    declared: dict[str, list[tuple[str, type, dataclasses.Field]]] = {}
+    kinds: dict[str, tuple[type, bool]] = {}
+    for name in names:
+        cls = policy_params(name)
+        if cls is None:
+            continue
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        for key, kind in field_kinds(cls).items():
+            if key in OPTIONS:
+                raise TypeError(f"policy {name}: parameter {key!r} shadows the run option {OPTIONS[key].flag}")
+            if kinds.setdefault(key, kind) != kind:
+                raise TypeError(f"policy {name}: parameter {key!r} is {kind}, another policy's is {kinds[key]}")
+            declared.setdefault(key, []).append((name, cls, fields[key]))
+    out: dict[str, RunOption] = {}
+    for key, owners in declared.items():
+        kind, optional = kinds[key]
+        defaults = {repr(f.default) for _, _, f in owners}
+        default = owners[0][2].default if len(defaults) == 1 else None
+        helps = dict.fromkeys(_help_of(cls, f) for _, cls, f in owners)
+        policies = ", ".join(name for name, _, _ in owners)
+        if len(helps) == 1 and owners[0][2].metadata.get("help"):
+            text = next(iter(helps))
+        else:
+            text = f"{policies}: {' / '.join(helps)}"
+        if len(defaults) > 1:
+            text += " (default: each policy's own)"
+        metavar = next((f.metadata["metavar"] for _, _, f in owners if "metavar" in f.metadata), None)
+        out[key] = RunOption(key, key, PARAMS, key, text, metavar=metavar, kind=kind, optional=optional,
+                             default=default)
+    return out
+
+
+def policy_options() -> dict[str, RunOption]:
+    """A flag per field of every registered policy's parameter class (``--lam``, ``--beta``...),
+    generated: a policy's new parameter is a flag and a sweep key with no edit outside its file.
+    The type is the field's; the default is the field's when every policy declaring the field
+    agrees on it (else none: each policy keeps its own); the help is the field's
+    ``metadata["help"]`` when it has one, else the declaring policies and their class docstring.
+    A field named like a run option, or typed differently by two policies, is refused
+    (``TypeError``: a programming error the registry tests catch). Imports every policy module, so
+    the commands call it only when a command line names a flag that is not a run option, or asks
+    for help (``dlsched.cli.run_options``)."""
+    from dlsched.registry import POLICIES
+
+    return _policy_options(tuple(POLICIES))
 
 
 def lookup(key: str) -> RunOption:
@@ -157,15 +206,10 @@ def lookup(key: str) -> RunOption:
     raise KeyError(norm)
 
 
-@lru_cache(maxsize=1)
 def policy_param_fields() -> dict[str, tuple[type, bool]]:
-    """Every field of every registered policy's parameters (imports every policy module)."""
-    from dlsched.run.params import all_params
-
-    out: dict[str, tuple[type, bool]] = {}
-    for fields in all_params().values():
-        out.update(fields)
-    return out
+    """Every field of every registered policy's parameters: name -> (type, None allowed)
+    (imports every policy module)."""
+    return {k: (o.kind, o.optional) for k, o in policy_options().items()}
 
 
 def configs_from_options(values: dict[str, object], policies: list[str] | None = None
@@ -202,13 +246,19 @@ def configs_from_options(values: dict[str, object], policies: list[str] | None =
     backfill = bool(sections["policy"].get("backfill", False))
     runs, unread = [], None
     for name in names:
-        params, left = make_params(name, {**given, **generic})
+        try:
+            params, left = make_params(name, {**given, **generic})
+        except OptionError as exc:  # the parameters' checks name --param KEY; a flag was typed as --KEY
+            text = str(exc)
+            if exc.key in given and f"--param {exc.key}" in text:
+                raise OptionError(exc.key, text.replace(f"--param {exc.key}", C.flag(exc.key))) from None
+            raise
         unread = set(left) if unread is None else unread & set(left)
         runs.append(RunConfig(workload=built["workload"], cluster=built["cluster"],
                               policy=C.PolicyConfig(name, params, backfill), placement=built["placement"],
                               models=built["models"], energy=built["energy"], engine=built["engine"],
                               observe=built["observe"]))
-    files = [k for k in (unread or ()) if k in given and OPTIONS.get(k) and OPTIONS[k].kind is Path]
+    files = [k for k in (unread or ()) if k in given and policy_param_fields().get(k, (None,))[0] is Path]
     if files:  # a file given to steer the run that no policy of it reads: surely a mistake
         from dlsched.run.params import readers
 

@@ -5,7 +5,8 @@ it has none) and, when its constructor wants something other than the fields the
 ``from_params(params, context) -> dict`` of constructor keywords (QSSF loads its priority file;
 Co-scheML takes the run's profile table from ``context``). Nothing here knows a policy by name:
 ``--lam`` reaches QSSF because ``lam`` is a field of ``QssfParams``, and a new policy with an option
-of its own needs no line outside its file and the registry (``--param NAME=VALUE`` sets it).
+of its own needs no line outside its file and the registry: its flag is generated from the field
+(:func:`dlsched.run.options.policy_options`), and ``--param NAME=VALUE`` sets it as text.
 """
 
 from __future__ import annotations
@@ -78,10 +79,8 @@ def convert(key: str, value: object, kind: type, optional: bool) -> object:
         return Path(value) if kind is Path else str(value)
     except (TypeError, ValueError):
         what = {bool: "true or false", int: "an integer", float: "a number"}.get(kind, kind.__name__)
-        from dlsched.run.options import OPTIONS
-
-        spelled = f"{flag(key)} (or --param {key}=VALUE)" if key in OPTIONS else f"--param {key}"
-        raise OptionError(key, f"{spelled} expects {what}, got {value!r}") from None
+        # text reaches here from --param NAME=VALUE (a flag's value is typed by the command line)
+        raise OptionError(key, f"--param {key} expects {what}, got {value!r}") from None
 
 
 def make_params(policy: str, given: dict[str, object]) -> tuple[object, list[str]]:

@@ -19,7 +19,7 @@ still check a job once it crashed: its corrected request is known then, as in th
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision, Postpone, Start, Status
@@ -38,7 +38,8 @@ class PairingParams:
     """The pairing policies' shared knob: how many waiting jobs (in arrival order) a pass
     considers for pairing."""
 
-    window: int = 64
+    window: int = field(default=64, metadata={"help": "Pairing policies: waiting jobs, in arrival order, a pass "
+                                                      "considers for pairing."})
 
     def __post_init__(self) -> None:
         if self.window < 1:

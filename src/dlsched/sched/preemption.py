@@ -32,6 +32,15 @@ from dlsched.kernel.decisions import Preempt
 
 MIN_RUN, CAP = "min_run", "cap"
 
+#: the guards' flag help (``metadata["help"]`` of each preemptive policy's guard fields)
+GUARD_HELP = {
+    "min_run_s": "Preemptive policies: a job that has run less than this many seconds since its last start "
+                 "is not evicted.",
+    "max_evictions": "Preemptive policies: a job evicted this often is not evicted again (default: no cap).",
+    "grace_s": "Preemptive policies: seconds between an eviction request and the kill, for a checkpoint; "
+               "the simulator charges at least this on restart.",
+}
+
 
 def check_guards(min_run_s: float, max_evictions: int | None, grace_s: float) -> None:
     """The guard values a Params dataclass accepts (ValueError naming the ``--param``)."""

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
-from dlsched.run.options import OPTIONS, policy_param_fields
+from dlsched.run.options import OPTIONS, policy_options
 
 # run options a spec cannot set: ``param`` (NAME=VALUE text) is the command line's spelling of
 # policy parameters, which a spec sets by their own names
@@ -22,8 +21,9 @@ NOT_SWEPT = frozenset({"param"})
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """One sweepable option: the key a spec uses, its type and default (None for a policy
-    parameter: the policy's own default)."""
+    """One sweepable option: the key a spec uses, its type and default (a policy parameter's is
+    its class's, None where the policies declaring it disagree: each keeps its own). A value
+    equal to the default is no option at all: ``{policy: fifo, lam: 0.1}`` is the cell ``{policy: fifo}``."""
 
     key: str
     kind: type      # int, float, bool, str or Path
@@ -54,14 +54,12 @@ class Option:
         return str(value)
 
 
-@lru_cache(maxsize=1)
 def simulate_options() -> dict[str, Option]:
     """Spec key -> Option: every run option of ``dlsched simulate`` and every policy parameter."""
     options = {k: Option(k, o.kind, o.optional, o.default, o.section == "params")
                for k, o in OPTIONS.items() if k not in NOT_SWEPT}
-    for name, (kind, optional) in policy_param_fields().items():
-        if name not in options:
-            options[name] = Option(name, kind, True, None, True)
+    for name, o in policy_options().items():  # typed, optional and defaulted as their flags
+        options[name] = Option(name, o.kind, o.optional, o.default, True)
     return options
 
 

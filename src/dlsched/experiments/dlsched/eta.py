@@ -207,15 +207,20 @@ def sample_times(jobs: list[Job], samples: int) -> list[float]:
 
 
 def run_accuracy(jobs: list[Job], cluster, policy_name: str, samples: int = 50, placement: str | None = None,
-                 policy_options: dict | None = None, progress: Callable[[int, int], None] | None = None,
+                 origin=None, progress: Callable[[int, int], None] | None = None,
                  overrun: float = 0.5, diagnose: bool = True, calibrate: bool = True) -> dict:
-    """Simulate ``jobs`` under ``policy_name`` with an :class:`EtaSampler`; the accuracy table."""
-    from dlsched.registry import make_policy
-    from dlsched.sim.engine import Simulator
+    """Simulate ``jobs`` on ``cluster`` under ``policy_name`` (its default parameters) with an
+    :class:`EtaSampler`; the accuracy table. ``origin``: the trace's wall-clock origin (QSSF's
+    calendar features). The run is built as every run is (:func:`~dlsched.run.build.build_run`
+    on the given input), the sampler added as the caller's observer."""
+    from dlsched.run.build import Inputs, build_run
+    from dlsched.run.config import PlacementConfig, PolicyConfig, RunConfig
 
     if not jobs:
         raise ValueError("no jobs to simulate")
-    policy = make_policy(policy_name, placement, **(policy_options or {}))
+    config = RunConfig(policy=PolicyConfig(policy_name), placement=PlacementConfig(placement))
+    run = build_run(config, inputs=Inputs(jobs, cluster, origin, "", "V100"))
+    policy = run.policy()
     learner = None
     if getattr(policy, "estimator", None) is None and getattr(policy, "priorities", None) is None:
         from dlsched.predictors.duration.online import OnlineDurationEstimator
@@ -229,7 +234,7 @@ def run_accuracy(jobs: list[Job], cluster, policy_name: str, samples: int = 50, 
     if learner is not None:
         sampler.estimator.predict = sampler._predict
     t0 = time.perf_counter()
-    result = Simulator(cluster, policy, observers=(sampler,)).run(jobs)
+    result = run.engine((sampler,), policy).simulator.run(jobs)
     wall = time.perf_counter() - t0
     rows = accuracy_rows(sampler.samples)
     return {"policy": policy_name, "jobs": len(jobs), "samples": samples, "refreshes": sampler.refreshes,

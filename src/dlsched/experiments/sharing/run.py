@@ -7,6 +7,11 @@ job its true utilisation and memory; gives it the predictions of the chosen kind
 with the truth's ``colocation`` speed model (measured pairs), the OOM failure model and the
 delivered-utilisation observer. Predictions are computed once per (workload, seed, truth) and reused.
 
+A run is described like any other, as a :class:`~dlsched.run.config.RunConfig` (:func:`run_config`),
+and built by :func:`~dlsched.run.build.build_run`; what only these experiments need (a pool of the
+workload's nodes, perfect predictions, a fitted interference model passed to the policy) are
+fields of that configuration, not a simulator assembled here.
+
 Prediction kinds: ``real`` (the shipped utilisation/memory predictors from graph features, a
 noisy prior where a model does not resolve: :func:`~dlsched.workloads.attach_predictions`)
 or ``perfect`` (predictions = the measured truth, to separate policy quality from prediction
@@ -19,19 +24,13 @@ import math
 import statistics
 import zlib
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from dlsched.core.job import Job
 from dlsched.core.truth import duration as true_duration
-from dlsched.core.truth import gpu_mem_mib as true_mem
-from dlsched.core.truth import gpu_util as true_util
-from dlsched.workloads import Workload, attach_predictions, make_workload
-from dlsched.models.failure import OutOfMemory
 from dlsched.models.truth import Truth, resolve_truth
-from dlsched.registry import make_policy
-from dlsched.run.config import OptionError
-from dlsched.sim import SimConfig, Simulator
-from dlsched.sim.config import no_overhead
+from dlsched.run.config import OptionError, RunConfig
+from dlsched.run.workload import TOO_WIDE
+from dlsched.workloads import Workload, make_workload
 
 PREDICTIONS = ("real", "perfect")
 
@@ -53,107 +52,127 @@ class RunResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-@lru_cache(maxsize=256)
-def _predictions(workload: str, seed: int, jobs: int | None, truth: Truth,
-                 gpu: str | None = None) -> dict[str, tuple[float, float]]:
-    wl = make_workload(workload, seed=seed, jobs=jobs, table=truth.table_for(seed), gpu=gpu)
-    attach_predictions(wl.trace.jobs, wl.gpu, seed=seed)
-    return {j.job_id: (j.pred_gpu_util, j.pred_gpu_mem_mib) for j in wl.trace.jobs}
+def _check_predictions(predictions: str) -> None:
+    if predictions not in PREDICTIONS:
+        raise ValueError(f"unknown predictions {predictions!r}; choose from {', '.join(PREDICTIONS)}")
 
 
 def prepared(workload: str, seed: int, predictions: str = "real", jobs: int | None = None,
              truth: Truth | None = None, gpu: str | None = None) -> Workload:
     """A fresh copy of the workload on ``truth`` (default ``builtin``) with predictions of the given
-    kind; ``gpu`` overrides the workload's GPU type."""
-    if predictions not in PREDICTIONS:
-        raise ValueError(f"unknown predictions {predictions!r}; choose from {', '.join(PREDICTIONS)}")
+    kind (the same ones a run of :func:`run` gets); ``gpu`` overrides the workload's GPU type."""
+    from dlsched.run.workload import give_predictions
+
+    _check_predictions(predictions)
     truth = truth or resolve_truth()
     wl = make_workload(workload, seed=seed, jobs=jobs, table=truth.table_for(seed), gpu=gpu)
-    if predictions == "perfect":
-        for j in wl.trace.jobs:
-            j.pred_gpu_util, j.pred_gpu_mem_mib = true_util(j), true_mem(j)
-    else:
-        pred = _predictions(workload, seed, jobs, truth, gpu)
-        for j in wl.trace.jobs:
-            j.pred_gpu_util, j.pred_gpu_mem_mib = pred[j.job_id]
+    give_predictions(wl.trace.jobs, workload, seed, jobs, truth, gpu, predictions == "perfect")
     return wl
 
 
-def pooled(wl: Workload, nodes: int) -> tuple[list[Job], object, int]:
-    """The workload's jobs on one pool of ``nodes`` nodes (its GPUs per node and GPU type), as
-    Horus's simulation (one 128 x 8-GPU cluster); jobs wider than the pool are left out and
-    counted."""
-    from dlsched.core.cluster import ClusterSpec, gpu_type
+def truth_name(truth: Truth) -> str:
+    """The name a run configuration gives ``truth`` (``ModelsConfig.profiles``): the runs must see
+    this very object again, so a truth that the resolver does not return by its name is refused."""
+    if resolve_truth(truth.name) is not truth:
+        raise ValueError(f"truth {truth.name!r} is not the one resolve_truth({truth.name!r}) returns: "
+                         "name a truth by resolve_truth")
+    return truth.name
 
-    total = nodes * wl.gpus_per_node
-    kept = [j for j in wl.trace.jobs if j.gpus <= total]
-    for j in kept:
-        j.vc = "all"
-    cluster = ClusterSpec.from_vc_sizes({"all": nodes}, wl.gpus_per_node, gpu_type(wl.gpu))
-    return kept, cluster, len(wl.trace.jobs) - len(kept)
+
+def _split_options(spec: PolicyRun) -> tuple[object, tuple[tuple[str, object], ...]]:
+    """``spec``'s options as the policy's parameter dataclass (the options that are its fields:
+    typed, checked and mapped by its ``from_params`` as in any run) and the harness's own objects
+    (a fitted interference model, the profile table), passed to the constructor as given."""
+    from dlsched.run.params import field_kinds, make_params, params_class
+
+    fields = field_kinds(params_class(spec.policy))
+    params, _ = make_params(spec.policy, {k: v for k, v in spec.options if k in fields})
+    return params, tuple((k, v) for k, v in spec.options if k not in fields)
+
+
+def run_config(workload: str, spec: PolicyRun, seed: int, predictions: str = "real", jobs: int | None = None,
+               nodes: int | None = None, truth: Truth | None = None, gpu: str | None = None) -> RunConfig:
+    """The run of ``spec`` on seed ``seed`` of ``workload`` as a :class:`~dlsched.run.config.RunConfig`:
+    the truth's pairs (``colocation``) and OOM failures as the ground truth, no preemption overhead,
+    ``spec.cap`` jobs per GPU, predictions of the given kind, on one pool of ``nodes`` of the
+    workload's nodes when given. Raises ``OptionError`` for an option the policy's parameters reject."""
+    from dlsched.run import config as C
+    from dlsched.workloads import WORKLOADS
+
+    _check_predictions(predictions)
+    if workload not in WORKLOADS:  # as make_workload says it (the experiment commands' own wording)
+        raise ValueError(f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}")
+    params, objects = _split_options(spec)
+    return RunConfig(
+        workload=C.WorkloadConfig(workload=workload, seed=seed, gpu=gpu, workload_jobs=jobs,
+                                  predict_resources=predictions == "real",
+                                  perfect_predictions=predictions == "perfect"),
+        cluster=C.ClusterConfig(pool=nodes or None),
+        policy=C.PolicyConfig(spec.policy, params, objects=objects),
+        placement=C.PlacementConfig(max_jobs_per_gpu=spec.cap),
+        models=C.ModelsConfig(speed="colocation", failure="oom", profiles=truth_name(truth or resolve_truth())),
+        engine=C.EngineConfig(preemption_overhead=0.0))
 
 
 def constructor_keywords(spec: PolicyRun) -> dict:
-    """The policy's constructor keywords for ``spec``: options that are fields of the parameters
-    the policy declares go through them (typed, checked, mapped by its ``from_params`` as in any
-    run); the harness's own objects (a fitted interference model, the profile table) pass as given."""
-    from dlsched.run.params import PolicyContext, constructor_options, field_kinds, make_params, params_class
+    """The policy's constructor keywords for ``spec`` outside a run: its parameters mapped by its
+    ``from_params`` (with the ``profiles`` option as the profile table), then the harness's own
+    objects as given."""
+    from dlsched.run.params import PolicyContext, constructor_options
 
-    given = dict(spec.options)
-    fields = field_kinds(params_class(spec.policy))
-    params, _ = make_params(spec.policy, {k: v for k, v in given.items() if k in fields})
-    context = PolicyContext(profiles=given.get("profiles"))
-    return {**constructor_options(spec.policy, params, context), **{k: given[k] for k in given if k not in fields}}
+    params, objects = _split_options(spec)
+    context = PolicyContext(profiles=dict(spec.options).get("profiles"))
+    return {**constructor_options(spec.policy, params, context), **dict(objects)}
+
+
+def _policy_error(spec: PolicyRun, exc: Exception) -> ValueError:
+    """A --policies option the policy does not take, or a bad value, as one line naming the row."""
+    text = str(exc)
+    if isinstance(exc, OptionError):  # checked by the policy's parameters: named as typed here (k=...)
+        text = text.replace(f"--param {exc.key}", exc.key)
+    elif "unexpected keyword argument" in text:
+        text = f"{spec.policy} takes no option {text.rsplit(' ', 1)[-1]}"
+    elif "invalid literal" in text or "could not convert" in text:
+        text = f"an option's value is not a number ({text.rsplit(': ', 1)[-1]})"
+    return ValueError(f"--policies {spec.label}: {text}")
 
 
 def run(workload: str, spec: PolicyRun, seed: int, predictions: str = "real", jobs: int | None = None,
         nodes: int | None = None, truth: Truth | None = None, history: list | None = None,
         gpu: str | None = None) -> RunResult:
     """Simulate one policy on one seeded workload (on one pool of ``nodes`` nodes if given) on
-    ``truth``; returns its metrics. ``history``: a list the per-job rate and co-runner rows are
-    appended to (:class:`~dlsched.experiments.history.RateHistory`)."""
+    ``truth``; returns its metrics. The run is built as every run is, from its
+    :func:`run_config` by :func:`~dlsched.run.build.build_run`. ``history``: a list the per-job
+    rate and co-runner rows are appended to (:class:`~dlsched.experiments.history.RateHistory`)."""
     from dlsched.experiments.history import RateHistory
     from dlsched.metrics.delivered import DeliveredUtilisation
+    from dlsched.run.build import build_run
 
-    truth = truth or resolve_truth()
-    wl = prepared(workload, seed, predictions, jobs, truth, gpu)
-    if nodes:
-        job_list, cluster, left_out = pooled(wl, nodes)
-    else:
-        job_list, cluster, left_out = wl.trace.jobs, wl.cluster(), 0
+    _check_predictions(predictions)
+    try:  # the row's own options first: an error names the row as typed (--policies horus:k=abc)
+        _split_options(spec)
+    except (TypeError, ValueError) as exc:
+        raise _policy_error(spec, exc) from None
+    built = build_run(run_config(workload, spec, seed, predictions, jobs, nodes, truth, gpu))
+    recorder = RateHistory(spec.label, seed) if history is not None else None
     try:  # an oracle is granted the truth
-        policy = make_policy(spec.policy, share=spec.cap > 1, **constructor_keywords(spec))
+        engine = built.engine(observers=(recorder,) if recorder is not None else ())
     except (TypeError, ValueError) as exc:  # a --policies option the policy does not take, or a bad value
-        text = str(exc)
-        if isinstance(exc, OptionError):  # checked by the policy's parameters: named as typed here (k=...)
-            text = text.replace(f"--param {exc.key}", exc.key)
-        elif "unexpected keyword argument" in text:
-            text = f"{spec.policy} takes no option {text.rsplit(' ', 1)[-1]}"
-        elif "invalid literal" in text or "could not convert" in text:
-            text = f"an option's value is not a number ({text.rsplit(': ', 1)[-1]})"
-        raise ValueError(f"--policies {spec.label}: {text}") from None
-    delivered = DeliveredUtilisation()
-    observers: tuple = (delivered,)
-    recorder = None
-    if history is not None:
-        recorder = RateHistory(spec.label, seed)
-        observers += (recorder,)
-    config = SimConfig(preemption_overhead=no_overhead, max_jobs_per_gpu=spec.cap)
-    oom = OutOfMemory()
-    sim = Simulator(cluster, policy, config, speed_model=truth.speed_model(), failure_model=oom,
-                    observers=observers)
-    res = sim.run(job_list)
+        raise _policy_error(spec, exc) from None
+    sim = engine.simulator
+    res = sim.run(built.inputs.jobs)
     if recorder is not None:
         history.extend(recorder.finish(res.jobs))
+    delivered = next(o for o in engine.observers if isinstance(o, DeliveredUtilisation))
     metrics = job_metrics(res.jobs)
     metrics["busy_gpu_utilization"] = res.metrics.gpu_utilization()
     metrics["delivered_gpu_utilization"] = delivered.summary(res.metrics)["delivered_gpu_utilization"]
     metrics["failures"] = float(res.extra.get("failures", 0))
-    metrics["oom_called_off"] = float(oom.disarmed)
+    metrics["oom_called_off"] = float(sim.failure_model.disarmed)
     metrics["decisions"] = float(zlib.crc32(";".join(f"{j.job_id}@{j.start_time:.3f}/{j.failures}/{j.preemptions}"
                                                      for j in res.jobs).encode()))
-    metrics["requeued"] = float(getattr(policy, "requeued", 0))
-    metrics["left_out_too_wide"] = float(left_out)
+    metrics["requeued"] = float(getattr(sim.policy, "requeued", 0))
+    metrics["left_out_too_wide"] = float(built.inputs.filtered.get(TOO_WIDE, 0))
     return RunResult(spec.label, seed, metrics)
 
 

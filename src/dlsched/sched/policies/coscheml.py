@@ -15,7 +15,7 @@ decision, so building the policy (e.g. to check its name) costs nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -70,7 +70,12 @@ class CoschemlParams(PairingParams):
     """Co-scheML's options: the pairing window and the interference model by name (None:
     :data:`DEFAULT_MODEL`)."""
 
-    interference_model: str | None = None
+    interference_model: str | None = field(default=None, metadata={"help": (
+        "coscheml: how it predicts a pair's slowdown. Default pair-forest: Co-scheML's random forest on both "
+        "jobs' profiles, fitted on --profiles when given, else on ../shared/profiles (Lucid + Gavel) when "
+        "present, else on the built-in Gavel-derived table. horus-paper-curve: the Horus paper's utilisation "
+        "curve (no data); horus-curve|lookup|constant-1|constant-2: fitted on the same profiles."),
+        "metavar": "NAME"})
 
     def __post_init__(self) -> None:
         PairingParams.__post_init__(self)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import attrgetter
 
@@ -174,9 +174,11 @@ class HorusParams:
     """Horus's knobs: k job queues (None: the policy's own, 1 for horus, 3 for horus-f), beta jobs
     per weighted-fair round, and at most ``rounds`` rounds per pass (None: until every job was tried)."""
 
-    k: int | None = None
-    beta: int = 15
-    rounds: int | None = None
+    k: int | None = field(default=None, metadata={"help": "horus, horus-f: job queues (default: 1 for horus, 3 "
+                                                          "for horus-f)."})
+    beta: int = field(default=15, metadata={"help": "horus, horus-f: jobs per weighted-fair round."})
+    rounds: int | None = field(default=None, metadata={"help": "horus, horus-f: at most this many rounds per pass "
+                                                               "(default: until every job was tried)."})
 
     def __post_init__(self) -> None:
         if self.k is not None and self.k < 1:

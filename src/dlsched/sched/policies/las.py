@@ -14,7 +14,7 @@ parameter dataclass, and one line in ``dlsched.registry`` (docs/architecture.md)
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dlsched.core.job import Job
 from dlsched.sched.ordering import OrderingPolicy
@@ -25,8 +25,9 @@ from dlsched.sched.per_user import PerUserQueue
 class LasParams:
     """The GPU-seconds of attained service per priority level, and how many levels there are."""
 
-    threshold: float = 3600.0 * 8  # GPU-seconds: 8 GPU-hours per level
-    queues: int = 3
+    threshold: float = field(default=3600.0 * 8, metadata={"help": "las: GPU-seconds of attained service per "
+                                                                   "priority level (8 GPU-hours)."})
+    queues: int = field(default=3, metadata={"help": "las: priority levels."})
 
     def __post_init__(self) -> None:
         if not self.threshold > 0:

@@ -19,7 +19,7 @@ little gain), so it was no upper bound.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision
@@ -33,7 +33,8 @@ class OracleParams(PairingParams):
     """The oracle's options: the pairing window, and the least combined normalised speed of a
     pair worth running together (below it the jobs wait for idle GPUs)."""
 
-    min_combined: float = 1.25
+    min_combined: float = field(default=1.25, metadata={"help": "oracle-pairing: the least combined normalised "
+                                                               "speed of a pair worth running together."})
 
     def __post_init__(self) -> None:
         PairingParams.__post_init__(self)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.decisions import Decision, Postpone, Start, Status
@@ -35,7 +35,7 @@ from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
 from dlsched.sched.framework import PlacementPipeline
 from dlsched.sched.policies.fifo import FifoPolicy
-from dlsched.sched.preemption import MIN_RUN, EvictionGuard, check_guards
+from dlsched.sched.preemption import GUARD_HELP, MIN_RUN, EvictionGuard, check_guards
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 _RUNNING = JobState.RUNNING
@@ -47,14 +47,15 @@ class PabParams:
     the profiling wait ``t_wait`` (s; None: the warm-up) and after which placements it applies
     (``all`` or ``shared``)."""
 
-    warmup: float = 60.0
-    max_drop: float = 0.5
-    t_wait: float | None = None
-    profile: str = "all"
+    warmup: float = field(default=60.0, metadata={"help": "pab: seconds a job runs before its throughput check."})
+    max_drop: float = field(default=0.5, metadata={"help": "pab: the throughput drop (0-1) that re-queues a job."})
+    t_wait: float | None = field(default=None, metadata={"help": "pab: the profiling wait in seconds (default: "
+                                                                 "the warm-up)."})
+    profile: str = field(default="all", metadata={"help": "pab: which placements are profiled: all or shared."})
     # -- preemption guards (sched/preemption.py) -----------------------------------------
-    min_run_s: float = 0.0            # no re-queue before this many seconds since the last start
-    max_evictions: int | None = None  # a job re-queued this often stays (None: no cap)
-    grace_s: float = 0.0              # live grace period; the simulator's overhead is >= this
+    min_run_s: float = field(default=0.0, metadata={"help": GUARD_HELP["min_run_s"]})
+    max_evictions: int | None = field(default=None, metadata={"help": GUARD_HELP["max_evictions"]})
+    grace_s: float = field(default=0.0, metadata={"help": GUARD_HELP["grace_s"]})
     # -- end of preemption guards ----------------------------------------------------------
 
     def __post_init__(self) -> None:

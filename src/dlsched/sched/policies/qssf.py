@@ -18,7 +18,7 @@ re-sorted by it. Otherwise each job gets its priority when it is submitted.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlsched.core.job import Job
@@ -82,9 +82,11 @@ def check_priorities(priorities: dict[str, float], jobs: list[Job]) -> None:
 class QssfParams:
     """QSSF's options: the online estimator's weight and refit period, or a priority file."""
 
-    lam: float = 0.1                   # weight of the rolling estimate P_R (1 - lam on the GBDT)
-    refit_every: float = 86400.0       # refit the GBDT every this many simulated seconds
-    priority_file: Path | None = None  # external priorities (job id/jobname, priority)
+    lam: float = field(default=0.1, metadata={"help": "QSSF: weight of the rolling estimate P_R (1-lam on the GBDT)."})
+    refit_every: float = field(default=86400.0,
+                               metadata={"help": "QSSF: refit the GBDT every this many simulated s."})
+    priority_file: Path | None = field(default=None, metadata={
+        "help": "QSSF: external priorities (job id/jobname,priority)."})
 
     def __post_init__(self) -> None:
         if not 0 <= self.lam <= 1:

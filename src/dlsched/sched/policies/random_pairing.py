@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dlsched.core.job import Job
 from dlsched.kernel.view import ClusterView
@@ -15,7 +15,8 @@ class RandomPairingParams(PairingParams):
     """The pairing window and the seed of the random order (``pairing_seed``: ``seed`` is the
     workload's)."""
 
-    pairing_seed: int = 0
+    pairing_seed: int = field(default=0, metadata={"help": "random-pairing: seed of the random pair order "
+                                                           "(--seed is the workload's)."})
 
 
 class RandomPairingPolicy(PairingPolicy):

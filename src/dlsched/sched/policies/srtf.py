@@ -13,7 +13,7 @@ pass is exactly the unguarded one (the Helios fidelity runs stay exact).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Iterator
 
@@ -22,7 +22,7 @@ from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start, Status
 from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
-from dlsched.sched.preemption import MIN_RUN, EvictionGuard, check_guards
+from dlsched.sched.preemption import GUARD_HELP, MIN_RUN, EvictionGuard, check_guards
 from dlsched.sched.protocols import PolicyBase
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
@@ -36,9 +36,9 @@ class SrtfParams:
     """SRTF's options."""
 
     # -- preemption guards (sched/preemption.py) -----------------------------------------
-    min_run_s: float = 0.0            # no eviction before this many seconds since the last start
-    max_evictions: int | None = None  # a job evicted this often is not evicted again (None: no cap)
-    grace_s: float = 0.0              # live grace period; the simulator's overhead is >= this
+    min_run_s: float = field(default=0.0, metadata={"help": GUARD_HELP["min_run_s"]})
+    max_evictions: int | None = field(default=None, metadata={"help": GUARD_HELP["max_evictions"]})
+    grace_s: float = field(default=0.0, metadata={"help": GUARD_HELP["grace_s"]})
     # -- end of preemption guards ----------------------------------------------------------
 
     def __post_init__(self) -> None:

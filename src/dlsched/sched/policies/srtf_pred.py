@@ -22,12 +22,12 @@ counts as attained although its work was lost.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
-from dlsched.sched.preemption import check_guards
+from dlsched.sched.preemption import GUARD_HELP, check_guards
 from dlsched.sched.policies.srtf import SrtfPolicy
 
 SOURCES = ("estimator", "job")
@@ -40,11 +40,13 @@ class SrtfPredParams:
     QSSF's default ``lam`` and ``refit_every``; they are not fields here, so ``--lam`` stays
     QSSF's alone.)"""
 
-    source: str = "estimator"          # estimator | job (the job's pred_duration)
+    source: str = field(default="estimator", metadata={"help": "srtf-pred: where predicted durations come from: "
+                                                               "estimator (QSSF's online one) or job (the "
+                                                               "trace's pred_duration)."})
     # -- preemption guards (sched/preemption.py) -----------------------------------------
-    min_run_s: float = 0.0
-    max_evictions: int | None = None
-    grace_s: float = 0.0
+    min_run_s: float = field(default=0.0, metadata={"help": GUARD_HELP["min_run_s"]})
+    max_evictions: int | None = field(default=None, metadata={"help": GUARD_HELP["max_evictions"]})
+    grace_s: float = field(default=0.0, metadata={"help": GUARD_HELP["grace_s"]})
     # -- end of preemption guards ----------------------------------------------------------
 
     def __post_init__(self) -> None:
