@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
+from dlsched.core import truth
 from dlsched.experiments.sharing.run import PolicyRun, run, run_config
 from dlsched.experiments.sharing.tables import coscheml_model
 from dlsched.models.truth import resolve_truth
@@ -51,7 +52,7 @@ def test_the_harness_objects_and_choices_are_fields_of_the_frozen_config():
     built = build_run(config)
     policy = built.engine().simulator.policy
     assert policy.model is model and policy.window == 8  # the fitted model reaches the policy as given
-    assert all(j.pred_gpu_util == j._gpu_util for j in built.inputs.jobs)  # perfect predictions
+    assert all(j.pred_gpu_util == truth.gpu_util(j) for j in built.inputs.jobs)  # perfect predictions
 
 
 @pytest.mark.parametrize(("make", "key"), [

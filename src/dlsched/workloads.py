@@ -178,7 +178,7 @@ def _shared_dir() -> Path:
     import os
 
     env = os.environ.get("DLSCHED_SHARED")
-    return Path(env) if env else Path(__file__).resolve().parents[3].parent / "shared"
+    return Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared"  # src/dlsched/workloads.py -> ../shared
 
 
 def _done(name: str, jobs: list[Job], vc_nodes: dict[str, int], gpus_per_node: int, gpu: str,

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from dlsched.core.cluster import NodeSpec
-from dlsched.core.job import Job, JobState, OracleAccessError
+from dlsched.core.job import Job, OracleAccessError
 from dlsched.kernel.state import ClusterState, VcState
 
 __all__ = ["ClusterView", "MissingIndexError", "OracleAccessError", "SchedulingView", "VcView"]

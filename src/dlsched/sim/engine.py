@@ -29,7 +29,7 @@ from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.decide import Decider
 from dlsched.kernel.quotas import QuotaManager, borrowing_possible
-from dlsched.kernel.state import ClusterState, StateError, VcState
+from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.view import SchedulingView
 from dlsched.metrics.recorder import MetricsRecorder
 from dlsched.sched.indexes import attach_plugins

@@ -18,7 +18,7 @@ from operator import attrgetter
 from typing import Iterator
 
 from dlsched.core.job import Job
-from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start, Status
+from dlsched.kernel.decisions import Decision, Postpone, Start, Status
 from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
