@@ -111,7 +111,9 @@ def test_killed_sweep_resumes_without_running_a_finished_cell_twice(tmp_path):
 
 
 def test_ctrl_c_stops_cleanly_and_keeps_what_finished(tmp_path):
-    path = _spec(tmp_path, "base: {jobs: 2500, nodes: 24}\ngrid:\n  seed: [0, 1, 2, 3, 4]\n")
+    # cells of ~0.5 s each: with 2,500 jobs (0.06 s a cell) a loaded machine could finish all five
+    # between the first done.json and the signal, and the run ended 0 instead of 130
+    path = _spec(tmp_path, "base: {jobs: 20000, nodes: 24}\ngrid:\n  seed: [0, 1, 2, 3, 4, 5, 6, 7]\n")
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "dlsched.cli.main", "sweep", str(path), "--out", str(out)],
