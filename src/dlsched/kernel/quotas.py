@@ -406,15 +406,22 @@ class QuotaManager:
                 self._since[job] = (now, -1 if host is None else host.vid)
                 for q in (vc.name, *self.tree.ancestors[vc.name]):
                     self.usage[q].change(job.gpus, now)
-        for job, host in state.hosts.items():
-            paths = self.tree.below_common(job.vc_state.name, host.name)
-            if paths is None:
-                self.stranded.add(job)
-                paths = (job.vc_state.name,), (host.name,)
-            self._loans[job] = (paths[0], paths[1], self._types_of(job.placement))
-            self._book(job, 1)
+        for job in state.hosts:
+            self.adopt(job)
         if previous is not None:
             self.evicting.update((j, v) for j, v in previous.evicting.items() if j in state.hosts)
+
+    def adopt(self, job: Job) -> None:
+        """Book the loan of ``job``, which already holds another VC's GPUs (``state.hosts``):
+        along the paths the tree gives, or on its two leaves alone when the tree forbids it
+        (``stranded``: it runs until it ends or is reclaimed)."""
+        host = self.state.hosts[job]
+        paths = self.tree.below_common(job.vc_state.name, host.name)
+        if paths is None:
+            self.stranded.add(job)
+            paths = (job.vc_state.name,), (host.name,)
+        self._loans[job] = (paths[0], paths[1], self._types_of(job.placement))
+        self._book(job, 1)
 
     def loans(self) -> list[tuple[Job, VcState]]:
         """The jobs that hold another VC's GPUs now, with the lender."""

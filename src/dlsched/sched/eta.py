@@ -268,7 +268,11 @@ class EtaEstimator:
             twin_job.attained = job.attained_at(now)   # its runs so far, this one included (it restarts at now)
             twin_job.vc_state = vcs[job.vc_state.vid]
             submit(twin_job, now)
-            start(twin_job, job.placement, now, shared)
+            host = state.hosts.get(job) if state.hosts else None
+            if host is None:
+                start(twin_job, job.placement, now, shared)
+            else:   # it runs on GPUs another VC lends (live borrowing): the same loan in the copy
+                twin.start_borrowed(twin_job, vcs[host.vid], job.placement, now)
             run.seq += 1
             heap.append((now + left, run.seq, twin_job, twin_job.epoch))
         heapq.heapify(heap)
@@ -367,9 +371,12 @@ class ForwardRun:
                 _, _, job, epoch = heapq.heappop(heap)
                 if epoch != job.epoch or job.state is not _RUNNING:
                     continue
+                host = twin.hosts.get(job) if twin.hosts else None
                 twin.finish(job, t)
                 result.events += 1
                 dirty[job.vc_state] = None
+                if host is not None:   # a borrowed job freed the lender's GPUs
+                    dirty[host] = None
             while timers and timers[0][0] == t:
                 vc = twin.vcs[heapq.heappop(timers)[2]]
                 dirty[vc] = None
