@@ -284,3 +284,27 @@ class GpuTypes:
     def stopped(self, job, vc, now, why) -> None:
         [(node, _)] = job.placement
         self.of[job.job_id] = self.state.node_specs[node].gpu_type.name
+
+
+def test_as_if_answers_on_the_real_books_and_restores_them_exactly():
+    policy = make_policy("fifo", "consolidate")
+    state = ClusterState(ClusterSpec.from_vc_sizes({"A": 2}), new_queue=policy.new_queue)
+    vc = state.vcs[0]
+    job = Job("j", "A", 4, 0, 10)
+    state.submit(job, 0.0)
+    state.start(job, ((0, LOW4),), 0.0)
+
+    def books():
+        return (list(state.node_free), list(state.node_mask), list(state.node_slot), list(vc.buckets), vc.free,
+                vc.busy, state.busy_gpus, [dict(h) for h in state.node_holders])
+
+    before = books()
+    assert (state.node_free, vc.free) == ([4, 8], 12)
+    with state.as_if(closed=[1], released=[job]):
+        # node 1 out of placement, j's 4 GPUs counted free; the holder lists untouched
+        assert (state.node_free, state.node_mask, vc.free) == ([8, 0], [0, 0], 8)
+        assert state.node_holders[0] == {job: LOW4}
+        state.cordon(1)     # the live placer closes nodes kube-scheduler did not offer, then reopens them
+        state.uncordon(1)
+    assert books() == before
+    state.check_invariants()

@@ -788,7 +788,9 @@ class ClusterState:
             yield
         finally:
             for node in reversed(shut):
-                self.node_slot[node] = self.node_vc[node]   # _reopen recomputes free from the mask
+                if node_slot[node] >= 0:
+                    continue   # reopened meanwhile (the live placer's own cordon / uncordon of unoffered nodes)
+                node_slot[node] = self.node_vc[node]   # as _reopen: free recomputed from the mask
                 vc = self.vcs[self.node_vc[node]]
                 free = self.node_gpus[node] - node_mask[node].bit_count()
                 node_free[node] = free
