@@ -175,10 +175,10 @@ class Clock:
         return self.t
 
 
-def borrow_setup(policy=None, max_jobs_per_gpu: int = 1):
+def borrow_setup(policy=None, max_jobs_per_gpu: int = 1, recorder=None):
     clock = Clock()
     core = SchedulerCore(policy or make_policy("fifo", "consolidate"), Store("sqlite://"),
-                         max_jobs_per_gpu=max_jobs_per_gpu, clock=clock)
+                         max_jobs_per_gpu=max_jobs_per_gpu, clock=clock, recorder=recorder)
     sent = []
     core.evictor = sent.append
     core.node_seen(NodeFacts("a-node", 8, "A", "", False))
@@ -303,3 +303,36 @@ def test_the_queue_and_its_etas_with_a_loan_running():
     [row] = core.queue()
     # b0 starts in the forward run no later than a1's predicted end (100 + 50), when its node is free
     assert row["pod"] == "team-b/b0" and 100.0 <= row["eta"] <= 150.0
+
+
+def test_a_recorded_log_replays_the_borrowed_nominations_and_the_reclaim(tmp_path):
+    """The queues line (written when the ConfigMap installs the manager) makes a replay of the
+    stimuli enforce the same queues: the borrowed nomination and the lender's, after the reclaim,
+    come out of Kernel.handle as the service made them."""
+    from dlsched.registry import make_policy as registry_policy
+    from dlsched.service.feed import replay_stimuli
+    from dlsched.service.record import Recorder
+
+    recorder = Recorder(tmp_path / "events.jsonl")
+    core, cm, q, sent, warnings, clock = borrow_setup(recorder=recorder)
+    cm.put(BORROW)
+    q.poll()
+    for uid, node in (("a0", "a-node"), ("a1", "b-node")):
+        clock.t += 1.0
+        passed, _ = core.verdict(pod(uid, "team-a"), ["a-node", "b-node"])
+        assert passed == [node]
+        core.begin_bind(uid, node)
+        core.end_bind(uid, node, "")
+    clock.t += 1.0
+    core.pod_seen(pod("b0", "team-b"))
+    core.run_pass()
+    assert [i.uid for i in sent] == ["a1"]
+    clock.t += 5.0
+    core.pod_gone("a1")
+    core.run_pass()
+    assert core.jobs["b0"].state.name == "ASSUMED"
+    recorder.close()
+    agreement = replay_stimuli(tmp_path / "events.jsonl", registry_policy)
+    assert agreement.first_difference is None and agreement.rate == 1.0
+    assert agreement.replayed == [("a0", "a-node", [0, 1, 2, 3, 4, 5, 6, 7]), ("a1", "b-node", [0, 1, 2, 3, 4, 5, 6, 7]),
+                                  ("b0", "b-node", [0, 1, 2, 3, 4, 5, 6, 7])]

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.decide import Decider
 from dlsched.kernel.decisions import Postpone, Preempt, Start
-from dlsched.kernel.quotas import QuotaManager
+from dlsched.kernel.quotas import QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.stimuli import (
     Action,
@@ -89,6 +89,7 @@ class Kernel:
         self.state = state
         self.policy = policy
         self.quotas = quotas   # borrowing and reclaim between VCs after each pass (None: fixed VCs)
+        self._queue_specs: tuple = ()   # what use_queues was given (a new VC rebuilds the manager)
         self.view = view if view is not None else SchedulingView(state, oracle)
         self.log = ActionLog()
         self.decider = Decider(state, self.view, policy, self.log, assume=assume)
@@ -140,6 +141,28 @@ class Kernel:
         if old is not None and old is not quotas:
             self.state.remove_observer(old)
         return old
+
+    def use_queues(self, specs, now: float) -> QuotaManager | None:
+        """Enforce the queues ``specs`` on the state as it is (the live service, a replay of its
+        log): when some queue may borrow, a new manager replaces the current one, with what runs
+        booked (:meth:`QuotaManager.rebuild`: loans re-derived from what runs where, decayed usage
+        and evictions in flight carried over) and every VC decided again at the next pass; else
+        none. Queues whose VC has no node yet are allowed; when a VC's first node joins
+        (``NodeChanged``), the manager is rebuilt. ValueError when the specs do not fit the
+        state (a VC named as a parent)."""
+        self._queue_specs = tuple(specs)
+        if not self._queue_specs or not borrowing_possible(self._queue_specs):
+            self.install_quotas(None)
+            return None
+        try:
+            manager = QuotaManager(self._queue_specs, self.state, strict=False)
+        except ValueError:
+            self.install_quotas(None)
+            raise
+        manager.rebuild(now, self.install_quotas(manager))
+        for vc in self.state.vcs:
+            self.decider.dirty[vc] = None
+        return manager
 
     def _pass(self, s: PassRequested, now: float) -> None:
         decider = self.decider
@@ -199,7 +222,10 @@ class Kernel:
         if s.change == "added":
             if s.spec is None:
                 raise StateError("a node added without its spec")
+            known = len(st.vcs)
             node = st.add_node(s.spec, now)
+            if len(st.vcs) != known and self.quotas is not None and self._queue_specs:
+                self.use_queues(self._queue_specs, now)   # the manager knows the VCs it was built with
         elif s.change == "removed":
             node = s.node
             st.remove_node(node, now)

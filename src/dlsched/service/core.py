@@ -161,49 +161,36 @@ class SchedulerCore:
         return self.kernel.quotas
 
     def set_queues(self, specs: tuple) -> str:
-        """Enforce ``specs`` (a queue configuration): when some queue may borrow, a queue manager
-        built on the live state (its loans re-derived from what runs where) replaces the kernel's
-        current one; otherwise none. Returns '' or why borrowing stays off although the queues
+        """Enforce ``specs`` (a queue configuration): when some queue may borrow, the kernel gets a
+        queue manager built on the live state (``Kernel.use_queues``: loans re-derived from what
+        runs where); otherwise none. Returns '' or why borrowing stays off although the queues
         allow it: as in the simulator, borrowing needs an ordering policy that does not preempt
-        on its own (reclaims are the manager's preemptions) and exclusive GPUs."""
+        on its own (reclaims are the manager's preemptions) and exclusive GPUs. Recorded, so that
+        a replay of the log enforces the same queues from the same moment."""
         from dlsched.kernel.quotas import borrowing_possible
+        from dlsched.traces.cluster_queues import queues_to_toml
 
         with self.lock:
             self.queue_specs = tuple(specs)
             self.borrowing_refused = ""
-            if not self.queue_specs or not borrowing_possible(self.queue_specs):
-                self.kernel.install_quotas(None)   # nothing to enforce: each VC on its own nodes
-                return ""
-            if getattr(self.policy, "preemptive", False):
-                self.borrowing_refused = (f"queues that borrow need a non-preemptive ordering policy; "
-                                          f"{self.policy.name} preempts on its own: borrowing and reclaim are off")
-            elif self.state.cap != 1:
-                self.borrowing_refused = (f"queues that borrow need exclusive GPUs (--max-jobs-per-gpu 1, not "
-                                          f"{self.state.cap}): borrowing and reclaim are off")
-            if self.borrowing_refused:
-                self.kernel.install_quotas(None)
-                return self.borrowing_refused
-            return self._install_quotas()
-
-    def _install_quotas(self) -> str:
-        """A queue manager for :attr:`queue_specs` on the state as it is (a VC joined, or the
-        configuration changed): running jobs and loans booked, decayed usage carried over;
-        every VC is decided again at the next pass. Returns '' or why it cannot be built."""
-        from dlsched.kernel.quotas import QuotaManager
-
-        now = self.now()
-        try:
-            manager = QuotaManager(self.queue_specs, self.state, strict=False)
-        except ValueError as exc:
-            self.borrowing_refused = f"queues: {exc}: borrowing and reclaim are off"
-            self.kernel.install_quotas(None)
+            if self.queue_specs and borrowing_possible(self.queue_specs):
+                if getattr(self.policy, "preemptive", False):
+                    self.borrowing_refused = (f"queues that borrow need a non-preemptive ordering policy; "
+                                              f"{self.policy.name} preempts on its own: borrowing and reclaim "
+                                              "are off")
+                elif self.state.cap != 1:
+                    self.borrowing_refused = (f"queues that borrow need exclusive GPUs (--max-jobs-per-gpu 1, "
+                                              f"not {self.state.cap}): borrowing and reclaim are off")
+            enforced = self.queue_specs if not self.borrowing_refused else ()
+            try:
+                manager = self.kernel.use_queues(enforced, self.now())
+            except ValueError as exc:
+                self.borrowing_refused = f"queues: {exc}: borrowing and reclaim are off"
+                manager = None
+            if manager is not None:
+                self.counters["queue managers built"] += 1
+            self._record("queues", toml=queues_to_toml(enforced) if manager is not None else "")
             return self.borrowing_refused
-        old = self.kernel.install_quotas(manager)
-        manager.rebuild(now, old)
-        self.counters["queue managers built"] += 1
-        for vc in self.state.vcs:
-            self._mark(vc.vid)
-        return ""
 
     def _record(self, kind: str, **fields: object) -> None:
         if self.recorder is not None:
@@ -253,11 +240,8 @@ class SchedulerCore:
                     return
                 if not known:
                     self.counters["unknown GPU type labels"] += 1
-                vcs_before = len(st.vcs)
                 self._handle(NodeChanged("added", spec=NodeSpec(node.name, node.vc, node.gpus, gtype)), now)
                 idx = st.node_index[node.name]
-                if len(st.vcs) != vcs_before and self.kernel.quotas is not None:
-                    self._install_quotas()   # the manager knows the VCs it was built with
             self.gone_nodes.discard(node.name)
             spec = st.node_specs[idx]
             self._record("node", name=node.name, vc=node.vc, gpus=node.gpus, gpu_type=spec.gpu_type.name,
@@ -508,7 +492,7 @@ class SchedulerCore:
             self._handle(JobSubmitted(job), now)
         # a pod bound outside this process is not a decision: its start is booked as it stands
         # (the "adopted" line lets a replay book it the same way)
-        self._record("adopted", uid=pod.uid, node=pod.node_name, gpus=gpu_list(mask))
+        self._record("adopted", uid=pod.uid, node=pod.node_name, gpus=gpu_list(mask), borrowed=lender is not None)
         reclose = st.node_cordoned[idx]
         if reclose:  # a pod bound before its node was cordoned still runs there
             st.uncordon(idx, now)
