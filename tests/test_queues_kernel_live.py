@@ -61,7 +61,7 @@ def checked(state, quotas) -> None:
 
 def test_live_borrow_reclaim_and_a_failed_borrowed_bind_hand_checked():
     state, quotas, kernel = live_kernel()
-    A, B, C = state.vcs
+    _, B, C = state.vcs
     a1, a2, a3, c1 = (Job("a1", "A", 8, 0, 100), Job("a2", "A", 4, 1, 50), Job("a3", "A", 4, 2, 50),
                       Job("c1", "C", 8, 10, 20))
     with truth_hidden(True):
