@@ -16,7 +16,9 @@ import pytest
 from support.starts import Starts
 
 from dlsched.core.cluster import ClusterSpec
-from dlsched.core.job import Job, JobState, truth_hidden
+from dlsched.core.job import Job, JobState
+from dlsched.core.truth import remaining as true_remaining
+from dlsched.core.truth import set_remaining
 from dlsched.kernel.entry import Kernel
 from dlsched.kernel.quotas import QueueSpec, QuotaManager
 from dlsched.kernel.state import ClusterState
@@ -64,62 +66,61 @@ def test_live_borrow_reclaim_and_a_failed_borrowed_bind_hand_checked():
     _, B, C = state.vcs
     a1, a2, a3, c1 = (Job("a1", "A", 8, 0, 100), Job("a2", "A", 4, 1, 50), Job("a3", "A", 4, 2, 50),
                       Job("c1", "C", 8, 10, 20))
-    with truth_hidden(True):
-        # 0: a1 fills A's own node
-        kernel.handle(JobSubmitted(a1), 0.0)
-        assert kernel.handle(PassRequested(), 0.0) == [Bind(a1, ((0, ALL8),), False)]
-        kernel.handle(BindSucceeded(a1), 0.0)
-        # 1: a2 does not fit at home; B and C both have 8 free, B first (lower index): a
-        # nomination on B's node, the loan booked before the bind
-        kernel.handle(JobSubmitted(a2), 1.0)
-        assert kernel.handle(PassRequested(), 1.0) == [Bind(a2, ((1, LOW4),), False)]
-        assert a2.state is JobState.ASSUMED and state.hosts[a2] is B
-        assert quotas.borrowed == [4, 0, 0] and quotas.lent == [0, 4, 0]
-        checked(state, quotas)
-        kernel.handle(BindSucceeded(a2), 1.0)
-        # 2: a3: C has 8 free, B 4 (and B's lend limit of 4 is used): C's node
-        kernel.handle(JobSubmitted(a3), 2.0)
-        assert kernel.handle(PassRequested(), 2.0) == [Bind(a3, ((2, LOW4),), False)]
-        checked(state, quotas)
-        # 3: the bind fails: the loan goes back with the GPUs, and the next pass borrows again
-        kernel.handle(BindFailed(a3, "node went away"), 3.0)
-        assert a3.state is JobState.PENDING and quotas.borrowed == [4, 0, 0] and quotas.lent == [0, 4, 0]
-        assert state.node_mask[2] == 0
-        checked(state, quotas)
-        assert kernel.handle(PassRequested(), 3.0) == [Bind(a3, ((2, LOW4),), False)]
-        kernel.handle(BindSucceeded(a3), 3.0)
-        assert quotas.borrowed == [8, 0, 0] and quotas.lent == [0, 4, 4]
-        assert quotas.borrow_starts == [3, 0, 0]
-        # 10: c1 needs C's 8 GPUs; a3 holds 4 of them: a reclaim, asked for, not yet done
-        kernel.handle(JobSubmitted(c1), 10.0)
-        [evict] = kernel.handle(PassRequested(), 10.0)
-        assert type(evict) is Evict and evict.job is a3 and evict.for_job is c1
-        assert evict.reason == "reclaim for queue C: its guaranteed GPUs are lent; for job c1"
-        assert a3.state is JobState.RUNNING and state.node_mask[2] == LOW4   # still holds its GPUs
-        assert quotas.evicting == {a3: C} and quotas.reclaims == [0, 0, 1] and quotas.reclaimed == [1, 0, 0]
-        checked(state, quotas)
-        # later passes (a timer of C's, a new job elsewhere) ask for no second eviction, and
-        # A's blocked jobs do not borrow C's GPUs that are being reclaimed
-        assert kernel.handle(TimerFired(C.vid), 11.0) == []
-        b1 = Job("b1", "B", 2, 12, 5)
-        kernel.handle(JobSubmitted(b1), 12.0)
-        assert kernel.handle(PassRequested(), 12.0) == [Bind(b1, ((1, 0x30),), False)]
-        kernel.handle(BindSucceeded(b1), 12.0)
-        assert quotas.reclaims == [0, 0, 1]
-        checked(state, quotas)
-        # 15: a3's pod is gone: it queues again with its service; C's head starts on its own node
-        actions = kernel.handle(JobEvicted(a3), 15.0)
-        assert actions == [] and a3.state is JobState.PENDING and a3.preemptions == 1
-        assert quotas.evicting == {} and quotas.borrowed == [4, 0, 0] and quotas.lent == [0, 4, 0]
-        checked(state, quotas)
-        # a3 may not borrow: C is full, B has lent its 4, A's own node is a1's
-        assert kernel.handle(PassRequested(), 15.0) == [Bind(c1, ((2, ALL8),), False)]
-        kernel.handle(BindSucceeded(c1), 15.0)
-        checked(state, quotas)
-        # 35: c1 ends: C has no job waiting and lends again; a3 borrows it
-        kernel.handle(JobFinished(c1), 35.0)
-        assert kernel.handle(PassRequested(), 35.0) == [Bind(a3, ((2, LOW4),), False)]
-        checked(state, quotas)
+    # 0: a1 fills A's own node
+    kernel.handle(JobSubmitted(a1), 0.0)
+    assert kernel.handle(PassRequested(), 0.0) == [Bind(a1, ((0, ALL8),), False)]
+    kernel.handle(BindSucceeded(a1), 0.0)
+    # 1: a2 does not fit at home; B and C both have 8 free, B first (lower index): a
+    # nomination on B's node, the loan booked before the bind
+    kernel.handle(JobSubmitted(a2), 1.0)
+    assert kernel.handle(PassRequested(), 1.0) == [Bind(a2, ((1, LOW4),), False)]
+    assert a2.state is JobState.ASSUMED and state.hosts[a2] is B
+    assert quotas.borrowed == [4, 0, 0] and quotas.lent == [0, 4, 0]
+    checked(state, quotas)
+    kernel.handle(BindSucceeded(a2), 1.0)
+    # 2: a3: C has 8 free, B 4 (and B's lend limit of 4 is used): C's node
+    kernel.handle(JobSubmitted(a3), 2.0)
+    assert kernel.handle(PassRequested(), 2.0) == [Bind(a3, ((2, LOW4),), False)]
+    checked(state, quotas)
+    # 3: the bind fails: the loan goes back with the GPUs, and the next pass borrows again
+    kernel.handle(BindFailed(a3, "node went away"), 3.0)
+    assert a3.state is JobState.PENDING and quotas.borrowed == [4, 0, 0] and quotas.lent == [0, 4, 0]
+    assert state.node_mask[2] == 0
+    checked(state, quotas)
+    assert kernel.handle(PassRequested(), 3.0) == [Bind(a3, ((2, LOW4),), False)]
+    kernel.handle(BindSucceeded(a3), 3.0)
+    assert quotas.borrowed == [8, 0, 0] and quotas.lent == [0, 4, 4]
+    assert quotas.borrow_starts == [3, 0, 0]
+    # 10: c1 needs C's 8 GPUs; a3 holds 4 of them: a reclaim, asked for, not yet done
+    kernel.handle(JobSubmitted(c1), 10.0)
+    [evict] = kernel.handle(PassRequested(), 10.0)
+    assert type(evict) is Evict and evict.job is a3 and evict.for_job is c1
+    assert evict.reason == "reclaim for queue C: its guaranteed GPUs are lent; for job c1"
+    assert a3.state is JobState.RUNNING and state.node_mask[2] == LOW4   # still holds its GPUs
+    assert quotas.evicting == {a3: C} and quotas.reclaims == [0, 0, 1] and quotas.reclaimed == [1, 0, 0]
+    checked(state, quotas)
+    # later passes (a timer of C's, a new job elsewhere) ask for no second eviction, and
+    # A's blocked jobs do not borrow C's GPUs that are being reclaimed
+    assert kernel.handle(TimerFired(C.vid), 11.0) == []
+    b1 = Job("b1", "B", 2, 12, 5)
+    kernel.handle(JobSubmitted(b1), 12.0)
+    assert kernel.handle(PassRequested(), 12.0) == [Bind(b1, ((1, 0x30),), False)]
+    kernel.handle(BindSucceeded(b1), 12.0)
+    assert quotas.reclaims == [0, 0, 1]
+    checked(state, quotas)
+    # 15: a3's pod is gone: it queues again with its service; C's head starts on its own node
+    actions = kernel.handle(JobEvicted(a3), 15.0)
+    assert actions == [] and a3.state is JobState.PENDING and a3.preemptions == 1
+    assert quotas.evicting == {} and quotas.borrowed == [4, 0, 0] and quotas.lent == [0, 4, 0]
+    checked(state, quotas)
+    # a3 may not borrow: C is full, B has lent its 4, A's own node is a1's
+    assert kernel.handle(PassRequested(), 15.0) == [Bind(c1, ((2, ALL8),), False)]
+    kernel.handle(BindSucceeded(c1), 15.0)
+    checked(state, quotas)
+    # 35: c1 ends: C has no job waiting and lends again; a3 borrows it
+    kernel.handle(JobFinished(c1), 35.0)
+    assert kernel.handle(PassRequested(), 35.0) == [Bind(a3, ((2, LOW4),), False)]
+    checked(state, quotas)
 
 
 def test_evictions_in_flight_count_as_free_when_choosing_victims():
@@ -128,36 +129,35 @@ def test_evictions_in_flight_count_as_free_when_choosing_victims():
     state, quotas, kernel = live_kernel((QueueSpec("A", borrow_limit=16), *QUEUES[1:]))
     C = state.vcs[2]
     c_jobs = [Job(f"a{i}", "A", 4, 0, 100) for i in range(4)]   # a0, a1: A's node; a2 -> B, a3 -> C
-    with truth_hidden(True):
-        for job in c_jobs:
-            kernel.handle(JobSubmitted(job), 0.0)
-        binds = kernel.handle(PassRequested(), 0.0)
-        assert [(b.job.job_id, b.placement) for b in binds] == [
-            ("a0", ((0, LOW4),)), ("a1", ((0, 0xF0),)), ("a2", ((1, LOW4),)), ("a3", ((2, LOW4),))]
-        for b in binds:
-            kernel.handle(BindSucceeded(b.job), 0.0)
-        a4 = Job("a4", "A", 4, 1, 100)   # B has lent its 4: C's other half
-        kernel.handle(JobSubmitted(a4), 1.0)
-        assert kernel.handle(PassRequested(), 1.0) == [Bind(a4, ((2, 0xF0),), False)]
-        kernel.handle(BindSucceeded(a4), 1.0)
-        c1 = Job("c1", "C", 4, 5, 10)
-        kernel.handle(JobSubmitted(c1), 5.0)
-        [evict] = kernel.handle(PassRequested(), 5.0)
-        assert evict.job is a4 and evict.for_job is c1   # the most recent borrower only
-        assert kernel.handle(TimerFired(C.vid), 6.0) == []
-        c2 = Job("c2", "C", 4, 7, 10)   # queued behind c1: the in-flight 4 are c1's, so a3 too
-        kernel.handle(JobSubmitted(c2), 7.0)
-        assert kernel.handle(PassRequested(), 7.0) == []   # c1 (the head) is covered: nothing more yet
-        assert set(quotas.evicting) == {a4}
-        kernel.handle(JobEvicted(a4), 8.0)
-        # a4 is gone: c1 starts on its GPUs, and c2, heading C's queue now, needs a3's
-        bind, evict = kernel.handle(PassRequested(), 8.0)
-        assert bind == Bind(c1, ((2, 0xF0),), False)
-        assert evict.job is c_jobs[3] and evict.for_job is c2
-        kernel.handle(BindSucceeded(c1), 8.0)
-        assert kernel.handle(TimerFired(C.vid), 9.0) == []
-        checked(state, quotas)
-        assert quotas.reclaims[C.vid] == 2
+    for job in c_jobs:
+        kernel.handle(JobSubmitted(job), 0.0)
+    binds = kernel.handle(PassRequested(), 0.0)
+    assert [(b.job.job_id, b.placement) for b in binds] == [
+        ("a0", ((0, LOW4),)), ("a1", ((0, 0xF0),)), ("a2", ((1, LOW4),)), ("a3", ((2, LOW4),))]
+    for b in binds:
+        kernel.handle(BindSucceeded(b.job), 0.0)
+    a4 = Job("a4", "A", 4, 1, 100)   # B has lent its 4: C's other half
+    kernel.handle(JobSubmitted(a4), 1.0)
+    assert kernel.handle(PassRequested(), 1.0) == [Bind(a4, ((2, 0xF0),), False)]
+    kernel.handle(BindSucceeded(a4), 1.0)
+    c1 = Job("c1", "C", 4, 5, 10)
+    kernel.handle(JobSubmitted(c1), 5.0)
+    [evict] = kernel.handle(PassRequested(), 5.0)
+    assert evict.job is a4 and evict.for_job is c1   # the most recent borrower only
+    assert kernel.handle(TimerFired(C.vid), 6.0) == []
+    c2 = Job("c2", "C", 4, 7, 10)   # queued behind c1: the in-flight 4 are c1's, so a3 too
+    kernel.handle(JobSubmitted(c2), 7.0)
+    assert kernel.handle(PassRequested(), 7.0) == []   # c1 (the head) is covered: nothing more yet
+    assert set(quotas.evicting) == {a4}
+    kernel.handle(JobEvicted(a4), 8.0)
+    # a4 is gone: c1 starts on its GPUs, and c2, heading C's queue now, needs a3's
+    bind, evict = kernel.handle(PassRequested(), 8.0)
+    assert bind == Bind(c1, ((2, 0xF0),), False)
+    assert evict.job is c_jobs[3] and evict.for_job is c2
+    kernel.handle(BindSucceeded(c1), 8.0)
+    assert kernel.handle(TimerFired(C.vid), 9.0) == []
+    checked(state, quotas)
+    assert quotas.reclaims[C.vid] == 2
 
 
 def drive(jobs, cluster, policy, queues, overhead: float) -> dict[str, tuple[float, float, int]]:
@@ -177,28 +177,27 @@ def drive(jobs, cluster, policy, queues, overhead: float) -> dict[str, tuple[flo
     seq = itertools.count()
     since: dict[Job, float] = {}
     i = 0
-    with truth_hidden(not policy.oracle):
-        while i < len(arrivals) or heap:
-            now = min(arrivals[i].submit_time if i < len(arrivals) else float("inf"),
-                      heap[0][0] if heap else float("inf"))
-            while heap and heap[0][0] == now and heap[0][1] == 0:
-                _, _, _, job, epoch = heapq.heappop(heap)
-                if epoch == job.epoch and job.state is JobState.RUNNING:
-                    kernel.handle(JobFinished(job), now)
-            while i < len(arrivals) and arrivals[i].submit_time == now:
-                kernel.handle(JobSubmitted(arrivals[i]), now)
-                i += 1
-            while heap and heap[0][0] == now and heap[0][1] == 1:
-                kernel.handle(TimerFired(heapq.heappop(heap)[4]), now)
-            for action in kernel.handle(PassRequested(), now):
-                job = getattr(action, "job", None)
-                if type(action) is Bind:
-                    since[job] = now
-                    heapq.heappush(heap, (now + job._remaining, 0, next(seq), job, job.epoch))
-                elif type(action) is Evict:
-                    job._remaining += overhead - (now - since.pop(job))
-                elif type(action) is WakeAt:
-                    heapq.heappush(heap, (action.time, 1, next(seq), None, action.vid))
+    while i < len(arrivals) or heap:
+        now = min(arrivals[i].submit_time if i < len(arrivals) else float("inf"),
+                  heap[0][0] if heap else float("inf"))
+        while heap and heap[0][0] == now and heap[0][1] == 0:
+            _, _, _, job, epoch = heapq.heappop(heap)
+            if epoch == job.epoch and job.state is JobState.RUNNING:
+                kernel.handle(JobFinished(job), now)
+        while i < len(arrivals) and arrivals[i].submit_time == now:
+            kernel.handle(JobSubmitted(arrivals[i]), now)
+            i += 1
+        while heap and heap[0][0] == now and heap[0][1] == 1:
+            kernel.handle(TimerFired(heapq.heappop(heap)[4]), now)
+        for action in kernel.handle(PassRequested(), now):
+            job = getattr(action, "job", None)
+            if type(action) is Bind:
+                since[job] = now
+                heapq.heappush(heap, (now + true_remaining(job), 0, next(seq), job, job.epoch))
+            elif type(action) is Evict:
+                set_remaining(job, true_remaining(job) + overhead - (now - since.pop(job)))
+            elif type(action) is WakeAt:
+                heapq.heappush(heap, (action.time, 1, next(seq), None, action.vid))
     return {j.job_id: (j.start_time, j.end_time, j.preemptions) for j in jobs}
 
 
