@@ -2,6 +2,7 @@
 endpoint of the same server measured in the same run.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_service.py [--nodes 1000] [--rate 200] [--seconds 60]
+        [--eta SECONDS] [--queues]
 
 The server (uvicorn, one process, the real app with a FIFO/consolidate core and N 8-GPU nodes, an
 SQLite store in a temporary directory; uvloop and httptools when installed, as ``dlsched serve``
@@ -46,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 
-def _serve(port: int, nodes: int, db: str, loop: str, http: str, eta: float = 0.0) -> None:
+def _serve(port: int, nodes: int, db: str, loop: str, http: str, eta: float = 0.0, queues: bool = False) -> None:
     import uvicorn
 
     from dlsched.registry import make_policy
@@ -57,8 +58,14 @@ def _serve(port: int, nodes: int, db: str, loop: str, http: str, eta: float = 0.
     from dlsched.service.store import Store
 
     core = SchedulerCore(make_policy("fifo", "consolidate"), Store(db))
+    own = nodes // 10 if queues else nodes   # --queues: the pods' VC owns a tenth, borrows the rest
     for i in range(nodes):
-        core.node_seen(NodeFacts(f"node-{i:04d}", 8, "default", "", False))
+        core.node_seen(NodeFacts(f"node-{i:04d}", 8, "default" if i < own else "lender", "", False))
+    if queues:   # borrowing and reclaim enforced, as a queue ConfigMap that lets "default" borrow sets it
+        from dlsched.kernel.quotas import QueueSpec
+
+        refused = core.set_queues((QueueSpec("default", borrow_limit=None), QueueSpec("lender")))
+        assert not refused, refused
     service = LiveService(core, None, token="bench")
     if eta > 0:   # the ETA refresher beside the extender, as `dlsched serve --eta-interval` runs it
         service.eta_interval = eta
@@ -85,6 +92,18 @@ def _pod(i: int, gpus: int) -> dict:
 def _request(path: str, body: bytes) -> bytes:
     return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def _borrowed(port: int) -> dict:
+    """With --queues, what borrowing did during the run (``GET /api/v1/queues``): the loans, so a
+    run that borrowed nothing cannot pass for a measurement of borrowing."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/queues", timeout=30) as resp:
+        report = json.load(resp)
+    rows = {r["name"]: r for r in report["queues"]}
+    row = rows.get("default", {})
+    return {"borrowed_starts": row.get("borrowed_starts"), "borrowed_gpus_at_end": row.get("borrowed_gpus")}
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -138,11 +157,12 @@ def _schedule(rate: float, seconds: float, block: float, interleave: bool, pods:
 
 
 def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave: bool = False, pods: int = 500,
-        loop: str = "auto", http: str = "auto", connections: int = 64, eta: float = 0.0) -> dict:
+        loop: str = "auto", http: str = "auto", connections: int = 64, eta: float = 0.0,
+        queues: bool = False) -> dict:
     port = _free_port()
     tmp = tempfile.mkdtemp(prefix="dlsched-bench-")
     ctx = mp.get_context("spawn")
-    server = ctx.Process(target=_serve, args=(port, nodes, f"sqlite:///{tmp}/bench.db", loop, http, eta), daemon=True)
+    server = ctx.Process(target=_serve, args=(port, nodes, f"sqlite:///{tmp}/bench.db", loop, http, eta, queues), daemon=True)
     server.start()
     deadline = time.monotonic() + 60
     while True:
@@ -290,6 +310,7 @@ def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave:
     elapsed = time.perf_counter() - start
     if not interleave:
         cpu["empty" if phase else "extender"] += _cpu_seconds(server.pid) - phase_cpu
+    borrowed = _borrowed(port) if queues else None
     server.terminate()
     server.join(10)
 
@@ -301,10 +322,10 @@ def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave:
                 "p99_ms": round(xs[min(len(xs) - 1, int(0.99 * len(xs)))], 3), "max_ms": round(xs[-1], 3)}
 
     out = {"nodes": nodes, "rate_per_s": rate, "seconds": seconds, "mode": "interleaved" if interleave else
-           f"phases of {block:g} s", "loop": loop, "http": http, "errors": errors["count"],
+           f"phases of {block:g} s", "queues": "borrowing" if queues else "fixed VCs", "loop": loop, "http": http, "errors": errors["count"],
            "unanswered": errors["unanswered"],
            "connections_opened_during_run": opened, "elapsed_s": round(elapsed, 1),
-           "filter_all": summary(results["filter"] + results["first"]),
+           "filter_all": summary(results["filter"] + results["first"]), "borrowing": borrowed,
            **{k: summary(v) for k, v in results.items()}}
     if not interleave:
         n = int(rate * seconds)
@@ -336,19 +357,24 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=64, help="most connections the client opens")
     ap.add_argument("--eta", type=float, default=0.0, metavar="SECONDS",
                     help="run the ETA refresher every SECONDS beside the extender (0: off)")
+    ap.add_argument("--queues", action="store_true",
+                    help="queues that borrow: the pods' VC owns a tenth of the nodes and borrows from the rest")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     loop, http = _uvicorn_choice(args.loop, args.http)
     out = run(args.nodes, args.rate, args.seconds, args.block, args.interleave, loop=loop, http=http,
-              connections=args.connections, eta=args.eta)
+              connections=args.connections, eta=args.eta, queues=args.queues)
     if args.json:
         print(json.dumps(out))
         return
     print(f"{out['nodes']} nodes, {out['rate_per_s']:g} extender requests/s for {out['seconds']:g} s, empty ones "
-          f"at the same rate ({out['mode']}); uvicorn {loop} + {http}; errors: {out['errors']}, "
+          f"at the same rate ({out['mode']}; {out['queues']}); uvicorn {loop} + {http}; errors: {out['errors']}, "
           f"unanswered: {out['unanswered']}; "
           f"connections opened under load: {out['connections_opened_during_run']}; "
           f"all answered after {out['elapsed_s']:g} s")
+    if out["borrowing"] is not None:
+        print(f"borrowing: {out['borrowing']['borrowed_starts']} borrowed starts, "
+              f"{out['borrowing']['borrowed_gpus_at_end']} GPUs on loan at the end")
     print(f"{'endpoint':<20}{'requests':>10}{'p50 ms':>12}{'p99 ms':>12}{'max ms':>12}")
     rows = (("filter", "filter_all"), ("  first of a pod", "first"), ("  repeated", "filter"),
             ("prioritize", "prioritize"), ("empty", "empty"))

@@ -11,7 +11,7 @@ pytest.importorskip("sqlalchemy")
 from dlsched.registry import make_policy
 from dlsched.service.core import SchedulerCore
 from dlsched.service.pods import NodeFacts, PodFacts, VcMapping
-from dlsched.service.queues import NOT_ENFORCED, LiveQueues, parse_ref
+from dlsched.service.queues import LiveQueues, parse_ref
 from dlsched.service.runtime import LiveService
 from dlsched.service.store import Store
 
@@ -50,7 +50,8 @@ def setup():
     core.node_seen(NodeFacts("r1", 8, "research", "", False))
     core.node_seen(NodeFacts("p1", 4, "prod", "", False))
     cm, warnings = Map(), []
-    return core, cm, warnings, LiveQueues(core, "dlsched", "dlsched-queues", cm.read, warnings.append)
+    return core, cm, warnings, LiveQueues(core, "dlsched", "dlsched-queues", cm.read,
+                                          lambda message, reason: warnings.append(message))
 
 
 def test_good_config_applies_namespaces_and_reports_guarantee_and_use():
@@ -73,7 +74,9 @@ def test_good_config_applies_namespaces_and_reports_guarantee_and_use():
     assert rows["prod"]["lend_limit"] == 4 and rows["prod"]["borrow_limit"] is None and rows["prod"]["used_gpus"] == 0
     assert rep["source"] == {"configmap": "dlsched/dlsched-queues", "key": "queues.toml", "resource_version": "1",
                              "loaded_at": rep["source"]["loaded_at"]}
-    assert rep["error"] is None and rep["counts"] == {"loaded": 1} and rep["not_enforced"] == NOT_ENFORCED
+    assert rep["error"] is None and rep["counts"] == {"loaded": 1}
+    # research (under lab) and prod (the root cohort) are in different trees: nothing to borrow
+    assert rep["borrowing"] == {"enforced": False, "refused": None, "loans": [], "reclaims_in_flight": []}
     q.poll()
     assert q.counts["loaded"] == 1            # same resourceVersion: not parsed again
 
@@ -148,3 +151,188 @@ def test_queues_endpoint_and_the_configmap_reference():
     assert parse_ref("dlsched/dlsched-queues") == ("dlsched", "dlsched-queues")
     with pytest.raises(ValueError, match="--queues-configmap 'nope': want NAMESPACE/NAME"):
         parse_ref("nope")
+
+
+# -- borrowing and reclaim enforced live (SchedulerCore.set_queues, the kernel's queue manager) ----
+BORROW = """
+[[queues]]
+name = "A"
+borrow_limit = 8
+namespaces = ["team-a"]
+
+[[queues]]
+name = "B"
+lend_limit = 8
+namespaces = ["team-b"]
+"""
+
+
+class Clock:
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def borrow_setup(policy=None, max_jobs_per_gpu: int = 1, recorder=None):
+    clock = Clock()
+    core = SchedulerCore(policy or make_policy("fifo", "consolidate"), Store("sqlite://"),
+                         max_jobs_per_gpu=max_jobs_per_gpu, clock=clock, recorder=recorder)
+    sent = []
+    core.evictor = sent.append
+    core.node_seen(NodeFacts("a-node", 8, "A", "", False))
+    core.node_seen(NodeFacts("b-node", 8, "B", "", False))
+    cm, warnings = Map(), []
+    q = LiveQueues(core, "dlsched", "dlsched-queues", cm.read, lambda message, reason: warnings.append((reason, message)))
+    return core, cm, q, sent, warnings, clock
+
+
+def pod(uid: str, ns: str, node: str = "", phase: str = "Pending", grace: str | None = None) -> PodFacts:
+    ann = {"dlsched.io/grace-seconds": grace} if grace else {}
+    return PodFacts(uid, ns, uid, 8, node, phase, created=1.0, annotations=ann)
+
+
+def test_live_borrow_reclaim_through_the_eviction_path_and_a_rebuild_from_what_runs():
+    core, cm, q, sent, warnings, clock = borrow_setup()
+    cm.put(BORROW)
+    q.poll()
+    assert core.quotas is not None and warnings == []
+    core.pod_seen(pod("a0", "team-a"))
+    core.pod_seen(pod("a0", "team-a", "a-node", "Running"))
+    # a1 (queue A) does not fit at home: nominated on B's idle node, and the filter passes it there
+    passed, _ = core.verdict(pod("a1", "team-a", grace="5"), ["a-node", "b-node"])
+    assert passed == ["b-node"]
+    job = core.jobs["a1"]
+    assert job.vc == "A" and core.state.hosts[job].name == "B"
+    core.begin_bind("a1", "b-node")
+    core.end_bind("a1", "b-node", "")
+    assert job.state.name == "RUNNING"
+    rep = q.report()
+    rows = {r["name"]: r for r in rep["queues"]}
+    assert (rows["A"]["borrowed_gpus"], rows["A"]["used_gpus"], rows["B"]["lent_gpus"], rows["B"]["used_gpus"]) == \
+        (8, 16, 8, 0)
+    assert rep["borrowing"]["enforced"] and rep["borrowing"]["loans"] == [
+        {"pod": "team-a/a1", "queue": "A", "lender": "B", "node": "b-node", "gpus": 8, "state": "running",
+         "evicting": False, "outside_tree": False}]
+    # a new configuration: the manager is rebuilt, its loan found from what runs where
+    old = core.quotas
+    cm.put(BORROW.replace("lend_limit = 8", "lend_limit = 16"))
+    q.poll()
+    assert core.quotas is not old and core.quotas.lent == [0, 8] and core.quotas.borrowed == [8, 0]
+    core.quotas.check()
+    # B's pod arrives: A's borrowed pod is evicted through the eviction path, with its grace
+    clock.t = 110.0
+    passed, why = core.verdict(pod("b0", "team-b"), ["a-node", "b-node"])
+    assert passed == [] and why.startswith("queued by dlsched (fifo)")
+    assert why.endswith("; 8 GPUs being reclaimed from queue A")
+    [intent] = sent
+    assert (intent.uid, intent.for_pod, intent.grace_s) == ("a1", "team-b/b0", 5)
+    assert intent.reason.startswith("reclaim for queue B: its guaranteed GPUs are lent")
+    log = core.store.decision_log()
+    assert log[-1]["kind"] == "evict" and log[-1]["detail"].startswith(
+        "evicted team-a/a1 for team-b/b0: reclaim for queue B") and log[-1]["detail"].endswith("(grace 5 s)")
+    assert q.report()["borrowing"]["reclaims_in_flight"] == [
+        {"pod": "team-a/a1", "queue": "A", "for_queue": "B", "gpus": 8}]
+    for t in (111.0, 112.0):   # later passes: no second eviction
+        clock.t = t
+        core.kernel.mark(1)
+        core.run_pass()
+    assert len(sent) == 1 and len(core.store.eviction_rows()) == 1
+    # the pod is gone after its grace period: B's head is nominated on its own node
+    clock.t = 116.0
+    core.pod_gone("a1")
+    passed, _ = core.verdict(pod("b0", "team-b"), ["a-node", "b-node"])
+    assert passed == ["b-node"]
+    rows = {r["name"]: r for r in q.report()["queues"]}
+    assert (rows["A"]["borrowed_gpus"], rows["B"]["lent_gpus"], rows["B"]["reclaims"], rows["A"]["reclaimed"]) == \
+        (0, 0, 1, 1)
+    core.state.check_invariants()
+    core.quotas.check()
+
+
+def test_a_borrowed_pod_found_bound_at_a_restart_is_booked_as_a_loan():
+    core, cm, q, sent, warnings, clock = borrow_setup()
+    cm.put(BORROW)
+    q.poll()
+    core.pod_seen(pod("a1", "team-a", "b-node", "Running"))   # bound before this process started
+    job = core.jobs["a1"]
+    assert job.vc == "A" and core.state.hosts[job].name == "B" and core.quotas.borrowed == [8, 0]
+    core.quotas.check()
+    core.pod_seen(pod("b0", "team-b"))
+    core.run_pass()
+    assert [i.uid for i in sent] == ["a1"]
+
+
+@pytest.mark.parametrize("how,needle", [
+    ("preemptive", "need a non-preemptive ordering policy; test-srtf-pred preempts on its own"),
+    ("shared", "need exclusive GPUs (--max-jobs-per-gpu 1, not 2)"),
+])
+def test_borrowing_is_refused_with_a_warning_where_the_simulator_refuses_it(how, needle):
+    if how == "preemptive":
+        from support.evict_policy import PredictedSrtf
+
+        core, cm, q, sent, warnings, clock = borrow_setup(PredictedSrtf(make_policy("fifo").placer))
+    else:
+        core, cm, q, sent, warnings, clock = borrow_setup(make_policy("fifo", share=True), max_jobs_per_gpu=2)
+    cm.put(BORROW)
+    q.poll()
+    assert core.quotas is None and core.vcs.namespaces["team-a"] == "A"   # the rest applies
+    rep = q.report()
+    assert not rep["borrowing"]["enforced"] and needle in rep["borrowing"]["refused"]
+    [(reason, message)] = warnings
+    assert reason == "BorrowingOff" and needle in message
+    core.pod_seen(pod("a0", "team-a"))
+    core.pod_seen(pod("a1", "team-a"))
+    core.run_pass()
+    assert core.jobs["a1"].state.name == "PENDING"   # nothing borrowed
+
+
+def test_the_queue_and_its_etas_with_a_loan_running():
+    """The forward run behind the ETAs copies a borrowed job onto the lender's nodes as it runs."""
+    core, cm, q, sent, warnings, clock = borrow_setup()
+    cm.put(BORROW)
+    q.poll()
+    core.pod_seen(pod("a0", "team-a", "a-node", "Running"))
+    core.pod_seen(pod("a1", "team-a", "b-node", "Running"))   # a loan
+    core.pod_seen(pod("b0", "team-b"))
+    for uid, pred in (("a0", 100.0), ("a1", 50.0), ("b0", 10.0)):
+        core.jobs[uid].pred_duration = pred
+    core.run_pass()   # a1 is being reclaimed for b0
+    assert [i.uid for i in sent] == ["a1"]
+    [row] = core.queue()
+    # b0 starts in the forward run no later than a1's predicted end (100 + 50), when its node is free
+    assert row["pod"] == "team-b/b0" and 100.0 <= row["eta"] <= 150.0
+
+
+def test_a_recorded_log_replays_the_borrowed_nominations_and_the_reclaim(tmp_path):
+    """The queues line (written when the ConfigMap installs the manager) makes a replay of the
+    stimuli enforce the same queues: the borrowed nomination and the lender's, after the reclaim,
+    come out of Kernel.handle as the service made them."""
+    from dlsched.registry import make_policy as registry_policy
+    from dlsched.service.feed import replay_stimuli
+    from dlsched.service.record import Recorder
+
+    recorder = Recorder(tmp_path / "events.jsonl")
+    core, cm, q, sent, warnings, clock = borrow_setup(recorder=recorder)
+    cm.put(BORROW)
+    q.poll()
+    for uid, node in (("a0", "a-node"), ("a1", "b-node")):
+        clock.t += 1.0
+        passed, _ = core.verdict(pod(uid, "team-a"), ["a-node", "b-node"])
+        assert passed == [node]
+        core.begin_bind(uid, node)
+        core.end_bind(uid, node, "")
+    clock.t += 1.0
+    core.pod_seen(pod("b0", "team-b"))
+    core.run_pass()
+    assert [i.uid for i in sent] == ["a1"]
+    clock.t += 5.0
+    core.pod_gone("a1")
+    core.run_pass()
+    assert core.jobs["b0"].state.name == "ASSUMED"
+    recorder.close()
+    agreement = replay_stimuli(tmp_path / "events.jsonl", registry_policy)
+    assert agreement.first_difference is None and agreement.rate == 1.0
+    assert agreement.replayed == [("a0", "a-node", [0, 1, 2, 3, 4, 5, 6, 7]), ("a1", "b-node", [0, 1, 2, 3, 4, 5, 6, 7]),
+                                  ("b0", "b-node", [0, 1, 2, 3, 4, 5, 6, 7])]

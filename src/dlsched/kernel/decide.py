@@ -3,7 +3,9 @@ transitions and reported to the backend that drives the kernel.
 
 Every driver decides through :class:`Decider` — the simulator's event loop
 (``sim/engine.py``), the live service (through :class:`dlsched.kernel.entry.Kernel`), the ETA
-forward run (``sched/eta.py``) and the queue manager's borrowing pass (``kernel/quotas.py``).
+forward run (``sched/eta.py``) and the queue manager's borrowing and reclaim rounds
+(``kernel/quotas.py``: :meth:`Decider.pass_over`, :meth:`Decider.reclaim`,
+:meth:`Decider.start_borrowed`, reported to the same backend as every pass).
 ``grep -n "is Start" src/dlsched`` finds the one place a decision's type is looked at:
 :meth:`Decider._passes`.
 
@@ -77,27 +79,34 @@ class Decider:
     def collect_pass(self, vc: VcState, now: float) -> list[Job]:
         """The policy's pass over ``vc`` with its outcome returned instead of reported: the jobs
         whose finish moved, in order (a failure model's due failures stay in the physics'
-        ``failures_due`` for the caller). The queue manager's borrowing rounds use it: they
-        need to know whether a pass started anything before deciding what to reclaim."""
+        ``failures_due`` for the caller). Benchmarks time a pass with it without a driver."""
         collect = self._collector()
         self._passes(collect, (vc,))(now)
         return collect.moved
 
-    def collect_preempt(self, job: Job, now: float) -> list[Job]:
-        """Preempt ``job`` outside a policy pass (the queue manager reclaiming lent GPUs); the
-        jobs whose finish moved, as :meth:`collect_pass`."""
-        self.state.preempt(job, now)
-        collect = self._collector()
-        collect.preempted(Preempt(job), (), now)
-        return collect.moved
+    def pass_over(self, vc: VcState, now: float) -> bool:
+        """The policy's pass over ``vc`` alone, reported to the backend like every pass; whether
+        it started anything. The queue manager's rounds (``kernel/quotas.py``) use it: they need
+        to know whether a pass started a job before deciding what else to do."""
+        before = self.state.starts
+        self._passes(self.backend, (vc,))(now)
+        return self.state.starts != before
 
-    def collect_borrowed(self, job: Job, host: VcState, placement, now: float) -> list[Job]:
-        """Start ``job`` on GPUs ``host`` lends (:meth:`ClusterState.start_borrowed`); the jobs
-        whose finish moved, as :meth:`collect_pass`."""
-        self.state.start_borrowed(job, host, placement, now)
-        collect = self._collector()
-        collect.started(Start(job, placement), now)
-        return collect.moved
+    def reclaim(self, job: Job, now: float, reason: str, for_job: Job | None) -> None:
+        """Preempt ``job`` outside a policy pass (the queue manager taking lent GPUs back for
+        ``for_job``), carried out as a pass's Preempt is: stopped now when the decider does not
+        assume (the simulator), else only asked for (live: an Evict action; the job keeps its
+        GPUs until the driver reports it gone)."""
+        if not self.assume:
+            self.state.preempt(job, now)
+        self.backend.preempted(Preempt(job, reason, for_job), (), now)
+
+    def start_borrowed(self, job: Job, host: VcState, placement, now: float) -> None:
+        """Start ``job`` on GPUs ``host`` lends (:meth:`ClusterState.start_borrowed`), reported to
+        the backend as a pass's Start is (live: an assumed start, a Bind action on the lender's
+        node, confirmed by its bind)."""
+        self.state.start_borrowed(job, host, placement, now, confirm=not self.assume)
+        self.backend.started(Start(job, placement), now)
 
     def _collector(self) -> Collect:
         # the driver's physics, when its backend has one (the simulator's), rates what moved

@@ -17,6 +17,13 @@ With ``assume=True`` (live) a :class:`Bind` is a nomination — the job holds it
 run until :class:`BindSucceeded` — and an :class:`Evict` is a request: the job keeps its GPUs
 until the driver reports :class:`JobEvicted`. With ``assume=False`` both are already carried out
 when they are returned.
+
+Queues that borrow (``kernel/quotas.py``): with a :class:`~dlsched.kernel.quotas.QuotaManager`
+installed, each pass that decided something is followed by its ``rebalance``, as in the
+simulator after an instant's passes. A borrowed start comes out as a :class:`Bind` on the
+lender's node (the loan is booked at once and released by :class:`BindFailed` or a
+withdrawal), a reclaim as :class:`Evict` actions whose ``for_job`` is the lender's blocked head;
+live, the lender's head starts at the pass after the last :class:`JobEvicted`.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from collections.abc import Iterable
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.decide import Decider
 from dlsched.kernel.decisions import Postpone, Preempt, Start
+from dlsched.kernel.quotas import QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.stimuli import (
     Action,
@@ -77,9 +85,11 @@ class Kernel:
     driver's job, as the simulator and the service do)."""
 
     def __init__(self, state: ClusterState, policy, assume: bool = True, oracle: bool = False,
-                 view: SchedulingView | None = None) -> None:
+                 view: SchedulingView | None = None, quotas: QuotaManager | None = None) -> None:
         self.state = state
         self.policy = policy
+        self.quotas = quotas   # borrowing and reclaim between VCs after each pass (None: fixed VCs)
+        self._queue_specs: tuple = ()   # what use_queues was given (a new VC rebuilds the manager)
         self.view = view if view is not None else SchedulingView(state, oracle)
         self.log = ActionLog()
         self.decider = Decider(state, self.view, policy, self.log, assume=assume)
@@ -123,8 +133,43 @@ class Kernel:
             self.policy.job_submitted(s.job, now)  # before queueing: the policy may set the job's key
         self.decider.dirty[self.state.submit(s.job, now)] = None
 
+    def install_quotas(self, quotas: QuotaManager | None) -> QuotaManager | None:
+        """Use ``quotas`` from the next pass on (None: no borrowing); the live service installs a
+        new manager when its queue configuration changes. Returns the one it replaces, which no
+        longer observes the state."""
+        old, self.quotas = self.quotas, quotas
+        if old is not None and old is not quotas:
+            self.state.remove_observer(old)
+        return old
+
+    def use_queues(self, specs, now: float) -> QuotaManager | None:
+        """Enforce the queues ``specs`` on the state as it is (the live service, a replay of its
+        log): when some queue may borrow, a new manager replaces the current one, with what runs
+        booked (:meth:`QuotaManager.rebuild`: loans re-derived from what runs where, decayed usage
+        and evictions in flight carried over) and every VC decided again at the next pass; else
+        none. Queues whose VC has no node yet are allowed; when a VC's first node joins
+        (``NodeChanged``), the manager is rebuilt. ValueError when the specs do not fit the
+        state (a VC named as a parent)."""
+        self._queue_specs = tuple(specs)
+        if not self._queue_specs or not borrowing_possible(self._queue_specs):
+            self.install_quotas(None)
+            return None
+        try:
+            manager = QuotaManager(self._queue_specs, self.state, strict=False)
+        except ValueError:
+            self.install_quotas(None)
+            raise
+        manager.rebuild(now, self.install_quotas(manager))
+        for vc in self.state.vcs:
+            self.decider.dirty[vc] = None
+        return manager
+
     def _pass(self, s: PassRequested, now: float) -> None:
-        self.decider.decide(now)
+        decider = self.decider
+        changed = bool(decider.dirty)   # as the simulator: a rebalance after an instant that changed something
+        decider.decide(now)
+        if changed and self.quotas is not None:
+            self.quotas.rebalance(decider, now)
         wakeups = self.view._wakeups
         if wakeups:
             self.log.actions.extend(WakeAt(t, vid) for t, vid in wakeups)
@@ -155,8 +200,11 @@ class Kernel:
             self.policy.job_failed(s.job, now, s.reason)
 
     def _evicted(self, s: JobEvicted, now: float) -> None:
+        host = self.state.hosts.get(s.job)   # a reclaimed loan: its lender's head may start now
         self.state.preempt(s.job, now)
         self.decider.dirty[s.job.vc_state] = None
+        if host is not None:
+            self.decider.dirty[host] = None
 
     def _withdrawn(self, s: JobWithdrawn, now: float) -> None:
         job = s.job
@@ -174,7 +222,10 @@ class Kernel:
         if s.change == "added":
             if s.spec is None:
                 raise StateError("a node added without its spec")
+            known = len(st.vcs)
             node = st.add_node(s.spec, now)
+            if len(st.vcs) != known and self.quotas is not None and self._queue_specs:
+                self.use_queues(self._queue_specs, now)   # the manager knows the VCs it was built with
         elif s.change == "removed":
             node = s.node
             st.remove_node(node, now)

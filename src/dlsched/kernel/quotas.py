@@ -58,12 +58,12 @@ class QuotaManager:
     """Borrowing and reclaim between VCs, driven by the engine once per instant after its passes."""
 
     def __init__(self, specs: Iterable[QueueSpec], state: ClusterState,
-                 half_life: float = DEFAULT_HALF_LIFE) -> None:
+                 half_life: float = DEFAULT_HALF_LIFE, strict: bool = True) -> None:
         self.state = state
         specs = list(specs)
         tree = QueueTree(specs)
         unknown = sorted(set(tree.leaves) - set(state.vc_index))
-        if unknown:
+        if unknown and strict:  # live (strict=False) a queue's nodes may not have joined yet
             raise ValueError(f"queue(s) {', '.join(unknown)} name no VC of the cluster and are no queue's parent")
         inner_vcs = sorted(tree.inner & set(state.vc_index))
         if inner_vcs:
@@ -92,6 +92,11 @@ class QuotaManager:
         self._in_system = [0] * n       # the VC's jobs submitted and not finished
         self._active_since = [0.0] * n
         self.active_time = [0.0] * n    # seconds with >= 1 job waiting or running
+        # live (the decider assumes): borrowing jobs whose eviction a reclaim asked for -> the
+        # lender VC; they keep their GPUs until the driver reports them gone (always empty in
+        # the simulator, where a reclaim stops the job at once)
+        self.evicting: dict[Job, VcState] = {}
+        self.stranded: set[Job] = set()  # loans found running by rebuild() that the tree forbids now
         state.add_observer(self)
 
     @property
@@ -129,7 +134,10 @@ class QuotaManager:
         if host >= 0:
             self.borrowed_area[vc.vid] += area
             self.lent_area[host] += area
-            self._book(job, -1)
+            if job in self._loans:
+                self._book(job, -1)
+            self.evicting.pop(job, None)
+            self.stranded.discard(job)
         if why == "finish":
             self._in_system[vc.vid] -= 1
             if not self._in_system[vc.vid]:
@@ -157,7 +165,7 @@ class QuotaManager:
         out: dict[str, dict[str, int]] = {n: {} for n in self.out_types}
         into: dict[str, dict[str, int]] = {n: {} for n in self.in_types}
         for job, host in self.state.hosts.items():
-            paths = self.tree.below_common(job.vc_state.name, host.name)
+            paths = self._paths(job, host)
             if paths is None:
                 raise StateError(f"job {job.job_id} of {job.vc_state.name} runs on {host.name}, outside its tree")
             for names, held in ((paths[0], out), (paths[1], into)):
@@ -181,62 +189,85 @@ class QuotaManager:
                 if over:
                     raise StateError(f"queue {name}: {what} GPUs {held} over its limit")
 
+    def _paths(self, job: Job, host: VcState) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """The queues a running loan is booked on: both paths below the common ancestor; a loan
+        :meth:`rebuild` found that the configuration no longer allows, its two leaves alone."""
+        if job in self.stranded:
+            return (job.vc_state.name,), (host.name,)
+        return self.tree.below_common(job.vc_state.name, host.name)
+
     # -- one instant ---------------------------------------------------------------------
-    def rebalance(self, decider, now: float) -> list[Job]:
+    def rebalance(self, decider, now: float) -> None:
         """Reclaim for lenders whose head is blocked, then let blocked heads borrow, the queue with
-        the least decayed usage per weight first. Carries out the decisions (policy passes through
-        ``decider``, the kernel's one dispatcher) and returns the jobs whose finish time moved
-        (started ones first)."""
-        state = self.state
-        policy, view = decider.policy, decider.view
-        changed: list[Job] = []
-        place = policy.placer.place
-        for vc in state.vcs:  # a borrowed job that ended freed GPUs of a VC the engine did not pass over
+        the least decayed usage per weight first. Every decision goes through ``decider``, the
+        kernel's one dispatcher, and is reported to its backend as a pass's decisions are: the
+        simulator's schedules finishes, the live kernel's log turns a borrowed start into a
+        ``Bind`` on the lender's node and a reclaim into an ``Evict`` (``decider.assume``)."""
+        view, place = decider.view, decider.policy.placer.place
+        vcs = self.state.vcs[:len(self.specs)]  # live, a VC whose first node just joined waits for a rebuild
+        for vc in vcs:  # a borrowed job that ended freed GPUs of a VC the engine did not pass over
             if vc.pending and place(view, vc, head_of(vc, now)).status is _FITS:
-                changed.extend(self._pass(decider, vc, now))
-        for vc in state.vcs:
+                decider.pass_over(vc, now)
+        for vc in vcs:
             if vc.pending and self.in_total[vc.name]:
-                changed.extend(self._reclaim(decider, vc, now))
-        borrowers = [vc for vc in state.vcs if vc.pending and self.specs[vc.vid].may_borrow]
+                self._reclaim(decider, vc, now)
+        waiting = set(self.evicting.values())  # live: heads that wait for evictions in flight
+        borrowers = [vc for vc in vcs if vc.pending and self.specs[vc.vid].may_borrow and vc not in waiting]
         if len(borrowers) > 1:
             upw = self.usage_per_weight(now)
             borrowers.sort(key=lambda vc: self.tree.fair_key(vc.name, upw))
         for vc in borrowers:
             if vc.pending:
-                changed.extend(self._borrow(decider, vc, now))
-        return changed
-
-    def _pass(self, decider, vc: VcState, now: float) -> list[Job]:
-        """The VC's own policy pass, carried out; the jobs whose finish moved."""
-        return decider.collect_pass(vc, now)
+                self._borrow(decider, vc, now)
 
     def _borrowers_on(self, vc: VcState, now: float) -> list[Job]:
         """Other VCs' jobs on ``vc``'s nodes in reclaim order: the borrowing queue with the most
-        decayed usage per weight first, its most recently started job first."""
+        decayed usage per weight first, its most recently started job first. Jobs whose eviction
+        is already asked for (live) are not candidates again."""
         upw = self.usage_per_weight(now)
-        return sorted((j for j, h in self.state.hosts.items() if h is vc),
+        evicting = self.evicting
+        return sorted((j for j, h in self.state.hosts.items() if h is vc and j not in evicting),
                       key=lambda j: (-upw[j.vc_state.name], -j.run_seq))
 
-    def _reclaim(self, decider, vc: VcState, now: float) -> list[Job]:
+    def _fits_once_gone(self, view, place, vc: VcState, head: Job, going: list[Job]) -> bool:
+        """Whether ``head`` fits on ``vc``'s nodes once the jobs ``going`` (evictions in flight,
+        live) have released their GPUs. With none going (always, in the simulator) it is the
+        plain placement question."""
+        if not going:
+            return place(view, vc, head).status is _FITS
+        with self.state.as_if(released=going):
+            return place(view, vc, head).status is _FITS
+
+    def _reclaim(self, decider, vc: VcState, now: float) -> None:
+        """Preempt borrowing jobs on ``vc``'s nodes until its blocked head fits, then pass over
+        ``vc``. Live, a preemption is an eviction request: the victim keeps its GPUs until its
+        pod is gone, so GPUs of evictions in flight count as becoming free (none is asked for
+        twice, and no more victims than the head needs) and the head starts at the pass that
+        follows the last ``JobEvicted``."""
         view, place = decider.view, decider.policy.placer.place
-        changed: list[Job] = []
+        assume = decider.assume
         while vc.pending and self.in_total[vc.name]:
             head = head_of(vc, now)
             if place(view, vc, head).status is _FITS:
                 break  # its own pass starts it (it was not dirty, or it became free just now)
+            going = [j for j, lender in self.evicting.items() if lender is vc]
+            if going and self._fits_once_gone(view, place, vc, head, going):
+                break  # enough is on its way out
             if vc.free + self.in_total[vc.name] < head.gpus:
                 break  # its own jobs hold the rest: reclaiming would not make it fit
+            reason = f"reclaim for queue {vc.name}: its guaranteed GPUs are lent"
             for victim in self._borrowers_on(vc, now):
                 self.reclaimed[victim.vc_state.vid] += 1
                 self.reclaims[vc.vid] += 1
-                changed.extend(decider.collect_preempt(victim, now))
-                if place(view, vc, head).status is _FITS:
+                if assume:  # live: it holds its GPUs until the driver reports it gone (or, a
+                    # nomination not bound yet, until the driver withdraws it)
+                    self.evicting[victim] = vc
+                    going.append(victim)
+                decider.reclaim(victim, now, reason, head)
+                if self._fits_once_gone(view, place, vc, head, going):
                     break
-            moved = self._pass(decider, vc, now)
-            if not moved:
+            if not decider.pass_over(vc, now):
                 break
-            changed.extend(moved)
-        return changed
 
     def _loan(self, borrower: str, lender: str, want: dict[str, int]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
         """The queues on both paths of a loan of ``want`` GPUs (per type), or None when a limit on
@@ -256,6 +287,50 @@ class QuotaManager:
                 return None
         return outs, ins
 
+    def _allowance(self, paths: tuple[tuple[str, ...], tuple[str, ...]], types: Iterable[str]) -> dict[str, int]:
+        """GPUs of each type a new loan along ``paths`` may still take: the least room any queue
+        on the way has left, under its per-type limit or (without one) its limit in GPUs of any
+        type (a type a per-type limit does not name: 0; no limit: unbounded)."""
+        room: dict[str, int] = {}
+        specs = self.tree.specs
+        for t in types:
+            left = None
+            for names, borrow in ((paths[0], True), (paths[1], False)):
+                for q in names:
+                    s = specs[q]
+                    limit_types = s.borrow_types if borrow else s.lend_types
+                    if limit_types is not None:
+                        held = (self.out_types if borrow else self.in_types)[q].get(t, 0)
+                        r = dict(limit_types).get(t, 0) - held
+                    else:
+                        limit = s.borrow_limit if borrow else s.lend_limit
+                        if limit is None:
+                            continue
+                        r = limit - (self.out_total if borrow else self.in_total)[q]
+                    left = r if left is None else min(left, r)
+            room[t] = 1 << 62 if left is None else max(left, 0)
+        return room
+
+    def _lender_nodes(self, vc: VcState, other: VcState, g: int) -> list[int] | None:
+        """Nodes of ``other`` to close before its placer looks for ``g`` GPUs for ``vc``'s head:
+        those whose GPU type the loan's limits leave too little room for (per-type limits are
+        checked before the placer picks, so that a disallowed type it would prefer does not hide
+        an allowed one). [] when every type is allowed; None when no type is."""
+        paths = self.tree.below_common(vc.name, other.name)
+        if paths is None:
+            return None
+        specs = self.state.node_specs
+        types = {specs[n].gpu_type.name for n in other.nodes}
+        room = self._allowance(paths, types)
+        ok = {t for t in types if room[t] >= g}
+        if not ok:  # a placement across types may still fit the room left of several
+            ok = {t for t in types if room[t] > 0}
+            if sum(room[t] for t in ok) < g:
+                return None
+        if len(ok) == len(types):
+            return []
+        return [n for n in other.nodes if specs[n].gpu_type.name not in ok]
+
     def _types_of(self, placement) -> dict[str, int]:
         """GPUs per type a placement takes (per-type limits count them)."""
         specs = self.state.node_specs
@@ -265,16 +340,13 @@ class QuotaManager:
             out[t] = out.get(t, 0) + int(mask).bit_count()
         return out
 
-    def _borrow(self, decider, vc: VcState, now: float) -> list[Job]:
+    def _borrow(self, decider, vc: VcState, now: float) -> None:
         state, view, spec, place = self.state, decider.view, self.specs[vc.vid], decider.policy.placer.place
-        changed: list[Job] = []
         while vc.pending:
             head = head_of(vc, now)
             if place(view, vc, head).status is _FITS:
-                moved = self._pass(decider, vc, now)  # fits at home after all
-                if not moved:
+                if not decider.pass_over(vc, now):  # fits at home after all
                     break
-                changed.extend(moved)
                 continue
             g = head.gpus
             if spec.borrow_types is None and spec.borrow_limit is not None and \
@@ -282,11 +354,17 @@ class QuotaManager:
                 break
             lender = None
             for other in sorted(state.vcs, key=lambda o: (-o.free, o.vid)):
-                if other is vc or other.pending or other.free < g or not self.specs[other.vid].may_lend:
+                if other is vc or other.pending or other.free < g or other.vid >= len(self.specs) \
+                        or not self.specs[other.vid].may_lend:
                     continue
-                if self.tree.below_common(vc.name, other.name) is None:
+                closed = self._lender_nodes(vc, other, g)
+                if closed is None:
                     continue
-                fit = place(view, other, head)
+                if closed:
+                    with state.as_if(closed=closed):
+                        fit = place(view, other, head)
+                else:
+                    fit = place(view, other, head)
                 if fit.status is not _FITS:
                     continue
                 want = self._types_of(fit.placement)
@@ -300,8 +378,54 @@ class QuotaManager:
             self._loans[head] = (outs, ins, want)
             self._book(head, 1)
             self.borrow_starts[vc.vid] += 1
-            changed.extend(decider.collect_borrowed(head, other, placement, now))
-        return changed
+            decider.start_borrowed(head, other, placement, now)
+
+    # -- live: a manager built on a running state ----------------------------------------
+    def rebuild(self, now: float, previous: QuotaManager | None = None) -> None:
+        """Book what already runs, for a manager installed on a live state (the service, when its
+        queue configuration changes): each running job's GPU-time clock and usage from ``now``,
+        the decayed usage of queues ``previous`` knew carried over, and every job that holds
+        another VC's GPUs (``state.hosts``) booked as a loan along the paths the new tree gives.
+        A loan the new tree forbids (another top-level tree, a limit of 0) is not undone --
+        the job runs until it ends or is reclaimed -- but booked on its two leaves alone
+        (``stranded``), so that the lender still sees its GPUs as lent. Evictions ``previous``
+        had asked for stay in flight."""
+        state = self.state
+        if previous is not None:
+            for name, u in previous.usage.items():
+                if name in self.usage:
+                    mine = self.usage[name]
+                    mine.value, mine.t = u.at(now), max(now, u.t)
+        for vc in state.vcs:
+            if vc.vid >= len(self._in_system):
+                continue
+            self._in_system[vc.vid] = vc.pending + len(vc.running)
+            self._active_since[vc.vid] = now
+            for job in vc.running:
+                host = state.hosts.get(job)
+                self._since[job] = (now, -1 if host is None else host.vid)
+                for q in (vc.name, *self.tree.ancestors[vc.name]):
+                    self.usage[q].change(job.gpus, now)
+        for job in state.hosts:
+            self.adopt(job)
+        if previous is not None:
+            self.evicting.update((j, v) for j, v in previous.evicting.items() if j in state.hosts)
+
+    def adopt(self, job: Job) -> None:
+        """Book the loan of ``job``, which already holds another VC's GPUs (``state.hosts``):
+        along the paths the tree gives, or on its two leaves alone when the tree forbids it
+        (``stranded``: it runs until it ends or is reclaimed)."""
+        host = self.state.hosts[job]
+        paths = self.tree.below_common(job.vc_state.name, host.name)
+        if paths is None:
+            self.stranded.add(job)
+            paths = (job.vc_state.name,), (host.name,)
+        self._loans[job] = (paths[0], paths[1], self._types_of(job.placement))
+        self._book(job, 1)
+
+    def loans(self) -> list[tuple[Job, VcState]]:
+        """The jobs that hold another VC's GPUs now, with the lender."""
+        return list(self.state.hosts.items())
 
     # -- report ----------------------------------------------------------------------------
     def per_queue(self, jobs: list[Job], t0: float, t1: float) -> dict:

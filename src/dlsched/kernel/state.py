@@ -23,6 +23,8 @@ bitmask (bit = VC-local node index) of open nodes with exactly ``k`` free GPUs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Callable, Sequence
 
 from dlsched.core.bits import bit_tuple, set_bits
@@ -140,6 +142,15 @@ class ClusterState:
         ``started(job, vc, now)``, ``stopped(job, vc, now, why)``, ``node_changed(node, now)``,
         ``predictions_changed(job)``."""
         self._observers.append(obs)
+        self._hooks()
+
+    def remove_observer(self, obs: object) -> None:
+        """Stop telling ``obs`` (the live service replaces its queue manager when the queue
+        configuration changes)."""
+        self._observers = [o for o in self._observers if o is not obs]
+        self._hooks()
+
+    def _hooks(self) -> None:
         self._on_submit = tuple(o.submitted for o in self._observers if hasattr(o, "submitted"))
         self._on_start = tuple(o.started for o in self._observers if hasattr(o, "started"))
         self._on_stop = tuple(o.stopped for o in self._observers if hasattr(o, "stopped"))
@@ -206,6 +217,12 @@ class ClusterState:
             cb(node, now)
 
     # -- queries ------------------------------------------------------------------------
+    @property
+    def starts(self) -> int:
+        """Starts so far (each start, assumed or confirmed, borrowed or not, takes the next
+        ``run_seq``): a caller compares it before and after a pass to see whether it started a job."""
+        return self._run
+
     def vc_of(self, job: Job) -> VcState:
         try:
             return self.vcs[self.vc_index[job.vc]]
@@ -347,10 +364,11 @@ class ClusterState:
         job.run_seq = self._run
         return vc
 
-    def start_borrowed(self, job: Job, host: VcState, placement, now: float) -> VcState:
+    def start_borrowed(self, job: Job, host: VcState, placement, now: float, confirm: bool = True) -> VcState:
         """Start ``job`` on idle GPUs of another VC, ``host``, that lends them (queues with
         quotas). The job stays in its own VC's running set; the GPUs are booked to ``host``'s
-        nodes until the job stops, when :meth:`finish`, :meth:`preempt` or :meth:`fail` release
+        nodes until the job stops, when :meth:`finish`, :meth:`preempt`, :meth:`fail` or (an
+        assumed start, ``confirm=False``: live, until the bind succeeds) :meth:`forget` release
         them there. Exclusive GPUs only. Returns the job's own VC."""
         if job.state is not _PENDING:
             raise StateError(f"job {job.job_id} started while {job.state.name}")
@@ -372,7 +390,7 @@ class ClusterState:
         vc.running[job] = None
         self.n_pending -= 1
         self.n_running += 1
-        job.state = _RUNNING
+        job.state = _RUNNING if confirm else _ASSUMED
         job.placement = placement
         if job.start_time < 0:
             job.start_time = now
@@ -745,6 +763,57 @@ class ClusterState:
         vc.busy -= freed
         self.busy_gpus -= freed
 
+    @contextmanager
+    def as_if(self, closed: Iterable[int] = (), released: Iterable[Job] = ()) -> Iterator[None]:
+        """A placement question about a state that is not (yet) the real one, answered on the
+        real books and restored exactly afterwards: the open nodes of ``closed`` taken out of
+        placement, the GPUs of the running jobs ``released`` counted free. The queue manager
+        asks it live, where a reclaimed job keeps its GPUs until its pod is gone (would the
+        lender's head fit once the evictions in flight are done?) and where a per-type loan
+        limit leaves only some of a lender's nodes. No observer hears of it, no level is
+        integrated, the jobs' holder lists are untouched; exclusive GPUs only (borrowing's rule)."""
+        if self.cap != 1:
+            raise StateError("as_if needs exclusive GPUs (max_jobs_per_gpu = 1)")
+        shut = [n for n in closed if self.node_slot[n] >= 0]
+        lifted = [(job, self.hosts.get(job, job.vc_state)) for job in released]
+        node_free, node_mask, node_slot = self.node_free, self.node_mask, self.node_slot
+        for job, host in lifted:
+            for node, mask in job.placement:
+                n = mask.bit_count()
+                node_mask[node] &= ~mask
+                if node_slot[node] >= 0:
+                    local = 1 << self.node_local[node]
+                    old = node_free[node]
+                    host.buckets[old] &= ~local
+                    host.buckets[old + n] |= local
+                    node_free[node] = old + n
+                    host.free += n
+        for node in shut:
+            self._close(node, self.vcs[self.node_vc[node]])
+        try:
+            yield
+        finally:
+            for node in reversed(shut):
+                if node_slot[node] >= 0:
+                    continue   # reopened meanwhile (the live placer's own cordon / uncordon of unoffered nodes)
+                node_slot[node] = self.node_vc[node]   # as _reopen: free recomputed from the mask
+                vc = self.vcs[self.node_vc[node]]
+                free = self.node_gpus[node] - node_mask[node].bit_count()
+                node_free[node] = free
+                vc.buckets[free] |= 1 << self.node_local[node]
+                vc.free += free
+            for job, host in reversed(lifted):
+                for node, mask in job.placement:
+                    n = mask.bit_count()
+                    node_mask[node] |= mask
+                    if node_slot[node] >= 0:
+                        local = 1 << self.node_local[node]
+                        old = node_free[node]
+                        host.buckets[old] &= ~local
+                        host.buckets[old - n] |= local
+                        node_free[node] = old - n
+                        host.free -= n
+
     # -- self-check ---------------------------------------------------------------------
     def check_invariants(self) -> None:
         """Recompute everything from the running jobs and compare (used in tests)."""
@@ -770,7 +839,7 @@ class ClusterState:
                 sum(len(vc.running) for vc in self.vcs) != self.n_running:
             raise StateError("job counters out of sync with the VCs")
         for job, host in self.hosts.items():
-            if job.state is not _RUNNING or job not in job.vc_state.running:
+            if (job.state is not _RUNNING and job.state is not _ASSUMED) or job not in job.vc_state.running:
                 raise StateError(f"job {job.job_id} listed as borrowing while {job.state.name}")
             if any(self.node_vc[node] != host.vid for node, _ in job.placement):
                 raise StateError(f"job {job.job_id} borrows from VC {host.name} but holds other nodes")

@@ -217,19 +217,6 @@ def check_borrowing(policy, state: ClusterState) -> None:
         raise ValueError("queues that borrow need exclusive GPUs (max_jobs_per_gpu = 1)")
 
 
-def _adopt_loan(manager: QuotaManager, job: Job, lender: str) -> None:
-    """Book a twin that runs on GPUs of ``lender`` (it borrowed them before the copy was taken)
-    as the manager books a loan it makes itself (``QuotaManager._borrow``), so that its limits
-    count it and its stop releases it. The manager has no public call for a loan it did not make;
-    this mirrors its two private steps and nothing else. Under other queues (a what-if) the two
-    VCs may share no tree any more: the loan is then booked on the two leaves alone (it holds
-    the lender's GPUs until it ends or is reclaimed)."""
-    borrower = job.vc_state.name
-    outs, ins = manager.tree.below_common(borrower, lender) or ((borrower,), (lender,))
-    manager._loans[job] = (outs, ins, manager._types_of(job.placement))
-    manager._book(job, 1)
-
-
 def _copy_usage(manager: QuotaManager, source: QuotaManager | None, leaves: list[str], now: float) -> None:
     """Each queue's decayed usage at ``now`` from ``source`` (the state's own manager): a leaf's
     as it is; an inner queue's as the sum of the leaves under it (usage is additive over a
@@ -361,7 +348,7 @@ class EtaEstimator:
             else:   # it runs on GPUs another VC lends: the same loan in the copy
                 twin.start_borrowed(twin_job, vcs[host.vid], job.placement, now)
                 if quotas is not None:
-                    _adopt_loan(quotas, twin_job, host.name)
+                    quotas.adopt(twin_job)
             run.seq += 1
             heap.append((now + left, run.seq, twin_job, twin_job.epoch))
         heapq.heapify(heap)
@@ -401,15 +388,13 @@ class _ForwardStarts:
     waiting job's twin, records its ETA; a preempted twin keeps the work it did, and its
     scheduled finish goes stale (its epoch)."""
 
-    __slots__ = ("run", "left_to_start", "postponed", "physics")
+    __slots__ = ("run", "left_to_start", "postponed")
 
     def __init__(self, run: "ForwardRun") -> None:
         self.run = run
         origin, wanted = run.origin, run.wanted
         self.left_to_start = len(origin) if wanted is None else sum(1 for j in origin.values() if j in wanted)
-        self.postponed = None
-        # the queue manager's starts and reclaims (Decider.collect_*) reach the forward run here
-        self.physics = _ForwardPhysics(self)
+        self.postponed = None   # the queue manager's borrowed starts and reclaims reach it too
 
     def started(self, decision: Start, t: float) -> None:
         self.begin(decision[0], t)
@@ -438,25 +423,6 @@ class _ForwardStarts:
             left += overhead(job)
         _book_left(job, left)
         job.run_since = t
-
-
-class _ForwardPhysics:
-    """What :class:`~dlsched.kernel.decide.Collect` asks of a driver's physics when the queue
-    manager starts a twin on borrowed GPUs, runs a pass or reclaims: the same bookkeeping as a
-    start or preemption inside a pass (nothing is left for the caller to reschedule)."""
-
-    __slots__ = ("starts",)
-
-    def __init__(self, starts: _ForwardStarts) -> None:
-        self.starts = starts
-
-    def started(self, job: Job, t: float) -> tuple:
-        self.starts.begin(job, t)
-        return ()
-
-    def preempted(self, job: Job, t: float) -> tuple:
-        self.starts.stop(job, t)
-        return ()
 
 
 class ForwardRun:
@@ -499,7 +465,7 @@ class ForwardRun:
             changed = bool(dirty)
             decider.decide(t)   # clears dirty and woken
             if quotas is not None and changed:
-                quotas.rebalance(decider, t)   # its starts and reclaims reach _ForwardPhysics
+                quotas.rebalance(decider, t)   # its starts and reclaims reach _ForwardStarts
             for t1, vid in view._wakeups:
                 if t1 > t:
                     self.seq += 1
@@ -515,9 +481,12 @@ class ForwardRun:
                 _, _, job, epoch = heapq.heappop(heap)
                 if epoch != job.epoch or job.state is not _RUNNING:
                     continue
+                host = twin.hosts.get(job) if twin.hosts else None
                 twin.finish(job, t)
                 result.events += 1
                 dirty[job.vc_state] = None
+                if host is not None:   # a borrowed job freed the lender's GPUs
+                    dirty[host] = None
             while timers and timers[0][0] == t:
                 vc = twin.vcs[heapq.heappop(timers)[2]]
                 dirty[vc] = None

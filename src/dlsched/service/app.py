@@ -349,7 +349,8 @@ def build_app(service: LiveService) -> Front:
     @app.get("/api/v1/queues", tags=["operator"])
     def queues() -> dict:
         """The queue configuration (ConfigMap ``queues.toml``, docs/queues.md), its last error, and per
-        VC its guarantee and GPUs in use beside the configured limits, and what is not enforced live."""
+        VC its guarantee, GPUs in use, borrowed and lent beside the configured limits and its reclaims, and
+        every loan (borrowing and reclaim are enforced live when the queues allow borrowing)."""
         return service.live_queues().report()
 
     from dlsched.service.whatif import LiveWhatIf, WhatIfBusy, split_params

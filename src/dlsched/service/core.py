@@ -134,6 +134,11 @@ class SchedulerCore:
         self._ranks: dict[int, tuple[tuple, list[tuple], bool]] = {}   # vid -> (stamp, sorted ranks, NaN among them)
         self._now = 0.0
         self.gangs = GangTable()   # gang hook: the pods of one distributed job (service/gangs.py)
+        # queues that borrow (kernel/quotas.py), from the queue ConfigMap (service/queues.py):
+        # the configured specs, and why borrowing is off although they allow it ('' when on or
+        # when they do not allow it)
+        self.queue_specs: tuple = ()
+        self.borrowing_refused = ""
         self._restrict_placement()
         on_prepare = getattr(policy, "prepare", None)
         if on_prepare is not None:
@@ -148,6 +153,44 @@ class SchedulerCore:
     def _mark(self, vid: int) -> None:
         """VC ``vid`` changed: the next pass decides it."""
         self.kernel.mark(vid)
+
+    # -- queues that borrow ---------------------------------------------------------------------
+    @property
+    def quotas(self):
+        """The kernel's queue manager (None: every VC's pods run on its own nodes only)."""
+        return self.kernel.quotas
+
+    def set_queues(self, specs: tuple) -> str:
+        """Enforce ``specs`` (a queue configuration): when some queue may borrow, the kernel gets a
+        queue manager built on the live state (``Kernel.use_queues``: loans re-derived from what
+        runs where); otherwise none. Returns '' or why borrowing stays off although the queues
+        allow it: as in the simulator, borrowing needs an ordering policy that does not preempt
+        on its own (reclaims are the manager's preemptions) and exclusive GPUs. Recorded, so that
+        a replay of the log enforces the same queues from the same moment."""
+        from dlsched.kernel.quotas import borrowing_possible
+        from dlsched.traces.cluster_queues import queues_to_toml
+
+        with self.lock:
+            self.queue_specs = tuple(specs)
+            self.borrowing_refused = ""
+            if self.queue_specs and borrowing_possible(self.queue_specs):
+                if getattr(self.policy, "preemptive", False):
+                    self.borrowing_refused = (f"queues that borrow need a non-preemptive ordering policy; "
+                                              f"{self.policy.name} preempts on its own: borrowing and reclaim "
+                                              "are off")
+                elif self.state.cap != 1:
+                    self.borrowing_refused = (f"queues that borrow need exclusive GPUs (--max-jobs-per-gpu 1, "
+                                              f"not {self.state.cap}): borrowing and reclaim are off")
+            enforced = self.queue_specs if not self.borrowing_refused else ()
+            try:
+                manager = self.kernel.use_queues(enforced, self.now())
+            except ValueError as exc:
+                self.borrowing_refused = f"queues: {exc}: borrowing and reclaim are off"
+                manager = None
+            if manager is not None:
+                self.counters["queue managers built"] += 1
+            self._record("queues", toml=queues_to_toml(enforced) if manager is not None else "")
+            return self.borrowing_refused
 
     def _record(self, kind: str, **fields: object) -> None:
         if self.recorder is not None:
@@ -440,18 +483,24 @@ class SchedulerCore:
         self.parked.pop(pod.uid, None)
         self.waiting.pop(pod.uid, None)
         now = self.now()
+        host = st.vcs[st.node_vc[idx]]
+        lender = self._lender_of(pod, host) if job is None else None
         if job is None:
-            job = self._new_job(pod, st.vcs[st.node_vc[idx]].name)
+            job = self._new_job(pod, host.name if lender is None else self.vcs.vc_of(pod))
             self.jobs[pod.uid] = job
             self.pods[pod.uid] = pod
             self._handle(JobSubmitted(job), now)
         # a pod bound outside this process is not a decision: its start is booked as it stands
         # (the "adopted" line lets a replay book it the same way)
-        self._record("adopted", uid=pod.uid, node=pod.node_name, gpus=gpu_list(mask))
+        self._record("adopted", uid=pod.uid, node=pod.node_name, gpus=gpu_list(mask), borrowed=lender is not None)
         reclose = st.node_cordoned[idx]
         if reclose:  # a pod bound before its node was cordoned still runs there
             st.uncordon(idx, now)
-        st.start(job, ((idx, mask),), now, shared=bool(st.node_mask[idx] & mask), confirm=True)
+        if lender is not None:   # a borrowed pod found running (a restart): its loan is booked again
+            st.start_borrowed(job, lender, ((idx, mask),), now)
+            self.kernel.quotas.adopt(job)
+        else:
+            st.start(job, ((idx, mask),), now, shared=bool(st.node_mask[idx] & mask), confirm=True)
         if reclose:
             st.cordon(idx, now)
         slots = self._take_slots(pod.uid, idx, mask)
@@ -461,6 +510,18 @@ class SchedulerCore:
         except DoubleAssignment:
             self.counters["adopt conflicts in the store"] += 1
         self._mark(st.node_vc[idx])
+
+    def _lender_of(self, pod: PodFacts, host) -> object | None:
+        """The VC whose node a bound pod of another queue runs on, when the queue manager allows
+        that queue to borrow there (a borrowed pod found at a restart: adopted into its own VC,
+        its loan booked); None: the pod is adopted into the node's VC, as without queues."""
+        quotas = self.kernel.quotas
+        if quotas is None:
+            return None
+        vid = self.state.vc_index.get(self.vcs.vc_of(pod))
+        if vid is None or vid == host.vid or not quotas.tree.may_lend_between(self.state.vcs[vid].name, host.name):
+            return None
+        return host
 
     def _adopt_mask(self, idx: int, pod: PodFacts) -> int | None:
         """GPUs of a pod bound outside this process: its annotation when valid and free, else the
@@ -941,7 +1002,18 @@ class SchedulerCore:
             return (f"queued by dlsched ({self.policy.name}): no room the policy accepts in its last pass; "
                     f"{ahead} of {vc.pending} pending jobs of VC {vc.name} arrived earlier; {vc.free} GPUs free{eta}")
         return (f"queued by dlsched ({self.policy.name}): {ahead} of {vc.pending} pending jobs of VC {vc.name} "
-                f"go first; {vc.free} GPUs free{eta}")
+                f"go first; {vc.free} GPUs free{eta}{self._reclaiming(vc)}")
+
+    def _reclaiming(self, vc) -> str:
+        """'' or, for a VC whose lent GPUs are being taken back, how many and from which queues."""
+        quotas = self.kernel.quotas
+        if quotas is None or not quotas.evicting:
+            return ""
+        going = [j for j, lender in quotas.evicting.items() if lender is vc]
+        if not going:
+            return ""
+        queues = ", ".join(sorted({j.vc_state.name for j in going}))
+        return f"; {sum(j.gpus for j in going)} GPUs being reclaimed from queue {queues}"
 
     def _ahead(self, job: Job) -> int:
         """How many pending jobs of the job's VC go before it: a binary search in the VC's

@@ -9,7 +9,10 @@ the nominations the service made (its ``start`` lines and the nominations it had
 
 What a replay cannot know: the nodes kube-scheduler offered a pod (its selectors and taints),
 which restrict live placements; a log of pods that were offered every node replays exactly.
-Pods bound outside the service (``adopted`` lines) are booked as they stood, as the service did.
+Pods bound outside the service (``adopted`` lines) are booked as they stood, as the service did
+(a borrowed one as a loan of its own queue). The queue configuration the service enforced
+(``queues`` lines, written when a ConfigMap version installs or removes a queue manager) is
+enforced from the same moment, so borrowed nominations and reclaims replay too.
 """
 
 from __future__ import annotations
@@ -155,6 +158,13 @@ class _Feeder:
                 (idx, mask), = a.placement[:1]
                 self.binds.append((a.job.job_id, ids[idx], [g for g in range(mask.bit_length()) if mask >> g & 1]))
 
+    def queues(self, e: dict) -> None:
+        """The service started (or stopped) enforcing a queue configuration."""
+        from dlsched.traces.cluster_queues import parse_queues_text
+
+        text = str(e.get("toml") or "")
+        self.kernel.use_queues(parse_queues_text(text, "the log's queues line") if text else (), float(e["at"]))
+
     def adopted(self, e: dict) -> None:
         """A pod bound outside the service: its start booked as it stood (as the core does)."""
         st, at = self.state, float(e["at"])
@@ -163,7 +173,11 @@ class _Feeder:
         reclose = st.node_cordoned[idx]
         if reclose:
             st.uncordon(idx, at)
-        st.start(job, ((idx, mask),), at, shared=bool(st.node_mask[idx] & mask), confirm=True)
+        if e.get("borrowed") and self.kernel.quotas is not None:   # a loan of its own queue
+            st.start_borrowed(job, st.vcs[st.node_vc[idx]], ((idx, mask),), at)
+            self.kernel.quotas.adopt(job)
+        else:
+            st.start(job, ((idx, mask),), at, shared=bool(st.node_mask[idx] & mask), confirm=True)
         if reclose:
             st.cordon(idx, at)
         self.kernel.mark(st.node_vc[idx])
@@ -196,6 +210,8 @@ def replay_stimuli(path: str | Path, make_policy: Callable, policy: str | None =
                                  f"missing or bad {exc}") from None
         elif kind == "adopted":
             feeder.adopted(e)
+        elif kind == "queues":
+            feeder.queues(e)
         elif kind in ("start", "refused") and not e.get("adopted"):
             recorded.append((str(e["uid"]), str(e["node"]), list(e["gpus"])))
     if not count:

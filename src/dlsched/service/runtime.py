@@ -83,6 +83,7 @@ class LiveService:
     queues_configmap: str = "dlsched/dlsched-queues"   # NAMESPACE/NAME of the queue ConfigMap ('' : none)
     queues_interval: float = 10.0    # seconds between reads of it
     queues: object | None = None     # the LiveQueues (docs/queues.md)
+    _queues_polling: bool = False    # its poller thread runs
     evictor: object | None = None    # the Evictor (service/evictor.py), once started
     _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
     _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) a nudge wrote
@@ -96,6 +97,7 @@ class LiveService:
             self.started = True
             return {}
         self.core.load_evictions(self.core.store.eviction_rows())   # before the pods: their deletions are evictions
+        self.read_queues_once()   # before the pods: a borrowed pod found bound is adopted as a loan
         node_rv, pod_rv, holding = self.bridge.reconcile()
         dropped = self.core.store.reset_assignments(holding, self.core.now())
         from dlsched.service.gang_recovery import recover
@@ -190,8 +192,11 @@ class LiveService:
             self.queues = LiveQueues(self.core)
         return self.queues
 
-    def start_queues(self) -> None:
-        """Read the queue ConfigMap now and every ``queues_interval`` seconds (through the bridge's api)."""
+    def read_queues_once(self) -> None:
+        """Read the queue ConfigMap once, before the pods are listed at start-up: its namespaces
+        map the pending pods found, and with borrowing on a pod found bound on another queue's
+        node is adopted as that queue's loan (not as a job of the node's VC). A failed read is
+        counted; the poller tries again."""
         api = getattr(self.bridge, "api", None)
         if not self.queues_configmap or api is None or self.queues is not None:
             return
@@ -200,6 +205,18 @@ class LiveService:
         ns, name = parse_ref(self.queues_configmap)
         self.queues = LiveQueues(self.core, ns, name, kube_reader(api, ns, name), kube_warner(api, ns, name),
                                  self.queues_interval)
+        try:
+            self.queues.poll()
+        except Exception as exc:  # noqa: BLE001 - the API server may be away for a while
+            self.queues.counts["read_failed"] += 1
+            log.warning("queue ConfigMap %s/%s not read at start: %s", ns, name, exc)
+
+    def start_queues(self) -> None:
+        """Read the queue ConfigMap every ``queues_interval`` seconds (through the bridge's api)."""
+        self.read_queues_once()
+        if self.queues is None or self.queues.read is None or self._queues_polling:
+            return
+        self._queues_polling = True
         threading.Thread(target=self.queues.run, args=(self._done,), name="queues", daemon=True).start()
 
     def _expirer(self) -> None:

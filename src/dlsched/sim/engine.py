@@ -162,7 +162,6 @@ class Simulator:
         # hot loop: bind methods and constants to locals
         heappop, heappush = heapq.heappop, heapq.heappush
         finish, submit = state.finish, state.submit
-        failures_due = physics.failures_due
         still_due = getattr(self.failure_model, "still_due", None)
 
         def push_finish(job: Job, now: float) -> None:
@@ -265,18 +264,12 @@ class Simulator:
                 except StateError as exc:
                     raise SimulationError(f"policy {policy.name}: {exc}") from exc
                 if quotas is not None:
-                    # borrowing and reclaim between VCs, after every VC's own pass (kernel/quotas.py)
+                    # borrowing and reclaim between VCs, after every VC's own pass (kernel/quotas.py);
+                    # its starts and preemptions reach the backend as a pass's do (finish events)
                     try:
-                        changed = quotas.rebalance(decider, now)
+                        quotas.rebalance(decider, now)
                     except StateError as exc:
                         raise SimulationError(f"queues: {exc}") from exc
-                    for job in changed:
-                        if job.state is RUNNING:
-                            push_finish(job, now)
-                    if failures_due:
-                        for t1, job, reason in failures_due:
-                            heappush(heap, (t1, FINISH, next(tiebreak), "fail", (job, reason), job.run_seq))
-                        failures_due.clear()
                     if check:
                         state.check_invariants()
                         quotas.check()
