@@ -8,14 +8,11 @@ engine's decisions job for job.
 
 from __future__ import annotations
 
-import heapq
-import itertools
-
 import pytest
+from support.kernel_driver import feed
 
 from dlsched.core.cluster import ClusterSpec, NodeSpec
 from dlsched.core.job import Job, JobState
-from dlsched.core.truth import remaining as true_remaining
 from dlsched.kernel.decisions import Postpone, Preempt, Start
 from dlsched.kernel.entry import Kernel
 from dlsched.kernel.queues import ArrivalQueue
@@ -26,13 +23,10 @@ from dlsched.kernel.stimuli import (
     BindSucceeded,
     Evict,
     JobEvicted,
-    JobFinished,
     JobSubmitted,
     NodeChanged,
     PassRequested,
     Postponed,
-    TimerFired,
-    WakeAt,
 )
 from dlsched.registry import make_policy
 from dlsched.sched.indexes import make_view
@@ -42,40 +36,12 @@ from dlsched.traces.synthetic import generate
 
 
 def drive(jobs: list[Job], cluster: ClusterSpec, policy) -> dict[str, tuple[float, tuple]]:
-    """Simulate through Kernel.handle only; returns job id -> (start time, first placement)."""
+    """Simulate through Kernel.handle only (live: binds confirmed at once); returns job id ->
+    (start time, first placement)."""
     state = ClusterState(cluster, new_queue=policy.new_queue)
     kernel = Kernel(state, policy, assume=True, view=make_view(state, policy))  # the driver attaches plug-ins
     kernel.prepare()
-    by_id = {vc.name: vc for vc in state.vcs}
-    for job in jobs:
-        job.reset() if job.state is not JobState.CREATED else None
-        job.vc_state = by_id[job.vc]
-    arrivals = sorted(jobs, key=lambda j: j.submit_time)
-    heap: list[tuple] = []
-    seq = itertools.count()
-    out: dict[str, tuple[float, tuple]] = {}
-    i = 0
-    while i < len(arrivals) or heap:
-        t_arr = arrivals[i].submit_time if i < len(arrivals) else float("inf")
-        now = min(t_arr, heap[0][0] if heap else float("inf"))
-        while heap and heap[0][0] == now and heap[0][1] == 0:
-            _, _, _, job, epoch = heapq.heappop(heap)
-            if epoch == job.epoch and job.state is JobState.RUNNING:
-                kernel.handle(JobFinished(job), now)
-        while i < len(arrivals) and arrivals[i].submit_time == now:
-            kernel.handle(JobSubmitted(arrivals[i]), now)
-            i += 1
-        while heap and heap[0][0] == now and heap[0][1] == 1:
-            kernel.handle(TimerFired(heapq.heappop(heap)[4]), now)
-        for action in kernel.handle(PassRequested(), now):
-            if type(action) is Bind:
-                job = action.job
-                kernel.handle(BindSucceeded(job), now)
-                out.setdefault(job.job_id, (now, action.placement))
-                heapq.heappush(heap, (now + true_remaining(job), 0, next(seq), job, job.epoch))
-            elif type(action) is WakeAt:
-                heapq.heappush(heap, (action.time, 1, next(seq), None, action.vid))
-    return out
+    return feed(kernel, jobs)
 
 
 @pytest.mark.parametrize("policy", ["fifo", "sjf", "qssf", "horus", "las"])

@@ -9,16 +9,12 @@ limits restrict a lender's nodes before its placer picks GPUs.
 
 from __future__ import annotations
 
-import heapq
-import itertools
-
 import pytest
+from support.kernel_driver import feed
 from support.starts import Starts
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job, JobState
-from dlsched.core.truth import remaining as true_remaining
-from dlsched.core.truth import set_remaining
 from dlsched.kernel.entry import Kernel
 from dlsched.kernel.quotas import QueueSpec, QuotaManager
 from dlsched.kernel.state import ClusterState
@@ -32,7 +28,6 @@ from dlsched.kernel.stimuli import (
     JobSubmitted,
     PassRequested,
     TimerFired,
-    WakeAt,
 )
 from dlsched.registry import make_policy
 from dlsched.sim import SimConfig, Simulator
@@ -162,42 +157,11 @@ def test_evictions_in_flight_count_as_free_when_choosing_victims():
 
 def drive(jobs, cluster, policy, queues, overhead: float) -> dict[str, tuple[float, float, int]]:
     """A simulation through Kernel.handle alone (``assume=False``: a Bind or an Evict is already
-    carried out); finishes at start + remaining, a preempted job's remaining cut by what it ran
-    plus the preemption overhead. Returns job id -> (start, end, preemptions)."""
+    carried out; tests/support/kernel_driver.py). Returns job id -> (start, end, preemptions)."""
     state = ClusterState(cluster, new_queue=policy.new_queue)
     kernel = Kernel(state, policy, assume=False, quotas=QuotaManager(queues, state))
     kernel.prepare()
-    by_id = {vc.name: vc for vc in state.vcs}
-    for job in jobs:
-        if job.state is not JobState.CREATED:
-            job.reset()
-        job.vc_state = by_id[job.vc]
-    arrivals = sorted(jobs, key=lambda j: j.submit_time)
-    heap: list[tuple] = []
-    seq = itertools.count()
-    since: dict[Job, float] = {}
-    i = 0
-    while i < len(arrivals) or heap:
-        now = min(arrivals[i].submit_time if i < len(arrivals) else float("inf"),
-                  heap[0][0] if heap else float("inf"))
-        while heap and heap[0][0] == now and heap[0][1] == 0:
-            _, _, _, job, epoch = heapq.heappop(heap)
-            if epoch == job.epoch and job.state is JobState.RUNNING:
-                kernel.handle(JobFinished(job), now)
-        while i < len(arrivals) and arrivals[i].submit_time == now:
-            kernel.handle(JobSubmitted(arrivals[i]), now)
-            i += 1
-        while heap and heap[0][0] == now and heap[0][1] == 1:
-            kernel.handle(TimerFired(heapq.heappop(heap)[4]), now)
-        for action in kernel.handle(PassRequested(), now):
-            job = getattr(action, "job", None)
-            if type(action) is Bind:
-                since[job] = now
-                heapq.heappush(heap, (now + true_remaining(job), 0, next(seq), job, job.epoch))
-            elif type(action) is Evict:
-                set_remaining(job, true_remaining(job) + overhead - (now - since.pop(job)))
-            elif type(action) is WakeAt:
-                heapq.heappush(heap, (action.time, 1, next(seq), None, action.vid))
+    feed(kernel, jobs, overhead)
     return {j.job_id: (j.start_time, j.end_time, j.preemptions) for j in jobs}
 
 
