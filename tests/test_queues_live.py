@@ -336,3 +336,45 @@ def test_a_recorded_log_replays_the_borrowed_nominations_and_the_reclaim(tmp_pat
     assert agreement.first_difference is None and agreement.rate == 1.0
     assert agreement.replayed == [("a0", "a-node", [0, 1, 2, 3, 4, 5, 6, 7]), ("a1", "b-node", [0, 1, 2, 3, 4, 5, 6, 7]),
                                   ("b0", "b-node", [0, 1, 2, 3, 4, 5, 6, 7])]
+
+
+def test_a_log_of_a_borrowing_service_rebuilds_its_loans_for_a_what_if(tmp_path):
+    """A what-if on a log recorded while queues borrowed: the recorded queues go on the rebuilt
+    state and the pod started on the lender's node is booked as its queue's loan (before, the
+    kernel refused a start outside the job's VC and the what-if failed)."""
+    from dlsched.kernel.quotas import QuotaManager
+    from dlsched.registry import make_policy as registry_policy
+    from dlsched.sched.eta import EtaEstimator
+    from dlsched.sched.whatif import what_if
+    from dlsched.service.record import Recorder
+    from dlsched.service.whatif_log import state_at
+
+    recorder = Recorder(tmp_path / "events.jsonl")
+    core, cm, q, sent, warnings, clock = borrow_setup(recorder=recorder)
+    cm.put(BORROW)
+    q.poll()
+    for uid, node in (("a0", "a-node"), ("a1", "b-node")):
+        clock.t += 1.0
+        passed, _ = core.verdict(pod(uid, "team-a"), ["a-node", "b-node"])
+        assert passed == [node]
+        core.begin_bind(uid, node)
+        core.end_bind(uid, node, "")
+    clock.t += 1.0
+    core.pod_seen(pod("a2", "team-a"))   # waits: A's node is full and A may borrow 8 GPUs only
+    core.run_pass()
+    assert core.jobs["a2"].state.name == "PENDING"
+    recorder.close()
+
+    policy = registry_policy("fifo", "consolidate")
+    moment = state_at(tmp_path / "events.jsonl", policy)
+    st = moment.state
+    assert [s.name for s in moment.queues] == ["A", "B"] and moment.skipped == {}
+    assert {j.job_id: h.name for j, h in st.hosts.items()} == {"a1": "B"}
+    quotas = next(o for o in st.observers if isinstance(o, QuotaManager))
+    assert quotas.out_total["A"] == 8 and quotas.in_total["B"] == 8
+    st.check_invariants()
+    quotas.check()
+    result = what_if(EtaEstimator(policy, resubmit=True), registry_policy("fifo", "consolidate"), st, moment.now, ())
+    (a2,) = result.jobs
+    # one hour for every job (none finished before the cut): a2 starts when a0, started first, ends
+    assert a2.job_id == "a2" and a2.current == pytest.approx(moment.t0 + 1.0 + 3600.0)

@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             data = result.as_dict(names)
             data.update(log=str(log), at=moment.now - moment.t0, durations=durations, mean_run=moment.mean_run,
-                        skipped=moment.skipped)
+                        skipped=moment.skipped, recorded_queues=[q.name for q in moment.queues])
             out.print_json(json.dumps(data))
             return
         st = moment.state
@@ -116,7 +116,8 @@ def register(app: typer.Typer) -> None:
                else "1 h (no job had finished)") if durations == "predicted" else "each job's recorded run time"
         other_label = result.other_policy + (f" with queues {result.other_queues}" if result.other_queues else "")
         console.print(f"what-if at {moment.now - moment.t0:g} s of {log}: {st.n_pending} pending, "
-                      f"{st.n_running} running; {result.current_policy} (recorded) vs {other_label}; "
+                      f"{st.n_running} running; {result.current_policy} (recorded"
+                      f"{', with its queues' if moment.queues else ''}) vs {other_label}; "
                       f"durations: {dur}" + (f"; left out: {moment.skipped}" if moment.skipped else ""),
                       soft_wrap=True, highlight=False)
         from rich.table import Table

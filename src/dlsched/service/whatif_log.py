@@ -8,6 +8,11 @@ confirmed; a ``forget`` or ``oom`` sends it back to the queue). The transitions 
 time order on a fresh :class:`~dlsched.kernel.state.ClusterState`, so queue-entry order and each
 running job's start are the live ones.
 
+Queues: the last ``queues`` line before the cut (written when the service starts or stops
+enforcing queues that borrow) puts the same queue manager on the rebuilt state, and a pod that
+was started on another queue's node is booked as that queue's loan, as live. The forward runs of
+the what-if then borrow and reclaim as the service would from that moment.
+
 Durations: the log has no duration predictions. ``predicted`` (default) gives every job the mean
 run time of the jobs that finished before the cut (what was observable then; one hour when none
 had); ``recorded`` gives each job its run time in the whole log (hindsight: how the what-if
@@ -39,6 +44,7 @@ class LogMoment:
     names: dict[str, str] = field(default_factory=dict)     # uid -> pod key
     mean_run: float | None = None                           # mean run time finished before the cut
     skipped: dict[str, int] = field(default_factory=dict)
+    queues: tuple = ()                                       # the queues the service enforced at the cut
 
 
 def _gpu(name: object, fallback: GpuType) -> GpuType:
@@ -46,6 +52,25 @@ def _gpu(name: object, fallback: GpuType) -> GpuType:
         return gpu_type(str(name))
     except (ValueError, TypeError):
         return fallback
+
+
+def _queues(path: str | Path, text: str, state: ClusterState, moment: LogMoment):
+    """The queue manager the service ran at the cut (None: none, or queues that do not borrow),
+    put on ``state`` before its transitions are replayed so that it books loans and usage."""
+    if not text:
+        return None
+    from dlsched.kernel.quotas import QuotaManager, borrowing_possible
+    from dlsched.traces.cluster_queues import parse_queues_text
+    from dlsched.traces.model import TraceError
+
+    try:
+        specs = parse_queues_text(text, f"{path}: its queues line")
+    except TraceError as exc:
+        raise ValueError(str(exc)) from None
+    moment.queues = specs
+    if not borrowing_possible(specs):
+        return None
+    return QuotaManager(specs, state, strict=False)
 
 
 def read_log(path: str | Path) -> tuple[list[dict], dict, float, float]:
@@ -76,6 +101,7 @@ def state_at(path: str | Path, policy, at: float | None = None, durations: str =
     runs_before: list[float] = []           # run times of the jobs that finished before the cut
     started_at: dict[str, float] = {}       # over the whole log, for "recorded" durations
     recorded: dict[str, float] = {}
+    queues_toml = ""                        # the queues the service enforced at the cut
     for e in events:
         kind, uid, t = e["kind"], e.get("uid"), float(e["at"])
         if kind == "start":
@@ -91,6 +117,8 @@ def state_at(path: str | Path, policy, at: float | None = None, durations: str =
             gone.discard(e["name"])
         elif kind == "node_gone":
             gone.add(e["name"])
+        elif kind == "queues":
+            queues_toml = str(e.get("toml") or "")
         elif kind == "submit":
             submits[uid] = e
         elif kind == "start":
@@ -118,6 +146,7 @@ def state_at(path: str | Path, policy, at: float | None = None, durations: str =
     state = ClusterState(cluster, new_queue=policy.new_queue, max_jobs_per_gpu=cap)
     mean_run = sum(runs_before) / len(runs_before) if runs_before else None
     moment = LogMoment(state, cut, t0, config, mean_run=mean_run)
+    quotas = _queues(path, queues_toml, state, moment)
     index = {name: i for i, name in enumerate(state.node_ids)}
     for name, e in nodes.items():
         if e.get("cordoned"):
@@ -150,8 +179,18 @@ def state_at(path: str | Path, policy, at: float | None = None, durations: str =
         if what == "submit":
             state.submit(job, t)
         else:
-            mask = sum(1 << int(g) for g in e["gpus"])
-            state.start(job, ((index[e["node"]], mask),), t, bool(e.get("shared")))
+            node = index[e["node"]]
+            placement = ((node, sum(1 << int(g) for g in e["gpus"])),)
+            host = state.vcs[state.node_vc[node]]
+            if host is not job.vc_state and quotas is not None:   # a loan, as the service booked it
+                state.start_borrowed(job, host, placement, t)
+                quotas.adopt(job)
+            elif host is not job.vc_state:   # no queues recorded to book it by: left out, counted
+                why = "start on another VC's node without queues"
+                skipped[why] = skipped.get(why, 0) + 1
+                state.withdraw(job, t)
+            else:
+                state.start(job, placement, t, bool(e.get("shared")))
     for name in gone:
         idx = index[name]
         if not state.node_holders[idx]:
