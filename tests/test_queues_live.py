@@ -305,15 +305,13 @@ def test_the_queue_and_its_etas_with_a_loan_running():
     assert row["pod"] == "team-b/b0" and 100.0 <= row["eta"] <= 150.0
 
 
-def test_a_recorded_log_replays_the_borrowed_nominations_and_the_reclaim(tmp_path):
-    """The queues line (written when the ConfigMap installs the manager) makes a replay of the
-    stimuli enforce the same queues: the borrowed nomination and the lender's, after the reclaim,
-    come out of Kernel.handle as the service made them."""
-    from dlsched.registry import make_policy as registry_policy
-    from dlsched.service.feed import replay_stimuli
+def recorded_borrow(path):
+    """A service recording to ``path`` under BORROW: a0 bound on A's node, then a1 (A's too)
+    nominated and bound on B's idle node, one second apart. Returns (core, evictions sent, clock,
+    recorder)."""
     from dlsched.service.record import Recorder
 
-    recorder = Recorder(tmp_path / "events.jsonl")
+    recorder = Recorder(path)
     core, cm, q, sent, warnings, clock = borrow_setup(recorder=recorder)
     cm.put(BORROW)
     q.poll()
@@ -323,6 +321,17 @@ def test_a_recorded_log_replays_the_borrowed_nominations_and_the_reclaim(tmp_pat
         assert passed == [node]
         core.begin_bind(uid, node)
         core.end_bind(uid, node, "")
+    return core, sent, clock, recorder
+
+
+def test_a_recorded_log_replays_the_borrowed_nominations_and_the_reclaim(tmp_path):
+    """The queues line (written when the ConfigMap installs the manager) makes a replay of the
+    stimuli enforce the same queues: the borrowed nomination and the lender's, after the reclaim,
+    come out of Kernel.handle as the service made them."""
+    from dlsched.registry import make_policy as registry_policy
+    from dlsched.service.feed import replay_stimuli
+
+    core, sent, clock, recorder = recorded_borrow(tmp_path / "events.jsonl")
     clock.t += 1.0
     core.pod_seen(pod("b0", "team-b"))
     core.run_pass()
@@ -346,19 +355,9 @@ def test_a_log_of_a_borrowing_service_rebuilds_its_loans_for_a_what_if(tmp_path)
     from dlsched.registry import make_policy as registry_policy
     from dlsched.sched.eta import EtaEstimator
     from dlsched.sched.whatif import what_if
-    from dlsched.service.record import Recorder
     from dlsched.service.whatif_log import state_at
 
-    recorder = Recorder(tmp_path / "events.jsonl")
-    core, cm, q, sent, warnings, clock = borrow_setup(recorder=recorder)
-    cm.put(BORROW)
-    q.poll()
-    for uid, node in (("a0", "a-node"), ("a1", "b-node")):
-        clock.t += 1.0
-        passed, _ = core.verdict(pod(uid, "team-a"), ["a-node", "b-node"])
-        assert passed == [node]
-        core.begin_bind(uid, node)
-        core.end_bind(uid, node, "")
+    core, sent, clock, recorder = recorded_borrow(tmp_path / "events.jsonl")
     clock.t += 1.0
     core.pod_seen(pod("a2", "team-a"))   # waits: A's node is full and A may borrow 8 GPUs only
     core.run_pass()
