@@ -397,9 +397,7 @@ class _ForwardStarts:
         self.postponed = None   # the queue manager's borrowed starts and reclaims reach it too
 
     def started(self, decision: Start, t: float) -> None:
-        self.begin(decision[0], t)
-
-    def begin(self, job: Job, t: float) -> None:
+        job = decision[0]
         run = self.run
         run.result.starts += 1
         run.seq += 1
@@ -411,9 +409,7 @@ class _ForwardStarts:
                 self.left_to_start -= 1
 
     def preempted(self, decision: Preempt, moved, t: float) -> None:
-        self.stop(decision[0], t)
-
-    def stop(self, job: Job, t: float) -> None:
+        job = decision[0]
         # the forward run's physics: twins run at solo speed; the work done so far is kept, and
         # the checkpoint's cost redone when the estimator was told one
         left = _forecast_left(job) - (t - job.run_since)
