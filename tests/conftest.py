@@ -13,6 +13,38 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 pytest_plugins = ["support.store_fixtures"]
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Markers for the fast inner loop (`pytest -m "not slow"`, README "Tests"): a test that starts a real
+# outside component is marked by what it starts, and every such test is also `slow`. The rule reads the
+# test module's own text (what it imports or names) so that a new test file is marked without a list.
+_COMPONENT_MARKS = {
+    "k8s": ("support.control_plane", "extender_control_plane", "start_control_plane"),
+    "browser": ("chromium",),
+    "dask": ("dask",),
+    "prometheus": ('"prometheus"',),
+}
+_module_marks: dict[str, tuple[str, ...]] = {}
+
+
+def _marks_of(path: Path) -> tuple[str, ...]:
+    key = str(path)
+    if key not in _module_marks:
+        text = path.read_text(errors="replace")
+        _module_marks[key] = tuple(m for m, needles in _COMPONENT_MARKS.items() if any(n in text for n in needles))
+    return _module_marks[key]
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        marks = list(_marks_of(Path(item.fspath)))
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        if "postgres_url" in item.fixturenames or params.get("url") == "postgresql":
+            marks.append("postgres")
+        for name in marks:
+            item.add_marker(getattr(pytest.mark, name))
+        if marks:
+            item.add_marker(pytest.mark.slow)
 SHARED = Path(os.environ.get("DLSCHED_SHARED", REPO.parent / "shared"))
 
 
