@@ -1,8 +1,8 @@
 """What a policy may ask for, and the closed set of status codes a placement attempt ends in.
 
-Policies yield decisions; the backend (simulator or live service) applies each one through
-:meth:`dlsched.kernel.state.ClusterState.apply` before the policy continues, so the view always
-reflects earlier decisions.
+Policies yield decisions; the one dispatcher, :class:`dlsched.kernel.decide.Decider`, carries
+out each one as kernel transitions before the policy continues, so the view always reflects
+earlier decisions.
 """
 
 from __future__ import annotations
