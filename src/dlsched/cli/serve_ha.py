@@ -32,7 +32,12 @@ def check_election(db: str, host: str, port: int, lease_name: str, lease_namespa
                    identity: str | None, advertise_url: str | None, lease_duration: float, renew_deadline: float,
                    retry_period: float) -> Election:
     """ValueError naming the option for what cannot work with several replicas."""
+    from dlsched.run.config import check_seconds
     from dlsched.service.leader import check_timings, default_identity
+
+    check_seconds("lease_duration", lease_duration, 0, above=True)
+    check_seconds("renew_deadline", renew_deadline, 0, above=True)
+    check_seconds("retry_period", retry_period, 0, above=True)
 
     if db.startswith("sqlite"):
         raise ValueError(f"--leader-elect needs a store every replica shares: --db {db} is a file of one "
