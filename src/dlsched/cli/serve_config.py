@@ -53,7 +53,9 @@ def config_lines(described: dict) -> list[str]:
     the placement, the eviction grace) as a few lines for the start-up output."""
     d = described
     params = ", ".join(f"{k}={v}" for k, v in d["params"].items())
-    grace = f"{d['eviction_grace_s']} s" + ("" if d.get("grace_seconds") is not None else " (the policy's)")
+    why = ("--grace-seconds" if d.get("grace_seconds") is not None else
+           "the policy's grace_s" if (d["params"].get("grace_s") or 0) > 0 else "default")
+    grace = f"{d['eviction_grace_s']} s ({why})"
     predicted = (f"predicted from dlsched.io/model (models in {d['model_dir']})" if d["predict_resources"] and
                  d.get("model_dir") else "predicted from dlsched.io/model" if d["predict_resources"] else "off")
     policy_line = (f"policy {d['policy']} ({params or 'no parameters'}), placement {d['placement']}, "
