@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 pytest.importorskip("fastapi")
 
-from dlsched.cli import main  # noqa: E402
-from dlsched.registry import POLICIES, policy_params  # noqa: E402
-from dlsched.run.config import OptionError, PredictionConfig, ServiceConfig, ServiceTimings  # noqa: E402
+from dlsched.cli import main
+from dlsched.registry import POLICIES, policy_params
+from dlsched.run.config import OptionError, PredictionConfig, ServiceConfig, ServiceTimings
 
 runner = CliRunner()
 TOKEN = "operator-secret"
@@ -158,7 +158,7 @@ def test_a_guard_grace_period_becomes_the_eviction_default(serve):
 def test_state_endpoint_returns_the_configuration(serve):
     from fastapi.testclient import TestClient
 
-    res, service, app = serve("--policy", "horus", "--beta", "7", "--max-jobs-per-gpu", "2", "--eta-interval", "0")
+    res, _, app = serve("--policy", "horus", "--beta", "7", "--max-jobs-per-gpu", "2", "--eta-interval", "0")
     assert res.exit_code == 0, res.output
     body = TestClient(app).get("/api/v1/state", headers={"Authorization": f"Bearer {TOKEN}"}).json()
     config = body["config"]
@@ -170,7 +170,7 @@ def test_state_endpoint_returns_the_configuration(serve):
 
 def test_the_event_log_config_line_keeps_the_parameters(serve, tmp_path):
     log = tmp_path / "events.jsonl"
-    res, service, _ = serve("--policy", "las", "--threshold", "900", "--record", str(log))
+    res, _, _ = serve("--policy", "las", "--threshold", "900", "--record", str(log))
     assert res.exit_code == 0, res.output
     first = json.loads(log.read_text().splitlines()[0])
     assert first["kind"] == "config" and first["policy"] == "las" and first["placement"] == "consolidate"
@@ -199,8 +199,7 @@ def _one_error(res, *parts: str) -> None:
     (["--policy", "qssf", "--lamda", "0.2"], ("No such option: --lamda", "--lam")),
     (["--policy", "las", "--param", "threshold=soon"], ("--param threshold expects a number, got 'soon'",)),
     (["--policy", "las", "--param", "threshold"], ("--param expects NAME=VALUE, got 'threshold'",)),
-    (["--policy", "las", "--threshold", "5", "--param", "threshold=6"], ("--param threshold is also given as "
-                                                                          "--threshold",)),
+    (["--policy", "las", "--threshold", "5", "--param", "threshold=6"], ("--param threshold is also given",)),
     (["--policy", "fifo", "--param", "lam=0.2"], ("--param lam: not a parameter of fifo", "it is one of qssf's")),
     (["--policy", "fifo", "--priority-file", "x.csv"], ("--priority-file is for the policies",)),
     (["--policy", "qssf", "--lam", "7"], ("--lam",)),
@@ -244,3 +243,24 @@ def test_service_config_checks_its_values_and_is_frozen():
     described = ServiceConfig(policy=policy("las", threshold=math.inf)).describe()
     assert described["params"]["threshold"] == "inf"   # strict JSON: a non-finite number as its text
     json.dumps(described, allow_nan=False)
+
+
+def test_the_shipped_deployment_passes_its_policy_parameters(serve):
+    """deploy/deployment.yaml shows how to pass parameters; its policy part, run as written (the
+    rest needs the cluster's PostgreSQL), builds a policy that holds them."""
+    from pathlib import Path
+
+    import yaml
+
+    from dlsched.run.options import policy_options
+
+    root = Path(__file__).resolve().parents[1]
+    docs = list(yaml.safe_load_all((root / "deploy/deployment.yaml").read_text()))
+    cmd = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["command"]
+    policy_part = {"--policy", "--placement", "--param"} | {o.flag for o in policy_options().values()}
+    args = [x for i, flag in enumerate(cmd) if flag in policy_part for x in (flag, cmd[i + 1])]
+    assert "--param" in args
+    res, service, _ = serve(*args)
+    assert res.exit_code == 0, res.output
+    given = dict(cmd[i + 1].split("=", 1) for i, flag in enumerate(cmd) if flag == "--param")
+    assert given and all(str(service.config["params"][key]) == value for key, value in given.items())
