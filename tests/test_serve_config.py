@@ -264,3 +264,19 @@ def test_the_shipped_deployment_passes_its_policy_parameters(serve):
     assert res.exit_code == 0, res.output
     given = dict(cmd[i + 1].split("=", 1) for i, flag in enumerate(cmd) if flag == "--param")
     assert given and all(str(service.config["params"][key]) == value for key, value in given.items())
+
+
+def test_build_service_with_values_takes_the_parameters(monkeypatch, tmp_path):
+    """The positional ``build_service`` (in-process callers such as the gang test) builds through
+    the same ServiceConfig: its ``params`` reach the running policy, a misspelt one is refused."""
+    from dlsched.cli.serve_cmd import build_service
+    from dlsched.service.runtime import LiveService
+
+    monkeypatch.setattr(LiveService, "start", lambda self: {})
+    args = (None, False, None, "http://127.0.0.1:1", None, True, f"sqlite:///{tmp_path}/b.db", "t",
+            "default-scheduler", "", "default", 1, None)
+    service, _ = build_service("las", *args, params={"threshold": 60})
+    assert service.core.policy.threshold == 60.0 and service.config["params"]["threshold"] == 60.0
+    service.stop()
+    with pytest.raises(OptionError, match="policy las has no parameter 'treshold'"):
+        build_service("las", *args, params={"treshold": 60})
