@@ -10,6 +10,7 @@ NAME=VALUE`` are checked alike in both commands, and a parameter the policy does
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from dlsched.run.config import PlacementConfig, PredictionConfig, ServiceConfig, ServiceTimings
 
@@ -28,9 +29,10 @@ def given_policy_flags(ctx, values: dict[str, object]) -> dict[str, object]:
 
 def service_config(policy: str, backfill: bool, flags: dict[str, object], param: list[str] | None, *,
                    placement: str | None, max_jobs_per_gpu: int, predictions: PredictionConfig,
-                   timings: ServiceTimings, note: Callable[[str], None], **rest: object) -> ServiceConfig:
-    """The service's configuration; OptionError (a ValueError) naming the flag for a bad value.
-    ``rest``: the plain fields of :class:`ServiceConfig` (scheduler_name, vc_map, ...)."""
+                   timings: ServiceTimings, note: Callable[[str], None], scheduler_name: str, vc_map: str,
+                   default_vc: str, queues_configmap: str, nudge: bool, record: Path | None) -> ServiceConfig:
+    """The service's configuration; OptionError (a ValueError) naming the flag for a bad value,
+    ``note`` told of each given policy flag that ``policy`` does not read."""
     from dlsched.run.options import check_unread, policy_config
     from dlsched.run.params import parse_assignments, readers
 
@@ -41,7 +43,8 @@ def service_config(policy: str, backfill: bool, flags: dict[str, object], param:
         who = readers(key)
         note(f"--{key.replace('_', '-')} is read only by {', '.join(who) or 'no policy'}; {policy} ignores it")
     return ServiceConfig(policy=chosen, placement=PlacementConfig(placement, max_jobs_per_gpu),
-                         predictions=predictions, timings=timings, **rest)  # type: ignore[arg-type]
+                         predictions=predictions, timings=timings, scheduler_name=scheduler_name, vc_map=vc_map,
+                         default_vc=default_vc, queues_configmap=queues_configmap, nudge=nudge, record=record)
 
 
 def _s(value: object) -> str:
