@@ -32,12 +32,16 @@ def check_election(db: str, host: str, port: int, lease_name: str, lease_namespa
                    identity: str | None, advertise_url: str | None, lease_duration: float, renew_deadline: float,
                    retry_period: float) -> Election:
     """ValueError naming the option for what cannot work with several replicas."""
+    from dlsched.run.config import check_seconds
     from dlsched.service.leader import check_timings, default_identity
 
     if db.startswith("sqlite"):
         raise ValueError(f"--leader-elect needs a store every replica shares: --db {db} is a file of one "
                          "machine with a single writer; give --db postgresql+psycopg://USER:PASS@HOST:5432/DB")
-    check_timings(lease_duration, renew_deadline, retry_period)
+    check_timings(lease_duration, renew_deadline, retry_period)   # nan fails its comparisons; inf may not:
+    check_seconds("lease_duration", lease_duration, 0, above=True)
+    check_seconds("renew_deadline", renew_deadline, 0, above=True)
+    check_seconds("retry_period", retry_period, 0, above=True)
     if advertise_url is None:
         if host in WILDCARD_HOSTS:
             raise ValueError(f"--leader-elect with --host {host or repr(host)}: give --advertise-url, the URL the "

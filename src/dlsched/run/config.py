@@ -9,6 +9,10 @@ machines (:class:`ClusterConfig`), the decision makers (:class:`PolicyConfig`,
 (:class:`ObserveConfig`). Each section checks its own values when built; a bad value raises
 :class:`OptionError` naming the command-line option a user types for it (``--boot-delay``), never
 an internal parameter.
+
+A live service is described the same way: :class:`ServiceConfig` (``dlsched serve``) holds the
+same :class:`PolicyConfig` and :class:`PlacementConfig`, beside its own predictions
+(:class:`PredictionConfig`) and clocks (:class:`ServiceTimings`).
 """
 
 from __future__ import annotations
@@ -240,3 +244,107 @@ class RunConfig:
             raise OptionError("cluster_file", "--cluster is for --trace or the built-in workload, not --workload")
         if self.cluster.pool is not None and self.workload.workload is None:
             raise OptionError("pool", "a pool of the workload's nodes needs a named --workload")
+
+
+# -- the live service -------------------------------------------------------------------------
+#: the longest interval, timeout or TTL a service option accepts (a week; a thread cannot wait longer
+#: than the platform's clock allows, and nothing here means to wait that long)
+MAX_SERVICE_SECONDS = 7 * 86_400.0
+
+
+def check_seconds(key: str, value: float, low: float, high: float = MAX_SERVICE_SECONDS,
+                  above: bool = False) -> None:
+    """``value`` is a finite number of seconds in [low, high] (``(low, high]`` with ``above``), else
+    OptionError naming the flag: ``nan`` passes every comparison a range check makes, ``inf``
+    passes a lower bound, and either would reach a timer thread or a clock as it is."""
+    fits = math.isfinite(value) and (value > low if above else value >= low) and value <= high
+    if not fits:
+        bound = f"> {low:g}" if above else f">= {low:g}"
+        raise OptionError(key, f"{flag(key)} must be a finite number of seconds {bound} and at most {high:,.0f}, "
+                               f"got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class PredictionConfig:
+    """How a live pod gets its predictions: from its model annotation (``--predict-resources``),
+    for the nodes' default GPU type, and when agent readings replace them (``--observe-after``)."""
+
+    predict_resources: bool = False
+    gpu: str = "V100"
+    model_dir: Path | None = None
+    observe_after: float = 60.0
+
+    def __post_init__(self) -> None:
+        check_seconds("observe_after", self.observe_after, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceTimings:
+    """The service's clocks: ETA refreshes, the TTL of a pod seen only in filter calls, a gang's
+    permit and arrival timeouts, and an eviction's grace period (None: the policy's ``grace_s``)."""
+
+    unseen_pod_ttl: float = 30.0
+    eta_interval: float = 5.0
+    eta_threshold: float = 60.0
+    gang_permit_timeout: float = 8.0
+    gang_arrival_timeout: float = 120.0
+    grace_seconds: int | None = None
+
+    def __post_init__(self) -> None:
+        check_seconds("unseen_pod_ttl", self.unseen_pod_ttl, 0.5)
+        check_seconds("eta_interval", self.eta_interval, 0)
+        check_seconds("eta_threshold", self.eta_threshold, 0)
+        check_seconds("gang_permit_timeout", self.gang_permit_timeout, 0.1, 3600.0)
+        check_seconds("gang_arrival_timeout", self.gang_arrival_timeout, 0.1)
+        if self.grace_seconds is not None and not 0 <= self.grace_seconds <= 86_400:
+            raise OptionError("grace_seconds", f"--grace-seconds must be 0 to 86400, got {self.grace_seconds}")
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    """One live service (``dlsched serve``), described like a run: its policy part is the same
+    :class:`PolicyConfig` and :class:`PlacementConfig` a simulation has (the policy with its
+    ``Params``, the placement, GPU sharing), so a policy tuned in the simulator is deployed with
+    the same values. How to reach the cluster (kubeconfig, tokens) is not part of it: that is no
+    choice about scheduling, and secrets have no place in a description that is shown."""
+
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    placement: PlacementConfig = field(default_factory=PlacementConfig)
+    predictions: PredictionConfig = field(default_factory=PredictionConfig)
+    timings: ServiceTimings = field(default_factory=ServiceTimings)
+    scheduler_name: str = "default-scheduler"
+    vc_map: str = ""
+    default_vc: str = "default"
+    queues_configmap: str = "dlsched/dlsched-queues"
+    nudge: bool = True
+    record: Path | None = None
+
+    def describe(self) -> dict:
+        """The configuration as plain JSON values (what start-up prints, ``GET /api/v1/state``
+        returns and the event log's config line keeps): every policy parameter with its value,
+        defaults included; a non-finite number as its text (strict JSON has none)."""
+        import dataclasses
+
+        def plain(value: object) -> object:
+            if isinstance(value, Path):
+                return str(value)
+            if isinstance(value, float) and not math.isfinite(value):
+                return str(value)
+            return value
+
+        params = self.policy.params
+        p, t = self.predictions, self.timings
+        return {
+            "policy": self.policy.name,
+            "params": {f.name: plain(getattr(params, f.name)) for f in dataclasses.fields(params)},
+            "backfill": self.policy.backfill,
+            "placement": self.placement.name,
+            "max_jobs_per_gpu": self.placement.max_jobs_per_gpu,
+            "predict_resources": p.predict_resources, "gpu": p.gpu,
+            "model_dir": plain(p.model_dir), "observe_after": p.observe_after,
+            "unseen_pod_ttl": t.unseen_pod_ttl, "eta_interval": t.eta_interval, "eta_threshold": t.eta_threshold,
+            "gang_permit_timeout": t.gang_permit_timeout, "gang_arrival_timeout": t.gang_arrival_timeout,
+            "grace_seconds": t.grace_seconds,
+            "scheduler_name": self.scheduler_name, "vc_map": self.vc_map, "default_vc": self.default_vc,
+            "queues_configmap": self.queues_configmap, "nudge": self.nudge, "record": plain(self.record),
+        }

@@ -212,6 +212,43 @@ def policy_param_fields() -> dict[str, tuple[type, bool]]:
     return {k: (o.kind, o.optional) for k, o in policy_options().items()}
 
 
+def policy_config(name: str, given: dict[str, object], generic: dict[str, str], backfill: bool = False
+                  ) -> tuple[C.PolicyConfig, list[str]]:
+    """Policy ``name`` with its parameters: ``given`` by their own flags (``--threshold``: typed
+    values) and ``generic`` by ``--param NAME=VALUE`` (texts), and the names of those it does not
+    read. ``simulate`` and ``serve`` both build their policy here, so a value is checked alike
+    whichever command takes it; an error names the flag the user typed."""
+    clash = sorted(set(generic) & set(given))
+    if clash:
+        raise OptionError("param", f"--param {clash[0]} is also given as {C.flag(clash[0])}")
+    try:
+        params, left = make_params(name, {**given, **generic})
+    except OptionError as exc:  # the parameters' checks name --param KEY; a flag was typed as --KEY
+        text = str(exc)
+        if exc.key in given and f"--param {exc.key}" in text:
+            raise OptionError(exc.key, text.replace(f"--param {exc.key}", C.flag(exc.key))) from None
+        raise
+    return C.PolicyConfig(name, params, backfill), left
+
+
+def check_unread(names: list[str], given: dict[str, object], generic: dict[str, str], unread: set[str]) -> None:
+    """Refuse what no policy of ``names`` reads and is surely a mistake: a file given by its flag
+    (``--priority-file`` to a policy without one), or any ``--param NAME`` (a misspelling)."""
+    files = [k for k in sorted(unread) if k in given and policy_param_fields().get(k, (None,))[0] is Path]
+    if files:  # a file given to steer the run that no policy of it reads: surely a mistake
+        from dlsched.run.params import readers
+
+        raise OptionError(files[0], f"{C.flag(files[0])} is for the policies whose parameters include it "
+                                    f"({', '.join(readers(files[0]))}), not {', '.join(names)}")
+    left_generic = sorted(k for k in unread if k in generic)
+    if left_generic:
+        from dlsched.run.params import declared, readers
+
+        who = readers(left_generic[0])
+        raise OptionError("param", f"--param {left_generic[0]}: not a parameter of {', '.join(names)} "
+                                   f"({declared(names)})" + (f"; it is one of {', '.join(who)}'s" if who else ""))
+
+
 def configs_from_options(values: dict[str, object], policies: list[str] | None = None
                          ) -> tuple[list[RunConfig], list[str]]:
     """``key -> value`` (keys of :data:`OPTIONS`, or a field of some policy's parameters; left
@@ -246,29 +283,10 @@ def configs_from_options(values: dict[str, object], policies: list[str] | None =
     backfill = bool(sections["policy"].get("backfill", False))
     runs, unread = [], None
     for name in names:
-        try:
-            params, left = make_params(name, {**given, **generic})
-        except OptionError as exc:  # the parameters' checks name --param KEY; a flag was typed as --KEY
-            text = str(exc)
-            if exc.key in given and f"--param {exc.key}" in text:
-                raise OptionError(exc.key, text.replace(f"--param {exc.key}", C.flag(exc.key))) from None
-            raise
+        chosen, left = policy_config(name, given, generic, backfill)
         unread = set(left) if unread is None else unread & set(left)
-        runs.append(RunConfig(workload=built["workload"], cluster=built["cluster"],
-                              policy=C.PolicyConfig(name, params, backfill), placement=built["placement"],
-                              models=built["models"], energy=built["energy"], engine=built["engine"],
-                              observe=built["observe"]))
-    files = [k for k in (unread or ()) if k in given and policy_param_fields().get(k, (None,))[0] is Path]
-    if files:  # a file given to steer the run that no policy of it reads: surely a mistake
-        from dlsched.run.params import readers
-
-        raise OptionError(files[0], f"{C.flag(files[0])} is for the policies whose parameters include it "
-                                    f"({', '.join(readers(files[0]))}), not {', '.join(names)}")
-    left_generic = sorted(k for k in (unread or ()) if k in generic)
-    if left_generic:
-        from dlsched.run.params import declared, readers
-
-        who = readers(left_generic[0])
-        raise OptionError("param", f"--param {left_generic[0]}: not a parameter of {', '.join(names)} "
-                                   f"({declared(names)})" + (f"; it is one of {', '.join(who)}'s" if who else ""))
+        runs.append(RunConfig(workload=built["workload"], cluster=built["cluster"], policy=chosen,
+                              placement=built["placement"], models=built["models"], energy=built["energy"],
+                              engine=built["engine"], observe=built["observe"]))
+    check_unread(names, given, generic, unread or set())
     return runs, sorted(unread or ())

@@ -324,8 +324,10 @@ def build_app(service: LiveService) -> Front:
     # -- operator ------------------------------------------------------------------------
     @app.get("/api/v1/state", tags=["operator"])
     def cluster_state() -> dict:
-        """Nodes (GPUs, VC, cordon, which pod holds which GPUs), VCs, counters, bind outcomes."""
-        return {**core.snapshot(), "binds": dict(service.stats), "leadership": service.leadership()}
+        """Nodes (GPUs, VC, cordon, which pod holds which GPUs), VCs, counters, bind outcomes, and
+        the configuration the service runs (``config``: policy, its parameters, placement, sharing...)."""
+        return {**core.snapshot(), "binds": dict(service.stats), "leadership": service.leadership(),
+                "config": service.config}
 
     @app.get("/api/v1/leader", tags=["operator"])
     def leader() -> dict:

@@ -88,7 +88,9 @@ class SchedulerCore:
 
     def __init__(self, policy, store: Store, vc_mapping: VcMapping | None = None, max_jobs_per_gpu: int = 1,
                  clock: Callable[[], float] = time.time, default_gpu: GpuType | None = None,
-                 predict: Callable[[Job], None] | None = None, recorder=None) -> None:
+                 predict: Callable[[Job], None] | None = None, recorder=None,
+                 described: dict | None = None) -> None:
+        # described: the service's configuration (ServiceConfig.describe()), kept in the log's config line
         self.check_policy(policy)
         self.policy = policy
         self.store = store
@@ -146,9 +148,10 @@ class SchedulerCore:
         from dlsched.service.eta import LiveEta
 
         self.eta = LiveEta(self)   # forward-simulation start estimates for queue() (docs/eta.md)
-        self._record("config", policy=policy.name, placement=getattr(policy, "placement_name", ""),
-                     backfill=bool(getattr(policy, "backfill", False)), max_jobs_per_gpu=max_jobs_per_gpu,
-                     default_gpu=self.default_gpu.name)
+        self._record("config", **{**(described or {}), "policy": policy.name,
+                                  "placement": getattr(policy, "placement_name", ""),
+                                  "backfill": bool(getattr(policy, "backfill", False)),
+                                  "max_jobs_per_gpu": max_jobs_per_gpu, "default_gpu": self.default_gpu.name})
 
     def _mark(self, vid: int) -> None:
         """VC ``vid`` changed: the next pass decides it."""

@@ -85,6 +85,7 @@ class LiveService:
     queues: object | None = None     # the LiveQueues (docs/queues.md)
     _queues_polling: bool = False    # its poller thread runs
     evictor: object | None = None    # the Evictor (service/evictor.py), once started
+    config: dict = field(default_factory=dict)   # the effective configuration (ServiceConfig.describe())
     _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
     _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) a nudge wrote
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
