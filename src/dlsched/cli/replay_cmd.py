@@ -1,5 +1,6 @@
 """``dlsched replay LOG``: the live service's recorded arrivals through the simulator, any policy;
-``--stimuli``: its recorded stimuli through the kernel's entry point, nominations compared."""
+``--stimuli``: its recorded stimuli through the kernel's entry point, nominations and evictions
+compared. The log is read and checked by the one reader (:mod:`dlsched.service.log`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def register(app: typer.Typer) -> None:
         out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory to write (as `dlsched "
                                            "simulate`); not with --stimuli."),
         stimuli: bool = typer.Option(False, "--stimuli", help="Feed the recorded stimuli through the kernel "
-                                     "(Kernel.handle) and report how its nominations agree with the recorded ones."),
+                                     "(Kernel.handle) and report how its nominations and evictions agree with the "
+                                     "recorded ones."),
         policy: Optional[str] = typer.Option(None, help="Policy from the registry (default: the recorded one)."),
         placement: Optional[str] = typer.Option(None, help="Placement (default: the recorded one with the "
                                                 "recorded policy, else the policy's own)."),
