@@ -176,3 +176,17 @@ def test_whatif_says_why_a_pod_never_starts(tmp_path):
     assert code == 0, lines
     assert any(ln.startswith("note: default/train-2 never starts in either run: it needs 16 GPUs") for ln in lines), \
         lines
+
+
+def test_a_pod_running_on_a_node_cordoned_later_is_rebuilt_for_a_what_if():
+    """n2 is cordoned at 55 s while e (started at 4 s) runs on it: the start is booked, then the cordon."""
+    from dlsched.registry import make_policy
+    from dlsched.service.whatif_log import state_at
+
+    moment = state_at(STIMULI, make_policy("qssf", "best-fit"), 56.0)
+    st = moment.state
+    n2 = st.node_index["n2"]
+    assert st.node_cordoned[n2] and {j.job_id for j in st.node_holders[n2]} == {"c", "e"}
+    assert st.n_pending == 1 and moment.names == {"c": "default/c", "d": "default/d", "e": "default/e",
+                                                  "f": "default/f"}
+    st.check_invariants()

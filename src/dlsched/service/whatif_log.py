@@ -28,7 +28,7 @@ from pathlib import Path
 
 from dlsched.core.cluster import ClusterSpec, NodeSpec, VirtualCluster
 from dlsched.core.job import Job
-from dlsched.kernel.state import ClusterState
+from dlsched.kernel.state import ClusterState, StateError
 from dlsched.service.log import EventLog, read_log
 
 DURATIONS = ("predicted", "recorded")
@@ -177,9 +177,6 @@ def state_at(path: str | Path, policy, at: float | None = None, durations: str =
     moment = LogMoment(state, cut, t0, config, mean_run=mean_run, notes=notes)
     quotas = _queues(log.where, queues_toml, state, moment)
     index = {name: i for i, name in enumerate(state.node_ids)}
-    for name, e in nodes.items():
-        if e.get("cordoned"):
-            state.cordon(index[name])
     ops: list[tuple[float, int, str, Job, dict]] = []
     skipped: dict[str, int] = {}
     for n, (uid, sub) in enumerate(submits.items()):
@@ -204,25 +201,39 @@ def state_at(path: str | Path, policy, at: float | None = None, durations: str =
             ops.append((max(float(start["at"]), float(sub["at"])), 2 * n + 1, "start", job, start))
     ops.sort(key=lambda op: (op[0], op[1]))
     state.begin(ops[0][0] if ops else cut)
+    line_of = {id(e): i for i, e in enumerate(events)}
     for t, _, what, job, e in ops:
-        if what == "submit":
-            state.submit(job, t)
-        else:
-            node = index[e["node"]]
-            placement = ((node, sum(1 << int(g) for g in e["gpus"])),)
-            host = state.vcs[state.node_vc[node]]
-            if host is not job.vc_state and quotas is not None:   # a loan, as the service booked it
-                state.start_borrowed(job, host, placement, t)
-                quotas.adopt(job)
-            elif host is not job.vc_state:   # no queues recorded to book it by: left out, counted
-                why = "start on another VC's node without queues"
-                skipped[why] = skipped.get(why, 0) + 1
-                state.withdraw(job, t)
-            else:
-                state.start(job, placement, t, bool(e.get("shared")))
+        try:
+            _apply(state, quotas, index, skipped, t, what, job, e)
+        except StateError as exc:   # a log the state cannot follow (edited, from another version)
+            raise ValueError(f"{log.place(line_of[id(e)])}: the state at {cut - t0:g} s cannot be rebuilt: "
+                             f"{exc}") from None
+    for name, e in nodes.items():   # cordoned after the starts: a pod may run on a node cordoned later
+        if e.get("cordoned"):
+            state.cordon(index[name], cut)
     for name in gone:
         idx = index[name]
         if not state.node_holders[idx]:
             state.remove_node(idx, cut)
     moment.skipped = skipped
     return moment
+
+
+def _apply(state: ClusterState, quotas, index: dict[str, int], skipped: dict[str, int], t: float, what: str,
+           job: Job, e: dict) -> None:
+    """One replayed transition: a submission, or a start as the service booked it."""
+    if what == "submit":
+        state.submit(job, t)
+        return
+    node = index[e["node"]]
+    placement = ((node, sum(1 << int(g) for g in e["gpus"])),)
+    host = state.vcs[state.node_vc[node]]
+    if host is not job.vc_state and quotas is not None:   # a loan, as the service booked it
+        state.start_borrowed(job, host, placement, t)
+        quotas.adopt(job)
+    elif host is not job.vc_state:   # no queues recorded to book it by: left out, counted
+        why = "start on another VC's node without queues"
+        skipped[why] = skipped.get(why, 0) + 1
+        state.withdraw(job, t)
+    else:
+        state.start(job, placement, t, bool(e.get("shared")))
