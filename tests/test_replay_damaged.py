@@ -190,3 +190,17 @@ def test_a_pod_running_on_a_node_cordoned_later_is_rebuilt_for_a_what_if():
     assert st.n_pending == 1 and moment.names == {"c": "default/c", "d": "default/d", "e": "default/e",
                                                   "f": "default/f"}
     st.check_invariants()
+
+
+@pytest.mark.parametrize("line,old,new,expected", [
+    (2, '"gpus":8', '"gpus":1e30', "line 2 (NodeChanged): 'gpus' is 1e+30, more than 1,024"),
+    (1, '"max_jobs_per_gpu":1', '"max_jobs_per_gpu":1000', "line 1 (config): 'max_jobs_per_gpu' is 1000, more than 16"),
+    (1, '"placement":"best-fit"', '"placement":"no-such"', ("line 1 (config): the recorded policy qssf with placement "
+                                                          "no-such cannot be rebuilt")),
+    (10, '"stimulus":"BindSucceeded"', '"stimulus":["BindSucceeded"]', ("line 10 (['BindSucceeded']): 'stimulus' "
+                                                                      "['BindSucceeded'] is not one the service records")),
+])
+def test_absurd_or_mistyped_fields_are_errors_naming_the_line(tmp_path, line, old, new, expected):
+    log = forged(tmp_path, STIMULI, replace_at(line, old, new))
+    error = one_error(*run("replay", log, "--stimuli"))
+    assert error.startswith(f"error: LOG {log}: {expected}"), error

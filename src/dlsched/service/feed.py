@@ -152,7 +152,13 @@ def replay_stimuli(path: str | Path, make_policy: Callable, policy: str | None =
     if placement is None and same:
         placement = str(config.get("placement") or "") or None
     cap = int(config.get("max_jobs_per_gpu") or 1)
-    pol = make_policy(name, placement, backfill=bool(config.get("backfill")), share=cap > 1)
+    try:
+        pol = make_policy(name, placement, backfill=bool(config.get("backfill")), share=cap > 1)
+    except (ValueError, KeyError) as exc:
+        if not same:
+            raise
+        raise ValueError(f"{log.where}: line {log.lines[0] if log.events else 1} (config): the recorded policy "
+                         f"{name} with placement {placement or 'its own'} cannot be rebuilt ({exc})") from None
     feeder = _Feeder(pol, cap, log)
     recorded: list[Nomination] = []
     evicted: list[str] = []

@@ -23,6 +23,7 @@ from dlsched.core.cluster import GpuType, gpu_type
 from dlsched.traces._table import SECONDS_BOUND
 
 _NUMBER = (int, float)
+GPUS_MAX = 1024   # the most GPUs the service reads from a pod's request or a node (service/pods.py)
 # the stimuli a service records (kernel/stimuli.py) and the fields each needs besides 'at'
 STIMULI = {
     "JobSubmitted": ("uid",), "PassRequested": (), "TimerFired": (), "NodeChanged": ("node",),
@@ -152,9 +153,17 @@ def _is_count(value: object, minimum: int) -> bool:
         and value == int(value) and value >= minimum
 
 
-def _count(event: dict, key: str, minimum: int, where: str) -> None:
-    if not _is_count(event.get(key), minimum):
-        raise ValueError(f"{where}: '{key}' must be a whole number >= {minimum}, got {event.get(key)!r}")
+def _count(event: dict, key: str, minimum: int, where: str, maximum: int = 10**9) -> None:
+    value = event.get(key)
+    if not _is_count(value, minimum):
+        raise ValueError(f"{where}: '{key}' must be a whole number >= {minimum}, got {value!r}")
+    if value > maximum:
+        raise ValueError(f"{where}: '{key}' is {value:g}, more than {maximum:,}")
+
+
+def _gpus(event: dict, minimum: int, where: str) -> None:
+    """A GPU count, bounded as the service reads one from a pod or a node (service/pods.py)."""
+    _count(event, "gpus", minimum, where, GPUS_MAX)
 
 
 def _number_or_null(event: dict, keys: tuple[str, ...], where: str) -> None:
@@ -167,7 +176,7 @@ def _number_or_null(event: dict, keys: tuple[str, ...], where: str) -> None:
 
 def _gpu_list(event: dict, where: str) -> None:
     gpus = event.get("gpus")
-    if not isinstance(gpus, list) or not all(_is_count(g, 0) and g < 4096 for g in gpus):
+    if not isinstance(gpus, list) or not all(_is_count(g, 0) and g < GPUS_MAX for g in gpus):
         raise ValueError(f"{where}: 'gpus' must be a list of GPU indices, got {gpus!r}")
 
 
@@ -194,19 +203,21 @@ class _Checker:
         if kind == "config":
             if event.get("policy") is not None:
                 _text(event, "policy", where)
+            if event.get("placement") not in (None, "") and not isinstance(event.get("placement"), str):
+                raise ValueError(f"{where}: 'placement' must be a text, got {event.get('placement')!r}")
             if event.get("max_jobs_per_gpu") is not None:
-                _count(event, "max_jobs_per_gpu", 1, where)
+                _count(event, "max_jobs_per_gpu", 1, where, 16)   # serve's --max-jobs-per-gpu range
         elif kind == "node":
             self.nodes.add(_text(event, "name", where))
             if not isinstance(event.get("vc"), _NUMBER):  # a numeric VC name is read as its text
                 _text(event, "vc", where)
-            _count(event, "gpus", 1, where)
+            _gpus(event, 1, where)
             self._gpu_type(event, where)
         elif kind == "submit":
             _text(event, "uid", where)
             if event.get("vc") is None:
                 raise ValueError(f"{where}: 'vc' is missing")
-            _count(event, "gpus", 0, where)
+            _gpus(event, 0, where)
             if event.get("batch_size") not in (None, ""):
                 _count(event, "batch_size", 0, where)
             _number_or_null(event, ("pred_gpu_util", "pred_gpu_mem_mib"), where)
@@ -232,7 +243,7 @@ class _Checker:
 
     def _stimulus(self, event: dict, where: str) -> None:
         name = event.get("stimulus")
-        if name not in STIMULI:
+        if not isinstance(name, str) or name not in STIMULI:
             raise ValueError(f"{where}: 'stimulus' {name!r} is not one the service records "
                              f"(known: {', '.join(STIMULI)})")
         for key in STIMULI[name]:
@@ -240,7 +251,7 @@ class _Checker:
         if name == "JobSubmitted":
             if event.get("vc") is None:
                 raise ValueError(f"{where}: 'vc' is missing")
-            _count(event, "gpus", 0, where)
+            _gpus(event, 0, where)
             if event.get("batch_size") not in (None, ""):
                 _count(event, "batch_size", 0, where)
             if event.get("evictions") is not None:
@@ -257,5 +268,5 @@ class _Checker:
             if change == "added":
                 if not isinstance(event.get("vc"), _NUMBER):
                     _text(event, "vc", where)
-                _count(event, "gpus", 1, where)
+                _gpus(event, 1, where)
                 self._gpu_type(event, where)
