@@ -143,7 +143,7 @@ def test_a_two_node_gang_replays(tmp_path):
 
 def srtf_predict(job) -> None:
     """Predicted durations from the model annotation, as a predictor would give them."""
-    job.pred_duration = {"long": 3600.0, "short": 60.0}.get(job.model_name, 600.0)
+    job.pred_duration = {"long": 3600.0, "short": 60.0, "mid": 3550.0}.get(job.model_name, 600.0)
 
 
 def evict_pod(uid: str, name: str, model: str, created: float, label: str | None = None, node: str = "",
@@ -154,8 +154,9 @@ def evict_pod(uid: str, name: str, model: str, created: float, label: str | None
 
 def test_srtf_pred_with_an_eviction_and_a_re_created_pod_replays(tmp_path):
     """long-0 runs; short-0 arrives and long-0 is evicted for it; the controller's new pod long-1
-    takes the job over (attained 4 x 100 GPU-s, 1 eviction) and runs when short-0 ends. The
-    replay restores what the new pod brings, so its rank and the guards see the same job."""
+    takes the job over (attained 4 x 110 GPU-s, 1 eviction) and, when short-0 ends, starts before
+    mid-0 (3,550 s predicted): 3,600 s less the 110 s it ran. The replay restores what the new pod
+    brings (its run record), or it would rank long-1 as a fresh 3,600 s job behind mid-0."""
     log = tmp_path / "events.jsonl"
     policy = build_policy("srtf-pred", {"source": "job"}, "consolidate")
     core, clock, sent = recording_core(log, policy, [("n", 4, "default")], predict=srtf_predict)
@@ -174,23 +175,39 @@ def test_srtf_pred_with_an_eviction_and_a_re_created_pod_replays(tmp_path):
     core.run_pass()
     assert core.jobs["L2"].preemptions == 1 and core.jobs["L2"].attained == 4 * 110.0
     bind(core, "S1")
-    clock.t += 60.0
+    clock.t += 10.0
+    core.pod_seen(evict_pod("M1", "mid-0", "mid", clock.t))   # 3,550 s: ahead of a fresh long job, not of L2
+    core.run_pass()
+    clock.t += 50.0
     core.pod_gone("S1")
     core.run_pass()
+    assert core.jobs["L2"].state.name == "ASSUMED" and core.jobs["M1"].state.name == "PENDING"
     bind(core, "L2")
     core.recorder.close()
     result = replay_stimuli(log, lambda *a, **k: build_policy(a[0], {"source": "job"}, a[1],
                                                               k.get("backfill", False), k.get("share", False)))
     assert_full_agreement(result, 3, evictions=1)
     assert [r[0] for r in result.recorded] == ["L1", "S1", "L2"] and result.recorded_evictions == ["L1"]
+    # the CLI: --param reaches the replayed policy; the evictions' agreement is its own line
+    out = CliRunner().invoke(app, ["replay", str(log), "--stimuli", "--param", "source=job"])
+    assert out.exit_code == 0, out.output
+    assert "3 of 3 nominations agree (100.0%" in out.output
+    assert "evictions: 1 of 1 agree (1 recorded, 1 replayed)" in out.output
+    # without the restored attained service, L2 would rank as a fresh 3,600 s job: the replay must
+    # rebuild what the re-created pod brought (recorded on its JobSubmitted line)
+    from dlsched.service.record import read_events as events_of
+
+    [again] = [e for e in events_of(log) if e["kind"] == "stimulus" and e["stimulus"] == "JobSubmitted"
+               and e["uid"] == "L2"]
+    assert (again["attained"], again["evictions"], again["start_time"] - T0, again["queue_delay"]) == (440.0, 1, 0.0, 0.0)
 
 
 def test_the_re_created_pod_brings_its_attained_service_into_the_replay(tmp_path):
     from dlsched.service.record import job_from_fields
 
     job = job_from_fields({"uid": "L2", "vc": "default", "gpus": 4, "submit_time": 1.0, "attained": 440.0,
-                           "evictions": 1})
-    assert (job.attained, job.preemptions, job.submit_time) == (440.0, 1, 1.0)
+                           "evictions": 1, "start_time": 1.0, "queue_delay": 0.0})
+    assert (job.attained, job.preemptions, job.submit_time, job.start_time, job.queue_delay) == (440.0, 1, 1.0, 1.0, 0.0)
     fresh = job_from_fields({"uid": "n", "vc": "default", "gpus": 4})
     assert (fresh.attained, fresh.preemptions) == (0.0, 0)
 

@@ -256,7 +256,7 @@ class _Checker:
                 _count(event, "batch_size", 0, where)
             if event.get("evictions") is not None:
                 _count(event, "evictions", 0, where)
-            _number_or_null(event, ("submit_time", "attained"), where)
+            _number_or_null(event, ("submit_time", "attained", "start_time", "queue_delay"), where)
         if name in ("JobSubmitted", "PredictionCorrected"):
             _number_or_null(event, ("pred_gpu_util", "pred_gpu_mem_mib", "pred_duration"), where)
         elif name == "TimerFired":

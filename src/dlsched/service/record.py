@@ -68,8 +68,9 @@ def stimulus_fields(stimulus: object, state) -> dict:
         if name == "JobSubmitted":
             out.update(vc=job.vc, gpus=job.gpus, submit_time=job.submit_time, user=job.user, name=job.name,
                        model=job.model_name or job.onnx_ref, batch_size=job.batch_size)
-            if job.preemptions:   # an evicted job's new pod: what it brings along
-                out.update(attained=job.attained, evictions=job.preemptions)
+            if job.preemptions:   # an evicted job's new pod: what it brings along (its run record)
+                out.update(attained=job.attained, evictions=job.preemptions, start_time=job.start_time,
+                           queue_delay=job.queue_delay)
         if name in ("JobSubmitted", "PredictionCorrected"):
             out.update(pred_gpu_util=job.pred_gpu_util, pred_gpu_mem_mib=job.pred_gpu_mem_mib,
                        pred_duration=job.pred_duration)
@@ -102,15 +103,20 @@ def set_predictions(job: Job, e: dict) -> None:
 
 def job_from_fields(e: dict) -> Job:
     """The job of a recorded ``JobSubmitted``, as the service built it: its request, its
-    predictions and, for an evicted job's new pod, the service it attained and its evictions."""
+    predictions and, for an evicted job's new pod, its run record (the service it attained, its
+    evictions, its first start and the time it waited)."""
     model = str(e.get("model") or "")
     job = Job(str(e["uid"]), str(e["vc"]), int(e["gpus"]), float(e.get("submit_time") or 0.0), math.nan,
               user=str(e.get("user") or ""), name=str(e.get("name") or ""),
               model_name="" if model.endswith(".onnx") else model,
               onnx_ref=model if model.endswith(".onnx") else "", batch_size=int(e.get("batch_size") or 0))
     set_predictions(job, e)
-    if e.get("evictions"):
+    if e.get("evictions"):   # its run record, which policies rank by (LAS, srtf-pred's attained time)
         job.attained, job.preemptions = float(e.get("attained") or 0.0), int(e["evictions"])
+        if isinstance(e.get("start_time"), (int, float)):
+            job.start_time = float(e["start_time"])
+        if isinstance(e.get("queue_delay"), (int, float)):
+            job.queue_delay = float(e["queue_delay"])
     return job
 
 
