@@ -9,7 +9,8 @@ names the file, the line, the event's kind and the field (``LOG f.jsonl: line 6 
 on the log (:attr:`EventLog.notes`) that the commands print: a torn last line (a crash
 mid-write) left out, a log without its ``config`` line read with the defaults, a second
 ``config`` line (the service restarted and appended) ending what is read, lines of kinds this
-version does not know left out.
+version does not know left out. Times never go back by more than :data:`STEP_BACK_S` (a
+stimulus carries the time its pass started, the lines written during the pass a later reading).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ NODE_CHANGES = ("added", "removed", "cordoned", "uncordoned")
 KINDS = frozenset({"config", "node", "node_gone", "submit", "start", "confirm", "forget", "finish", "withdraw",
                    "observe", "adopted", "evict", "evicted", "requeue", "refused", "queues", "oom", "speed",
                    "corrected", "stimulus"})
+# A stimulus line carries the time its pass started, so it may trail the lines the pass wrote
+# (they carry the service's latest clock reading); more than this is an edited or merged log.
+STEP_BACK_S = 1.0
 DEFAULTS = {"policy": "fifo", "placement": "", "backfill": False, "max_jobs_per_gpu": 1, "default_gpu": "V100"}
 
 
@@ -119,10 +123,11 @@ def read_log(path: str | Path) -> EventLog:
             continue
         checker.check(event, kind, float(at), here)
         if kind != "config":
-            if last_at is not None and at < last_at[0]:
+            if last_at is not None and at < last_at[0] - STEP_BACK_S:
                 raise ValueError(f"{here}: 'at' {at:,.3f} is before line {last_at[1]}'s {last_at[0]:,.3f}; the "
                                  "service's clock never goes back (a log edited or merged by hand?)")
-            last_at = (float(at), number)
+            if last_at is None or at > last_at[0]:
+                last_at = (float(at), number)
         events.append(event)
         lines.append(number)
     if unknown:
