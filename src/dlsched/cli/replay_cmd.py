@@ -1,5 +1,6 @@
 """``dlsched replay LOG``: the live service's recorded arrivals through the simulator, any policy;
-``--stimuli``: its recorded stimuli through the kernel's entry point, nominations compared."""
+``--stimuli``: its recorded stimuli through the kernel's entry point, nominations and evictions
+compared. The log is read and checked by the one reader (:mod:`dlsched.service.log`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def register(app: typer.Typer) -> None:
         out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory to write (as `dlsched "
                                            "simulate`); not with --stimuli."),
         stimuli: bool = typer.Option(False, "--stimuli", help="Feed the recorded stimuli through the kernel "
-                                     "(Kernel.handle) and report how its nominations agree with the recorded ones."),
+                                     "(Kernel.handle) and report how its nominations and evictions agree with the "
+                                     "recorded ones."),
         policy: Optional[str] = typer.Option(None, help="Policy from the registry (default: the recorded one)."),
         placement: Optional[str] = typer.Option(None, help="Placement (default: the recorded one with the "
                                                 "recorded policy, else the policy's own)."),
@@ -43,15 +45,14 @@ def register(app: typer.Typer) -> None:
             params = parse_assignments(param or ())
             if policy is not None:  # a wrong name or parameter fails before the log is read
                 _check_choice(policy, placement, params)
-            from dlsched.cli.replay_checks import check_log
             from dlsched.run.replay import replay
+            from dlsched.service.log import read_log
 
-            if stimuli:
-                _stimuli(log, policy, placement)
-                return
             try:
-                for note in check_log(log):
-                    console.print(f"note: {note}", soft_wrap=True, highlight=False, markup=False)
+                if stimuli:
+                    _stimuli(log, policy, placement, params)
+                    return
+                _notes(read_log(log).notes)   # checked (file, line, field) before the run starts
                 summary = replay(log, out, policy, placement, params=params)
             except UnicodeDecodeError:
                 raise ValueError(f"LOG: {log} is not a text event log") from None
@@ -73,17 +74,21 @@ def _check_choice(policy: str, placement: str | None, params: dict[str, str]) ->
     check([RunConfig(policy=policy_config(policy, **params), placement=PlacementConfig(placement))])
 
 
-def _stimuli(log: Path, policy: str | None, placement: str | None) -> None:
+def _notes(notes: list[str]) -> None:
+    for note in notes:
+        console.print(f"note: {note}", soft_wrap=True, highlight=False, markup=False)
+
+
+def _stimuli(log: Path, policy: str | None, placement: str | None, params: dict[str, str]) -> None:
     """Print the agreement of a replay of stimuli: counts, then the first difference if any."""
-    from dlsched.registry import make_policy
+    from dlsched.cli.policy_factory import build_policy
     from dlsched.service.feed import describe, replay_stimuli
 
-    try:
-        result = replay_stimuli(log, make_policy, policy, placement)
-    except UnicodeDecodeError:
-        raise ValueError(f"LOG: {log} is not a text event log") from None
-    except IsADirectoryError:
-        raise ValueError(f"LOG: {log} is not a file") from None
+    def make(name: str, place: str | None, backfill: bool = False, share: bool = False):
+        return build_policy(name, params, place, backfill, share)
+
+    result = replay_stimuli(log, make, policy, placement)
+    _notes(result.notes)
     total = max(len(result.recorded), len(result.replayed))
     console.print(f"fed {result.stimuli} stimuli through the kernel with {result.policy}: "
                   f"{result.agreeing} of {total} nominations agree ({100 * result.rate:.1f}%; "
@@ -94,3 +99,12 @@ def _stimuli(log: Path, policy: str | None, placement: str | None) -> None:
         console.print(f"first difference at nomination {diff['index'] + 1}: recorded "
                       f"{describe(diff['recorded'])}, replayed {describe(diff['replayed'])}",
                       soft_wrap=True, highlight=False, markup=False)
+    want, got = result.recorded_evictions, result.replayed_evictions
+    if want or got:
+        line = (f"evictions: {result.evictions_agreeing} of {max(len(want), len(got))} agree "
+                f"({len(want)} recorded, {len(got)} replayed)")
+        if not result.evictions_agree:
+            n = result.evictions_agreeing
+            line += (f"; first difference at eviction {n + 1}: recorded {want[n] if n < len(want) else 'nothing'}, "
+                     f"replayed {got[n] if n < len(got) else 'nothing'}")
+        console.print(line, soft_wrap=True, highlight=False, markup=False)

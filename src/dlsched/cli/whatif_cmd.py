@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
         param: list[str] = typer.Option([], "--param", help="KEY=VALUE parameter of --policy (repeatable)."),
         placement: Optional[str] = typer.Option(None, help="Placement of --policy (default: the policy's own)."),
         at: Optional[float] = typer.Option(None, "--at", help="Seconds after the log's first event (default: "
-                                           "its last event)."),
+                                           "the last moment with a pending pod, said in a note)."),
         durations: str = typer.Option("predicted", help="predicted: the mean run time of the jobs finished before "
                                       "the cut; recorded: each job's run time in the whole log (hindsight)."),
         as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
@@ -61,9 +61,10 @@ def register(app: typer.Typer) -> None:
         """Start time of every pending pod under the recorded policy and under --policy and/or --queues, from the log."""
         from dlsched.cli.policy_factory import build_policy
         from dlsched.sched.eta import EtaEstimator
-        from dlsched.sched.whatif import what_if
+        from dlsched.sched.whatif import never_reasons, what_if
+        from dlsched.service.log import read_log
         from dlsched.service.whatif import split_params
-        from dlsched.service.whatif_log import read_log, state_at
+        from dlsched.service.whatif_log import state_at
 
         with clear_errors():
             if not log.is_file():
@@ -75,11 +76,9 @@ def register(app: typer.Typer) -> None:
             if at is not None and not math.isfinite(at):
                 raise ValueError(f"--at {at}: want a finite number of seconds")
             try:
-                _, config, _, _ = read_log(log)
+                config = read_log(log).config
             except UnicodeDecodeError:
                 raise ValueError(f"LOG: {log} is not a text event log") from None
-            except ValueError as exc:
-                raise ValueError(f"LOG {exc}") from None
             cap = int(config.get("max_jobs_per_gpu") or 1)
             recorded = str(config.get("policy") or "fifo")
             try:
@@ -97,6 +96,11 @@ def register(app: typer.Typer) -> None:
                     raise ValueError(f"--policy {policy}: {exc}") from None
             specs = _read_queues(queues) if queues is not None else None
             moment = state_at(log, current, at, durations)
+            notes = list(moment.notes)
+            if specs is None and other is not None and _same_policy(current, other, param):
+                notes.append(f"--policy {policy} is the recorded policy with its placement and parameters: "
+                             "both runs are the same, so every difference is 0 (change --policy, --param, "
+                             "--placement or give --queues)")
             estimator = EtaEstimator(current, resubmit=True)   # the log has no queue keys: both from predictions
             try:
                 result = what_if(estimator, other, moment.state, moment.now, specs)
@@ -105,12 +109,16 @@ def register(app: typer.Typer) -> None:
                     raise
                 raise ValueError(f"--queues {queues}: {exc}") from None
         names = moment.names
+        never = never_reasons(moment.state, result)
         if as_json:
             data = result.as_dict(names)
+            data.update(notes=notes, never={names.get(k, k): v for k, v in never.items()})
             data.update(log=str(log), at=moment.now - moment.t0, durations=durations, mean_run=moment.mean_run,
                         skipped=moment.skipped, recorded_queues=[q.name for q in moment.queues])
             out.print_json(json.dumps(data))
             return
+        for note in notes:
+            console.print(f"note: {note}", soft_wrap=True, highlight=False, markup=False)
         st = moment.state
         dur = (f"{moment.mean_run:,.0f} s (mean run time before the cut)" if moment.mean_run is not None
                else "1 h (no job had finished)") if durations == "predicted" else "each job's recorded run time"
@@ -143,3 +151,12 @@ def register(app: typer.Typer) -> None:
                            _signed(s["median_wait_change"]), str(s["earlier"]), str(s["later"]),
                            f"{s['never_current']}/{s['never_other']}")
         out.print(queues)
+        for uid, why in never.items():
+            console.print(f"note: {names.get(uid, uid)} never starts in {why}", soft_wrap=True, highlight=False,
+                          markup=False)
+
+
+def _same_policy(current, other, param: list[str]) -> bool:
+    """Whether --policy (without --param) is the recorded policy with the recorded placement."""
+    return (other.name == current.name and not param
+            and getattr(other, "placement_name", "") == getattr(current, "placement_name", ""))

@@ -152,3 +152,33 @@ def describe_queues(specs: tuple[QueueSpec, ...]) -> str:
     return "; ".join(f"{q.name} borrow {limit(q.borrow_limit, q.borrow_types)} lend {limit(q.lend_limit, q.lend_types)}"
                      + (f" in {q.parent}" if q.parent else "") + (f" weight {q.weight:g}" if q.weight != 1.0 else "")
                      for q in specs)
+
+
+def never_why(state: ClusterState, job_id: str, vc_name: str, gpus: int) -> str:
+    """Why a waiting job can never start on ``state``'s nodes, as far as its request shows: more
+    GPUs than its VC has, or than its largest node (a pod runs on one node live); else that the
+    forward run ended first."""
+    vc = next((v for v in state.vcs if v.name == vc_name), None)
+    if vc is None or vc.total_gpus == 0:
+        return f"its VC {vc_name} has no nodes at this moment"
+    if gpus > vc.total_gpus:
+        return f"it needs {gpus} GPUs and its VC {vc_name} has {vc.total_gpus} in all"
+    if gpus > vc.max_node_gpus:
+        return (f"it needs {gpus} GPUs on one node (a pod runs on one) and the largest node of VC {vc_name} "
+                f"has {vc.max_node_gpus}")
+    return ("the forward run ended before it started (it fits its VC; the jobs ahead of it or on its nodes "
+            "did not end in the run's bound of events)")
+
+
+def never_reasons(state: ClusterState, result: WhatIf) -> dict[str, str]:
+    """job id -> 'which run(s): why' for each job that never starts in the current run, the
+    other run or both (the tables show ``never`` alone)."""
+    out: dict[str, str] = {}
+    for j in result.jobs:
+        cur, oth = math.isinf(j.current), math.isinf(j.other)
+        if not (cur or oth):
+            continue
+        runs = ("either run" if cur and oth else f"the {result.current_policy} run (recorded)" if cur
+                else f"the {result.other_policy} run (other)")
+        out[j.job_id] = f"{runs}: {never_why(state, j.job_id, j.vc, j.gpus)}"
+    return out

@@ -25,13 +25,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from itertools import repeat
 
-from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
+from dlsched.core.cluster import GpuType, NodeSpec, gpu_type
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.correction import observe
-from dlsched.kernel.decisions import Fit, Status
-from dlsched.kernel.entry import Kernel
 from dlsched.kernel.queues import KeyedQueue
-from dlsched.kernel.state import ClusterState, StateError
+from dlsched.kernel.state import StateError
 from dlsched.kernel.stimuli import (
     Bind,
     BindFailed,
@@ -50,10 +48,9 @@ from dlsched.kernel.stimuli import (
     TimerFired,
     WakeAt,
 )
-from dlsched.kernel.view import SchedulingView
-from dlsched.sched.indexes import attach_plugins
 from dlsched.service.evictions import EvictionBook, Intent, grace_of, match_key, policy_grace
 from dlsched.service.gangs import GangTable, is_gang_id
+from dlsched.service.kernel_setup import live_kernel
 from dlsched.service.pods import (
     BATCH_ANNOTATION,
     GPUS_ANNOTATION,
@@ -99,10 +96,11 @@ class SchedulerCore:
         self.default_gpu = default_gpu or GpuType()
         self.predict = predict   # fills a new job's predicted GPU utilisation / memory from its model
         self.recorder = recorder  # the replayable event log (dlsched.service.record), or None
-        self.state = ClusterState(ClusterSpec([], {}), new_queue=policy.new_queue, max_jobs_per_gpu=max_jobs_per_gpu)
-        self.view = SchedulingView(self.state, oracle=False, indexes=attach_plugins(self.state, policy))
-        # the kernel's entry point, with starts assumed (a nomination until the bind succeeds)
-        self.kernel = Kernel(self.state, policy, assume=True, view=self.view)
+        self.offered: dict[str, frozenset[str]] = {}   # uid -> the nodes kube-scheduler offered in its last filter
+        # the kernel's entry point, with starts assumed (a nomination until the bind succeeds), built
+        # by the set-up code that a replay of the log uses too (service/kernel_setup.py)
+        self.kernel, restricted = live_kernel(policy, max_jobs_per_gpu, self.offered)
+        self.state, self.view = self.kernel.state, self.kernel.view
         self.decider = self.kernel.decider
         self.timers: list[tuple[float, int]] = []   # (time, VC index) heap of the policy's WakeAt requests
         self.evictions = EvictionBook()             # evictions in flight, evicted jobs awaiting their new pod
@@ -125,7 +123,6 @@ class SchedulerCore:
         self.recent_filters: deque[dict] = deque(maxlen=50)   # the last answers, with the reasons given
         self.key_uid: dict[str, str] = {}          # namespace/name -> uid, as the API server has it
         self.unseen: dict[str, float] = {}         # uid -> when a pod known from a filter call only was submitted
-        self.offered: dict[str, frozenset[str]] = {}   # uid -> the nodes kube-scheduler offered in its last filter
         self._offered_last: tuple[list[str], frozenset[str]] = ([], frozenset())
         self.last_outcome: dict[str, str] = {}     # uid -> the last filter answer (nominated / waiting / ...)
         self.zero_gpu: OrderedDict[str, PodFacts] = OrderedDict()   # pending pods requesting no GPU
@@ -141,10 +138,8 @@ class SchedulerCore:
         # when they do not allow it)
         self.queue_specs: tuple = ()
         self.borrowing_refused = ""
-        self._restrict_placement()
-        on_prepare = getattr(policy, "prepare", None)
-        if on_prepare is not None:
-            on_prepare(self.view)
+        if not restricted:
+            self.counters["placements not restricted to offered nodes"] += 1
         from dlsched.service.eta import LiveEta
 
         self.eta = LiveEta(self)   # forward-simulation start estimates for queue() (docs/eta.md)
@@ -919,38 +914,6 @@ class SchedulerCore:
             if job.state is PENDING:
                 self._mark(job.vc_state.vid)   # other nodes now: worth another pass
 
-    def _restrict_placement(self) -> None:
-        """The placement of a job kube-scheduler filtered is restricted to the nodes it offered
-        (its node selector, affinity and taint tolerations are honoured): the policy's placer is
-        wrapped so that a fit off those nodes is tried again with the other nodes closed."""
-        placer = getattr(self.policy, "placer", None)
-        inner = getattr(placer, "place", None)
-        if inner is None:
-            return
-        offered, st = self.offered, self.state
-
-        def place(view, vc, job):
-            fit = inner(view, vc, job)
-            if not is_gang_id(job.job_id):   # gang hook: a gang's job spans nodes, one pod per share
-                fit = one_node(fit, job)
-            allowed = offered.get(job.job_id)
-            if allowed is None or fit.placement is None or all(st.node_ids[n] in allowed for n, _ in fit.placement):
-                return fit
-            closed = [n for n in vc.nodes if st.node_ids[n] not in allowed and not st.node_cordoned[n]
-                      and not st.node_removed[n]]
-            for n in closed:
-                st.cordon(n, view.now)
-            try:
-                return inner(view, vc, job)
-            finally:
-                for n in closed:
-                    st.uncordon(n, view.now)
-
-        try:
-            placer.place = place
-        except AttributeError:
-            self.counters["placements not restricted to offered nodes"] += 1
-
     def _answer(self, pod: PodFacts, outcome: str, passed: list[str], node_names: list[str],
                 why: str) -> tuple[list[str], str]:
         """Count a filter answer and keep it (with the reason the other nodes were rejected)."""
@@ -1193,15 +1156,6 @@ class SchedulerCore:
                 out.append({"pod": pod.key, "uid": uid, "vc": self.vcs.vc_of(pod), "rank": -1, "gpus": pod.gpus,
                             "priority": None, "reason": self.waiting.get(uid, ""), **_eta(None, now)})
             return out
-
-
-def one_node(fit: Fit, job: Job) -> Fit:
-    """A pod runs on one node: a fit that spans nodes is refused before it is nominated (a
-    replay of stimuli applies the same rule; gangs of pods: service/gangs.py)."""
-    if fit.placement is not None and len(fit.placement) > 1:
-        return Fit(Status.UNSCHEDULABLE, None, f"needs {job.gpus} GPUs on one node; the placement "
-                                               f"spans {len(fit.placement)} nodes and a pod runs on one")
-    return fit
 
 
 def _priority(total: float) -> int:

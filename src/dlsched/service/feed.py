@@ -5,7 +5,12 @@ one as a ``stimulus`` line (:func:`dlsched.service.record.stimulus_fields`). Thi
 them, in order, and hands them to a fresh :class:`~dlsched.kernel.entry.Kernel` (``assume=True``,
 as live) with the recorded policy or another; the kernel's ``Bind`` actions are then compared with
 the nominations the service made (its ``start`` lines and the nominations it had to refuse, its
-``refused`` lines), one by one: same pod, node and GPUs, in the same order.
+``refused`` lines), one by one: same pod, node and GPUs, in the same order; its ``Evict`` actions
+of running jobs with the evictions the service requested (its ``evict`` lines), by pod in order.
+The kernel is built by the live service's own set-up code
+(:func:`dlsched.service.kernel_setup.live_kernel`) and the log is read and checked by the one
+reader (:mod:`dlsched.service.log`): a damaged log, or a stimulus the kernel refuses, is an
+error naming the log's file and line.
 
 What a replay cannot know: the nodes kube-scheduler offered a pod (its selectors and taints),
 which restrict live placements; a log of pods that were offered every node replays exactly.
@@ -17,43 +22,33 @@ enforced from the same moment, so borrowed nominations and reclaims replay too.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, gpu_type
-from dlsched.core.job import Job
-from dlsched.kernel.entry import Kernel
-from dlsched.kernel.state import ClusterState
-from dlsched.kernel.stimuli import (
-    Bind,
-    BindFailed,
-    BindSucceeded,
-    JobEvicted,
-    JobFailed,
-    JobFinished,
-    JobSubmitted,
-    JobWithdrawn,
-    NodeChanged,
-    PassRequested,
-    PredictionCorrected,
-    TimerFired,
-)
-from dlsched.service.record import read_events
+from dlsched.core.job import Job, JobState
+from dlsched.kernel.state import StateError
+from dlsched.kernel.stimuli import Bind, Evict
+from dlsched.service.kernel_setup import live_kernel
+from dlsched.service.log import EventLog, read_log
+from dlsched.service.record import stimulus_from_fields
 
-DECIDES = ("PassRequested", "TimerFired")   # stimuli that run a policy pass
+Nomination = tuple[str, str, list[int]]
+_ENDS = ("JobEvicted", "JobFinished", "JobFailed", "JobWithdrawn")   # an eviction in flight is over
 
 
 @dataclass
 class Agreement:
-    """How the replayed nominations compare with the recorded ones."""
+    """How the replayed nominations and evictions compare with the recorded ones."""
 
     policy: str
     stimuli: int
-    recorded: list[tuple[str, str, list[int]]]
-    replayed: list[tuple[str, str, list[int]]]
+    recorded: list[Nomination]
+    replayed: list[Nomination]
     first_difference: dict | None = field(default=None)
+    recorded_evictions: list[str] = field(default_factory=list)
+    replayed_evictions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def agreeing(self) -> int:
@@ -67,108 +62,68 @@ class Agreement:
         total = max(len(self.recorded), len(self.replayed))
         return 1.0 if total == 0 else self.agreeing / total
 
+    @property
+    def evictions_agreeing(self) -> int:
+        """Evictions equal in both, in order, up to the first difference."""
+        n = 0
+        for want, got in zip(self.recorded_evictions, self.replayed_evictions, strict=False):
+            if want != got:
+                break
+            n += 1
+        return n
 
-def _gpu(name: object, mem: object, fallback: GpuType) -> GpuType:
-    try:
-        gtype = gpu_type(str(name))
-    except (ValueError, TypeError):
-        gtype = fallback
-    if isinstance(mem, (int, float)) and mem > 0 and mem != gtype.memory_mib:
-        gtype = replace(gtype, memory_mib=int(mem))
-    return gtype
-
-
-def _num(value: object) -> float:
-    return float(value) if isinstance(value, (int, float)) else math.nan
-
-
-def _set_predictions(job: Job, e: dict) -> None:
-    job.pred_gpu_util = _num(e.get("pred_gpu_util"))
-    job.pred_gpu_mem_mib = _num(e.get("pred_gpu_mem_mib"))
-    job.pred_duration = _num(e.get("pred_duration"))
-
-
-def _new_job(e: dict) -> Job:
-    model = str(e.get("model") or "")
-    job = Job(str(e["uid"]), str(e["vc"]), int(e["gpus"]), float(e.get("submit_time") or 0.0), math.nan,
-              user=str(e.get("user") or ""), name=str(e.get("name") or ""),
-              model_name="" if model.endswith(".onnx") else model,
-              onnx_ref=model if model.endswith(".onnx") else "", batch_size=int(e.get("batch_size") or 0))
-    _set_predictions(job, e)
-    return job
+    @property
+    def evictions_agree(self) -> bool:
+        return self.recorded_evictions == self.replayed_evictions
 
 
 class _Feeder:
-    """Rebuilds each recorded stimulus on its own kernel and collects the Bind actions."""
+    """Rebuilds each recorded stimulus on the live set-up's kernel and collects its actions."""
 
-    def __init__(self, policy, cap: int, default_gpu: GpuType) -> None:
-        self.state = ClusterState(ClusterSpec([], {}), new_queue=policy.new_queue, max_jobs_per_gpu=cap)
-        for plugin in getattr(getattr(policy, "placer", None), "observers", ()):
-            if hasattr(plugin, "attach"):
-                plugin.attach(self.state)
-            self.state.add_observer(plugin)
-        self._one_node(policy)
-        self.kernel = Kernel(self.state, policy, assume=True)
-        self.kernel.prepare()
-        self.default_gpu = default_gpu
+    def __init__(self, policy, cap: int, log: EventLog) -> None:
+        # the live service's own set-up (plug-ins, indexes, the one-node rule with its gang
+        # exception, the prepare hook): no copy here that could drift from it
+        self.kernel, _ = live_kernel(policy, cap, {})
+        self.state = self.kernel.state
+        self.log = log
         self.jobs: dict[str, Job] = {}
-        self.binds: list[tuple[str, str, list[int]]] = []
-
-    @staticmethod
-    def _one_node(policy) -> None:
-        """The live rule that a pod runs on one node (``service.core.one_node``), on this placer."""
-        from dlsched.service.core import one_node
-
-        placer = getattr(policy, "placer", None)
-        inner = getattr(placer, "place", None)
-        if inner is not None:
-            placer.place = lambda view, vc, job: one_node(inner(view, vc, job), job)
+        self.binds: list[Nomination] = []
+        self.evictions: list[str] = []
+        self._inflight: set[str] = set()
 
     def stimulus(self, e: dict) -> None:
         kind, at = e["stimulus"], float(e["at"])
-        job = self.jobs.get(str(e.get("uid")))
-        if kind == "JobSubmitted":
-            job = self.jobs[str(e["uid"])] = _new_job(e)
-            s = JobSubmitted(job)
-        elif kind == "NodeChanged":
-            if e["change"] == "added":
-                spec = NodeSpec(str(e["node"]), str(e["vc"]), int(e["gpus"]),
-                                _gpu(e.get("gpu_type"), e.get("gpu_mem_mib"), self.default_gpu))
-                s = NodeChanged("added", spec=spec)
-            else:
-                s = NodeChanged(str(e["change"]), self.state.node_index[str(e["node"])])
-        elif kind in DECIDES:
-            s = PassRequested() if kind == "PassRequested" else TimerFired(int(e["vid"]))
-        elif job is None:
-            raise ValueError(f"a {kind} for job {e.get('uid')} that was never submitted")
-        elif kind == "PredictionCorrected":
-            _set_predictions(job, e)
-            s = PredictionCorrected(job)
-        elif kind in ("BindFailed", "JobFailed", "JobWithdrawn"):
-            s = {"BindFailed": BindFailed, "JobFailed": JobFailed, "JobWithdrawn": JobWithdrawn}[kind](
-                job, str(e.get("why") or ""))
-        elif kind in ("BindSucceeded", "JobFinished", "JobEvicted"):
-            s = {"BindSucceeded": BindSucceeded, "JobFinished": JobFinished, "JobEvicted": JobEvicted}[kind](job)
-        else:
-            raise ValueError(f"unknown stimulus {kind!r}")
+        s = stimulus_from_fields(e, self.jobs, self.state, self.log.gpu)
+        if kind in _ENDS:
+            self._inflight.discard(str(e.get("uid")))
         actions = self.kernel.handle(s, at)
         ids = self.state.node_ids
         for a in actions:
-            if type(a) is Bind:
+            kind = type(a)
+            if kind is Bind:
                 (idx, mask), = a.placement[:1]
                 self.binds.append((a.job.job_id, ids[idx], [g for g in range(mask.bit_length()) if mask >> g & 1]))
+            elif kind is Evict and a.job.state is JobState.RUNNING and a.job.job_id not in self._inflight:
+                # the service evicts a running pod once (an assumed one's nomination just goes back)
+                self._inflight.add(a.job.job_id)
+                self.evictions.append(a.job.job_id)
 
-    def queues(self, e: dict) -> None:
+    def queues(self, e: dict, where: str) -> None:
         """The service started (or stopped) enforcing a queue configuration."""
         from dlsched.traces.cluster_queues import parse_queues_text
 
         text = str(e.get("toml") or "")
-        self.kernel.use_queues(parse_queues_text(text, "the log's queues line") if text else (), float(e["at"]))
+        self.kernel.use_queues(parse_queues_text(text, f"{where}: its queues") if text else (), float(e["at"]))
 
     def adopted(self, e: dict) -> None:
         """A pod bound outside the service: its start booked as it stood (as the core does)."""
         st, at = self.state, float(e["at"])
-        job, idx = self.jobs[str(e["uid"])], st.node_index[str(e["node"])]
+        uid = str(e["uid"])
+        if uid not in self.jobs:
+            raise ValueError(f"adopts {uid!r}, which no earlier JobSubmitted submitted")
+        job, idx = self.jobs[uid], st.node_index.get(str(e["node"]))
+        if idx is None:
+            raise ValueError(f"adopts {uid} on node {e['node']!r}, which no earlier NodeChanged added")
         mask = sum(1 << g for g in e["gpus"])
         reclose = st.node_cordoned[idx]
         if reclose:
@@ -185,38 +140,53 @@ class _Feeder:
 
 def replay_stimuli(path: str | Path, make_policy: Callable, policy: str | None = None,
                    placement: str | None = None) -> Agreement:
-    """Feed the log's stimuli through ``Kernel.handle``; compare the Bind actions with the
-    service's nominations. ``make_policy`` is the registry's (the caller's layer builds policies
-    by name). ValueError when the log has no stimuli or cannot be fed."""
-    events = read_events(path)
-    config = next((e for e in events if e["kind"] == "config"), {})
+    """Feed the log's stimuli through ``Kernel.handle``; compare the Bind and Evict actions with
+    the service's nominations and evictions. ``make_policy`` is the registry's (the caller's layer
+    builds policies by name). ValueError naming the file and line when the log cannot be fed."""
+    from dlsched.traces.model import TraceError
+
+    log = read_log(path)
+    config = log.config
     same = policy is None
     name = policy or str(config.get("policy") or "fifo")
     if placement is None and same:
         placement = str(config.get("placement") or "") or None
     cap = int(config.get("max_jobs_per_gpu") or 1)
-    pol = make_policy(name, placement, backfill=bool(config.get("backfill")), share=cap > 1)
-    feeder = _Feeder(pol, cap, _gpu(config.get("default_gpu", "V100"), None, GpuType()))
-    recorded: list[tuple[str, str, list[int]]] = []
+    try:
+        pol = make_policy(name, placement, backfill=bool(config.get("backfill")), share=cap > 1)
+    except (ValueError, KeyError) as exc:
+        if not same:
+            raise
+        raise ValueError(f"{log.where}: line {log.lines[0] if log.events else 1} (config): the recorded policy "
+                         f"{name} with placement {placement or 'its own'} cannot be rebuilt ({exc})") from None
+    feeder = _Feeder(pol, cap, log)
+    recorded: list[Nomination] = []
+    evicted: list[str] = []
     count = 0
-    for e in events:
+    for i, e in enumerate(log.events):
         kind = e["kind"]
-        if kind == "stimulus":
-            count += 1
-            try:
+        try:
+            if kind == "stimulus":
+                count += 1
                 feeder.stimulus(e)
-            except (KeyError, TypeError) as exc:
-                raise ValueError(f"{path}: stimulus {count} ({e.get('stimulus')}) cannot be rebuilt: "
-                                 f"missing or bad {exc}") from None
-        elif kind == "adopted":
-            feeder.adopted(e)
-        elif kind == "queues":
-            feeder.queues(e)
-        elif kind in ("start", "refused") and not e.get("adopted"):
+            elif kind == "adopted":
+                feeder.adopted(e)
+            elif kind == "queues":
+                feeder.queues(e, log.place(i))
+        except TraceError as exc:
+            raise ValueError(str(exc)) from None
+        except (StateError, ValueError, KeyError, TypeError, IndexError) as exc:
+            # a log the kernel cannot follow (edited, cut in the middle, from another version)
+            what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ValueError(f"{log.place(i)}: the kernel cannot follow it: {what}") from None
+        if kind in ("start", "refused") and not e.get("adopted"):
             recorded.append((str(e["uid"]), str(e["node"]), list(e["gpus"])))
+        elif kind == "evict":
+            evicted.append(str(e["uid"]))
     if not count:
-        raise ValueError(f"{path}: the log has no stimulus lines (recorded before stimuli were logged)")
-    out = Agreement(pol.name, count, recorded, feeder.binds)
+        raise ValueError(f"{log.where}: the log has no stimulus lines (recorded before stimuli were logged)")
+    out = Agreement(pol.name, count, recorded, feeder.binds, recorded_evictions=evicted,
+                    replayed_evictions=feeder.evictions, notes=list(log.notes))
     for i in range(max(len(recorded), len(feeder.binds))):
         want = recorded[i] if i < len(recorded) else None
         got = feeder.binds[i] if i < len(feeder.binds) else None
@@ -226,7 +196,7 @@ def replay_stimuli(path: str | Path, make_policy: Callable, policy: str | None =
     return out
 
 
-def describe(nomination: tuple[str, str, list[int]] | None) -> str:
+def describe(nomination: Nomination | None) -> str:
     """One nomination as text: 'pod -> node GPUs [..]', or 'nothing'."""
     if nomination is None:
         return "nothing"

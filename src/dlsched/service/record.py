@@ -3,7 +3,8 @@
 ``dlsched replay`` reads it back (:mod:`dlsched.service.replay`). The durable store keeps the
 decisions a restart needs; this log adds what a replay needs besides: the configuration, each
 node's inventory, each job's request and predictions. Lines are appended and flushed one by one,
-so a crash loses at most the line being written (the reader skips a torn last line).
+so a crash loses at most the line being written (the reader, :mod:`dlsched.service.log`,
+leaves a torn last line out and says so).
 
 Kinds: ``config`` (policy, placement, backfill, max_jobs_per_gpu), ``node`` (name, vc, gpus,
 gpu_type, cordoned), ``node_gone``, ``submit`` (uid, pod, vc, gpus, submit_time, model,
@@ -17,7 +18,8 @@ Every line has ``at``: the service's clock.
 
 ``stimulus`` lines are what the service handed the kernel (:func:`stimulus_fields`), in order:
 ``dlsched replay --stimuli`` feeds them through the same entry point and compares its Bind actions
-with the recorded ``start`` lines.
+with the recorded ``start`` lines. :func:`stimulus_fields` encodes a stimulus and
+:func:`stimulus_from_fields` decodes it: the one pair.
 """
 
 from __future__ import annotations
@@ -25,8 +27,26 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
+
+from dlsched.core.cluster import GpuType, NodeSpec
+from dlsched.core.job import Job
+from dlsched.kernel.stimuli import (
+    BindFailed,
+    BindSucceeded,
+    JobEvicted,
+    JobFailed,
+    JobFinished,
+    JobSubmitted,
+    JobWithdrawn,
+    NodeChanged,
+    PassRequested,
+    PredictionCorrected,
+    Stimulus,
+    TimerFired,
+)
 
 
 def _clean(value: object) -> object:
@@ -48,8 +68,9 @@ def stimulus_fields(stimulus: object, state) -> dict:
         if name == "JobSubmitted":
             out.update(vc=job.vc, gpus=job.gpus, submit_time=job.submit_time, user=job.user, name=job.name,
                        model=job.model_name or job.onnx_ref, batch_size=job.batch_size)
-            if job.preemptions:   # an evicted job's new pod: what it brings along
-                out.update(attained=job.attained, evictions=job.preemptions)
+            if job.preemptions:   # an evicted job's new pod: what it brings along (its run record)
+                out.update(attained=job.attained, evictions=job.preemptions, start_time=job.start_time,
+                           queue_delay=job.queue_delay)
         if name in ("JobSubmitted", "PredictionCorrected"):
             out.update(pred_gpu_util=job.pred_gpu_util, pred_gpu_mem_mib=job.pred_gpu_mem_mib,
                        pred_duration=job.pred_duration)
@@ -67,6 +88,72 @@ def stimulus_fields(stimulus: object, state) -> dict:
     elif name == "TimerFired":
         out["vid"] = stimulus.vid
     return {k: _clean(v) for k, v in out.items()}
+
+
+def _num(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def set_predictions(job: Job, e: dict) -> None:
+    """A recorded job's predictions (null: none) on ``job``."""
+    job.pred_gpu_util = _num(e.get("pred_gpu_util"))
+    job.pred_gpu_mem_mib = _num(e.get("pred_gpu_mem_mib"))
+    job.pred_duration = _num(e.get("pred_duration"))
+
+
+def job_from_fields(e: dict) -> Job:
+    """The job of a recorded ``JobSubmitted``, as the service built it: its request, its
+    predictions and, for an evicted job's new pod, its run record (the service it attained, its
+    evictions, its first start and the time it waited)."""
+    model = str(e.get("model") or "")
+    job = Job(str(e["uid"]), str(e["vc"]), int(e["gpus"]), float(e.get("submit_time") or 0.0), math.nan,
+              user=str(e.get("user") or ""), name=str(e.get("name") or ""),
+              model_name="" if model.endswith(".onnx") else model,
+              onnx_ref=model if model.endswith(".onnx") else "", batch_size=int(e.get("batch_size") or 0))
+    set_predictions(job, e)
+    if e.get("evictions"):   # its run record, which policies rank by (LAS, srtf-pred's attained time)
+        job.attained, job.preemptions = float(e.get("attained") or 0.0), int(e["evictions"])
+        if isinstance(e.get("start_time"), (int, float)):
+            job.start_time = float(e["start_time"])
+        if isinstance(e.get("queue_delay"), (int, float)):
+            job.queue_delay = float(e["queue_delay"])
+    return job
+
+
+def stimulus_from_fields(e: dict, jobs: dict[str, Job], state, gpu: Callable[[object, object], GpuType]) -> Stimulus:
+    """The stimulus a ``stimulus`` line records (the inverse of :func:`stimulus_fields`), on
+    ``state``; ``jobs`` maps uids to the jobs rebuilt so far (a new one is added), ``gpu`` turns
+    a recorded type name and memory into a GPU type. ValueError for a job or node the log never
+    introduced."""
+    kind = e["stimulus"]
+    if kind == "JobSubmitted":
+        job = jobs[str(e["uid"])] = job_from_fields(e)
+        return JobSubmitted(job)
+    if kind == "PassRequested":
+        return PassRequested()
+    if kind == "TimerFired":
+        return TimerFired(int(e["vid"]))
+    if kind == "NodeChanged":
+        if e["change"] == "added":
+            return NodeChanged("added", spec=NodeSpec(str(e["node"]), str(e["vc"]), int(e["gpus"]),
+                                                      gpu(e.get("gpu_type"), e.get("gpu_mem_mib"))))
+        node = state.node_index.get(str(e["node"]))
+        if node is None:
+            raise ValueError(f"node {e['node']!r} is {e['change']} but no earlier NodeChanged added it")
+        return NodeChanged(str(e["change"]), node)
+    job = jobs.get(str(e.get("uid")))
+    if job is None:
+        raise ValueError(f"a {kind} for job {e.get('uid')!r}, which no earlier JobSubmitted submitted")
+    if kind == "PredictionCorrected":
+        set_predictions(job, e)
+        return PredictionCorrected(job)
+    if kind in _WITH_REASON:
+        return _WITH_REASON[kind](job, str(e.get("why") or ""))
+    return _JOB_ONLY[kind](job)
+
+
+_WITH_REASON = {"BindFailed": BindFailed, "JobFailed": JobFailed, "JobWithdrawn": JobWithdrawn}
+_JOB_ONLY = {"BindSucceeded": BindSucceeded, "JobFinished": JobFinished, "JobEvicted": JobEvicted}
 
 
 class Recorder:
@@ -91,32 +178,8 @@ class Recorder:
             self._file.close()
 
 
-def parse_log_lines(path: str | Path, where: str) -> tuple[list[tuple[int, object]], int | None]:
-    """Every non-blank line of a log as (line number, parsed JSON), and the number of a torn last
-    line (a crash mid-write: not JSON, left out) or None. Any other line that is not JSON raises
-    ValueError naming ``where`` and its line number. Checks of the events themselves are the
-    caller's (:func:`read_events`; the CLI's stricter ``replay_checks``)."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    parsed: list[tuple[int, object]] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            parsed.append((number, json.loads(line)))
-        except ValueError:
-            if number == len(lines):
-                return parsed, number
-            raise ValueError(f"{where}: line {number} is not JSON") from None
-    return parsed, None
-
-
 def read_events(path: str | Path) -> list[dict]:
-    """The events of a log, in order. A torn last line (a crash mid-write) is skipped; any other
-    bad line raises ValueError naming its line number."""
-    events = []
-    for number, event in parse_log_lines(path, str(path))[0]:
-        if not isinstance(event, dict) or not isinstance(event.get("kind"), str) \
-                or not isinstance(event.get("at"), (int, float)):
-            raise ValueError(f"{path}: line {number} is not an event (needs 'kind' and a numeric 'at')")
-        events.append(event)
-    return events
+    """The checked events of a log, in order: :func:`dlsched.service.log.read_log`, the one reader."""
+    from dlsched.service.log import read_log
+
+    return read_log(path).events

@@ -17,12 +17,12 @@ events (written by :class:`StartLog`) so the two can be compared decision for de
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, VirtualCluster, gpu_type
+from dlsched.core.cluster import ClusterSpec, NodeSpec, VirtualCluster
 from dlsched.core.job import Job
-from dlsched.service.record import read_events
+from dlsched.service.log import read_log
 
 
 @dataclass
@@ -34,25 +34,19 @@ class Recorded:
     jobs: list[Job]
     starts: list[dict]                       # the service's confirmed starts, in order
     left_out: dict[str, int] = field(default_factory=dict)
-
-
-def _gpu(name: str, fallback: GpuType) -> GpuType:
-    try:
-        return gpu_type(name)
-    except (ValueError, TypeError):
-        return fallback
+    notes: list[str] = field(default_factory=list)   # what the reader assumed (service/log.py)
 
 
 def load_log(path: str | Path) -> Recorded:
-    """Read a log into a cluster, jobs and the recorded starts. ValueError when it cannot be replayed."""
-    events = read_events(path)
+    """Read a log (:func:`dlsched.service.log.read_log`: checked, file and line in every error)
+    into a cluster, jobs and the recorded starts. ValueError when it cannot be replayed."""
+    log = read_log(path)
+    events = log.events
     if not events:
-        raise ValueError(f"{path}: the log has no events")
-    config = next((e for e in events if e["kind"] == "config"), {})
-    default_gpu = _gpu(str(config.get("default_gpu", "V100")), GpuType())
-    timed = [e["at"] for e in events if e["kind"] != "config"]   # config is written before the clock is read
+        raise ValueError(f"{log.where}: the log has no events")
+    timed = log.times
     if not timed:
-        raise ValueError(f"{path}: the log has no events besides its configuration")
+        raise ValueError(f"{log.where}: the log has no events besides its configuration")
     t0, t_end = timed[0], timed[-1]
     nodes: dict[str, NodeSpec] = {}
     submits: dict[str, dict] = {}
@@ -60,12 +54,9 @@ def load_log(path: str | Path) -> Recorded:
     ended: dict[str, str] = {}
     for e in events:
         kind, uid = e["kind"], e.get("uid")
-        if kind == "node":
-            gtype = _gpu(str(e.get("gpu_type") or ""), default_gpu)
-            mem = e.get("gpu_mem_mib")   # a node's memory label (logs written before it: the type's)
-            if isinstance(mem, (int, float)) and mem > 0 and mem != gtype.memory_mib:
-                gtype = replace(gtype, memory_mib=int(mem))
-            nodes[e["name"]] = NodeSpec(e["name"], str(e["vc"]), int(e["gpus"]), gtype)
+        if kind == "node":   # its memory label (logs written before it: the type's)
+            nodes[e["name"]] = NodeSpec(e["name"], str(e["vc"]), int(e["gpus"]),
+                                        log.gpu(e.get("gpu_type"), e.get("gpu_mem_mib")))
         elif kind == "submit":
             submits[uid] = e
         elif kind == "start":
@@ -79,7 +70,7 @@ def load_log(path: str | Path) -> Recorded:
             if uid in runs:
                 runs[uid][2] = e["at"]
     if not nodes:
-        raise ValueError(f"{path}: the log names no nodes")
+        raise ValueError(f"{log.where}: the log names no nodes")
     by_vc: dict[str, list[str]] = {}
     for spec in nodes.values():
         by_vc.setdefault(spec.vc, []).append(spec.node_id)
@@ -103,7 +94,7 @@ def load_log(path: str | Path) -> Recorded:
         jobs.append(job)
         starts.append({"uid": uid, "at": start["at"] - t0, "node": start["node"], "gpus": list(start["gpus"])})
     starts.sort(key=lambda s: s["at"])
-    return Recorded(config, cluster, jobs, starts, {k: v for k, v in left.items() if v})
+    return Recorded(log.config, cluster, jobs, starts, {k: v for k, v in left.items() if v}, list(log.notes))
 
 
 class StartLog:

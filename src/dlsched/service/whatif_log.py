@@ -1,7 +1,8 @@
 """The live state at a moment of a recorded event log (:mod:`dlsched.service.record`), rebuilt
 for a what-if (``dlsched whatif LOG``).
 
-Up to the cut (the log's last event, or ``at`` seconds after its first): every node seen (in the
+Up to the cut (``at`` seconds after the log's first event; by default the last moment with a
+pending pod, :func:`default_cut`, said in a note): every node seen (in the
 order the service first saw it, its last facts: VC, GPUs, cordon; removed when gone and empty),
 every pod submitted and not ended, pending or holding GPUs since its last ``start`` (assumed or
 confirmed; a ``forget`` or ``oom`` sends it back to the queue). The transitions are replayed in
@@ -25,10 +26,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, VirtualCluster, gpu_type
+from dlsched.core.cluster import ClusterSpec, NodeSpec, VirtualCluster
 from dlsched.core.job import Job
-from dlsched.kernel.state import ClusterState
-from dlsched.service.record import read_events
+from dlsched.kernel.state import ClusterState, StateError
+from dlsched.service.log import EventLog, read_log
 
 DURATIONS = ("predicted", "recorded")
 
@@ -45,13 +46,7 @@ class LogMoment:
     mean_run: float | None = None                           # mean run time finished before the cut
     skipped: dict[str, int] = field(default_factory=dict)
     queues: tuple = ()                                       # the queues the service enforced at the cut
-
-
-def _gpu(name: object, fallback: GpuType) -> GpuType:
-    try:
-        return gpu_type(str(name))
-    except (ValueError, TypeError):
-        return fallback
+    notes: list[str] = field(default_factory=list)           # what was assumed (the log's, the default cut)
 
 
 def _queues(path: str | Path, text: str, state: ClusterState, moment: LogMoment):
@@ -73,14 +68,42 @@ def _queues(path: str | Path, text: str, state: ClusterState, moment: LogMoment)
     return QuotaManager(specs, state, strict=False)
 
 
-def read_log(path: str | Path) -> tuple[list[dict], dict, float, float]:
-    """(events, config, first time, last time); ValueError for a log that cannot be used."""
-    events = read_events(path)
-    config = next((e for e in events if e["kind"] == "config"), {})
-    timed = [e["at"] for e in events if e["kind"] != "config"]
-    if not timed:
-        raise ValueError(f"{path}: the log has no events besides its configuration")
-    return events, config, float(timed[0]), float(timed[-1])
+def pending_moments(log: EventLog) -> list[float]:
+    """The times (log clock) of the events after which some pod was pending: submitted, not
+    ended, and not holding GPUs (a ``forget`` or ``oom`` sends a started pod back)."""
+    pending: set[str] = set()
+    out: list[float] = []
+    for e in log.events:
+        kind, uid = e["kind"], e.get("uid")
+        if kind == "submit":
+            pending.add(uid)
+        elif kind == "start":
+            pending.discard(uid)
+        elif kind in ("forget", "oom"):
+            pending.add(uid)
+        elif kind in ("finish", "withdraw"):
+            pending.discard(uid)
+        elif kind == "config":
+            continue
+        if pending and (not out or out[-1] != e["at"]):
+            out.append(float(e["at"]))
+        elif not pending and out and out[-1] == e["at"]:
+            out.pop()   # the same instant ended with nothing pending
+    return out
+
+
+def default_cut(log: EventLog) -> tuple[float, str]:
+    """The moment a what-if without ``--at`` looks at: the last one with a pending pod, and a
+    note saying so (or that there is none and how to choose)."""
+    t0, t_end = log.times[0], log.times[-1]
+    moments = pending_moments(log)
+    if not moments:
+        return t_end, (f"{log.where}: no pod was pending at any moment of the log, so the what-if at its last "
+                       f"event ({t_end - t0:g} s) has nothing to compare; --at SECONDS picks another moment "
+                       f"(0 to {t_end - t0:g})")
+    cut = moments[-1]
+    return cut, (f"--at not given: the what-if looks at {cut - t0:g} s, the last moment of the log with a pending "
+                 f"pod (the log spans 0 to {t_end - t0:g} s; --at SECONDS picks another)")
 
 
 def state_at(path: str | Path, policy, at: float | None = None, durations: str = "predicted") -> LogMoment:
@@ -88,11 +111,19 @@ def state_at(path: str | Path, policy, at: float | None = None, durations: str =
     ``policy``'s queue; ValueError naming what is wrong."""
     if durations not in DURATIONS:
         raise ValueError(f"durations {durations!r}: choose from {', '.join(DURATIONS)}")
-    events, config, t0, t_end = read_log(path)
+    log = read_log(path)
+    events, config, timed = log.events, log.config, log.times
+    if not timed:
+        raise ValueError(f"{log.where}: the log has no events besides its configuration")
+    t0, t_end = timed[0], timed[-1]
+    notes = list(log.notes)
     if at is not None and not 0 <= at <= t_end - t0:
         raise ValueError(f"--at {at:g}: the log spans 0 to {t_end - t0:g} s after its first event")
-    cut = t_end if at is None else t0 + at
-    default_gpu = _gpu(config.get("default_gpu", "V100"), GpuType())
+    if at is None:
+        cut, note = default_cut(log)
+        notes.append(note)
+    else:
+        cut = t0 + at
     nodes: dict[str, dict] = {}
     gone: set[str] = set()
     submits: dict[str, dict] = {}
@@ -133,11 +164,9 @@ def state_at(path: str | Path, policy, at: float | None = None, durations: str =
     for uid, since in started_at.items():   # still running at the log's end: a lower bound
         recorded.setdefault(uid, t_end - since)
     if not nodes:
-        raise ValueError(f"{path}: no node was seen by the cut")
-    specs = []
-    for name, e in nodes.items():
-        gtype = _gpu(e.get("gpu_type") or "", default_gpu)
-        specs.append(NodeSpec(name, str(e["vc"]), int(e["gpus"]), gtype))
+        raise ValueError(f"{log.where}: no node was seen by the cut")
+    specs = [NodeSpec(name, str(e["vc"]), int(e["gpus"]), log.gpu(e.get("gpu_type"), e.get("gpu_mem_mib")))
+             for name, e in nodes.items()]
     by_vc: dict[str, list[str]] = {}
     for spec in specs:
         by_vc.setdefault(spec.vc, []).append(spec.node_id)
@@ -145,12 +174,9 @@ def state_at(path: str | Path, policy, at: float | None = None, durations: str =
     cap = int(config.get("max_jobs_per_gpu") or 1)
     state = ClusterState(cluster, new_queue=policy.new_queue, max_jobs_per_gpu=cap)
     mean_run = sum(runs_before) / len(runs_before) if runs_before else None
-    moment = LogMoment(state, cut, t0, config, mean_run=mean_run)
-    quotas = _queues(path, queues_toml, state, moment)
+    moment = LogMoment(state, cut, t0, config, mean_run=mean_run, notes=notes)
+    quotas = _queues(log.where, queues_toml, state, moment)
     index = {name: i for i, name in enumerate(state.node_ids)}
-    for name, e in nodes.items():
-        if e.get("cordoned"):
-            state.cordon(index[name])
     ops: list[tuple[float, int, str, Job, dict]] = []
     skipped: dict[str, int] = {}
     for n, (uid, sub) in enumerate(submits.items()):
@@ -175,25 +201,39 @@ def state_at(path: str | Path, policy, at: float | None = None, durations: str =
             ops.append((max(float(start["at"]), float(sub["at"])), 2 * n + 1, "start", job, start))
     ops.sort(key=lambda op: (op[0], op[1]))
     state.begin(ops[0][0] if ops else cut)
+    line_of = {id(e): i for i, e in enumerate(events)}
     for t, _, what, job, e in ops:
-        if what == "submit":
-            state.submit(job, t)
-        else:
-            node = index[e["node"]]
-            placement = ((node, sum(1 << int(g) for g in e["gpus"])),)
-            host = state.vcs[state.node_vc[node]]
-            if host is not job.vc_state and quotas is not None:   # a loan, as the service booked it
-                state.start_borrowed(job, host, placement, t)
-                quotas.adopt(job)
-            elif host is not job.vc_state:   # no queues recorded to book it by: left out, counted
-                why = "start on another VC's node without queues"
-                skipped[why] = skipped.get(why, 0) + 1
-                state.withdraw(job, t)
-            else:
-                state.start(job, placement, t, bool(e.get("shared")))
+        try:
+            _apply(state, quotas, index, skipped, t, what, job, e)
+        except StateError as exc:   # a log the state cannot follow (edited, from another version)
+            raise ValueError(f"{log.place(line_of[id(e)])}: the state at {cut - t0:g} s cannot be rebuilt: "
+                             f"{exc}") from None
+    for name, e in nodes.items():   # cordoned after the starts: a pod may run on a node cordoned later
+        if e.get("cordoned"):
+            state.cordon(index[name], cut)
     for name in gone:
         idx = index[name]
         if not state.node_holders[idx]:
             state.remove_node(idx, cut)
     moment.skipped = skipped
     return moment
+
+
+def _apply(state: ClusterState, quotas, index: dict[str, int], skipped: dict[str, int], t: float, what: str,
+           job: Job, e: dict) -> None:
+    """One replayed transition: a submission, or a start as the service booked it."""
+    if what == "submit":
+        state.submit(job, t)
+        return
+    node = index[e["node"]]
+    placement = ((node, sum(1 << int(g) for g in e["gpus"])),)
+    host = state.vcs[state.node_vc[node]]
+    if host is not job.vc_state and quotas is not None:   # a loan, as the service booked it
+        state.start_borrowed(job, host, placement, t)
+        quotas.adopt(job)
+    elif host is not job.vc_state:   # no queues recorded to book it by: left out, counted
+        why = "start on another VC's node without queues"
+        skipped[why] = skipped.get(why, 0) + 1
+        state.withdraw(job, t)
+    else:
+        state.start(job, placement, t, bool(e.get("shared")))
