@@ -83,9 +83,12 @@ def _stimuli(log: Path, policy: str | None, placement: str | None, params: dict[
     """Print the agreement of a replay of stimuli: counts, then the first difference if any."""
     from dlsched.cli.policy_factory import build_policy
     from dlsched.service.feed import describe, replay_stimuli
+    from dlsched.service.log import read_log, recorded_params
 
     def make(name: str, place: str | None, backfill: bool = False, share: bool = False):
-        return build_policy(name, params, place, backfill, share)
+        # the recorded policy runs with the recorded parameters (--param overrides them)
+        given = {**recorded_params(read_log(log).config), **params} if policy is None else params
+        return build_policy(name, given, place, backfill, share)
 
     result = replay_stimuli(log, make, policy, placement)
     _notes(result.notes)

@@ -62,7 +62,7 @@ def register(app: typer.Typer) -> None:
         from dlsched.cli.policy_factory import build_policy
         from dlsched.sched.eta import EtaEstimator
         from dlsched.sched.whatif import never_reasons, what_if
-        from dlsched.service.log import read_log
+        from dlsched.service.log import read_log, recorded_params
         from dlsched.service.whatif import split_params
         from dlsched.service.whatif_log import state_at
 
@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
             cap = int(config.get("max_jobs_per_gpu") or 1)
             recorded = str(config.get("policy") or "fifo")
             try:
-                current = build_policy(recorded, {}, str(config.get("placement") or "") or None,
+                current = build_policy(recorded, recorded_params(config), str(config.get("placement") or "") or None,
                                        bool(config.get("backfill")), cap > 1)
             except ValueError as exc:
                 raise ValueError(f"LOG {log}: its recorded policy cannot be rebuilt ({exc})") from None

@@ -32,11 +32,14 @@ def replay_config(log: Path, recorded: dict, policy: str | None = None, placemen
     unless overridden (another ``policy`` starts from its own placement); no speed model, as the
     log's run times are already the observed ones. ``params``: the policy's parameters."""
     from dlsched.run.params import policy as policy_config
+    from dlsched.service.log import recorded_params
 
     same = policy is None
     name = policy or str(recorded.get("policy") or "fifo")
     if placement is None and same:
         placement = str(recorded.get("placement") or "") or None
+    if same:   # the recorded policy runs with the recorded parameters; ``params`` overrides them
+        params = {**recorded_params(recorded), **(params or {})}
     chosen = policy_config(name, bool(recorded.get("backfill")) if backfill is None else backfill, **(params or {}))
     return RunConfig(workload=WorkloadConfig(replay_log=Path(log)), policy=chosen,
                      placement=PlacementConfig(placement, int(recorded.get("max_jobs_per_gpu") or 1)),

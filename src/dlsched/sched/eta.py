@@ -232,9 +232,11 @@ def _copy_usage(manager: QuotaManager, source: QuotaManager | None, leaves: list
         usage.rate = 0
 
 
-def copy_state(state: ClusterState) -> ClusterState:
+def copy_state(state: ClusterState, cordons: bool = True) -> ClusterState:
     """An empty-queue copy of ``state``'s nodes and VCs (same global node indices, VC order,
-    cordons, power and removals); the caller adds the jobs."""
+    cordons, power and removals); the caller adds the jobs. ``cordons=False`` leaves the cordons
+    to the caller (:func:`copy_cordons`), who must first restart the running jobs: a pod keeps
+    running on a node cordoned after it started, and the copy's start refuses a cordoned node."""
     spec = ClusterSpec(list(state.node_specs), {vc.name: VirtualCluster(vc.name, ()) for vc in state.vcs})
     twin = ClusterState(spec, max_jobs_per_gpu=state.cap)
     for node in range(len(state.node_ids)):
@@ -243,9 +245,16 @@ def copy_state(state: ClusterState) -> ClusterState:
         else:
             if not state.node_powered[node]:
                 twin.power_off(node)
-            if state.node_cordoned[node]:
+            if cordons and state.node_cordoned[node]:
                 twin.cordon(node)
     return twin
+
+
+def copy_cordons(state: ClusterState, twin: ClusterState) -> None:
+    """Cordon in ``twin`` the nodes that are cordoned (and present) in ``state``."""
+    for node in range(len(state.node_ids)):
+        if state.node_cordoned[node] and not state.node_removed[node]:
+            twin.cordon(node)
 
 
 class EtaEstimator:
@@ -320,7 +329,7 @@ class EtaEstimator:
         running = [j for vc in state.vcs for j in vc.running]
         waiting = sorted((j for vc in state.vcs for j in vc.queue), key=lambda j: j.enq_seq)
         durations, unpredicted = self._durations([*running, *waiting])
-        twin = copy_state(state)
+        twin = copy_state(state, cordons=False)   # cordoned after the running jobs restart below
         policy, indexes = fork_policy(self.policy, twin, now)
         quotas = self._quotas(state, twin, policy, now)
         new_queue = policy.new_queue
@@ -351,6 +360,7 @@ class EtaEstimator:
                     quotas.adopt(twin_job)
             run.seq += 1
             heap.append((now + left, run.seq, twin_job, twin_job.epoch))
+        copy_cordons(state, twin)
         heapq.heapify(heap)
         origin = run.origin
         on_submit = getattr(policy, "job_submitted", None) if self.resubmit else None

@@ -73,6 +73,17 @@ class EventLog:
         return gpu_of(name, mem, self.default_gpu)
 
 
+def recorded_params(config: dict) -> dict[str, object]:
+    """The policy parameters the recording service ran with (its config line's ``params``, written
+    by ``serve`` since its policy takes them; an older log has none: the policy's defaults). A
+    replay or what-if of the recorded policy starts from these; ``--param`` overrides them. Unset
+    optional values (None) are left to the policy's own default."""
+    params = config.get("params")
+    if not isinstance(params, dict):
+        return {}
+    return {str(k): v for k, v in params.items() if v is not None}
+
+
 def gpu_of(name: object, mem: object, fallback: GpuType) -> GpuType:
     """The GPU type called ``name`` (``fallback`` when it has none) with ``mem`` MiB when given."""
     gtype = gpu_type(str(name)) if name else fallback
