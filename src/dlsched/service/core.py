@@ -52,6 +52,7 @@ from dlsched.kernel.stimuli import (
 )
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.indexes import attach_plugins
+from dlsched.sched.pods import is_pods, splits
 from dlsched.service.evictions import EvictionBook, Intent, grace_of, match_key, policy_grace
 from dlsched.service.gangs import GangTable, is_gang_id
 from dlsched.service.pods import (
@@ -435,6 +436,8 @@ class SchedulerCore:
         self.parked.pop(pod.uid, None)
         self.waiting.pop(pod.uid, None)
         job = self._new_job(pod, vc)
+        if is_gang_id(pod.uid):   # gang hook: its pods' shape, so that the placement cuts it into pods
+            job.gpus_per_pod = self.gangs.pod_shape(pod.uid)
         now = self.now()
         self.jobs[pod.uid] = job
         self.pods[pod.uid] = pod
@@ -611,7 +614,10 @@ class SchedulerCore:
             decider = self.decider
             self.passes += sum(1 for vc in decider.dirty if vc.pending or vc in decider.woken)
             actions = self._handle(PassRequested(), now)
-            return self._carry_out(actions, now)
+            count = self._carry_out(actions, now)
+            if self.gangs.by_job:
+                self.gangs.after_pass(self)   # gang hook: why a gang's pods find no room (said once)
+            return count
 
     def _carry_out(self, actions: list, now: float) -> int:
         """The kernel's actions, in its order: a Bind becomes a nomination (store first), a
@@ -1194,8 +1200,11 @@ class SchedulerCore:
 
 def one_node(fit: Fit, job: Job) -> Fit:
     """A pod runs on one node: a fit that spans nodes is refused before it is nominated (a
-    replay of stimuli applies the same rule; gangs of pods: service/gangs.py)."""
+    replay of stimuli applies the same rule; gangs of pods: service/gangs.py). A job of several
+    pods (``job.gpus_per_pod``, a gang) may span nodes where every node's share is whole pods."""
     if fit.placement is not None and len(fit.placement) > 1:
+        if is_pods(job) and splits(fit.placement, job.gpus_per_pod):
+            return fit
         return Fit(Status.UNSCHEDULABLE, None, f"needs {job.gpus} GPUs on one node; the placement "
                                                f"spans {len(fit.placement)} nodes and a pod runs on one")
     return fit

@@ -33,11 +33,13 @@ import logging
 import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dlsched.core.job import JobState
 from dlsched.kernel.stimuli import BindSucceeded
+from dlsched.sched.pods import no_room_reason, pod_room
 from dlsched.service.pods import PodFacts
 
 if TYPE_CHECKING:   # the core imports this module; only its type is needed here
@@ -139,6 +141,7 @@ class Gang:
     nominated_at: float = 0.0
     told_wait: set[str] = field(default_factory=set)           # pods kube-scheduler was told to wait
     late: bool = False                                         # reported: not all pods arrived in time
+    warned: bool = False                                       # its Warning event (no room for its pods) sent
 
     @property
     def id(self) -> str:
@@ -147,6 +150,13 @@ class Gang:
     @property
     def gpus(self) -> int:
         return sum(p.gpus for p in self.members.values())
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """The pods' GPU request when every pod that asks for GPUs asks for the same (0-GPU pods,
+        e.g. a launcher, need no piece); 0 when they differ (the gang is placed as one job)."""
+        sizes = {p.gpus for p in self.members.values() if p.gpus > 0}
+        return sizes.pop() if len(sizes) == 1 else 0
 
     def forming_reason(self) -> str:
         late = " (reported late)" if self.late else ""
@@ -173,6 +183,9 @@ class GangTable:
         self.seq: Counter[str] = Counter()
         self.counters: Counter[str] = Counter()
         self.last_bind: dict[str, dict] = {}     # gang key -> timings of its last all-or-nothing bind
+        # (pod, reason, message) -> a Warning Event on the pod; set when an API server is connected
+        # (kube_warner); called under the core's lock, so it must not block
+        self.warn: Callable[[PodFacts, str, str], None] | None = None
         self._cond = threading.Condition()
         self._arrived: dict[tuple, dict[str, float]] = {}
         self._outcomes: OrderedDict[tuple, dict[str, str] | None] = OrderedDict()
@@ -243,7 +256,41 @@ class GangTable:
         total = sum(st.node_gpus[n] for n in nodes)
         if gang.gpus > total:
             return f"gang {gang.key} needs {gang.gpus} GPUs; VC {vc} has {total}"
+        per = gang.gpus_per_pod
+        room = sum(st.node_gpus[n] // per for n in nodes) if per else 0
+        if per and room * per < gang.gpus:
+            return (f"gang {gang.key} of {gang.gpus // per} x {per} GPUs needs {gang.gpus // per} pods of {per} GPUs "
+                    f"on one node each; the nodes of VC {vc} hold {room} such pods even when empty")
         return None
+
+    def pod_shape(self, gang_id: str) -> int:
+        """The GPUs per pod the gang's kernel job is placed by (``Job.gpus_per_pod``; 0: its pods
+        differ, and it is placed as one job)."""
+        return self.by_job[gang_id].gpus_per_pod
+
+    def after_pass(self, core: SchedulerCore) -> None:
+        """After a pass: each pending gang job whose pods find no room has a waiting reason that
+        says so (``why_waiting``, GET /api/v1/queue), and its first pod one Warning event per gang
+        (not one per pass or per filter call); a gang that has room again loses that reason."""
+        for gang_id, gang in self.by_job.items():
+            job = core.jobs.get(gang_id)
+            if job is None or job.state is not PENDING or not job.gpus_per_pod:
+                continue
+            reason = core.waiting.get(gang_id, "")
+            _, room = pod_room(core.view, job.vc_state, job.gpus_per_pod)
+            if room * job.gpus_per_pod >= job.gpus:
+                if reason.startswith(f"gang {gang.key} of "):
+                    del core.waiting[gang_id]
+                continue
+            why = f"gang {gang.key} of " + no_room_reason(core.view, job.vc_state, job).removeprefix("gang of ")
+            core.waiting[gang_id] = why
+            if not gang.warned:
+                gang.warned = True
+                self.counters["gangs warned: no room for their pods"] += 1
+                core.store.log("gang_unschedulable", gang_id, gang.key, core.now(), detail=why)
+                log.warning("%s", why)
+                if self.warn is not None:
+                    self.warn(next(iter(gang.members.values())), "GangUnschedulable", why)
 
     def owns(self, uid: str) -> bool:
         return uid in self.by_uid
@@ -270,6 +317,7 @@ class GangTable:
                 core.slots.pop(uid, None)
             return "nominations refused by the store", str(exc)
         gang.places, gang.nominated_at = places, now
+        core.waiting.pop(gang.id, None)
         per_node: dict[str, list[int]] = {}
         for _, _, node, slots in rows:
             per_node.setdefault(node, []).extend(g for g, _ in slots)
