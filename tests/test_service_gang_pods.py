@@ -96,8 +96,17 @@ def test_a_gang_whose_pods_cannot_fit_even_on_empty_nodes_is_parked_with_the_rea
     for p in pods:
         passed, why = core.verdict(p, names(3))
     assert passed == [] and core.state.n_pending == 0
-    assert "gang default/big of 4 x 5 GPUs needs 4 pods of 5 GPUs on one node each; the nodes of VC default " \
-           "hold 3 such pods even when empty" in why
+    want = ("gang default/big of 4 x 5 GPUs needs 4 pods of 5 GPUs on one node each; the nodes of VC default "
+            "hold 3 such pods even when empty")
+    assert want in why
+    # said once, before any API server was connected: the Warning event goes when one is
+    assert core.gangs.unsent == [(pods[0], "GangUnschedulable", want)]
+    sent: list[tuple] = []
+    core.gangs.connect_warnings(lambda *event: sent.append(event))
+    for p in pods:
+        core.verdict(p, names(3))
+    assert sent == [(pods[0], "GangUnschedulable", want)] and core.gangs.unsent == []
+    assert core.gangs.counters["gangs warned: no room for their pods"] == 1
 
 
 def test_one_node_lets_a_job_of_pods_span_nodes_in_whole_pods_only():

@@ -186,6 +186,7 @@ class GangTable:
         # (pod, reason, message) -> a Warning Event on the pod; set when an API server is connected
         # (kube_warner); called under the core's lock, so it must not block
         self.warn: Callable[[PodFacts, str, str], None] | None = None
+        self.unsent: list[tuple[PodFacts, str, str]] = []   # warnings said before ``warn`` was connected
         self._cond = threading.Condition()
         self._arrived: dict[tuple, dict[str, float]] = {}
         self._outcomes: OrderedDict[tuple, dict[str, str] | None] = OrderedDict()
@@ -259,9 +260,34 @@ class GangTable:
         per = gang.gpus_per_pod
         room = sum(st.node_gpus[n] // per for n in nodes) if per else 0
         if per and room * per < gang.gpus:
-            return (f"gang {gang.key} of {gang.gpus // per} x {per} GPUs needs {gang.gpus // per} pods of {per} GPUs "
-                    f"on one node each; the nodes of VC {vc} hold {room} such pods even when empty")
+            why = (f"gang {gang.key} of {gang.gpus // per} x {per} GPUs needs {gang.gpus // per} pods of {per} GPUs "
+                   f"on one node each; the nodes of VC {vc} hold {room} such pods even when empty")
+            self._warn_once(core, gang, why)
+            return why
         return None
+
+    def _warn_once(self, core: SchedulerCore, gang: Gang, why: str) -> None:
+        """A gang that cannot be placed is said once (counter, decision log, log line and a
+        Warning event on its first pod), not on every pass or filter call."""
+        if gang.warned:
+            return
+        gang.warned = True
+        self.counters["gangs warned: no room for their pods"] += 1
+        core.store.log("gang_unschedulable", gang.id, gang.key, core.now(), detail=why)
+        log.warning("%s", why)
+        event = (next(iter(gang.members.values())), "GangUnschedulable", why)
+        if self.warn is not None:
+            self.warn(*event)
+        elif len(self.unsent) < OUTCOMES_KEPT:   # before the API server is connected (start-up's listing)
+            self.unsent.append(event)
+
+    def connect_warnings(self, warn: Callable[[PodFacts, str, str], None] | None) -> None:
+        """From now on ``warn`` writes the Warning events; those said before it was connected go now."""
+        self.warn = warn
+        if warn is not None:
+            for event in self.unsent:
+                warn(*event)
+            self.unsent.clear()
 
     def pod_shape(self, gang_id: str) -> int:
         """The GPUs per pod the gang's kernel job is placed by (``Job.gpus_per_pod``; 0: its pods
@@ -284,13 +310,7 @@ class GangTable:
                 continue
             why = f"gang {gang.key} of " + no_room_reason(core.view, job.vc_state, job).removeprefix("gang of ")
             core.waiting[gang_id] = why
-            if not gang.warned:
-                gang.warned = True
-                self.counters["gangs warned: no room for their pods"] += 1
-                core.store.log("gang_unschedulable", gang_id, gang.key, core.now(), detail=why)
-                log.warning("%s", why)
-                if self.warn is not None:
-                    self.warn(next(iter(gang.members.values())), "GangUnschedulable", why)
+            self._warn_once(core, gang, why)
 
     def owns(self, uid: str) -> bool:
         return uid in self.by_uid
@@ -622,6 +642,37 @@ class GangTable:
             out.append({"gang": gang.key, "id": gang.id, "size": gang.size, "source": gang.source, "state": state,
                         "gpus": gang.gpus, "pods": pods, "late": gang.late})
         return out
+
+
+def kube_warner(service) -> Callable[[PodFacts, str, str], None] | None:
+    """``warn(pod, reason, message)``: a Warning Event on ``pod`` through the service's API server,
+    written by a thread of its own (the caller holds the core's lock) and only while this
+    replica leads; None without an API client."""
+    api = getattr(service.bridge, "api", None)
+    if api is None:
+        return None
+    core = service.core
+
+    def write(pod: PodFacts, reason: str, message: str) -> None:
+        if not core.may_nominate():   # a replica that lost its lease writes nothing
+            return
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        body = {"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{pod.name}.",
+                                                                  "namespace": pod.namespace},
+                "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace,
+                                   "name": pod.name, "uid": pod.uid},
+                "reason": reason, "message": message[:1024], "type": "Warning", "source": {"component": "dlsched"},
+                "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
+        try:
+            api.create_namespaced_event(pod.namespace, body, _preload_content=False).release_conn()
+            core.gangs.counters["gang warning events"] += 1
+        except Exception as exc:  # noqa: BLE001 - an event is best effort; counted and logged
+            core.gangs.counters["gang warning events failed"] += 1
+            log.warning("gang warning event on %s failed: %s", pod.key, exc)
+
+    def warn(pod: PodFacts, reason: str, message: str) -> None:
+        threading.Thread(target=write, args=(pod, reason, message), name="gang-warn", daemon=True).start()
+    return warn
 
 
 def delete_pod(bridge, pod: PodFacts) -> bool:
