@@ -163,3 +163,35 @@ def test_the_simulator_and_the_service_place_a_pod_shaped_gang_the_same_way(size
         assert sum(1 for _ in core.slots[p.uid]) == p.gpus
         per_node[node] = per_node.get(node, 0) | sum(1 << g for g, _ in core.slots[p.uid])
     assert per_node == dict(record.seen["gang"])
+
+
+# -- a gang whose pods ask for different GPU counts ---------------------------------------------
+def test_a_gang_of_pods_of_6_and_4_gpus_gets_pieces_of_its_pods_sizes():
+    """No pod shape (the pods differ): consolidate's 8 + 2 for the 10 GPUs cuts into no 6 + 4;
+    the gang gets a 6-GPU piece and a 4-GPU piece instead of a refused nomination per pass."""
+    core = core_of(4)
+    service = LiveService(core, Bridge())
+    pods = [gang_pod(0, 6, group="mix", size=2), gang_pod(1, 4, group="mix", size=2)]
+    for p in pods:
+        core.verdict(p, names(4))
+    nodes = {p.uid: core.verdict(p, names(4))[0][0] for p in pods}
+    assert bind_all(service, pods, nodes) == {p.name: "" for p in pods}
+    assert sorted(len(g) for _, _, g in service.bridge.binds) == [4, 6] and len(set(nodes.values())) == 2
+    assert core.gangs.counters["gang placements that do not split into pods"] == 0
+
+
+def test_a_gang_of_pods_of_different_sizes_without_room_waits_with_the_reason_and_one_warning():
+    core = core_of(4)
+    warned: list[str] = []
+    core.gangs.warn = lambda pod, reason, message: warned.append(message)
+    for i in range(4):   # 4 free GPUs on every node: no room for the 6-GPU pod
+        core.verdict(PodFacts(f"s{i}", "default", f"s{i}", 4, created=float(i)), [f"gpu-{i}"])
+    pods = [gang_pod(0, 6, group="mix", size=2), gang_pod(1, 4, group="mix", size=2)]
+    for _ in range(10):
+        for p in pods:
+            passed, why = core.verdict(p, names(4))
+            assert passed == []
+    want = "gang default/mix of pods of 6+4 GPUs: a pod of 6 GPUs finds no node with 6 free GPUs beside the gang's other pods"
+    assert want in why and core.why_waiting("gang:default/mix#1") == want
+    assert warned == [want]
+    assert core.gangs.counters["gang placements that do not split into pods"] == 0   # never nominated and refused

@@ -62,6 +62,35 @@ def no_room_reason(view: ClusterView, vc: VcState, job: Job, filtered: int = 0) 
     return why + (f", {filtered} node(s) left out by the placement's filters" if filtered else "")
 
 
+def place_sizes(pipeline: PlacementPipeline, view: ClusterView, vc: VcState, job: Job, sizes: list[int]) -> Fit:
+    """Pieces of unequal ``sizes`` (a gang whose pods ask for different GPU counts), largest
+    first, each on the first node with room (most free GPUs first, then the best scored, then
+    the lowest index); the placement lists the nodes in that order, so that cutting it into the
+    pods the same way (``service.gangs.split_placement``) gives each pod its piece."""
+    ranked: list[tuple[int, float, int]] = []
+    for k in range(vc.max_node_gpus, 0, -1):
+        for local in set_bits(vc.buckets[k]):
+            node = vc.nodes[local]
+            if not any(f.filter(view, vc, job, node) for f in pipeline.filters):
+                ranked.append((-k, -sum(w * s.score(view, vc, job, node) for s, w in pipeline.scorers), local))
+    ranked.sort()
+    room = [-neg for neg, _, _ in ranked]
+    used = [0] * len(ranked)
+    for size in sorted((g for g in sizes if g > 0), reverse=True):
+        i = next((i for i, r in enumerate(room) if r >= size), -1)
+        if i < 0:
+            return Fit(_UNSCHED, None, f"a pod of {size} GPUs finds no node with {size} free GPUs beside the "
+                                       f"gang's other pods")
+        room[i] -= size
+        used[i] += size
+    out = []
+    for (_, _, local), count in zip(ranked, used):
+        if count:
+            node = vc.nodes[local]
+            out.append((node, take_lowest(~view.node_mask[node] & ((1 << view.node_gpus[node]) - 1), count)))
+    return Fit(_FITS, tuple(out))
+
+
 def place_pods(pipeline: PlacementPipeline, view: ClusterView, vc: VcState, job: Job,
                policy_place: Callable[[ClusterView, VcState, Job], Fit]) -> Fit:
     """The policy's placement of ``job`` when it splits into whole pods, else ``n`` pod-sized

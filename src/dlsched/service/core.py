@@ -932,10 +932,13 @@ class SchedulerCore:
             return
         offered, st = self.offered, self.state
 
+        def pods(view, vc, job, fit):
+            if is_gang_id(job.job_id):   # gang hook: a gang's job spans nodes, one pod (or more) per share
+                return self.gangs.placed(self, placer, view, vc, job, fit)
+            return one_node(fit, job)
+
         def place(view, vc, job):
-            fit = inner(view, vc, job)
-            if not is_gang_id(job.job_id):   # gang hook: a gang's job spans nodes, one pod per share
-                fit = one_node(fit, job)
+            fit = pods(view, vc, job, inner(view, vc, job))
             allowed = offered.get(job.job_id)
             if allowed is None or fit.placement is None or all(st.node_ids[n] in allowed for n, _ in fit.placement):
                 return fit
@@ -944,7 +947,7 @@ class SchedulerCore:
             for n in closed:
                 st.cordon(n, view.now)
             try:
-                return inner(view, vc, job)
+                return pods(view, vc, job, inner(view, vc, job))
             finally:
                 for n in closed:
                     st.uncordon(n, view.now)

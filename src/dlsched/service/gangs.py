@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dlsched.core.job import JobState
+from dlsched.kernel.decisions import Fit, Status
 from dlsched.kernel.stimuli import BindSucceeded
-from dlsched.sched.pods import no_room_reason, pod_room
+from dlsched.sched.pods import no_room_reason, place_sizes, pod_room
 from dlsched.service.pods import PodFacts
 
 if TYPE_CHECKING:   # the core imports this module; only its type is needed here
@@ -187,6 +188,7 @@ class GangTable:
         # (kube_warner); called under the core's lock, so it must not block
         self.warn: Callable[[PodFacts, str, str], None] | None = None
         self.unsent: list[tuple[PodFacts, str, str]] = []   # warnings said before ``warn`` was connected
+        self.unsplit: dict[str, str] = {}   # gang job -> why its pods of different sizes found no room
         self._cond = threading.Condition()
         self._arrived: dict[tuple, dict[str, float]] = {}
         self._outcomes: OrderedDict[tuple, dict[str, str] | None] = OrderedDict()
@@ -289,6 +291,34 @@ class GangTable:
                 warn(*event)
             self.unsent.clear()
 
+    def placed(self, core: SchedulerCore, placer, view, vc, job, fit: Fit) -> Fit:
+        """A gang's fit as its pods (the core's restricted placement calls it): a gang of equal
+        pods was placed as them (``Job.gpus_per_pod``); one whose pods differ keeps the policy's fit
+        when it cuts into them, else gets pieces of its pods' sizes (``sched/pods.place_sizes``),
+        else no fit -- never a placement its nomination would refuse, again on every pass."""
+        gang = self.by_job.get(job.job_id)
+        if gang is None or job.gpus_per_pod or fit.status is Status.POSTPONE:
+            return fit
+        if fit.status is not Status.FITS and placer.single_node_only and job.gpus <= vc.max_node_gpus:
+            return fit   # the policy never spans a job that fits one node (consolidate)
+        pods = [(uid, p.gpus) for uid, p in gang.members.items()]
+        try:
+            if fit.placement is not None:
+                split_placement(fit.placement, pods)
+                return fit
+        except GangError:
+            pass
+        pieces = place_sizes(placer, view, vc, job, [g for _, g in pods])
+        if pieces.status is Status.FITS:
+            for plugin in placer.permits:
+                pieces = plugin.permit(view, vc, job, pieces)
+                if pieces.status is not Status.FITS:
+                    break
+        if pieces.status is Status.UNSCHEDULABLE and view is core.view:   # not a forward run's copy
+            self.unsplit[job.job_id] = f"gang {gang.key} of pods of {'+'.join(str(g) for _, g in pods)} GPUs: " \
+                                       + pieces.reason
+        return pieces
+
     def pod_shape(self, gang_id: str) -> int:
         """The GPUs per pod the gang's kernel job is placed by (``Job.gpus_per_pod``; 0: its pods
         differ, and it is placed as one job)."""
@@ -300,7 +330,13 @@ class GangTable:
         (not one per pass or per filter call); a gang that has room again loses that reason."""
         for gang_id, gang in self.by_job.items():
             job = core.jobs.get(gang_id)
-            if job is None or job.state is not PENDING or not job.gpus_per_pod:
+            if job is None or job.state is not PENDING:
+                continue
+            if not job.gpus_per_pod:   # pods of different sizes: what the last placement found
+                why = self.unsplit.pop(gang_id, None)
+                if why:
+                    core.waiting[gang_id] = why
+                    self._warn_once(core, gang, why)
                 continue
             reason = core.waiting.get(gang_id, "")
             _, room = pod_room(core.view, job.vc_state, job.gpus_per_pod)
@@ -338,6 +374,7 @@ class GangTable:
             return "nominations refused by the store", str(exc)
         gang.places, gang.nominated_at = places, now
         core.waiting.pop(gang.id, None)
+        self.unsplit.pop(gang.id, None)
         per_node: dict[str, list[int]] = {}
         for _, _, node, slots in rows:
             per_node.setdefault(node, []).extend(g for g, _ in slots)
