@@ -9,9 +9,8 @@ from test_service_gang import Bridge, Placements, bind_all, gang_pod
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
-from dlsched.kernel.decisions import Fit, Status
 from dlsched.registry import make_policy
-from dlsched.service.core import SchedulerCore, one_node
+from dlsched.service.core import SchedulerCore
 from dlsched.service.pods import NodeFacts, PodFacts
 from dlsched.service.runtime import LiveService
 from dlsched.service.store import Store
@@ -109,12 +108,9 @@ def test_a_gang_whose_pods_cannot_fit_even_on_empty_nodes_is_parked_with_the_rea
     assert core.gangs.counters["gangs warned: no room for their pods"] == 1
 
 
-def test_one_node_lets_a_job_of_pods_span_nodes_in_whole_pods_only():
-    job = Job("g", "default", 12, 0.0, 1.0, gpus_per_pod=6)
-    whole = Fit(Status.FITS, ((0, 0x3F), (1, 0x3F)))
-    assert one_node(whole, job) is whole
-    assert one_node(Fit(Status.FITS, ((0, 0xFF), (1, 0x0F))), job).status is Status.UNSCHEDULABLE
-    assert one_node(whole, Job("p", "default", 12, 0.0, 1.0)).status is Status.UNSCHEDULABLE
+def test_a_job_whose_gpus_are_not_whole_pods_is_refused():
+    assert Job("g", "default", 12, 0.0, 1.0, gpus_per_pod=6).gpus_per_pod == 6
+    assert Job("p", "default", 12, 0.0, 1.0).gpus_per_pod == 0          # no pod shape: one piece
     with pytest.raises(ValueError, match="not whole pods of gpus_per_pod=5"):
         Job("bad", "default", 12, 0.0, 1.0, gpus_per_pod=5)
 

@@ -52,7 +52,6 @@ from dlsched.kernel.stimuli import (
 )
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.indexes import attach_plugins
-from dlsched.sched.pods import is_pods, splits
 from dlsched.service.evictions import EvictionBook, Intent, grace_of, match_key, policy_grace
 from dlsched.service.gangs import GangTable, is_gang_id
 from dlsched.service.pods import (
@@ -135,6 +134,7 @@ class SchedulerCore:
         self._ranks: dict[int, tuple[tuple, list[tuple], bool]] = {}   # vid -> (stamp, sorted ranks, NaN among them)
         self._now = 0.0
         self.gangs = GangTable()   # gang hook: the pods of one distributed job (service/gangs.py)
+        self.gangs.wrap_placement(self)   # gang hook: a gang's placement as its pods
         # queues that borrow (kernel/quotas.py), from the queue ConfigMap (service/queues.py):
         # the configured specs, and why borrowing is off although they allow it ('' when on or
         # when they do not allow it)
@@ -932,13 +932,10 @@ class SchedulerCore:
             return
         offered, st = self.offered, self.state
 
-        def pods(view, vc, job, fit):
-            if is_gang_id(job.job_id):   # gang hook: a gang's job spans nodes, one pod (or more) per share
-                return self.gangs.placed(self, placer, view, vc, job, fit)
-            return one_node(fit, job)
-
         def place(view, vc, job):
-            fit = pods(view, vc, job, inner(view, vc, job))
+            fit = inner(view, vc, job)
+            if not is_gang_id(job.job_id):   # gang hook: a gang's job spans nodes, one pod per share
+                fit = one_node(fit, job)
             allowed = offered.get(job.job_id)
             if allowed is None or fit.placement is None or all(st.node_ids[n] in allowed for n, _ in fit.placement):
                 return fit
@@ -947,7 +944,7 @@ class SchedulerCore:
             for n in closed:
                 st.cordon(n, view.now)
             try:
-                return pods(view, vc, job, inner(view, vc, job))
+                return inner(view, vc, job)
             finally:
                 for n in closed:
                     st.uncordon(n, view.now)
@@ -1203,11 +1200,8 @@ class SchedulerCore:
 
 def one_node(fit: Fit, job: Job) -> Fit:
     """A pod runs on one node: a fit that spans nodes is refused before it is nominated (a
-    replay of stimuli applies the same rule; gangs of pods: service/gangs.py). A job of several
-    pods (``job.gpus_per_pod``, a gang) may span nodes where every node's share is whole pods."""
+    replay of stimuli applies the same rule; gangs of pods: service/gangs.py)."""
     if fit.placement is not None and len(fit.placement) > 1:
-        if is_pods(job) and splits(fit.placement, job.gpus_per_pod):
-            return fit
         return Fit(Status.UNSCHEDULABLE, None, f"needs {job.gpus} GPUs on one node; the placement "
                                                f"spans {len(fit.placement)} nodes and a pod runs on one")
     return fit

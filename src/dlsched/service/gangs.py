@@ -291,8 +291,24 @@ class GangTable:
                 warn(*event)
             self.unsent.clear()
 
+    def wrap_placement(self, core: SchedulerCore) -> None:
+        """Every fit of a gang's job goes through :meth:`placed` (the policy's placer wrapped,
+        around whatever wrapped it already); counted when the placer cannot be wrapped."""
+        placer = getattr(core.policy, "placer", None)
+        inner = getattr(placer, "place", None)
+        if inner is None:
+            return
+
+        def place(view, vc, job):
+            fit = inner(view, vc, job)
+            return self.placed(core, placer, view, vc, job, fit) if is_gang_id(job.job_id) else fit
+        try:
+            placer.place = place
+        except AttributeError:
+            self.counters["gang placements not cut into pods by dlsched"] += 1
+
     def placed(self, core: SchedulerCore, placer, view, vc, job, fit: Fit) -> Fit:
-        """A gang's fit as its pods (the core's restricted placement calls it): a gang of equal
+        """A gang's fit as its pods (:meth:`wrap_placement`): a gang of equal
         pods was placed as them (``Job.gpus_per_pod``); one whose pods differ keeps the policy's fit
         when it cuts into them, else gets pieces of its pods' sizes (``sched/pods.place_sizes``),
         else no fit -- never a placement its nomination would refuse, again on every pass."""
