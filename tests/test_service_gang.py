@@ -168,7 +168,8 @@ def test_with_three_nodes_free_no_pod_of_the_gang_is_nominated_and_backfill_pass
     for p in pods:
         passed, why = core.verdict(p, NAMES)
         assert passed == []
-    assert "gang default/train (4 pods, 32 GPUs): queued by dlsched (fifo)" in why and "24 GPUs free" in why
+    assert ("gang default/train (4 pods, 32 GPUs): gang default/train of 4 x 8 GPUs: needs 4 pods of 8 free GPUs on "
+            "one node each; 3 node(s) of VC default have 8 free GPUs, room for 3 pod(s)") in why
     assert all(r["pod_uid"] == "busy" for r in core.store.assignment_rows())
     small = PodFacts("small", "default", "small", 1, created=500.0)
     assert len(core.verdict(small, NAMES)[0]) == 1          # not blocked by the gang (backfill)

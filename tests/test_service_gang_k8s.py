@@ -7,7 +7,9 @@
   (FIFO with backfill); once room is made, the whole gang is bound;
 * when one pod's bind fails, every pod of the gang bound before it is deleted: none stays bound;
 * a gang left partly bound by a crash is completed at start-up (or released when it cannot be),
-  and ``kill -9`` during a gang's binding followed by a restart leaves it fully bound or fully pending.
+  and ``kill -9`` during a gang's binding followed by a restart leaves it fully bound or fully pending;
+* issue 33: 2 x 6 and 3 x 3 gangs are bound, each pod on one node with its own GPUs, and a gang
+  whose pods find no room gets one Warning event and a queue reason, and binds once room is made.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
 
-from support.control_plane import add_gpu_node, extender_control_plane, free_port, gpu_pod  # noqa: E402
-from support.live_app import LiveApp  # noqa: E402
-from support.service_proc import ServiceProcess  # noqa: E402
-from support.slow_link import SlowLink  # noqa: E402
+from support.control_plane import add_gpu_node, extender_control_plane, free_port, gpu_pod
+from support.live_app import LiveApp
+from support.service_proc import ServiceProcess
+from support.slow_link import SlowLink
 
 NODES = [f"gpu-{i}" for i in range(4)]
 
@@ -133,7 +135,7 @@ def test_a_failed_bind_of_one_pod_leaves_no_pod_of_the_gang_bound(cluster):
     cp, port, tmp = cluster
     service, app = build_service("fifo", None, True, None, cp.api_url, cp.token, True, f"sqlite:///{tmp}/fail.db",
                                  "t", "default-scheduler", "", "default", 1, None)
-    real_bind, calls, deleted = service.bridge.bind, [], []
+    real_bind, calls = service.bridge.bind, []
 
     def third_fails(namespace, name, uid, node, gpus, *a, **kw):
         calls.append(name)
@@ -158,6 +160,75 @@ def test_a_failed_bind_of_one_pod_leaves_no_pod_of_the_gang_bound(cluster):
     finally:
         service.stop()
         _clear(cp, "fail")
+
+
+def _gpus(cp, *tags: str) -> list[tuple[str, str, list[int]]]:
+    """(pod, node, GPU indices) of every bound pod of ``tags``."""
+    return [(name, node, [int(g) for g in gpus.split(",") if g]) for tag in tags
+            for name, (node, gpus) in _bound(cp, tag).items()]
+
+
+def test_2x6_and_3x3_gangs_on_8_gpu_nodes_are_bound_each_pod_on_one_node(cluster):
+    """Issue 33: placed as one job of 12 GPUs a 2 x 6 gang got 8 + 4 GPUs, which no 6-GPU pod
+    fits, and never bound; a 3 x 3 gang (9 GPUs: 8 + 1) likewise."""
+    cp = cluster[0]
+    svc = _service(cluster, "shapes").start()
+    try:
+        for i in range(2):
+            _create(cp, _gang_pod(f"six-{i}", "six", size=2, gpus=6))
+        for i in range(3):
+            _create(cp, _gang_pod(f"tri-{i}", "tri", size=3, gpus=3))
+        done = _wait(lambda: len(_bound(cp, "six")) == 2 and len(_bound(cp, "tri")) == 3, 40)
+        assert done, (_bound(cp, "six"), _bound(cp, "tri"), svc.log()[-3000:])
+        placed = _gpus(cp, "six", "tri")
+        assert sorted(len(g) for _, _, g in placed) == [3, 3, 3, 6, 6]   # each pod its own request, on one node
+        per_node: dict[str, list[int]] = {}
+        for _, node, gpus in placed:
+            per_node.setdefault(node, []).extend(gpus)
+        assert all(len(g) == len(set(g)) and max(g) < 8 for g in per_node.values()), per_node
+        state = svc.get("/api/v1/state")
+        assert sorted((g["gang"], g["state"]) for g in state["gangs"]) == [("default/six", "running"),
+                                                                            ("default/tri", "running")]
+        assert state["counters"].get("gang placements that do not split into pods", 0) == 0
+    finally:
+        svc.stop()
+        _clear(cp, "six", "tri")
+
+
+def _warnings(cp, prefix: str) -> list[dict]:
+    status, listing = cp.request("GET", "/api/v1/namespaces/default/events?fieldSelector=reason%3DGangUnschedulable")
+    assert status == 200, listing
+    return [e for e in listing["items"] if e["involvedObject"]["name"].startswith(prefix)]
+
+
+def test_a_gang_whose_pods_find_no_room_gets_one_warning_and_binds_once_room_is_made(cluster):
+    cp = cluster[0]
+    svc = _service(cluster, "warn").start()
+    try:
+        for i in range(2):
+            _create(cp, gpu_pod(f"wblock-{i}", 8, "wblock"))
+        assert _wait(lambda: len(_bound(cp, "wblock")) == 2, 20), svc.log()
+        for i in range(3):   # 3 x 6 GPUs; two nodes have 8 free: room for 2 of its pods
+            _create(cp, _gang_pod(f"wgang-{i}", "wgang", size=3, gpus=6))
+        assert _wait(lambda: _warnings(cp, "wgang-"), 20), svc.log()[-3000:]
+        time.sleep(5.0)   # kube-scheduler keeps asking (its backoff): still one event, nothing bound
+        [event] = _warnings(cp, "wgang-")
+        want = ("gang default/wgang of 3 x 6 GPUs: needs 3 pods of 6 free GPUs on one node each; 2 node(s) of VC "
+                "default have 6 free GPUs, room for 2 pod(s)")
+        assert (event["type"], event["message"], event["count"]) == ("Warning", want, 1)
+        assert _bound(cp, "wgang") == {}
+        [row] = [r for r in svc.get("/api/v1/queue") if r["pod"] == "default/wgang"]
+        assert row["reason"] == want
+        counters = svc.get("/api/v1/state")["counters"]
+        assert counters["gangs warned: no room for their pods"] == 1 and counters["gang warning events"] == 1
+        assert counters.get("gang placements that do not split into pods", 0) == 0
+        _clear(cp, "wblock")
+        bound = _wait(lambda: len(_bound(cp, "wgang")) == 3 and _gpus(cp, "wgang"), 40)
+        assert bound and len({node for _, node, _ in bound}) == 3 and all(len(g) == 6 for _, _, g in bound)
+        assert len(_warnings(cp, "wgang-")) == 1
+    finally:
+        svc.stop()
+        _clear(cp, "wgang", "wblock")
 
 
 def _record_and_half_bind(cluster, db: str, tag: str) -> list[dict]:

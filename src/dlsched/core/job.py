@@ -6,7 +6,9 @@ run record.
   ``model_name``, ``batch_size``, ``onnx_ref``, ``min_utility`` and the training metadata the
   resource predictors use -- ``optimizer`` ("" = the predictor's default, Adam), ``amp`` (mixed
   precision, default off), ``seq_len`` (0 = the model's own default), ``attention`` ("" = fused;
-  eager / fused / memory_efficient), ``stack`` (software-stack label, "" = unknown) -- in a
+  eager / fused / memory_efficient), ``stack`` (software-stack label, "" = unknown) and the pod
+  shape ``gpus_per_pod`` (0 = unknown: one piece, placed as the policy likes; k: the job is
+  ``gpus // k`` pods of k GPUs, each on one node: a gang, ``dlsched.sched.pods``) -- in a
   shared :class:`JobSpec`.
 * **predictions** (any policy may read and set them): ``pred_duration`` and ``priority`` in
   slots (queue orders read them on every pass); ``pred_gpu_util``, ``pred_gpu_mem_mib``, the
@@ -87,6 +89,7 @@ class JobSpec(NamedTuple):
     seq_len: int = 0
     attention: str = ""
     stack: str = ""
+    gpus_per_pod: int = 0   # the pod shape: 0 unknown (one piece), k = pods of k GPUs, one node each
 
 
 class Measured(NamedTuple):
@@ -245,6 +248,7 @@ class Job:
         seq_len: int = 0,
         attention: str = "",
         stack: str = "",
+        gpus_per_pod: int = 0,
     ) -> None:
         self.index = index
         self.job_id = job_id
@@ -254,9 +258,11 @@ class Job:
         self.submit_time = submit_time
         self._duration = duration
         if cpus or model_name or batch_size or onnx_ref or min_utility == min_utility or optimizer or amp \
-                or seq_len or attention or stack:
+                or seq_len or attention or stack or gpus_per_pod:
+            if gpus_per_pod and (gpus_per_pod < 0 or gpus % gpus_per_pod):
+                raise ValueError(f"job {job_id}: {gpus} GPUs are not whole pods of gpus_per_pod={gpus_per_pod}")
             self._spec = intern(JobSpec(vc, cpus, model_name, batch_size, onnx_ref, min_utility, optimizer, amp,
-                                        seq_len, attention, stack))
+                                        seq_len, attention, stack, gpus_per_pod))
         else:
             self._spec = _BY_VC.get(vc) or _vc_spec(vc)
         if status or gpu_util == gpu_util or gpu_mem_mib == gpu_mem_mib:  # NaN != NaN: nothing measured
@@ -279,6 +285,7 @@ class Job:
     seq_len = _side("_spec", "seq_len", True)
     attention = _side("_spec", "attention", True)
     stack = _side("_spec", "stack", True)
+    gpus_per_pod = _side("_spec", "gpus_per_pod", True)
     pred_gpu_util = _side("_predicted", "pred_gpu_util", False)
     pred_gpu_mem_mib = _side("_predicted", "pred_gpu_mem_mib", False)
     prior_gpu_util = _side("_predicted", "prior_gpu_util", False)

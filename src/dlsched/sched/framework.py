@@ -12,6 +12,9 @@ A :class:`PlacementPipeline` places one job of a VC:
 5. **permit** plug-ins may turn a fit into a postponement (``permit(view, vc, job, fit) -> Fit``,
    e.g. TOPO-AWARE-P below its utility floor).
 
+A job of several pods (``job.gpus_per_pod`` set, a gang) keeps the result when every node's
+share is whole pods, else asks for pod-sized pieces (:mod:`dlsched.sched.pods`).
+
 The result is a :class:`~dlsched.kernel.decisions.Fit` with one of three statuses. A pipeline
 made of one bucket-based scorer and nothing else (the Helios consolidate, best-fit, first-fit,
 spread) uses that scorer's exact ``fast_place``: a few integer operations per job instead of a
@@ -37,6 +40,7 @@ from dlsched.kernel.decisions import Fit, Placement, Status
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
 from dlsched.sched.gpus import nodes_with_at_least, take_lowest
+from dlsched.sched.pods import place_pods
 from dlsched.sched.protocols import FastPlacer, Filter, Permit, Picker, RowScorer, Scorer  # noqa: F401
 from dlsched.sched.sharing.index import bits_mask, mask_rows
 
@@ -62,6 +66,24 @@ def shared_gpu_use(view: ClusterView, node: int, shared: int) -> dict[int, float
                 used[low] = used.get(low, 0.0) + om
                 m ^= low
     return used
+
+
+class FastEntry:
+    """``place`` on the fast path: the lone scorer's ``fast_place`` itself for every job but one
+    of several pods (:mod:`dlsched.sched.pods`), which gets pod-sized pieces when the fast
+    choice does not split into its pods. A class, not a closure: a deep copy of the pipeline
+    (the forward runs of ``sched/eta.py``) gets an entry bound to the copy."""
+
+    __slots__ = ("fast", "pipeline")
+
+    def __init__(self, pipeline: PlacementPipeline, fast) -> None:
+        self.pipeline, self.fast = pipeline, fast
+
+    def __call__(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
+        per = job.gpus_per_pod
+        if per and job.gpus > per:
+            return place_pods(self.pipeline, view, vc, job, self.fast)
+        return self.fast(view, vc, job)
 
 
 class PlacementPipeline:
@@ -103,7 +125,7 @@ class PlacementPipeline:
         self.idle_first = None
         if len(self.scorers) == 1 and not self.filters and isinstance(only, FastPlacer):
             if not share and self.fast_paths:
-                self.place = only.fast_place  # exact bucket algorithm, no per-node scan
+                self.place = FastEntry(self, only.fast_place)  # exact bucket algorithm, no per-node scan
             elif not getattr(only, "packs", False):
                 self.idle_first = only.fast_place
 
@@ -124,7 +146,14 @@ class PlacementPipeline:
         return PlacementPipeline([(renew(s), w) for s, w in self.scorers], extra, share=self.share, name=self.name)
 
     def place(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
-        """Run the stages for ``job``; see the module docstring."""
+        """Run the stages for ``job``; see the module docstring. A job of several pods gets
+        pod-sized pieces where the stages' choice does not split into them (``dlsched.sched.pods``)."""
+        per = job.gpus_per_pod
+        if per and job.gpus > per:
+            return place_pods(self, view, vc, job, self._stages)
+        return self._stages(view, vc, job)
+
+    def _stages(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
         need = job.gpus
         share = self.share and view.max_jobs_per_gpu > 1
         if share and self.idle_first is not None:

@@ -133,6 +133,7 @@ class SchedulerCore:
         self._ranks: dict[int, tuple[tuple, list[tuple], bool]] = {}   # vid -> (stamp, sorted ranks, NaN among them)
         self._now = 0.0
         self.gangs = GangTable()   # gang hook: the pods of one distributed job (service/gangs.py)
+        self.gangs.wrap_placement(self)   # gang hook: a gang's placement as its pods
         # queues that borrow (kernel/quotas.py), from the queue ConfigMap (service/queues.py):
         # the configured specs, and why borrowing is off although they allow it ('' when on or
         # when they do not allow it)
@@ -433,6 +434,8 @@ class SchedulerCore:
         self.parked.pop(pod.uid, None)
         self.waiting.pop(pod.uid, None)
         job = self._new_job(pod, vc)
+        if is_gang_id(pod.uid):   # gang hook: its pods' shape, so that the placement cuts it into pods
+            job.gpus_per_pod = self.gangs.pod_shape(pod.uid)
         now = self.now()
         self.jobs[pod.uid] = job
         self.pods[pod.uid] = pod
@@ -609,7 +612,10 @@ class SchedulerCore:
             decider = self.decider
             self.passes += sum(1 for vc in decider.dirty if vc.pending or vc in decider.woken)
             actions = self._handle(PassRequested(), now)
-            return self._carry_out(actions, now)
+            count = self._carry_out(actions, now)
+            if self.gangs.by_job:
+                self.gangs.after_pass(self)   # gang hook: why a gang's pods find no room (said once)
+            return count
 
     def _carry_out(self, actions: list, now: float) -> int:
         """The kernel's actions, in its order: a Bind becomes a nomination (store first), a

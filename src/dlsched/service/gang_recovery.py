@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import replace
 
 from dlsched.core.job import JobState
-from dlsched.service.gangs import delete_pod
+from dlsched.service.gangs import delete_pod, kube_warner
 from dlsched.service.pods import GPUS_ANNOTATION
 
 log = logging.getLogger("dlsched.service")
@@ -26,9 +26,14 @@ def recover(service) -> dict[str, int]:
     """At start-up, after the pods were listed: every gang the store recorded as nominated is
     either completed (its unbound pods bound to their recorded nodes and GPUs) when some of its
     pods are bound, or released (its bound pods deleted) when completing it is not possible.
-    Gangs with no pod bound are dropped (their pods are decided again). Returns counts."""
+    Gangs with no pod bound are dropped (their pods are decided again). Also connects the gangs'
+    Warning events (:func:`~dlsched.service.gangs.kube_warner`) to the API server, which is
+    reachable from here on. Returns counts."""
     core, bridge = service.core, service.bridge
     gangs = core.gangs
+    if gangs.warn is None:   # the API server is connected now: gangs that cannot be placed get a Warning event
+        with core.lock:
+            gangs.connect_warnings(kube_warner(service))
     out = Counter()
     for gang_id, rows in core.store.gang_records().items():
         with core.lock:

@@ -33,11 +33,14 @@ import logging
 import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dlsched.core.job import JobState
+from dlsched.kernel.decisions import Fit, Status
 from dlsched.kernel.stimuli import BindSucceeded
+from dlsched.sched.pods import no_room_reason, place_sizes, pod_room
 from dlsched.service.pods import PodFacts
 
 if TYPE_CHECKING:   # the core imports this module; only its type is needed here
@@ -139,6 +142,7 @@ class Gang:
     nominated_at: float = 0.0
     told_wait: set[str] = field(default_factory=set)           # pods kube-scheduler was told to wait
     late: bool = False                                         # reported: not all pods arrived in time
+    warned: bool = False                                       # its Warning event (no room for its pods) sent
 
     @property
     def id(self) -> str:
@@ -147,6 +151,13 @@ class Gang:
     @property
     def gpus(self) -> int:
         return sum(p.gpus for p in self.members.values())
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """The pods' GPU request when every pod that asks for GPUs asks for the same (0-GPU pods,
+        e.g. a launcher, need no piece); 0 when they differ (the gang is placed as one job)."""
+        sizes = {p.gpus for p in self.members.values() if p.gpus > 0}
+        return sizes.pop() if len(sizes) == 1 else 0
 
     def forming_reason(self) -> str:
         late = " (reported late)" if self.late else ""
@@ -173,6 +184,11 @@ class GangTable:
         self.seq: Counter[str] = Counter()
         self.counters: Counter[str] = Counter()
         self.last_bind: dict[str, dict] = {}     # gang key -> timings of its last all-or-nothing bind
+        # (pod, reason, message) -> a Warning Event on the pod; set when an API server is connected
+        # (kube_warner); called under the core's lock, so it must not block
+        self.warn: Callable[[PodFacts, str, str], None] | None = None
+        self.unsent: list[tuple[PodFacts, str, str]] = []   # warnings said before ``warn`` was connected
+        self.unsplit: dict[str, str] = {}   # gang job -> why its pods of different sizes found no room
         self._cond = threading.Condition()
         self._arrived: dict[tuple, dict[str, float]] = {}
         self._outcomes: OrderedDict[tuple, dict[str, str] | None] = OrderedDict()
@@ -243,7 +259,110 @@ class GangTable:
         total = sum(st.node_gpus[n] for n in nodes)
         if gang.gpus > total:
             return f"gang {gang.key} needs {gang.gpus} GPUs; VC {vc} has {total}"
+        per = gang.gpus_per_pod
+        room = sum(st.node_gpus[n] // per for n in nodes) if per else 0
+        if per and room * per < gang.gpus:
+            why = (f"gang {gang.key} of {gang.gpus // per} x {per} GPUs needs {gang.gpus // per} pods of {per} GPUs "
+                   f"on one node each; the nodes of VC {vc} hold {room} such pods even when empty")
+            self._warn_once(core, gang, why)
+            return why
         return None
+
+    def _warn_once(self, core: SchedulerCore, gang: Gang, why: str) -> None:
+        """A gang that cannot be placed is said once (counter, decision log, log line and a
+        Warning event on its first pod), not on every pass or filter call."""
+        if gang.warned:
+            return
+        gang.warned = True
+        self.counters["gangs warned: no room for their pods"] += 1
+        core.store.log("gang_unschedulable", gang.id, gang.key, core.now(), detail=why)
+        log.warning("%s", why)
+        event = (next(iter(gang.members.values())), "GangUnschedulable", why)
+        if self.warn is not None:
+            self.warn(*event)
+        elif len(self.unsent) < OUTCOMES_KEPT:   # before the API server is connected (start-up's listing)
+            self.unsent.append(event)
+
+    def connect_warnings(self, warn: Callable[[PodFacts, str, str], None] | None) -> None:
+        """From now on ``warn`` writes the Warning events; those said before it was connected go now."""
+        self.warn = warn
+        if warn is not None:
+            for event in self.unsent:
+                warn(*event)
+            self.unsent.clear()
+
+    def wrap_placement(self, core: SchedulerCore) -> None:
+        """Every fit of a gang's job goes through :meth:`placed` (the policy's placer wrapped,
+        around whatever wrapped it already); counted when the placer cannot be wrapped."""
+        placer = getattr(core.policy, "placer", None)
+        inner = getattr(placer, "place", None)
+        if inner is None:
+            return
+
+        def place(view, vc, job):
+            fit = inner(view, vc, job)
+            return self.placed(core, placer, view, vc, job, fit) if is_gang_id(job.job_id) else fit
+        try:
+            placer.place = place
+        except AttributeError:
+            self.counters["gang placements not cut into pods by dlsched"] += 1
+
+    def placed(self, core: SchedulerCore, placer, view, vc, job, fit: Fit) -> Fit:
+        """A gang's fit as its pods (:meth:`wrap_placement`): a gang of equal
+        pods was placed as them (``Job.gpus_per_pod``); one whose pods differ keeps the policy's fit
+        when it cuts into them, else gets pieces of its pods' sizes (``sched/pods.place_sizes``),
+        else no fit -- never a placement its nomination would refuse, again on every pass."""
+        gang = self.by_job.get(job.job_id)
+        if gang is None or job.gpus_per_pod or fit.status is Status.POSTPONE:
+            return fit
+        if fit.status is not Status.FITS and placer.single_node_only and job.gpus <= vc.max_node_gpus:
+            return fit   # the policy never spans a job that fits one node (consolidate)
+        pods = [(uid, p.gpus) for uid, p in gang.members.items()]
+        try:
+            if fit.placement is not None:
+                split_placement(fit.placement, pods)
+                return fit
+        except GangError:
+            pass
+        pieces = place_sizes(placer, view, vc, job, [g for _, g in pods])
+        if pieces.status is Status.FITS:
+            for plugin in placer.permits:
+                pieces = plugin.permit(view, vc, job, pieces)
+                if pieces.status is not Status.FITS:
+                    break
+        if pieces.status is Status.UNSCHEDULABLE and view is core.view:   # not a forward run's copy
+            self.unsplit[job.job_id] = f"gang {gang.key} of pods of {'+'.join(str(g) for _, g in pods)} GPUs: " \
+                                       + pieces.reason
+        return pieces
+
+    def pod_shape(self, gang_id: str) -> int:
+        """The GPUs per pod the gang's kernel job is placed by (``Job.gpus_per_pod``; 0: its pods
+        differ, and it is placed as one job)."""
+        return self.by_job[gang_id].gpus_per_pod
+
+    def after_pass(self, core: SchedulerCore) -> None:
+        """After a pass: each pending gang job whose pods find no room has a waiting reason that
+        says so (``why_waiting``, GET /api/v1/queue), and its first pod one Warning event per gang
+        (not one per pass or per filter call); a gang that has room again loses that reason."""
+        for gang_id, gang in self.by_job.items():
+            job = core.jobs.get(gang_id)
+            if job is None or job.state is not PENDING:
+                continue
+            if not job.gpus_per_pod:   # pods of different sizes: what the last placement found
+                why = self.unsplit.pop(gang_id, None)
+                if why:
+                    core.waiting[gang_id] = why
+                    self._warn_once(core, gang, why)
+                continue
+            reason = core.waiting.get(gang_id, "")
+            _, room = pod_room(core.view, job.vc_state, job.gpus_per_pod)
+            if room * job.gpus_per_pod >= job.gpus:
+                if reason.startswith(f"gang {gang.key} of "):
+                    del core.waiting[gang_id]
+                continue
+            why = f"gang {gang.key} of " + no_room_reason(core.view, job.vc_state, job).removeprefix("gang of ")
+            core.waiting[gang_id] = why
+            self._warn_once(core, gang, why)
 
     def owns(self, uid: str) -> bool:
         return uid in self.by_uid
@@ -270,6 +389,8 @@ class GangTable:
                 core.slots.pop(uid, None)
             return "nominations refused by the store", str(exc)
         gang.places, gang.nominated_at = places, now
+        core.waiting.pop(gang.id, None)
+        self.unsplit.pop(gang.id, None)
         per_node: dict[str, list[int]] = {}
         for _, _, node, slots in rows:
             per_node.setdefault(node, []).extend(g for g, _ in slots)
@@ -574,6 +695,37 @@ class GangTable:
             out.append({"gang": gang.key, "id": gang.id, "size": gang.size, "source": gang.source, "state": state,
                         "gpus": gang.gpus, "pods": pods, "late": gang.late})
         return out
+
+
+def kube_warner(service) -> Callable[[PodFacts, str, str], None] | None:
+    """``warn(pod, reason, message)``: a Warning Event on ``pod`` through the service's API server,
+    written by a thread of its own (the caller holds the core's lock) and only while this
+    replica leads; None without an API client."""
+    api = getattr(service.bridge, "api", None)
+    if api is None:
+        return None
+    core = service.core
+
+    def write(pod: PodFacts, reason: str, message: str) -> None:
+        if not core.may_nominate():   # a replica that lost its lease writes nothing
+            return
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        body = {"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{pod.name}.",
+                                                                  "namespace": pod.namespace},
+                "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace,
+                                   "name": pod.name, "uid": pod.uid},
+                "reason": reason, "message": message[:1024], "type": "Warning", "source": {"component": "dlsched"},
+                "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
+        try:
+            api.create_namespaced_event(pod.namespace, body, _preload_content=False).release_conn()
+            core.gangs.counters["gang warning events"] += 1
+        except Exception as exc:  # noqa: BLE001 - an event is best effort; counted and logged
+            core.gangs.counters["gang warning events failed"] += 1
+            log.warning("gang warning event on %s failed: %s", pod.key, exc)
+
+    def warn(pod: PodFacts, reason: str, message: str) -> None:
+        threading.Thread(target=write, args=(pod, reason, message), name="gang-warn", daemon=True).start()
+    return warn
 
 
 def delete_pod(bridge, pod: PodFacts) -> bool:
