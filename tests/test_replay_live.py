@@ -141,6 +141,25 @@ def test_a_two_node_gang_replays(tmp_path):
     assert result.recorded[0][0].startswith("gang:") and result.recorded[1][0] == "solo"
 
 
+def test_a_gang_of_pods_that_do_not_divide_the_node_replays(tmp_path):
+    """A 2 x 6 gang on 8-GPU nodes is placed as two pods of 6 (never 8 + 4); the recorded
+    submission carries its pod shape, so the replay cuts it the same way."""
+    log = tmp_path / "events.jsonl"
+    nodes = [(f"gpu-{i}", 8, "default") for i in range(3)]
+    core, clock, _ = recording_core(log, make_policy("fifo", "consolidate"), nodes)
+    names = [n for n, _, _ in nodes]
+    clock.t += 1
+    assert core.verdict(gang_pod(0, 6), names)[0] == []
+    clock.t += 1
+    assert len(core.verdict(gang_pod(1, 6), names)[0]) == 1
+    core.recorder.close()
+    submitted = [e for e in read_events(log) if e.get("stimulus") == "JobSubmitted"]
+    assert submitted and submitted[0]["gpus"] == 12 and submitted[0]["gpus_per_pod"] == 6
+    result = replayed(log)
+    assert_full_agreement(result, 1)   # the gang's nomination: its first node and the GPUs of its pod there
+    assert [len(gpus) for _, _, gpus in result.replayed] == [6]
+
+
 def srtf_predict(job) -> None:
     """Predicted durations from the model annotation, as a predictor would give them."""
     job.pred_duration = {"long": 3600.0, "short": 60.0, "mid": 3550.0}.get(job.model_name, 600.0)

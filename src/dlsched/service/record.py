@@ -68,6 +68,8 @@ def stimulus_fields(stimulus: object, state) -> dict:
         if name == "JobSubmitted":
             out.update(vc=job.vc, gpus=job.gpus, submit_time=job.submit_time, user=job.user, name=job.name,
                        model=job.model_name or job.onnx_ref, batch_size=job.batch_size)
+            if job.gpus_per_pod:   # a gang's pod shape: its pieces are placed as its pods
+                out["gpus_per_pod"] = job.gpus_per_pod
             if job.preemptions:   # an evicted job's new pod: what it brings along (its run record)
                 out.update(attained=job.attained, evictions=job.preemptions, start_time=job.start_time,
                            queue_delay=job.queue_delay)
@@ -111,6 +113,9 @@ def job_from_fields(e: dict) -> Job:
               model_name="" if model.endswith(".onnx") else model,
               onnx_ref=model if model.endswith(".onnx") else "", batch_size=int(e.get("batch_size") or 0))
     set_predictions(job, e)
+    per = e.get("gpus_per_pod")
+    if isinstance(per, int) and not isinstance(per, bool) and per > 0:
+        job.gpus_per_pod = per   # ValueError when the GPUs are not whole pods: the reader names the line
     if e.get("evictions"):   # its run record, which policies rank by (LAS, srtf-pred's attained time)
         job.attained, job.preemptions = float(e.get("attained") or 0.0), int(e["evictions"])
         if isinstance(e.get("start_time"), (int, float)):
