@@ -166,8 +166,12 @@ def test_reference_paths_switch_every_shortcut_and_restore_it():
         assert "place" not in vars(plain)  # the stages, not consolidate's fast_place
     assert [getattr(cut.target(), cut.attribute) for cut in SHORTCUTS] == before
     placer = make_policy("fifo").placer
-    entry = vars(placer)["place"]   # consolidate's fast_place behind the pod-shape check
-    assert entry.fast.__name__ == "fast_place" and entry.pipeline is placer
+    assert vars(placer)["place"].__name__ == "fast_place"   # a trace's jobs: one call, no pod check
+    placer.shape_pods()   # a driver with jobs of several pods: consolidate's fast_place behind the check
+    entry = vars(placer)["place"]
+    assert entry.fast.__name__ == "fast_place" and entry.pipeline is placer and placer.shapes_pods
+    placer.shape_pods()   # idempotent
+    assert vars(placer)["place"] is entry
     assert PlacementPipeline.use_index is True
 
 

@@ -125,7 +125,10 @@ class PlacementPipeline:
         self.idle_first = None
         if len(self.scorers) == 1 and not self.filters and isinstance(only, FastPlacer):
             if not share and self.fast_paths:
-                self.place = FastEntry(self, only.fast_place)  # exact bucket algorithm, no per-node scan
+                # exact bucket algorithm, no per-node scan; jobs of several pods go through
+                # shape_pods' entry, installed only by a driver that has such jobs (the hot path
+                # of a trace simulation stays one call)
+                self.place = only.fast_place
             elif not getattr(only, "packs", False):
                 self.idle_first = only.fast_place
 
@@ -143,7 +146,25 @@ class PlacementPipeline:
 
         scorer_ids = {id(s) for s, _ in self.scorers}
         extra = [f for f in self.filters if id(f) not in scorer_ids]
-        return PlacementPipeline([(renew(s), w) for s, w in self.scorers], extra, share=self.share, name=self.name)
+        out = PlacementPipeline([(renew(s), w) for s, w in self.scorers], extra, share=self.share, name=self.name)
+        if self.shapes_pods:
+            out.shape_pods()
+        return out
+
+    def shape_pods(self) -> None:
+        """Let the fast path cut jobs of several pods into their pods (:class:`FastEntry`). The
+        stages path always does; a driver calls this before it wraps ``place`` when its jobs may
+        carry a pod shape (the live service's gangs; a simulation whose jobs have
+        ``gpus_per_pod``)."""
+        fast = self.__dict__.get("place")
+        if fast is not None and not isinstance(fast, FastEntry):
+            self.place = FastEntry(self, fast)
+
+    @property
+    def shapes_pods(self) -> bool:
+        """Whether every job of several pods is cut into its pods (the stages path always is)."""
+        fast = self.__dict__.get("place")
+        return fast is None or isinstance(fast, FastEntry)
 
     def place(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
         """Run the stages for ``job``; see the module docstring. A job of several pods gets

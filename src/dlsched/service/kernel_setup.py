@@ -31,6 +31,9 @@ def live_kernel(policy, max_jobs_per_gpu: int, offered: Mapping[str, frozenset[s
     state = ClusterState(ClusterSpec([], {}), new_queue=policy.new_queue, max_jobs_per_gpu=max_jobs_per_gpu)
     view = SchedulingView(state, oracle=False, indexes=attach_plugins(state, policy))
     kernel = Kernel(state, policy, assume=True, view=view)
+    shape = getattr(getattr(policy, "placer", None), "shape_pods", None)
+    if shape is not None:   # a gang's job is cut into its pods (before the live rules wrap ``place``)
+        shape()
     restricted = restrict_placement(policy, state, offered)
     on_prepare = getattr(policy, "prepare", None)
     if on_prepare is not None:

@@ -38,6 +38,8 @@ from dlsched.sim.backend import SimulatedBackend
 from dlsched.sim.config import SimConfig
 from dlsched.sim.physics import Physics
 
+_POD_SHAPE = attrgetter("_spec.gpus_per_pod")
+
 # event priorities at equal times
 FINISH, POWER, TIMER, END = 0, 1, 3, 9
 
@@ -134,6 +136,9 @@ class Simulator:
         max_failures = cfg.max_failures
 
         self._check_jobs(state, jobs)
+        shape = getattr(getattr(policy, "placer", None), "shape_pods", None)
+        if shape is not None and any(map(_POD_SHAPE, jobs)):   # in C: no bytecode per job
+            shape()   # jobs of several pods: the fast path cuts them into their pods
         quotas = self._quotas(state)
         by_submit = attrgetter("submit_time")
         jobs = sorted(jobs, key=by_submit)  # stable: keeps input order on ties
