@@ -118,6 +118,40 @@ def _message(exc) -> str:
     return " ".join(str(msg).split())[:300]
 
 
+WRITE_PREFIXES = ("create_", "patch_", "replace_", "delete_")
+
+
+class NotLeader(RuntimeError):
+    """A write refused before it was sent: this replica's renew deadline has passed."""
+
+
+class FencedApi:
+    """The one door every API write of a replica goes through (pod patches, Bindings, Evictions,
+    events, ConfigMaps, pod deletions): a ``create_*``/``patch_*``/``replace_*``/``delete_*`` call
+    is sent only if ``may_write()`` holds at that moment, else :class:`NotLeader` is raised. The
+    workers that annotate, nudge and evict check nothing themselves; a replica paused past its
+    renew deadline (SIGSTOP, a long GC, a frozen VM) must not write when it runs again, before it
+    notices that it lost the Lease (issue 33, point 4). Reads pass untouched. The Lease itself is
+    written through its own client (service/leader.py), which has its own check."""
+
+    def __init__(self, api, may_write: Callable[[], bool]) -> None:
+        self._api = api
+        self._may_write = may_write
+        self.refused: dict[str, int] = {}   # method name -> writes refused
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._api, name)
+        if not name.startswith(WRITE_PREFIXES) or not callable(attr):
+            return attr
+
+        def guarded(*args, **kwargs):
+            if not self._may_write():
+                self.refused[name] = self.refused.get(name, 0) + 1
+                raise NotLeader(f"{name} not sent: this replica's renew deadline has passed (it may no longer lead)")
+            return attr(*args, **kwargs)
+        return guarded
+
+
 class KubeBridge:
     """Lists and watches nodes and pods into ``core``; binds pods for it."""
 
@@ -375,5 +409,7 @@ class KubeBridge:
             obj = _json(self.api.create_namespaced_pod(namespace, body, _preload_content=False))
         except ApiException as exc:
             raise ValueError(f"the API server refused the pod ({exc.status}): {exc.reason}") from None
+        except NotLeader as exc:
+            raise ValueError(str(exc)) from None
         meta = obj.get("metadata") or {}
         return {"namespace": meta.get("namespace"), "name": meta.get("name"), "uid": meta.get("uid")}
