@@ -112,8 +112,9 @@ def nomination_to_bind(decisions: list[dict], since: float) -> list[float]:
     for d in sorted(decisions, key=lambda d: d["id"]):
         if d["kind"] == "assume":
             last[d["pod_uid"]] = d["at"]
-        elif d["kind"] == "bind" and d["at"] > since and d["pod_uid"] in last:
-            waits.append(d["at"] - max(last[d["pod_uid"]], since))
+        elif d["kind"] in ("bind", "confirm") and d["at"] > since and d["pod_uid"] in last:
+            # the bind, or the watch's confirm when it came first: whichever is logged first
+            waits.append(d["at"] - max(last.pop(d["pod_uid"]), since))
     return waits
 
 

@@ -151,16 +151,19 @@ def test_a_queued_nudge_is_dropped_once_the_pod_was_told_nominated_or_left():
 
 def test_eta_annotations_skip_pods_about_to_start_and_pods_no_longer_pending():
     written: list[str] = []
-    pending = {"far": True, "soon": True, "gone": False}
+
+    pending = {"far": True, "soon": True, "gone": False, "young": True}
 
     class P:
-        def __init__(self, uid: str) -> None:
-            self.uid, self.key = uid, f"default/{uid}"
+        def __init__(self, uid: str, created: float = 900.0) -> None:
+            self.uid, self.key, self.created = uid, f"default/{uid}", created
 
     ann = EtaAnnotator(lambda pod, text: written.append(pod.uid) or "", 60.0, soon=5.0,
                        pending=lambda uid: pending[uid])
-    ann.sync([(P("far"), 1300.0), (P("soon"), 1003.0), (P("gone"), 1500.0)], 1000.0)
+    ann.sync([(P("far"), 1300.0), (P("soon"), 1003.0), (P("gone"), 1500.0), (P("young", 997.0), 1300.0)], 1000.0)
     assert written == ["far"]
-    assert (ann.counts["written"], ann.counts["imminent"], ann.counts["not_pending"]) == (1, 1, 1)
+    assert (ann.counts["written"], ann.counts["imminent"], ann.counts["not_pending"]) == (1, 2, 1)
+    ann.sync([(P("far"), 1300.0), (P("young", 997.0), 1300.0)], 1010.0)   # it waited: annotated now
+    assert written == ["far", "young"] and ann.counts["unchanged"] == 1
     with pytest.raises(ValueError, match="soon"):
         EtaAnnotator(lambda p, t: "", 60.0, soon=-1.0)

@@ -129,7 +129,8 @@ class EtaAnnotator:
     """Writes ``dlsched.io/eta`` on pending pods whose estimate moved by more than ``threshold``
     seconds since it was last written (or was never written). ``write(pod, text) -> error`` does
     the API call ('' on success). A pod never annotated whose estimate is less than ``soon``
-    seconds away is left alone (it is about to be nominated and bound: issue 33, point 5), and a
+    seconds away, or that was created less than ``soon`` seconds ago, is left alone (it is about
+    to be nominated and bound, or may well be: issue 33, point 5), and a
     pod is asked ``pending(uid)`` again just before its write. Counts: ``written``, ``unchanged``
     (moved less than the threshold: no write), ``imminent``, ``not_pending``, ``failed``."""
 
@@ -155,9 +156,10 @@ class EtaAnnotator:
             if last is not None and not _moved(last, t, self.threshold):
                 self.counts["unchanged"] += 1
                 continue
-            if last is None and t - now < self.soon:
-                # about to start (the forward run starts it before the next tick): its bind comes
-                # before the annotation could be read, and the write would race it
+            if last is None and (t - now < self.soon or now - (getattr(pod, "created", 0.0) or 0.0) < self.soon):
+                # about to start (the forward run starts it before the next tick), or created less
+                # than a tick ago (most such pods bind before the annotation could be read, and the
+                # write would race their bind): a pod that waits is annotated at a later tick
                 self.counts["imminent"] += 1
                 continue
             if self.pending is not None and not self.pending(pod.uid):

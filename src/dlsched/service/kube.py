@@ -36,14 +36,29 @@ def make_api(kubeconfig: str | None = None, api_server: str | None = None, token
             insecure_once("--insecure-skip-tls-verify")
         if ca_file:
             cfg.ssl_ca_cert = ca_file
-        return client.CoreV1Api(client.ApiClient(cfg))
+        return _named(client.CoreV1Api(client.ApiClient(cfg)))
     if kubeconfig:
         api_client = config.new_client_from_config(config_file=kubeconfig)
         if not api_client.configuration.verify_ssl:
             insecure_once(f"insecure-skip-tls-verify in {kubeconfig}")
-        return client.CoreV1Api(api_client)
+        return _named(client.CoreV1Api(api_client))
     config.load_incluster_config()
-    return client.CoreV1Api()
+    return _named(client.CoreV1Api())
+
+
+USER_AGENT = "dlsched"
+
+
+def _named(api):
+    """The client's requests say ``User-Agent: dlsched`` (``dlsched/IDENTITY`` once a replica
+    campaigns: :func:`name_replica`): an audit log tells dlsched's writes from anyone else's."""
+    api.api_client.user_agent = USER_AGENT
+    return api
+
+
+def name_replica(api, identity: str) -> None:
+    """``User-Agent: dlsched/IDENTITY``: each replica's requests are told apart in the audit log."""
+    api.api_client.user_agent = f"{USER_AGENT}/{identity}"
 
 
 _warned_insecure: list[str] = []
