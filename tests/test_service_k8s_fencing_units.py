@@ -5,6 +5,8 @@ pods that are nominated or bound (queued nudges, ETA annotations of pods about t
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 pytest.importorskip("sqlalchemy")
@@ -152,7 +154,7 @@ def test_a_queued_nudge_is_dropped_once_the_pod_was_told_nominated_or_left():
 def test_eta_annotations_skip_pods_about_to_start_and_pods_no_longer_pending():
     written: list[str] = []
 
-    pending = {"far": True, "soon": True, "gone": False, "young": True}
+    pending = {"far": True, "soon": True, "gone": False, "young": True, "stuck": True}
 
     class P:
         def __init__(self, uid: str, created: float = 900.0) -> None:
@@ -165,5 +167,8 @@ def test_eta_annotations_skip_pods_about_to_start_and_pods_no_longer_pending():
     assert (ann.counts["written"], ann.counts["imminent"], ann.counts["not_pending"]) == (1, 2, 1)
     ann.sync([(P("far"), 1300.0), (P("young", 997.0), 1300.0)], 1010.0)   # it waited: annotated now
     assert written == ["far", "young"] and ann.counts["unchanged"] == 1
+    ann.sync([(P("far"), math.inf), (P("young", 997.0), 1300.0), (P("stuck"), math.inf)], 1020.0)
+    assert written == ["far", "young", "far"]   # never over a written ETA; nothing for a pod never estimated
+    assert ann.counts["no_estimate"] == 1
     with pytest.raises(ValueError, match="soon"):
         EtaAnnotator(lambda p, t: "", 60.0, soon=-1.0)

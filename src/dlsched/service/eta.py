@@ -132,7 +132,8 @@ class EtaAnnotator:
     seconds away, or that was created less than ``soon`` seconds ago, is left alone (it is about
     to be nominated and bound, or may well be: issue 33, point 5), and a
     pod is asked ``pending(uid)`` again just before its write. Counts: ``written``, ``unchanged``
-    (moved less than the threshold: no write), ``imminent``, ``not_pending``, ``failed``."""
+    (moved less than the threshold: no write), ``no_estimate`` (``never`` where nothing was written),
+    ``imminent``, ``not_pending``, ``failed``."""
 
     def __init__(self, write: Callable[[object, str], str], threshold: float = 60.0, soon: float = 0.0,
                  pending: Callable[[str], bool] | None = None) -> None:
@@ -155,6 +156,11 @@ class EtaAnnotator:
             last = self.written.get(pod.uid)
             if last is not None and not _moved(last, t, self.threshold):
                 self.counts["unchanged"] += 1
+                continue
+            if last is None and math.isinf(t):
+                # no estimate (nothing starts it in the forward run): the absent annotation says so;
+                # ``never`` is written only over an estimate written before, which it makes stale
+                self.counts["no_estimate"] += 1
                 continue
             if last is None and (t - now < self.soon or now - (getattr(pod, "created", 0.0) or 0.0) < self.soon):
                 # about to start (the forward run starts it before the next tick), or created less
@@ -266,6 +272,7 @@ class EtaRefresher:
         if self.annotator is not None:
             out["annotations"] = {"threshold_s": self.annotator.threshold, "written": self.annotator.counts["written"],
                                   "unchanged": self.annotator.counts["unchanged"],
+                                  "no_estimate": self.annotator.counts["no_estimate"],
                                   "imminent": self.annotator.counts["imminent"],
                                   "not_pending": self.annotator.counts["not_pending"],
                                   "failed": self.annotator.counts["failed"]}
