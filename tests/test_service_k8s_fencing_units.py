@@ -172,3 +172,63 @@ def test_eta_annotations_skip_pods_about_to_start_and_pods_no_longer_pending():
     assert ann.counts["no_estimate"] == 1
     with pytest.raises(ValueError, match="soon"):
         EtaAnnotator(lambda p, t: "", 60.0, soon=-1.0)
+
+
+class Resp:
+    data = b"{}"
+
+    def release_conn(self) -> None:
+        pass
+
+
+class RecordingApi:
+    """The CoreV1Api methods the service writes with; each call is recorded and succeeds."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def __getattr__(self, name: str):
+        if not name.startswith(("patch_", "create_", "delete_")):
+            raise AttributeError(name)
+
+        def call(*args, **kwargs):
+            self.writes.append(name)
+            return Resp()
+        return call
+
+
+class Elector:
+    is_leader = True
+
+
+def test_every_writer_of_a_replica_past_its_deadline_stops_at_the_one_fence():
+    """The nudge, the ETA annotation, the Eviction, its event, the bind and the operator's pod
+    all go through the bridge's client: once the replica is past its renew deadline none reaches
+    the API server (on the code before, only passes and binds were guarded)."""
+    from types import SimpleNamespace
+
+    from dlsched.service.eta import kube_writer
+    from dlsched.service.kube import KubeBridge
+    from dlsched.service.runtime import LiveService
+
+    api, elector = RecordingApi(), Elector()
+    core = SchedulerCore(make_policy("fifo"), Store("sqlite://"))
+    bridge = KubeBridge(api, core)
+    service = LiveService(core, bridge)
+    service.attach_elector(elector)
+    intent = SimpleNamespace(name="p", namespace="default", uid="u", grace_s=5, for_pod="q", reason="test")
+    pod = _pod("u", 1)
+
+    def write_all() -> list[str]:
+        return [bridge.touch("default", "p", "u", "n", "0"), kube_writer(bridge.api)(pod, "in 60s"),
+                bridge.evict(intent), bridge.preempted_event(intent),
+                bridge.bind("default", "p", "u", "n", [0], annotate=False)]
+
+    assert write_all() == ["", "", "accepted", "", ""] and len(api.writes) == 5   # while it leads
+    elector.is_leader = False
+    outcomes = write_all()
+    with pytest.raises(ValueError, match="renew deadline"):
+        bridge.create_pod("default", {"metadata": {"name": "x"}})
+    assert len(api.writes) == 5                                   # nothing more reached the API server
+    assert all("renew deadline" in o for o in outcomes) and outcomes[2].startswith("retry: ")
+    assert sum(bridge.api.refused.values()) == 6
