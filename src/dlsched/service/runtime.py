@@ -160,7 +160,9 @@ class LiveService:
         patch): the pod update moves it out of kube-scheduler's unschedulable queue (the nudge),
         and its bind then needs the Binding call alone. Only such pods: annotating every
         nomination ahead of its bind was tried, and under load the writes queued behind each
-        other, landed after the binds and slowed the API server (82 of 100 came too late)."""
+        other, landed after the binds and slowed the API server (82 of 100 came too late). Also
+        a pod whose last call this process did not answer (core.due_nudges). A queued nudge is
+        dropped when the pod was bound, forgotten or moved, or told "nominated", meanwhile."""
         while not self._done.is_set():
             try:
                 pod, node, gpus, _ = self._nudges.get(timeout=1.0)
