@@ -21,11 +21,17 @@ from dlsched.service.store import Store
 
 
 class Clock:
+    """A settable clock; ``later``: steps taken right after the next reading (the process stops there)."""
+
     def __init__(self, t: float = 1000.0) -> None:
         self.t = t
+        self.later: list[float] = []
 
     def __call__(self) -> float:
-        return self.t
+        value = self.t
+        if self.later:
+            self.t += self.later.pop(0)
+        return value
 
 
 class Api:
@@ -62,17 +68,19 @@ def test_the_fence_sends_writes_only_while_the_replica_leads_and_reads_always():
 
 
 class PausingLock:
-    """A Lease held by ``holder``; ``get`` may advance the clock (the process stopped after its read)."""
+    """A Lease held by ``holder``; ``get`` may be slow (``slow`` s) or be followed by a stop (``pause`` s)."""
 
     namespace, name, timeout = "default", "lease", 1.0
 
     def __init__(self, clock: Clock, holder: str) -> None:
-        self.clock, self.pause = clock, 0.0
+        self.clock, self.pause, self.slow = clock, 0.0, 0.0
         self.rec = LeaseRecord(holder, "", 10, 0, "t0", "t0", "1")
         self.writes: list[LeaseRecord] = []
 
     def get(self) -> LeaseRecord:
-        self.clock.t += self.pause
+        self.clock.t += self.slow                # a slow answer is not a stop
+        if self.pause:
+            self.clock.later.append(self.pause)   # stopped right after the read
         return self.rec
 
     def write(self, rec: LeaseRecord) -> LeaseRecord:
@@ -95,7 +103,7 @@ def test_no_lease_write_after_the_renew_deadline_or_after_a_stop_between_read_an
     cand = LeaderElector(other, "cand", lease_duration=10, renew_deadline=7, retry_period=1, clock=clock)
     other.pause = 3.0
     assert not cand.try_acquire_or_renew() and other.writes == []
-    other.pause = 0.0
+    other.pause, other.slow = 0.0, 3.0                     # a GET answered after 3 s: the write goes
     assert cand.try_acquire_or_renew() and other.writes[-1].holder == "cand"
 
 

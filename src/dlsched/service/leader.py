@@ -186,6 +186,7 @@ class LeaderElector:
         """One read and (when allowed) one write of the Lease; True when this replica holds it now."""
         now_wall, now = time.time(), self.clock()
         old = self.lock.get()
+        read_at = self.clock()   # a slow answer is no stall: what counts is the time from here to the write
         if old is None:
             rec = LeaseRecord(self.identity, self.url, round(self.lease_duration), 0,
                               _micro_time(now_wall), _micro_time(now_wall))
@@ -195,7 +196,7 @@ class LeaderElector:
         mine = old.holder == self.identity
         if old.holder and not mine and not self._expired(old):
             return self._written(None, now)
-        if not self._may_write(now, mine):
+        if not self._may_write(read_at, mine):
             return False
         rec = LeaseRecord(self.identity, self.url, round(self.lease_duration),
                           old.transitions if mine else old.transitions + 1,
