@@ -4,7 +4,10 @@ round-robin TCP proxy, as a Service would be). A burst of GPU pods streams in; o
 bound, the leader is killed with ``kill -9`` (by PID). The follower must take the Lease and
 answer as leader within 15 s (default timings: lease 10 s, renew deadline 7 s, retry 1 s), and
 in the end every pod is bound exactly once, on the node and GPUs a nomination named, with no
-GPU index held by two pods at once (read from the pods' annotations as they run).
+GPU index held by two pods at once (read from the pods' annotations as they run); the new
+leader's first bind comes within 5 s of its readiness with no cluster event to help (issue 33,
+point 3). Then a leader paused with SIGSTOP past its lease: the API server's audit log shows no
+write of it after its renew deadline (point 4).
 """
 
 from __future__ import annotations
