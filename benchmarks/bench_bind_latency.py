@@ -3,7 +3,7 @@ dlsched's extender, beside the same burst of pods without GPUs that kube-schedul
 in the same run on the same control plane.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_bind_latency.py [--pods 500] [--nodes 100]
-        [--gpus-per-node 8] [--scheduler-qps N] [--timeout 180]
+        [--gpus-per-node 8] [--scheduler-qps 1000] [--modes burst,drain] [--timeout 180]
 
 etcd + kube-apiserver + kube-scheduler v1.20.2 from ``../shared/k8s`` (as the tests start them:
 loopback, free ports, stopped by PID) with ``--nodes`` kubelet-less nodes of ``--gpus-per-node``
@@ -15,11 +15,17 @@ pods request no GPU (they never reach the extender: ``managedResources`` is ``nv
 the dlsched phase's one GPU each; the burst fits in the GPUs, so every wait is the scheduling
 path itself, not a wait for free GPUs. The pods of a phase are deleted before the next one.
 
-Prints, per phase, median / p95 / max create-to-bind in seconds, and the pods not bound within
-``--timeout`` (the run is bounded: a phase stops waiting then). ``--scheduler-qps`` sets
-kube-scheduler's API client rate (its default, 50/s with bursts of 100, when left out), which
-limits how fast kube-scheduler posts bindings and events. Skips with the reason (exit 0) when the
-control plane cannot start here.
+Two modes, each run for both schedulers in the same run (issue 33, point 5): *burst* (the pods
+are created at once onto free nodes) and *drain* (every node there is cordoned, the pods are
+created and left to be tried, then ``--nodes`` new nodes are added at once and the pods drain onto
+them). Prints, per phase, median / p95 / max create-to-bind in seconds, the pods not bound within
+``--timeout`` (a phase stops waiting then), the throughput in pods/s (bound pods over the time from
+the first create, or from the nodes' arrival in a drain, to the last bind), dlsched's pods/s over
+kube-scheduler alone's, and the API writes per bound pod from the API server's audit log (every
+write to the namespace by ``User-Agent``: ``dlsched`` and ``kube-scheduler``). ``--scheduler-qps``
+sets kube-scheduler's API client rate (burst twice that; 1000 by default, as a tuned cluster has
+it: at v1.20's default of 50/s kube-scheduler's own Binding calls are throttled); ``0`` leaves
+kube-scheduler's default. Skips with the reason (exit 0) when the control plane cannot start here.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -43,6 +50,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from support.control_plane import (
     add_gpu_node,
+    audit_writes,
     cleanup,
     free_port,
     missing_reason,
@@ -118,9 +126,42 @@ def pod_body(name: str, gpus: int, labels: dict[str, str] | None = None) -> dict
             "spec": {"containers": [{"name": "main", "image": "example.invalid/train", "resources": res}]}}
 
 
-def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float) -> tuple[list[float], int, float]:
-    """Create ``pods`` pods at once; their create-to-bind seconds, how many never bound, and
-    the seconds the creates took (the API server's pace on this machine)."""
+@dataclass
+class Phase:
+    """One phase's figures."""
+
+    name: str
+    waits: list[float]       # create-to-bind seconds of the bound pods
+    left: int                # pods not bound within the timeout
+    span: float              # seconds the creates took
+    rate: float              # bound pods per second (first create, or the nodes' arrival, to the last bind)
+    writes: dict[str, int]   # User-Agent ("dlsched", "kube-scheduler", "other") -> writes to the namespace
+    refused: int             # dlsched writes the API server refused (>= 400)
+    began: float = 0.0       # wall times of the phase, for the audit log
+    ended: float = 0.0
+    kinds: dict[str, int] = field(default_factory=dict)   # dlsched's writes by "verb resource[/subresource]"
+
+    def per_pod(self, who: str) -> float:
+        return self.writes.get(who, 0) / max(1, len(self.waits))
+
+
+def cordon_all(cp) -> None:
+    """Mark every node unschedulable: a drain's pods find no room until new nodes come."""
+    _, nodes = cp.request("GET", "/api/v1/nodes")
+    names = [n["metadata"]["name"] for n in nodes["items"] if not n["spec"].get("unschedulable")]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda n: cp.request("PATCH", f"/api/v1/nodes/{n}", {"spec": {"unschedulable": True}},
+                                           content_type="application/strategic-merge-patch+json"), names))
+
+
+def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[int, int] | None = None) -> Phase:
+    """Create ``pods`` pods at once; their create-to-bind seconds, how many never bound, the
+    seconds the creates took (the API server's pace on this machine) and the pods/s. ``drain``
+    (nodes, GPUs per node): the nodes there are cordoned first, and that many new nodes are added
+    once the pods were created and tried (3 s)."""
+    began = time.time()
+    if drain is not None:
+        cordon_all(cp)
     status, listing = cp.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
     assert status == 200, listing
     watch = BindWatch(cp.api_url, cp.token, listing["metadata"]["resourceVersion"])
@@ -137,6 +178,11 @@ def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float) -> tuple[list[
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(create, range(pods)))
     span = time.monotonic() - start
+    if drain is not None:
+        time.sleep(3.0)          # every pod tried and found no room
+        start = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: add_gpu_node(cp, f"{tag}-node-{i:03d}", drain[1]), range(drain[0])))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with watch.lock:
@@ -146,8 +192,33 @@ def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float) -> tuple[list[
     watch.stop()
     with watch.lock:
         waits = [watch.bound[n] - t for n, t in created.items() if n in watch.bound]
+        last = max((watch.bound[n] for n in created if n in watch.bound), default=start)
+    ended = time.time()
     clear_pods(cp, 0.5)
-    return waits, pods - len(waits), span
+    rate = len(waits) / max(last - start, 1e-9) if waits else 0.0
+    return Phase(tag, waits, pods - len(waits), span, rate, {}, 0, began, ended)
+
+
+def count_writes(events: list[dict], phase: Phase) -> None:
+    """The phase's writes to the benchmark's namespace (pod patches, Bindings, events ...) by who sent them."""
+    from datetime import UTC, datetime
+
+    for e in events:
+        at = datetime.strptime(e["requestReceivedTimestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+        if not phase.began <= at <= phase.ended or (e.get("objectRef") or {}).get("namespace") != NAMESPACE:
+            continue
+        agent = e.get("userAgent", "")
+        who = "dlsched" if agent.startswith("dlsched") else "kube-scheduler" if agent.startswith("kube-scheduler") \
+            else "other"
+        if who == "other":
+            continue   # this benchmark's own creates and deletes
+        phase.writes[who] = phase.writes.get(who, 0) + 1
+        if who == "dlsched":
+            ref = e.get("objectRef") or {}
+            kind = f"{e.get('verb')} {ref.get('resource')}" + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            phase.kinds[kind] = phase.kinds.get(kind, 0) + 1
+            if (e.get("responseStatus") or {}).get("code", 200) >= 400:
+                phase.refused += 1
 
 
 def clear_pods(cp, step: float) -> None:
@@ -196,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pods", type=int, default=500)
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--gpus-per-node", type=int, default=8)
-    ap.add_argument("--scheduler-qps", type=float, default=None)
+    ap.add_argument("--scheduler-qps", type=float, default=1000.0,
+                    help="kube-scheduler's API client rate (burst twice that); 0: its default (50)")
+    ap.add_argument("--modes", default="burst,drain", help="burst, drain or both (comma-separated)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds a phase waits for its pods to bind")
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
     ap.add_argument("--decisions", type=Path, default=None, help="write dlsched's decision log (JSON) here")
@@ -208,16 +281,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --pods {args.pods} is more than the {args.nodes * args.gpus_per_node} GPUs: the burst must "
               f"fit, or the figures measure the wait for free GPUs", file=sys.stderr)
         return 2
+    if args.scheduler_qps < 0:
+        print(f"error: --scheduler-qps must be >= 0, got {args.scheduler_qps}", file=sys.stderr)
+        return 2
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or any(m not in ("burst", "drain") for m in modes):
+        print(f"error: --modes {args.modes!r}: give burst, drain or burst,drain", file=sys.stderr)
+        return 2
     reason = missing_reason(args.shared / "k8s")
     if reason:
         print(f"skipped: {reason}")
         return 0
+    qps = args.scheduler_qps or None
     port = free_port()
     t0 = time.monotonic()
     cp = start_control_plane(args.shared / "k8s", f"http://127.0.0.1:{port}/scheduler", cache_capable=True,
-                             qps=args.scheduler_qps)
+                             qps=qps, audit=True)
     work = Path(tempfile.mkdtemp(prefix="dlsched-bench-bind-"))
     svc = None
+    phases: list[tuple[str, Phase, Phase]] = []
     try:
         st, body = cp.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                              "metadata": {"name": NAMESPACE}})
@@ -227,9 +309,13 @@ def main(argv: list[str] | None = None) -> int:
         svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{work}/bench.db", "fifo", work / "serve.log")
         svc.start()
         print(f"control plane + {args.nodes} nodes x {args.gpus_per_node} GPUs + dlsched serve ready in "
-              f"{time.monotonic() - t0:.1f} s; kube-scheduler client qps: {args.scheduler_qps or 'default (50)'}")
-        base, base_left, base_span = run_phase(cp, "plain", args.pods, 0, args.timeout)
-        gpu, gpu_left, gpu_span = run_phase(cp, "gpu", args.pods, 1, args.timeout)
+              f"{time.monotonic() - t0:.1f} s; kube-scheduler client qps: {qps or 'default (50)'}"
+              f"{f', burst {int(2 * qps)}' if qps else ''}")
+        for mode in modes:
+            drain = (args.nodes, args.gpus_per_node) if mode == "drain" else None
+            base = run_phase(cp, f"plain-{mode}", args.pods, 0, args.timeout, drain)
+            gpu = run_phase(cp, f"gpu-{mode}", args.pods, 1, args.timeout, drain)
+            phases.append((mode, base, gpu))
         state = svc.get("/api/v1/state")
         served = server_times(svc)
         if args.decisions is not None:
@@ -237,17 +323,28 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if svc is not None:
             svc.stop()
+        events = audit_writes(cp)
         cleanup(cp)
-    print(f"{args.pods} pods created at once, create-to-bind (this process's clock):")
-    print(f"  kube-scheduler alone (no GPU)   {summary(base)}   not bound: {base_left}   "
-          f"(created in {base_span:.2f} s)")
-    print(f"  through dlsched (1 GPU each)    {summary(gpu)}   not bound: {gpu_left}   (created in {gpu_span:.2f} s)")
-    if base and gpu:
-        print(f"  median difference: {statistics.median(gpu) - statistics.median(base):+.3f} s; "
-              f"GPU pods waiting > 5 s: {sum(w > 5.0 for w in gpu)}")
+    ok = True
+    for mode, base, gpu in phases:
+        count_writes(events, base)
+        count_writes(events, gpu)
+        print(f"{mode}: {args.pods} pods created at once"
+              f"{f', then {args.nodes} new nodes (the old ones cordoned)' if mode == 'drain' else ''}; "
+              f"create-to-bind (this process's clock):")
+        for label, ph in (("kube-scheduler alone (no GPU)", base), ("through dlsched (1 GPU each)", gpu)):
+            print(f"  {label:31s} {summary(ph.waits)}   not bound: {ph.left}   {ph.rate:.1f} pods/s   "
+                  f"(created in {ph.span:.2f} s)")
+        ratio = gpu.rate / base.rate if base.rate else float("nan")
+        print(f"  pods/s through dlsched / kube-scheduler alone: {ratio:.2f}x (goal >= 0.75x)")
+        print(f"  API writes per bound pod: dlsched {gpu.per_pod('dlsched'):.2f} (goal <= 1.2; "
+              f"{gpu.writes.get('dlsched', 0)} writes, {gpu.refused} refused) + kube-scheduler "
+              f"{gpu.per_pod('kube-scheduler'):.2f}; kube-scheduler alone: {base.per_pod('kube-scheduler'):.2f}")
+        print(f"  dlsched's writes: {', '.join(f'{k} {n}' for k, n in sorted(gpu.kinds.items())) or 'none'}")
+        ok = ok and not base.left and not gpu.left
     print(f"  dlsched: binds {state['binds']}, counters {state['counters']}")
     print(f"  dlsched's own time per extender call (mean, from /metrics): {served}")
-    return 0 if not base_left and not gpu_left else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

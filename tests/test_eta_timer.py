@@ -181,4 +181,6 @@ def test_eta_endpoint_reports_the_timer():
         service.eta_timer.tick()
         after = app.call("GET", "/api/v1/eta")
         assert after["refreshes"] == 1 and after["last_refresh_at"] == T0
-        assert after["timer"]["annotations"] == {"threshold_s": 60.0, "written": 1, "unchanged": 0, "failed": 0}
+        assert after["timer"]["annotations"] == {"threshold_s": 60.0, "written": 1, "unchanged": 0,
+                                                  "no_estimate": 0, "imminent": 0, "not_pending": 0,
+                                                  "failed": 0}

@@ -165,9 +165,24 @@ def scheduler_config(extender_url: str, kubeconfig: Path, cache_capable: bool = 
     }
 
 
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                "rules": [{"level": "Metadata", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+                          {"level": "None"}]}
+
+
+def audit_writes(cp: ControlPlane) -> list[dict]:
+    """The API server's audit events of every write request (``audit=True``), in order: verb,
+    ``userAgent``, ``objectRef``, ``responseStatus.code``, ``requestReceivedTimestamp`` ..."""
+    path = cp.workdir / "audit.log"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def start_control_plane(k8s_dir: Path, extender_url: str, cache_capable: bool = False,
-                        qps: float | None = None) -> ControlPlane:
-    """Start etcd, kube-apiserver and kube-scheduler; raise with their logs when one fails."""
+                        qps: float | None = None, audit: bool = False) -> ControlPlane:
+    """Start etcd, kube-apiserver and kube-scheduler; raise with their logs when one fails.
+    ``audit``: the API server logs every write (:data:`AUDIT_POLICY`) to ``workdir/audit.log``."""
     work = Path(tempfile.mkdtemp(prefix="dlsched-k8s-"))
     cp = ControlPlane(work)
     try:
@@ -199,6 +214,7 @@ def start_control_plane(k8s_dir: Path, extender_url: str, cache_capable: bool = 
             "--api-audiences=https://kubernetes.default.svc",
             "--service-cluster-ip-range=10.96.0.0/16",
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            *_audit_flags(work, audit),
         ])
         cp.api_url = f"https://127.0.0.1:{api_port}"
         _wait(cp, "kube-apiserver", lambda: cp.request("GET", "/readyz")[0] == 200, 90)
@@ -216,13 +232,21 @@ def start_control_plane(k8s_dir: Path, extender_url: str, cache_capable: bool = 
         raise
 
 
+def _audit_flags(work: Path, audit: bool) -> list[str]:
+    if not audit:
+        return []
+    (work / "audit-policy.json").write_text(json.dumps(AUDIT_POLICY))
+    return [f"--audit-policy-file={work / 'audit-policy.json'}", f"--audit-log-path={work / 'audit.log'}",
+            "--audit-log-format=json", "--audit-log-mode=blocking"]
+
+
 def cleanup(cp: ControlPlane) -> None:
     cp.stop()
     shutil.rmtree(cp.workdir, ignore_errors=True)
 
 
 @contextmanager
-def extender_control_plane(shared: Path) -> Iterator[tuple[ControlPlane, int]]:
+def extender_control_plane(shared: Path, audit: bool = False) -> Iterator[tuple[ControlPlane, int]]:
     """A control plane whose kube-scheduler calls an extender on a free port of 127.0.0.1 (the
     caller starts dlsched there), and that port; stopped by PID at the end, whatever happens.
     Skips the test when ``shared/k8s`` cannot provide one."""
@@ -232,7 +256,7 @@ def extender_control_plane(shared: Path) -> Iterator[tuple[ControlPlane, int]]:
     if reason:
         pytest.skip(f"no control plane: {reason}")
     port = free_port()
-    cp = start_control_plane(shared / "k8s", f"http://127.0.0.1:{port}/scheduler")
+    cp = start_control_plane(shared / "k8s", f"http://127.0.0.1:{port}/scheduler", audit=audit)
     try:
         yield cp, port
     finally:

@@ -83,6 +83,7 @@ def start_election(service, core_api, election: Election):
     the lease the process exits."""
     from kubernetes import client
 
+    from dlsched.service.kube import name_replica
     from dlsched.service.leader import LeaderElector, LeaseLock
 
     def started() -> None:
@@ -94,6 +95,7 @@ def start_election(service, core_api, election: Election):
         print(f"dlsched serve: {election.identity} leads; reconciled with the API server: {found}",
               file=sys.stderr, flush=True)
 
+    name_replica(core_api, election.identity)   # its writes are told apart in the API server's audit log
     lock = LeaseLock(client.CoordinationV1Api(core_api.api_client), election.lease_namespace, election.lease_name)
     elector = LeaderElector(lock, election.identity, election.url, election.lease_duration,
                             election.renew_deadline, election.retry_period, on_started=started,

@@ -70,6 +70,8 @@ MAX_SCORE = 10  # the extender protocol's highest host priority
 PRIORITY_TOP = MAX_SCORE - 2   # policy scores map to 1..9, below the nominated node's MAX_SCORE
 ENDED_KEPT = 100_000   # uids of ended pods remembered, so that a stale copy is not adopted again
 ZERO_GPU_KEPT = 10_000  # pending pods that request no GPU, remembered for their bind
+NUDGE_AGAIN_S = 5.0   # seconds without a filter call before a pod nudged as unknown is nudged again
+NUDGE_TRIES = 2       # nudges of such a pod in all
 
 
 class BindError(RuntimeError):
@@ -129,6 +131,11 @@ class SchedulerCore:
         # told of a nomination of a pod kube-scheduler was told to wait (pod, node, GPU text, True):
         # the service annotates the pending pod, and the update makes kube-scheduler retry it
         self.nudge: Callable[[PodFacts, str, str, bool], None] | None = None
+        # False until the service answers extender calls (runtime.start): a pod seen before then may
+        # have had its last call answered 503 or refused, and sit in kube-scheduler's unschedulable
+        # queue until its 60-s flush; its last outcome is "unknown" and it is nudged once nominated
+        self.serving = False
+        self.startup_nudges: dict[str, tuple[float, int]] = {}   # uid -> (when, times) of a pod nudged as unknown
         self._answering = ""                       # the uid whose filter call is being answered
         self._ranks: dict[int, tuple[tuple, list[tuple], bool]] = {}   # vid -> (stamp, sorted ranks, NaN among them)
         self._now = 0.0
@@ -439,6 +446,8 @@ class SchedulerCore:
         now = self.now()
         self.jobs[pod.uid] = job
         self.pods[pod.uid] = pod
+        if not self.serving:
+            self.last_outcome[pod.uid] = "unknown"   # what kube-scheduler was told about it: not by this process
         self._handle(JobSubmitted(job), now)   # the policy's job_submitted, the queue, the VC marked
         self.store.log("submit", pod.uid, pod.key, now, detail=f"vc={vc} gpus={pod.gpus}")
         self._record("submit", uid=pod.uid, pod=pod.key, vc=vc, gpus=pod.gpus, submit_time=job.submit_time,
@@ -860,11 +869,52 @@ class SchedulerCore:
             return "nominations refused by the store", str(exc)
         self.waiting.pop(uid, None)
         self._record("start", uid=uid, node=st.node_ids[idx], gpus=[g for g, _ in slots], shared=bool(shared))
-        if self.nudge is not None and uid != self._answering and self.last_outcome.get(uid, "nominated") != "nominated":
-            # kube-scheduler was told to wait (and this is not the pod's own filter call, whose
-            # answer is on its way): it would not ask again before a cluster event or 60 s
-            self.nudge(pod, st.node_ids[idx], ",".join(str(g) for g, _ in slots), True)
+        outcome = self.last_outcome.get(uid, "nominated")
+        if self.nudge is not None and uid != self._answering and outcome != "nominated" \
+                and (self.serving or outcome != "unknown"):
+            # kube-scheduler was told to wait, or its call was never answered by this process (and
+            # this is not the pod's own filter call, whose answer is on its way): it would not ask
+            # again before a cluster event or 60 s. An unknown pod nominated before the service
+            # answers calls is nudged by due_nudges once it does (a nudge now would send the pod
+            # to a server not yet listening, and back to the unschedulable queue).
+            self._send_nudge(uid, st.node_ids[idx], ",".join(str(g) for g, _ in slots), now, outcome == "unknown")
         return None
+
+    def _send_nudge(self, uid: str, node: str, gpus: str, now: float, unknown: bool) -> None:
+        self.last_outcome[uid] = "nudged"
+        if unknown:
+            self.startup_nudges[uid] = (now, self.startup_nudges.get(uid, (0.0, 0))[1] + 1)
+        self.nudge(self.pods[uid], node, gpus, True)
+
+    def due_nudges(self, again_after: float = NUDGE_AGAIN_S, tries: int = NUDGE_TRIES) -> int:
+        """Nudge every nominated pod whose last extender call this process did not answer (it was
+        seen before the service answered calls: a start-up, a new leader), once the service does;
+        again after ``again_after`` seconds without a filter call for it, ``tries`` times in all
+        (the first nudge may have reached kube-scheduler before the server listened). Gang pods
+        are nudged by their gang (service/gangs.py). Returns the nudges sent."""
+        if self.nudge is None or not self.serving:
+            return 0
+        with self.lock:
+            now, sent = self.now(), 0
+            for uid, outcome in list(self.last_outcome.items()):
+                job = self.jobs.get(uid)
+                if job is None or job.state is not ASSUMED or is_gang_id(uid) or self.gangs.owns(uid):
+                    continue
+                at, times = self.startup_nudges.get(uid, (0.0, 0))
+                if outcome == "unknown" or (outcome == "nudged" and 0 < times < tries and now - at >= again_after):
+                    self._send_nudge(uid, self.state.node_ids[job.placement[0][0]], self._gpus_text(uid), now, True)
+                    sent += 1
+            for uid in [u for u in self.startup_nudges if u not in self.jobs]:
+                del self.startup_nudges[uid]
+            return sent
+
+    def nudge_wanted(self, uid: str, node: str) -> bool:
+        """Whether a queued nudge is still worth its API write: the pod is still nominated on
+        ``node`` and kube-scheduler was not told "nominated" since (its bind is then on its way)."""
+        with self.lock:
+            job = self.jobs.get(uid)
+            return (job is not None and job.state is ASSUMED and self.last_outcome.get(uid) != "nominated"
+                    and self.state.node_ids[job.placement[0][0]] == node)
 
     # -- the extender's questions ---------------------------------------------------------------
     def filter(self, pod: PodFacts, node_names: list[str]) -> tuple[list[str], dict[str, str]]:

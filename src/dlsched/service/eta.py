@@ -128,14 +128,23 @@ def _moved(last: float, t: float, threshold: float) -> bool:
 class EtaAnnotator:
     """Writes ``dlsched.io/eta`` on pending pods whose estimate moved by more than ``threshold``
     seconds since it was last written (or was never written). ``write(pod, text) -> error`` does
-    the API call ('' on success). Counts: ``written``, ``unchanged`` (moved less than the
-    threshold: no write), ``failed``."""
+    the API call ('' on success). A pod never annotated whose estimate is less than ``soon``
+    seconds away, or that was created less than ``soon`` seconds ago, is left alone (it is about
+    to be nominated and bound, or may well be: issue 33, point 5), and a
+    pod is asked ``pending(uid)`` again just before its write. Counts: ``written``, ``unchanged``
+    (moved less than the threshold: no write), ``no_estimate`` (``never`` where nothing was written),
+    ``imminent``, ``not_pending``, ``failed``."""
 
-    def __init__(self, write: Callable[[object, str], str], threshold: float = 60.0) -> None:
+    def __init__(self, write: Callable[[object, str], str], threshold: float = 60.0, soon: float = 0.0,
+                 pending: Callable[[str], bool] | None = None) -> None:
         if not threshold >= 0:
             raise ValueError(f"ETA annotation threshold must be >= 0 seconds, got {threshold}")
+        if not soon >= 0:
+            raise ValueError(f"ETA 'soon' horizon must be >= 0 seconds, got {soon}")
         self.write = write
         self.threshold = float(threshold)
+        self.soon = float(soon)   # an estimate closer than this is not written: the pod starts first
+        self.pending = pending    # uid -> still pending, asked again just before each write
         self.written: dict[str, float] = {}   # uid -> the ETA last written
         self.counts: Counter[str] = Counter()
 
@@ -147,6 +156,20 @@ class EtaAnnotator:
             last = self.written.get(pod.uid)
             if last is not None and not _moved(last, t, self.threshold):
                 self.counts["unchanged"] += 1
+                continue
+            if last is None and math.isinf(t):
+                # no estimate (nothing starts it in the forward run): the absent annotation says so;
+                # ``never`` is written only over an estimate written before, which it makes stale
+                self.counts["no_estimate"] += 1
+                continue
+            if last is None and (t - now < self.soon or now - (getattr(pod, "created", 0.0) or 0.0) < self.soon):
+                # about to start (the forward run starts it before the next tick), or created less
+                # than a tick ago (most such pods bind before the annotation could be read, and the
+                # write would race their bind): a pod that waits is annotated at a later tick
+                self.counts["imminent"] += 1
+                continue
+            if self.pending is not None and not self.pending(pod.uid):
+                self.counts["not_pending"] += 1   # nominated or bound since the estimates were read
                 continue
             tried += 1
             error = self.write(pod, eta_text(t, now))
@@ -171,6 +194,15 @@ def pending_etas(core, etas: dict[str, float]) -> list[tuple[object, float]]:
             if job is not None and job.state is JobState.PENDING and uid in core.pods:
                 out.append((core.pods[uid], t))
         return out
+
+
+def still_pending(core) -> Callable[[str], bool]:
+    """``pending(uid)``: whether the core still has the pod pending (not nominated, not bound)."""
+    def pending(uid: str) -> bool:
+        with core.lock:
+            job = core.jobs.get(uid)
+            return job is not None and job.state is JobState.PENDING
+    return pending
 
 
 def kube_writer(api) -> Callable[[object, str], str]:
@@ -240,5 +272,8 @@ class EtaRefresher:
         if self.annotator is not None:
             out["annotations"] = {"threshold_s": self.annotator.threshold, "written": self.annotator.counts["written"],
                                   "unchanged": self.annotator.counts["unchanged"],
+                                  "no_estimate": self.annotator.counts["no_estimate"],
+                                  "imminent": self.annotator.counts["imminent"],
+                                  "not_pending": self.annotator.counts["not_pending"],
                                   "failed": self.annotator.counts["failed"]}
         return out

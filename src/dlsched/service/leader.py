@@ -160,6 +160,7 @@ class LeaderElector:
         self.terms = 0                             # times this replica became leader
         self.became_leader_at: float | None = None   # wall time of the last acquisition
         self.errors = 0                            # failed Lease reads/writes (API errors)
+        self.stale_writes_skipped = 0              # Lease writes not sent: stale read or past the deadline
 
     # -- the gate --------------------------------------------------------------------------
     @property
@@ -185,6 +186,7 @@ class LeaderElector:
         """One read and (when allowed) one write of the Lease; True when this replica holds it now."""
         now_wall, now = time.time(), self.clock()
         old = self.lock.get()
+        read_at = self.clock()   # a slow answer is no stall: what counts is the time from here to the write
         if old is None:
             rec = LeaseRecord(self.identity, self.url, round(self.lease_duration), 0,
                               _micro_time(now_wall), _micro_time(now_wall))
@@ -194,11 +196,29 @@ class LeaderElector:
         mine = old.holder == self.identity
         if old.holder and not mine and not self._expired(old):
             return self._written(None, now)
+        if not self._may_write(read_at, mine):
+            return False
         rec = LeaseRecord(self.identity, self.url, round(self.lease_duration),
                           old.transitions if mine else old.transitions + 1,
                           old.acquire_time if mine and old.acquire_time else _micro_time(now_wall),
                           _micro_time(now_wall), old.resource_version)
         return self._written(self.lock.write(rec), now)
+
+    def _may_write(self, read_at: float, renewal: bool) -> bool:
+        """Whether the write this try decided on may still be sent: not when the process stood
+        still since the Lease was read (SIGSTOP, a frozen VM: what it read may be stale by now,
+        and the other replicas may have taken over meanwhile), nor a renewal once the renew
+        deadline has passed (this replica stopped leading then; it campaigns afresh instead).
+        No write of a deposed leader reaches the API server (issue 33, point 4)."""
+        now = self.clock()
+        if now - read_at > self.retry_period:
+            self.stale_writes_skipped += 1
+            return False
+        at = self._renewed_at
+        if renewal and at is not None and now - at >= self.renew_deadline:
+            self.stale_writes_skipped += 1
+            return False
+        return True
 
     def _written(self, rec: LeaseRecord | None, now: float) -> bool:
         if rec is None:
@@ -277,5 +297,6 @@ class LeaderElector:
                 "leader_url": url or None, "lease": f"{self.lock.namespace}/{self.lock.name}",
                 "lease_transitions": rec.transitions if rec else None, "terms": self.terms,
                 "became_leader_at": self.became_leader_at, "lease_errors": self.errors,
+                "lease_writes_skipped": self.stale_writes_skipped,
                 "lease_duration_s": self.lease_duration, "renew_deadline_s": self.renew_deadline,
                 "retry_period_s": self.retry_period}

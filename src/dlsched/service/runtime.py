@@ -12,10 +12,10 @@ import logging
 import queue
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 from dlsched.service.core import BindError, SchedulerCore
 from dlsched.service.pods import BATCH_ANNOTATION, GPU_RESOURCE, MODEL_ANNOTATION, VC_LABEL
@@ -114,6 +114,7 @@ class LiveService:
         self.start_eta_timer()
         self.start_queues()
         self.start_timers()
+        self.core.serving = True   # pods seen until now are nudged once nominated (core.due_nudges)
         self.started = True
         return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped, "gangs": gangs,
                 "eviction_intents_resumed": resumed[0], "eviction_intents_closed": resumed[1]}
@@ -135,6 +136,12 @@ class LiveService:
         """Only the lease holder nominates (the core's passes) and binds (:meth:`bind`)."""
         self.elector = elector
         self.core.may_nominate = lambda: elector.is_leader
+        if self.bridge is not None and getattr(self.bridge, "api", None) is not None:
+            from dlsched.service.kube import FencedApi
+
+            # every API write (pod patch, Binding, Eviction, event, pod deletion) checks the renew
+            # deadline at the moment it is sent: the workers that annotate, nudge and evict too
+            self.bridge.api = FencedApi(self.bridge.api, lambda: elector.is_leader)
 
     def leading(self) -> bool:
         """True when this replica answers extender calls itself: it holds the lease (always, without
@@ -154,11 +161,18 @@ class LiveService:
         patch): the pod update moves it out of kube-scheduler's unschedulable queue (the nudge),
         and its bind then needs the Binding call alone. Only such pods: annotating every
         nomination ahead of its bind was tried, and under load the writes queued behind each
-        other, landed after the binds and slowed the API server (82 of 100 came too late)."""
+        other, landed after the binds and slowed the API server (82 of 100 came too late). Also
+        a pod whose last call this process did not answer (core.due_nudges). A queued nudge is
+        dropped when the pod was bound, forgotten or moved, or told "nominated", meanwhile."""
         while not self._done.is_set():
             try:
                 pod, node, gpus, _ = self._nudges.get(timeout=1.0)
             except queue.Empty:
+                continue
+            if not self.core.nudge_wanted(pod.uid, node):
+                # bound, forgotten or moved meanwhile, or kube-scheduler was told "nominated" since
+                # (its bind is on its way): the write would change nothing or be refused (422)
+                self.stats["nudges_skipped"] = self.stats.get("nudges_skipped", 0) + 1
                 continue
             error = self.bridge.touch(pod.namespace, pod.name, pod.uid, node, gpus)
             if not error:
@@ -176,12 +190,13 @@ class LiveService:
         through the bridge (its ``write_eta``, else a patch through its ``api``)."""
         if self.eta_interval <= 0 or self.eta_timer is not None:
             return
-        from dlsched.service.eta import EtaAnnotator, EtaRefresher, kube_writer
+        from dlsched.service.eta import EtaAnnotator, EtaRefresher, kube_writer, still_pending
 
         write = getattr(self.bridge, "write_eta", None)
         if write is None and getattr(self.bridge, "api", None) is not None:
             write = kube_writer(self.bridge.api)
-        annotator = EtaAnnotator(write, self.eta_threshold) if write is not None else None
+        annotator = EtaAnnotator(write, self.eta_threshold, soon=self.eta_interval,
+                                 pending=still_pending(self.core)) if write is not None else None
         self.eta_timer = EtaRefresher(self.core.eta, self.eta_interval, annotator)
         threading.Thread(target=self.eta_timer.run, args=(self._done,), name="eta", daemon=True).start()
 
@@ -221,9 +236,13 @@ class LiveService:
         threading.Thread(target=self.queues.run, args=(self._done,), name="queues", daemon=True).start()
 
     def _expirer(self) -> None:
-        """Drops, every second, nominations of pods the API server has not shown in time."""
+        """Drops, every second, nominations of pods the API server has not shown in time, and
+        nudges the nominated pods whose last extender call this process did not answer (seen at
+        start-up or when it became leader: kube-scheduler may have parked them for 60 s)."""
         while not self._done.wait(1.0):
             self.core.expire_unseen(self.unseen_ttl)
+            if self.nudge and self.leading():
+                self.core.due_nudges()
 
     # -- the policy's timers (WakeAt -> TimerFired) ----------------------------------------
     def start_timers(self) -> threading.Thread:
