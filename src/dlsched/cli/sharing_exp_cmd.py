@@ -63,6 +63,15 @@ def _history(rows: list | None, path: Path | None, truth=None) -> None:
     """After a run: the truth's notes (what it capped), and the history file when asked."""
     for note in getattr(truth, "notes", ()):
         console.print(f"note: {note}", highlight=False)
+    if truth is not None:
+        from dlsched.models.pair_sanity import equal_to_isolated
+
+        for gpu, pairs in truth.table.pairs.items():
+            n = len(equal_to_isolated(truth.table, gpu))
+            if n:
+                console.print(f"note: truth {truth.name}: {n} of {len(pairs)} {gpu} pair entries equal the isolated "
+                              "throughput and are used as no slowdown (`dlsched interference pair-check`)",
+                              highlight=False)
     if rows is not None and path is not None:
         from dlsched.experiments.history import write_history
 
