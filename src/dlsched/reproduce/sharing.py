@@ -254,7 +254,7 @@ class CoScheML(_Seeded):
 class ColocationOracle(_Seeded):
     name = "colocation-oracle"
     title = "Share of the oracle's makespan gain (over no sharing) each policy reaches, real vs perfect predictions"
-    paper = "Issue 10's oracle comparison (upper bound: true pair table; lower: random pairing); no paper figures"
+    paper = "Issue 10's oracle comparison (reference: the true pair table, not a per-seed bound; random pairing); no paper figures"
     command = "dlsched experiment colocation-oracle --seeds 10 --workload coscheml-30"
 
     def run(self, ctx: Context) -> tuple[list[Table], list[str]]:
