@@ -110,3 +110,26 @@ def test_cli_prints_every_pair_and_refuses_a_bad_max_seeds():
     assert "between policies" in res.output and "Bonferroni" in res.output
     assert res.output.count("Loadbalance") >= 4  # its row and its three pairs
     assert "seeds: 2 seeds (fixed; not extended by the seed rule)" in res.output.replace("\n", " ")
+
+
+def test_report_renders_the_pairs_and_the_seed_rule(tmp_path):
+    import json
+
+    from dlsched.report import build_report
+
+    gains = {"Horus": [0.20, 0.22, 0.25, 0.21], "OBP": [0.19, 0.18, 0.26, 0.20]}
+    runs = {"FIFO": [RunResult("FIFO", s, {"makespan": 100.0}) for s in range(4)]}
+    for label, gs in gains.items():
+        runs[label] = [RunResult(label, s, {"makespan": 100.0 * (1 - g)}) for s, g in enumerate(gs)]
+    pairs = comparisons(runs, "FIFO", "makespan")
+    (p,) = pairs
+    assert (p["a"], p["b"], p["n"], p["wins_a"]) == ("Horus", "OBP", 4, 3)
+    assert p["diff"] == pytest.approx(0.0125) and p["verdict"] == "tied"
+    rule = {"seeds_asked": 4, "seeds_run": 4, "max_seeds": 30, "extended_for": [], "correction": "bonferroni"}
+    result = {"experiment": "compare", "seeds": [0, 1, 2, 3], "seconds": 1.0,
+              "rows": [{"policy": "Horus", "gain": 0.22}], "pairs": pairs, "seed_rule": {"": rule}}
+    (tmp_path / "sharing_experiment.json").write_text(json.dumps(result))
+    page = build_report(tmp_path).read_text()
+    assert "Between policies (paired per seed, Bonferroni-corrected)" in page
+    assert "+1.2" in page and "tied" in page and "4 seeds (fixed; not extended by the seed rule)" in page
+    assert "seed_rule =" not in page  # the settings line leaves the pairs to their own table
