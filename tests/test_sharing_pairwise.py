@@ -94,6 +94,8 @@ def test_seed_rule_leaves_quick_looks_far_pairs_and_max_none_alone():
         _, got, rule = run_with_seed_rule(lambda s, o=offsets, c=calls: c.append(s) or _runs(s, o), seeds, "base",
                                           "makespan", max_seeds)
         assert len(calls) == 1 and got == seeds and rule["seeds_run"] == len(seeds) and not rule["extended_for"]
+        if max_seeds and len(seeds) == 10:
+            assert "(protocol: 10; no tied pair would separate within 30 seeds)" in rule_text(rule)
     assert "not extended" in rule_text({"seeds_run": 5, "seeds_asked": 5, "max_seeds": 30, "extended_for": [],
                                         "correction": "bonferroni"})
 

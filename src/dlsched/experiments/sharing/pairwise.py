@@ -87,7 +87,7 @@ def rule_text(rule: dict) -> str:
         text += (f" (protocol: {rule['seeds_asked']}, extended for the close pair(s) "
                  f"{', '.join(rule['extended_for'])}; limit {rule['max_seeds']})")
     elif rule.get("max_seeds") and rule["seeds_asked"] >= DEFAULT_SEEDS:
-        text += f" (protocol: {rule['seeds_asked']}; no pair close enough to separate within {rule['max_seeds']})"
+        text += f" (protocol: {rule['seeds_asked']}; no tied pair would separate within {rule['max_seeds']} seeds)"
     else:
         text += " (fixed; not extended by the seed rule)"
     return text + f"; between-policy CIs {rule['correction']}-corrected"
