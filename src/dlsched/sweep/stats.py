@@ -6,6 +6,10 @@ repetitions of one configuration. For every numeric figure the table has ``FIG.m
 with a baseline, ``FIG.ratio`` = mean / the baseline configuration's mean, where the baseline
 configuration is the one equal to this row except for the baseline's keys (e.g. the same cluster
 size and load with ``policy=fifo``).
+
+:func:`pairwise_paired` compares every pair of configurations paired per replicate, with
+Bonferroni-corrected CIs and a "tied" verdict; :func:`replicates_needed` estimates the replicates a
+tied pair would need (the sharing experiments' seed rule, :mod:`dlsched.experiments.sharing.pairwise`).
 """
 
 from __future__ import annotations
