@@ -85,7 +85,8 @@ def add_pair_check(sub: typer.Typer) -> None:
         for g, row in per_gpu.items():
             if row["equal_to_isolated"]:
                 firsts = ", ".join(f"{m} {n}" for m, n in row["equal_to_isolated_by_first_job"].items())
-                console.print(f"warning: {g}: {row['equal_to_isolated']} of {row['entries']} entries equal the "
+                console.print(f"warning: {g or '(unnamed GPU)'}: {row['equal_to_isolated']} of {row['entries']} "
+                              "entries equal the "
                               f"isolated throughput (first job: {firsts})", highlight=False)
         if isolated and limit:
             iso = Table(title=f"entries equal to the isolated throughput ({min(limit, len(isolated))} of "
@@ -93,7 +94,7 @@ def add_pair_check(sub: typer.Typer) -> None:
             for col in ("GPU", "job a", "beside b", "s(a|b)", "s(b|a)"):
                 iso.add_column(col, justify="right")
             for e in isolated[:limit]:
-                iso.add_row(e.gpu, e.a, e.b, "1.000", "-" if e.s_b is None else f"{e.s_b:.3f}")
+                iso.add_row(e.gpu or "(unnamed)", e.a, e.b, "1.000", "-" if e.s_b is None else f"{e.s_b:.3f}")
             out.print(iso)
         if isolated:
             console.print(f"rule: {ISOLATED_RULE}", highlight=False)

@@ -69,7 +69,8 @@ def _history(rows: list | None, path: Path | None, truth=None) -> None:
         for gpu, pairs in truth.table.pairs.items():
             n = len(equal_to_isolated(truth.table, gpu))
             if n:
-                console.print(f"note: truth {truth.name}: {n} of {len(pairs)} {gpu} pair entries equal the isolated "
+                console.print(f"note: truth {truth.name}: {n} of {len(pairs)} {gpu + ' ' if gpu else ''}pair entries "
+                              "equal the isolated "
                               "throughput and are used as no slowdown (`dlsched interference pair-check`)",
                               highlight=False)
     if rows is not None and path is not None:

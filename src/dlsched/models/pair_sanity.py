@@ -90,8 +90,8 @@ class IsolatedEntry:
     s_b: float | None  # the partner's slowdown beside ``a`` (None when that order is not measured)
 
 
-ISOLATED_RULE = ("entries equal to the isolated throughput (s = 1.000 exactly; in Gavel's release most likely "
-                 "clipped at 1) are used as measured: no slowdown for that job beside that partner, the "
+ISOLATED_RULE = ("entries equal to the isolated throughput (s = 1.000 exactly, most likely a throughput clipped "
+                 "at the isolated one) are used as measured: no slowdown for that job beside that partner, the "
                  "partner's own entry unchanged; nothing re-estimates them")
 
 
