@@ -8,8 +8,9 @@ written by this script, so they cannot go stale silently (the README's demo bloc
     python scripts/sharing_tables.py --write                 # every block (Table 7: minutes)
     python scripts/sharing_tables.py --check --only coscheml # exit 1 with a diff when stale
 
-Blocks: ``horus-table6`` (`dlsched reproduce horus-table6`: built-in and Lucid truths, 10 seeds),
-``coscheml`` and ``colocation-oracle`` (10 seeds), ``horus-table7`` (3 seeds, real and perfect
+Blocks: ``horus-table6`` (`dlsched reproduce horus-table6`: built-in and Lucid truths, 10 seeds
+extended by the seed rule of :mod:`dlsched.experiments.sharing.pairwise`, with every pair of
+policies compared), ``coscheml`` and ``colocation-oracle`` (the same), ``horus-table7`` (3 seeds, real and perfect
 predictions; needs ../shared) and ``truths`` (:func:`dlsched.experiments.sharing.truths.why_truths_differ`,
 10 seeds). ``tests/test_sharing_doc_tables.py`` checks the rendering and one block.
 """

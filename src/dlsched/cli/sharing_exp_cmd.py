@@ -2,13 +2,16 @@
 sharing papers' tables on our engine, printed beside the papers' numbers (``--json`` for the raw
 rows; ``--out DIR`` also writes ``DIR/sharing_experiment.json``, which ``dlsched report DIR``
 renders). Every command takes ``--seeds N`` (default 10; gains are paired per seed, with a 95 %
-CI and wins), ``--profiles`` (the truth: builtin, builtin-raw, lucid, a folder or a .json),
+CI and wins; every pair of ranked policies is compared too, Bonferroni-corrected, "tied" where the
+CI spans 0), ``--max-seeds M`` (the seed rule: a 10-seed table is extended up to M seeds for a
+close pair; 0 = never), ``--profiles`` (the truth: builtin, builtin-raw, lucid, a folder or a .json),
 ``--policies a,b:k=v`` (more rows: any registered policy) and ``--history FILE`` (per-job rate and
 co-runners, CSV)."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -29,6 +32,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print the rows as JSON")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="also write DIR/sharing_experiment.json (for `dlsched report DIR`)")]
 CapOpt = Annotated[int, typer.Option("--max-jobs-per-gpu", help="jobs one GPU may hold for the sharing policies")]
 PredOpt = Annotated[str, typer.Option("--predictions", help="real (the shipped predictors) | perfect (= truth)")]
+MaxSeedsOpt = Annotated[int, typer.Option("--max-seeds", help="seed rule: a table of >= 10 seeds is run on more "
+                                          "seeds, up to this many, when a pair of policies is tied but would "
+                                          "separate within it (0 = never extend)")]
 
 RESULT_FILE = "sharing_experiment.json"
 
@@ -57,6 +63,16 @@ def _history(rows: list | None, path: Path | None, truth=None) -> None:
     """After a run: the truth's notes (what it capped), and the history file when asked."""
     for note in getattr(truth, "notes", ()):
         console.print(f"note: {note}", highlight=False)
+    if truth is not None:
+        from dlsched.models.pair_sanity import equal_to_isolated
+
+        for gpu, pairs in truth.table.pairs.items():
+            n = len(equal_to_isolated(truth.table, gpu))
+            if n:
+                console.print(f"note: truth {truth.name}: {n} of {len(pairs)} {gpu + ' ' if gpu else ''}pair entries "
+                              "equal the isolated "
+                              "throughput and are used as no slowdown (`dlsched interference pair-check`)",
+                              highlight=False)
     if rows is not None and path is not None:
         from dlsched.experiments.history import write_history
 
@@ -79,8 +95,16 @@ def _check_cap(cap: int) -> None:
         raise ValueError(f"--max-jobs-per-gpu must be >= 2 for the sharing policies, got {cap}")
 
 
+def _max_seeds(n: int) -> int | None:
+    from dlsched.experiments.protocol import MAX_SEEDS
+
+    if not 0 <= n <= MAX_SEEDS:
+        raise ValueError(f"--max-seeds must be between 0 and {MAX_SEEDS:,}, got {n:,}")
+    return n or None
+
+
 def _fmt(value, spec: str = ".1f", pct: bool = False) -> str:
-    if value is None or value != value:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     return f"{100 * value:{spec}} %" if pct else f"{value:{spec}}"
 
@@ -103,8 +127,38 @@ def _emit(result: dict, as_json: bool, out_dir: Path | None, columns: list[tuple
         table.add_row(*(str(row[key]) if isinstance(row.get(key), str) else _fmt(row.get(key), spec, pct)
                         for key, _, spec, pct in columns))
     out.print(table)
-    console.print(f"{len(result['seeds'])} seed(s) on truth {result.get('truth', 'builtin')} in {result['seconds']:.1f} s"
-                  + (f"; written to {out_dir / RESULT_FILE}" if out_dir is not None else ""))
+    _print_pairs(result)
+    console.print(f"{len(result['seeds'])} seed(s) asked on truth {result.get('truth', 'builtin')} in "
+                  f"{result['seconds']:.1f} s" + (f"; written to {out_dir / RESULT_FILE}" if out_dir is not None else ""))
+
+
+def _points(value: float) -> str:
+    return "-" if value is None or math.isnan(value) else f"{100 * value:+.1f}"
+
+
+def _print_pairs(result: dict) -> None:
+    """Every pair of ranked policies (paired per seed, Bonferroni-corrected) and the seeds run."""
+    from rich.table import Table
+
+    from dlsched.experiments.sharing.pairwise import rule_text
+
+    pairs = result.get("pairs") or []
+    if not pairs:
+        return
+    group = next((k for k in ("workload", "predictions") if k in pairs[0]), None)
+    table = Table(title=f"between policies: gain of a minus gain of b, points; {pairs[0]['pairs']} pair(s) "
+                  f"per group, CIs at {100 * pairs[0]['level']:.2f} % (Bonferroni: 95 % for all together)")
+    heads = ([group] if group else []) + ["a", "b", "a - b", "CI low", "CI high", "seeds a won", "seeds",
+                                           "verdict", "seeds a verdict needs"]
+    for h in heads:
+        table.add_column(h, justify="right")
+    for p in pairs:
+        table.add_row(*([str(p[group])] if group else []), p["a"], p["b"], _points(p["diff"]),
+                      _points(p["diff_ci_low"]), _points(p["diff_ci_high"]),
+                      str(p["wins_a"]), str(p["n"]), p["verdict"], p["seeds_needed_text"])
+    out.print(table)
+    for name, rule in result.get("seed_rule", {}).items():
+        console.print(f"seeds{' (' + name + ')' if name else ''}: {rule_text(rule)}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -115,14 +169,15 @@ def register(app: typer.Typer) -> None:
     @experiment.command("horus-table6")
     def horus_table6(seeds: SeedsOpt = 10, cap: CapOpt = 2, beta: Annotated[int, typer.Option(help="Horus's jobs per round")] = 15,
                      predictions: PredOpt = "real", truth: TruthOpt = "builtin", policies: PoliciesOpt = "",
-                     history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+                     history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None,
+                     max_seeds: MaxSeedsOpt = 30) -> None:
         """Horus Table 6: makespan of FIFO, PAB, OBP, Horus on W-Large / W-Small (testbed: 3 x 4 RTX 2080)."""
         from dlsched.experiments.sharing.tables import horus_table6 as run
 
         with clear_errors():
             _check_cap(cap)
             t, extra, rows = _setup(truth, policies, history, cap, out_dir)
-            result = run(_seeds(seeds), cap, beta, predictions, t, extra, rows)
+            result = run(_seeds(seeds), cap, beta, predictions, t, extra, rows, max_seeds=_max_seeds(max_seeds))
             _history(rows, history, t)
         _emit(result, as_json, out_dir, [
             ("workload", "workload", "", False), ("policy", "policy", "", False),
@@ -141,7 +196,8 @@ def register(app: typer.Typer) -> None:
                      ks: Annotated[str, typer.Option("--k", help="Horus-f queue counts for the sensitivity rows")] = "3,4,5",
                      nodes: Annotated[int, typer.Option(help="one pool of N nodes (0 = the workload's own VCs)")] = 32,
                      predictions: PredOpt = "real", truth: TruthOpt = "builtin", policies: PoliciesOpt = "",
-                     history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+                     history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None,
+                     max_seeds: MaxSeedsOpt = 30) -> None:
         """Horus Table 7: waiting time of FIFO, OBP, Horus, Horus-f on a production-like trace, and k = 3/4/5."""
         from dlsched.experiments.sharing.tables import horus_table7 as run
 
@@ -157,7 +213,7 @@ def register(app: typer.Typer) -> None:
                 raise ValueError(f"--nodes must be >= 0, got {nodes}")
             t, extra, rows = _setup(truth, policies, history, cap, out_dir)
             result = run(_seeds(seeds), workload, jobs or None, cap, beta, k_list, predictions, nodes or None, t,
-                         extra, rows)
+                         extra, rows, max_seeds=_max_seeds(max_seeds))
             _history(rows, history, t)
             if result["left_out_too_wide"]:
                 console.print(f"left out {result['left_out_too_wide']:.0f} jobs wider than the {nodes}-node pool")
@@ -175,7 +231,8 @@ def register(app: typer.Typer) -> None:
     @experiment.command("coscheml")
     def coscheml(seeds: SeedsOpt = 10, interval: Annotated[int, typer.Option(help="arrival interval: 15, 30 or 60 s")] = 30,
                  predictions: PredOpt = "real", truth: TruthOpt = "builtin", policies: PoliciesOpt = "",
-                 history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+                 history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None,
+                 max_seeds: MaxSeedsOpt = 30) -> None:
         """Co-scheML Fig. 7-9: JCT, makespan, speed, utilisation of Co-scheML, Binpack, Loadbalance, Mystic."""
         from dlsched.experiments.sharing.tables import coscheml as run
 
@@ -183,7 +240,7 @@ def register(app: typer.Typer) -> None:
             if interval not in (15, 30, 60):
                 raise ValueError(f"--interval must be 15, 30 or 60 (the paper's densities), got {interval}")
             t, extra, rows = _setup(truth, policies, history, out_dir=out_dir)
-            result = run(_seeds(seeds), interval, predictions, t, extra, rows)
+            result = run(_seeds(seeds), interval, predictions, t, extra, rows, max_seeds=_max_seeds(max_seeds))
             _history(rows, history, t)
         _emit(result, as_json, out_dir, [
             ("policy", "policy", "", False), ("avg_jct_s", "avg JCT s", ".0f", False), *GAIN_COLUMNS,
@@ -198,14 +255,14 @@ def register(app: typer.Typer) -> None:
     def colocation_oracle(seeds: SeedsOpt = 10, cap: CapOpt = 2,
                           workload: Annotated[str, typer.Option(help="a sharing workload (see `dlsched trace generate --help`)")] = "coscheml-30",
                           truth: TruthOpt = "builtin", policies: PoliciesOpt = "", history: HistoryOpt = None,
-                          as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+                          as_json: JsonOpt = False, out_dir: OutOpt = None, max_seeds: MaxSeedsOpt = 30) -> None:
         """Share of the oracle's makespan gain (over no sharing) each policy reaches, real vs perfect predictions."""
         from dlsched.experiments.sharing.tables import colocation_oracle as run
 
         with clear_errors():
             _check_cap(cap)
             t, extra, rows = _setup(truth, policies, history, cap, out_dir)
-            result = run(_seeds(seeds), workload, cap, t, extra, rows)
+            result = run(_seeds(seeds), workload, cap, t, extra, rows, max_seeds=_max_seeds(max_seeds))
             _history(rows, history, t)
         _emit(result, as_json, out_dir, [
             ("predictions", "predictions", "", False), ("policy", "policy", "", False),
@@ -222,7 +279,8 @@ def register(app: typer.Typer) -> None:
                 seeds: SeedsOpt = 10, cap: CapOpt = 2, predictions: PredOpt = "real", truth: TruthOpt = "builtin",
                 jobs: Annotated[int, typer.Option(help="first N jobs of philly-profiled (0 = all)")] = 0,
                 nodes: Annotated[int, typer.Option(help="one pool of N nodes (0 = the workload's own VCs)")] = 0,
-                history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None) -> None:
+                history: HistoryOpt = None, as_json: JsonOpt = False, out_dir: OutOpt = None,
+                max_seeds: MaxSeedsOpt = 30) -> None:
         """Any registered policies on a sharing workload beside no sharing: makespan, paired gain (95 % CI, wins)."""
         from dlsched.experiments.sharing.tables import compare as run
         from dlsched.workloads import WORKLOADS
@@ -234,7 +292,8 @@ def register(app: typer.Typer) -> None:
             if jobs < 0 or nodes < 0:
                 raise ValueError(f"--jobs and --nodes must be >= 0, got {jobs}, {nodes}")
             t, specs, rows = _setup(truth, policies, history, cap, out_dir)
-            result = run(_seeds(seeds), workload, specs, predictions, t, jobs or None, nodes or None, rows)
+            result = run(_seeds(seeds), workload, specs, predictions, t, jobs or None, nodes or None, rows,
+                         max_seeds=_max_seeds(max_seeds))
             _history(rows, history, t)
         _emit(result, as_json, out_dir, [
             ("policy", "policy", "", False), ("makespan_s", "makespan s", ".0f", False),

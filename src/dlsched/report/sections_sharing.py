@@ -4,6 +4,7 @@ our rows beside the paper's numbers, as the command printed them."""
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Mapping
 
 from dlsched.report.page import Section, note
@@ -18,7 +19,7 @@ TITLES = {"horus-table6": "Horus Table 6: makespan and utilisation",
 
 
 def _cell(key: str, value: object) -> str:
-    if value is None or (isinstance(value, float) and value != value):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if isinstance(value, str):
         return html.escape(value)
@@ -40,8 +41,33 @@ def sharing_sections(result: Mapping) -> list[Section]:
         return [Section("sharing", "Sharing experiment", note(f"{SHARING_FILE} has no rows."))]
     keys = list(rows[0])
     table = render(keys, ([_cell(k, r.get(k)) for k in keys] for r in rows))
-    settings = {k: v for k, v in result.items() if k not in ("rows", "experiment", "seconds")}
+    settings = {k: v for k, v in result.items() if k not in ("rows", "experiment", "seconds", "pairs", "seed_rule")}
     body = table + note("Columns named paper_* quote the paper; the others are ours (mean over seeds). "
                         "Settings: " + ", ".join(f"{k} = {v}" for k, v in settings.items()))
     name = str(result.get("experiment", "sharing"))
-    return [Section("sharing", TITLES.get(name, name), body)]
+    sections = [Section("sharing", TITLES.get(name, name), body)]
+    if result.get("pairs"):
+        sections.append(Section("sharing-pairs", "Between policies (paired per seed, Bonferroni-corrected)",
+                                pairs_body(result)))
+    return sections
+
+
+def pairs_body(result: Mapping) -> str:
+    """Every pair of ranked policies: gain difference in points, corrected CI, verdict, and the seeds
+    the seed rule ran (``dlsched.experiments.sharing.pairwise``)."""
+    from dlsched.experiments.sharing.pairwise import rule_text
+
+    pairs = result["pairs"]
+    group = next((k for k in ("workload", "predictions") if k in pairs[0]), None)
+    heads = ([group] if group else []) + ["a", "b", "gain a - gain b (points)", "corrected CI (points)",
+                                           "seeds a won", "seeds", "verdict", "seeds a verdict needs"]
+
+    def points(v: object) -> str:
+        return "–" if v is None or math.isnan(float(v)) else f"{100 * float(v):+.1f}"
+
+    rows = ([*([html.escape(str(p[group]))] if group else []), html.escape(p["a"]), html.escape(p["b"]),
+             points(p["diff"]), f"{points(p['diff_ci_low'])} .. {points(p['diff_ci_high'])}", str(p["wins_a"]),
+             str(p["n"]), html.escape(p["verdict"]), html.escape(p["seeds_needed_text"])] for p in pairs)
+    rules = "; ".join(f"{name + ': ' if name else ''}{rule_text(rule)}"
+                      for name, rule in (result.get("seed_rule") or {}).items())
+    return render(heads, rows) + note("Tied: the corrected CI spans 0. Seeds: " + html.escape(rules))

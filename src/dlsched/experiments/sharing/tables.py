@@ -9,7 +9,10 @@ busy-GPU share and the delivered utilisation (measured utilisation x rate), the 
 what the papers measured with nvidia-smi/DCGM.
 
 Protocol (:mod:`dlsched.experiments.protocol`): every table has a no-sharing row, every gain is
-the mean of per-seed gains over that row with its 95 % CI and the seeds won. ``extra``: more
+the mean of per-seed gains over that row with its 95 % CI and the seeds won; ``pairs``: every pair
+of the ranked policies, paired per seed with Bonferroni-corrected CIs ("tied" where one spans 0),
+and ``seed_rule``: the seeds run (``max_seeds``: the seed rule of
+:mod:`dlsched.experiments.sharing.pairwise` extends a 10-seed table for close pairs; None: never). ``extra``: more
 policies (any registered one, :func:`parse_policies`) appended as rows; ``history``: a list the
 per-job rate / co-runner rows go to.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import time
 
 from dlsched.experiments.protocol import paired_gain
+from dlsched.experiments.sharing.pairwise import comparisons, run_with_seed_rule
 from dlsched.experiments.sharing.papers import COSCHEML, HORUS_TABLE6, HORUS_TABLE7, HORUS_UTILISATION
 from dlsched.experiments.sharing.run import PolicyRun, mean_std, over_seeds
 from dlsched.models.truth import Truth, resolve_truth
@@ -89,7 +93,7 @@ def _stats(runs, keys: tuple[str, ...]) -> dict[str, float]:
 
 def horus_table6(seeds: list[int], cap: int = 2, beta: int = 15, predictions: str = "real",
                  truth: Truth | None = None, extra: list[PolicyRun] = (), history: list | None = None,
-                 policies: list[PolicyRun] | None = None) -> dict:
+                 policies: list[PolicyRun] | None = None, max_seeds: int | None = None) -> dict:
     """FIFO (no sharing), PAB, OBP and Horus (k = 1) on W-Large and W-Small: makespan mean +- std
     over seeds, paired gain vs FIFO (mean, 95 % CI, wins), JCT (start to end, as Horus defines
     it), utilisation, OOM crashes. ``policies`` replaces PAB/OBP/Horus (FIFO stays)."""
@@ -100,9 +104,12 @@ def horus_table6(seeds: list[int], cap: int = 2, beta: int = 15, predictions: st
         PolicyRun("PAB", "pab", cap), PolicyRun("OBP", "obp", cap),
         PolicyRun("Horus", "horus", cap, (("k", 1), ("beta", beta)))]
     specs = _with_models([base, *shared, *extra], "RTX2080", truth)
-    rows = []
+    rows, pairs, rules = [], [], {}
     for wl in HORUS_WORKLOADS:
-        runs = over_seeds(wl, specs, seeds, predictions, truth=truth, history=history)
+        runs, _, rules[wl] = run_with_seed_rule(
+            lambda ss, wl=wl: over_seeds(wl, specs, ss, predictions, truth=truth, history=history),
+            seeds, "FIFO", "makespan", max_seeds)
+        pairs += [{"workload": wl, **c} for c in comparisons(runs, "FIFO", "makespan", max_seeds or 30)]
         gains = _gains(runs, "FIFO", "makespan")
         for spec in specs:
             st = _stats(runs[spec.label], ("makespan", "avg_run_time", "avg_jct", "busy_gpu_utilization",
@@ -120,13 +127,13 @@ def horus_table6(seeds: list[int], cap: int = 2, beta: int = 15, predictions: st
                          "paper_gain": paper[2]})
     return {"experiment": "horus-table6", "truth": truth.name, "seeds": seeds, "max_jobs_per_gpu": cap,
             "beta": beta, "predictions": predictions, "rows": rows, "paper_horus_utilisation": HORUS_UTILISATION,
-            "seconds": time.perf_counter() - t0}
+            "pairs": pairs, "seed_rule": rules, "seconds": time.perf_counter() - t0}
 
 
 def horus_table7(seeds: list[int], workload: str = "philly-profiled", jobs: int | None = 2000, cap: int = 2,
                  beta: int = 15, ks: tuple[int, ...] = (3, 4, 5), predictions: str = "real",
                  nodes: int | None = 32, truth: Truth | None = None, extra: list[PolicyRun] = (),
-                 history: list | None = None, gpu: str | None = "RTX2080") -> dict:
+                 history: list | None = None, gpu: str | None = "RTX2080", max_seeds: int | None = None) -> dict:
     """Waiting time of FIFO (no sharing), OBP, Horus (k = 1), Horus-f (k = 3) on a production-like
     trace, and Horus's sensitivity to k, with OOM crashes. ``nodes``: one pool of that many nodes
     (the paper: 128 x 8 GPUs for 398 jobs; a smaller pool gives the first few thousand Philly jobs
@@ -141,7 +148,10 @@ def horus_table7(seeds: list[int], workload: str = "philly-profiled", jobs: int 
              PolicyRun("Horus-f", "horus-f", cap, (("k", 3), ("beta", beta)))]
     specs += [PolicyRun(f"Horus k={k}", "horus-f", cap, (("k", k), ("beta", beta))) for k in ks if k != 3]
     specs = _with_models([*specs, *extra], gpu or "V100", truth)
-    runs = over_seeds(workload, specs, seeds, predictions, jobs, nodes, truth, history, gpu)
+    runs, _, rule = run_with_seed_rule(
+        lambda ss: over_seeds(workload, specs, ss, predictions, jobs, nodes, truth, history, gpu),
+        seeds, "FIFO", "avg_wait", max_seeds)
+    pairs = comparisons(runs, "FIFO", "avg_wait", max_seeds or 30)
     gains = _gains(runs, "FIFO", "avg_wait")
     horus = [r.metrics["decisions"] for r in runs["Horus"]]
     rows = []
@@ -162,7 +172,8 @@ def horus_table7(seeds: list[int], workload: str = "philly-profiled", jobs: int 
     left = mean_std(runs["FIFO"], "left_out_too_wide")[0]
     return {"experiment": "horus-table7", "workload": workload, "jobs": jobs, "nodes": nodes, "seeds": seeds,
             "truth": truth.name, "gpu": gpu, "left_out_too_wide": left,
-            "max_jobs_per_gpu": cap, "predictions": predictions, "rows": rows, "seconds": time.perf_counter() - t0}
+            "max_jobs_per_gpu": cap, "predictions": predictions, "rows": rows, "pairs": pairs,
+            "seed_rule": {"": rule}, "seconds": time.perf_counter() - t0}
 
 
 def coscheml_model(gpu: str, truth: Truth | None = None):
@@ -177,7 +188,7 @@ def coscheml_model(gpu: str, truth: Truth | None = None):
 
 
 def coscheml(seeds: list[int], interval: int = 30, predictions: str = "real", truth: Truth | None = None,
-             extra: list[PolicyRun] = (), history: list | None = None) -> dict:
+             extra: list[PolicyRun] = (), history: list | None = None, max_seeds: int | None = None) -> dict:
     """No sharing (FIFO), Co-scheML, Binpack, Loadbalance and Mystic (two jobs per GPU at most):
     average JCT from submission, makespan with its paired gain over no sharing, speed (solo /
     actual run time), utilisation, OOM crashes."""
@@ -188,7 +199,10 @@ def coscheml(seeds: list[int], interval: int = 30, predictions: str = "real", tr
              PolicyRun("Binpack", "binpack", 2), PolicyRun("Loadbalance", "loadbalance", 2),
              PolicyRun("Mystic", "mystic", 2)]
     specs = _with_models([*specs, *extra], "TitanXp", truth)
-    runs = over_seeds(workload, specs, seeds, predictions, truth=truth, history=history)
+    runs, _, rule = run_with_seed_rule(
+        lambda ss: over_seeds(workload, specs, ss, predictions, truth=truth, history=history),
+        seeds, "no sharing (FIFO)", "makespan", max_seeds)
+    pairs = comparisons(runs, "no sharing (FIFO)", "makespan", max_seeds or 30)
     gains = _gains(runs, "no sharing (FIFO)", "makespan")
     jct_gains = _gains(runs, "no sharing (FIFO)", "avg_jct")
     rows = []
@@ -205,11 +219,13 @@ def coscheml(seeds: list[int], interval: int = 30, predictions: str = "real", tr
                      "paper_jct_s": paper[0], "paper_makespan_s": paper[1], "paper_speedup": paper[2],
                      "paper_util": paper[3]})
     return {"experiment": "coscheml", "workload": workload, "truth": truth.name, "seeds": seeds,
-            "predictions": predictions, "rows": rows, "seconds": time.perf_counter() - t0}
+            "predictions": predictions, "rows": rows, "pairs": pairs, "seed_rule": {"": rule},
+            "seconds": time.perf_counter() - t0}
 
 
 def colocation_oracle(seeds: list[int], workload: str = "coscheml-30", cap: int = 2, truth: Truth | None = None,
-                      extra: list[PolicyRun] = (), history: list | None = None) -> dict:
+                      extra: list[PolicyRun] = (), history: list | None = None,
+                      max_seeds: int | None = None) -> dict:
     """The share of the oracle's makespan gain over no sharing that each policy achieves, with the
     real predictors and with perfect predictions; paired gains over no sharing with 95 % CIs."""
     t0 = time.perf_counter()
@@ -222,9 +238,12 @@ def colocation_oracle(seeds: list[int], workload: str = "coscheml-30", cap: int 
              PolicyRun("Loadbalance", "loadbalance", cap), PolicyRun("Mystic", "mystic", cap),
              PolicyRun("random", "random-pairing", cap)]
     specs = _with_models([*specs, *extra], gpu, truth)
-    rows = []
+    rows, pairs, rules = [], [], {}
     for predictions in ("real", "perfect"):
-        runs = over_seeds(workload, specs, seeds, predictions, truth=truth, history=history)
+        runs, _, rules[predictions] = run_with_seed_rule(
+            lambda ss, p=predictions: over_seeds(workload, specs, ss, p, truth=truth, history=history),
+            seeds, base, "makespan", max_seeds)
+        pairs += [{"predictions": predictions, **c} for c in comparisons(runs, base, "makespan", max_seeds or 30)]
         gains = _gains(runs, base, "makespan")
         oracle_vs_base = gains["oracle"]
         for spec in specs:
@@ -238,12 +257,13 @@ def colocation_oracle(seeds: list[int], workload: str = "coscheml-30", cap: int 
                          "share_of_oracle_gain": (g.get("gain", 0.0) / og) if og else None,
                          "failures": mean_std(runs[spec.label], "failures")[0]})
     return {"experiment": "colocation-oracle", "workload": workload, "truth": truth.name, "seeds": seeds,
-            "max_jobs_per_gpu": cap, "rows": rows, "seconds": time.perf_counter() - t0}
+            "max_jobs_per_gpu": cap, "rows": rows, "pairs": pairs, "seed_rule": rules,
+            "seconds": time.perf_counter() - t0}
 
 
 def compare(seeds: list[int], workload: str, specs: list[PolicyRun], predictions: str = "real",
             truth: Truth | None = None, jobs: int | None = None, nodes: int | None = None,
-            history: list | None = None) -> dict:
+            history: list | None = None, max_seeds: int | None = None) -> dict:
     """Any registered policies on one sharing workload beside no sharing (FIFO): makespan, JCT,
     waiting time, paired makespan gain (mean, 95 % CI, wins), OOM crashes."""
     t0 = time.perf_counter()
@@ -252,7 +272,10 @@ def compare(seeds: list[int], workload: str, specs: list[PolicyRun], predictions
 
     base = PolicyRun("no sharing (FIFO)", "fifo", 1)
     specs = _with_models([base, *specs], DEFAULT_GPU.get(workload.split("-")[0], "V100"), truth)
-    runs = over_seeds(workload, specs, seeds, predictions, jobs, nodes, truth, history)
+    runs, _, rule = run_with_seed_rule(
+        lambda ss: over_seeds(workload, specs, ss, predictions, jobs, nodes, truth, history),
+        seeds, base.label, "makespan", max_seeds)
+    pairs = comparisons(runs, base.label, "makespan", max_seeds or 30)
     gains = _gains(runs, base.label, "makespan")
     rows = []
     for spec in specs:
@@ -263,4 +286,5 @@ def compare(seeds: list[int], workload: str, specs: list[PolicyRun], predictions
                      "wins": g.get("wins"), "avg_jct_s": st["avg_jct"], "avg_wait_s": st["avg_wait"],
                      "delivered_util": st["delivered_gpu_utilization"], "failures": st["failures"]})
     return {"experiment": "compare", "workload": workload, "truth": truth.name, "seeds": seeds,
-            "predictions": predictions, "rows": rows, "seconds": time.perf_counter() - t0}
+            "predictions": predictions, "rows": rows, "pairs": pairs, "seed_rule": {"": rule},
+            "seconds": time.perf_counter() - t0}
