@@ -59,6 +59,7 @@ from dlsched.service.pods import (
     NodeFacts,
     PodFacts,
     VcMapping,
+    job_name,
     parse_gpu_list,
     training_annotations,
 )
@@ -403,7 +404,7 @@ class SchedulerCore:
         except (TypeError, ValueError):
             batch, _ = 0, self.counters.update(["bad batch-size annotations"])
         job = Job(pod.uid, vc, pod.gpus, pod.created or self.now(), float("nan"),
-                  user=str(ann.get(USER_ANNOTATION) or pod.namespace), name=pod.name,
+                  user=str(ann.get(USER_ANNOTATION) or pod.namespace), name=job_name(pod),
                   model_name="" if model.endswith(".onnx") else model,
                   onnx_ref=model if model.endswith(".onnx") else "", batch_size=max(batch, 0))
         meta, bad = training_annotations(ann)
@@ -790,7 +791,7 @@ class SchedulerCore:
         self.parked.pop(pod.uid, None)
         self.waiting.pop(pod.uid, None)
         previous = job.job_id
-        job.job_id, job.name = pod.uid, pod.name
+        job.job_id = pod.uid   # its name (the duration key) is the evicted pod's: the same job
         self.jobs[pod.uid] = job
         self.pods[pod.uid] = pod
         self._handle(JobSubmitted(job), now)

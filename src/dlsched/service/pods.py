@@ -17,6 +17,7 @@ VC_LABEL = "dlsched.io/vc"                   # on pods and nodes: the virtual cl
 MODEL_ANNOTATION = "dlsched.io/model"        # ONNX reference or model name (for the predictors)
 BATCH_ANNOTATION = "dlsched.io/batch-size"
 USER_ANNOTATION = "dlsched.io/user"
+NAME_ANNOTATION = "dlsched.io/name"            # the job's name for duration predictions (else: job_name)
 GPU_TYPE_LABEL = "dlsched.io/gpu-type"
 ATTENTION_ANNOTATION = "dlsched.io/attention"  # eager | fused | memory_efficient (memory predictor)
 STACK_ANNOTATION = "dlsched.io/stack"          # software-stack label: memory context and calibration key
@@ -226,3 +227,17 @@ class VcMapping:
                 raise ValueError(f"--vc-map: {part!r} is not NAMESPACE=VC")
             out[ns.strip()] = vc.strip()
         return cls(out, default)
+
+
+def job_name(pod: PodFacts) -> str:
+    """The name a live job's duration prediction is keyed by (with its user: the
+    ``dlsched.io/user`` annotation, else the namespace): the ``dlsched.io/name`` annotation, else
+    the ``dlsched.io/job`` label (a gang's or a re-created job's name), else the name prefix the
+    pod's controller gives it (``metadata.generateName`` less its trailing ``-``), else the pod's
+    name. A controller's pods carry random suffixes (``train-x7k2p``) that would make every
+    resubmission of the same job a name the estimator has never seen."""
+    for value in (pod.annotations.get(NAME_ANNOTATION), pod.labels.get("dlsched.io/job")):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    prefix = pod.generate_name.rstrip("-")
+    return prefix or pod.name
