@@ -240,3 +240,31 @@ def test_every_writer_of_a_replica_past_its_deadline_stops_at_the_one_fence():
     assert len(api.writes) == 5                                   # nothing more reached the API server
     assert all("renew deadline" in o for o in outcomes) and outcomes[2].startswith("retry: ")
     assert sum(bridge.api.refused.values()) == 6
+
+
+def _gang_pod(uid: str, gpus: int) -> PodFacts:
+    return PodFacts(uid, "default", uid, gpus, node_name="", phase="Pending", created=1.0, annotations={},
+                    labels={"dlsched.io/job": "train", "dlsched.io/min-member": "2"})
+
+
+def test_gang_pods_seen_before_the_service_answers_are_nudged_once_it_does():
+    """A restart or a new leader: a gang's pods were last answered elsewhere (503); once nominated
+    they are nudged when the service answers, once more after NUDGE_AGAIN_S without a call, and
+    not after kube-scheduler asked for them."""
+    clock = Clock()
+    core, nudged = _core(clock)
+    for n in ("n1", "n2"):
+        core.node_seen(NodeFacts(n, 6, "default", "", False))
+    core.pod_seen(_gang_pod("g0", 6))
+    core.pod_seen(_gang_pod("g1", 6))
+    core.run_pass()
+    assert sorted(core.gangs.by_uid["g0"].places) == ["g0", "g1"]   # nominated, one node each
+    assert nudged == [] and core.due_nudges() == 0    # not yet: the server may not listen
+    core.serving = True
+    assert core.due_nudges() == 2 and sorted(nudged) == ["g0@n1:0,1,2,3,4,5", "g1@n2:0,1,2,3,4,5"]
+    assert core.due_nudges() == 0
+    clock.t += NUDGE_AGAIN_S
+    core.verdict(_gang_pod("g0", 6), ["n1", "n2"])    # kube-scheduler asked for g0: answered by us
+    assert core.due_nudges() == 1 and nudged[-1].startswith("g1@")
+    clock.t += NUDGE_AGAIN_S
+    assert core.due_nudges() == 0                     # two nudges in all

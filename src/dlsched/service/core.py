@@ -892,7 +892,7 @@ class SchedulerCore:
         seen before the service answered calls: a start-up, a new leader), once the service does;
         again after ``again_after`` seconds without a filter call for it, ``tries`` times in all
         (the first nudge may have reached kube-scheduler before the server listened). Gang pods
-        are nudged by their gang (service/gangs.py). Returns the nudges sent."""
+        are nudged by their gang by the same rule (``GangTable.due_nudges``). Returns the nudges sent."""
         if self.nudge is None or not self.serving:
             return 0
         with self.lock:
@@ -907,7 +907,7 @@ class SchedulerCore:
                     sent += 1
             for uid in [u for u in self.startup_nudges if u not in self.jobs]:
                 del self.startup_nudges[uid]
-            return sent
+            return sent + self.gangs.due_nudges(self, now, again_after, tries)   # gang hook: its pods
 
     def nudge_wanted(self, uid: str, node: str) -> bool:
         """Whether a queued nudge is still worth its API write: the pod is still nominated on

@@ -189,6 +189,10 @@ class GangTable:
         self.warn: Callable[[PodFacts, str, str], None] | None = None
         self.unsent: list[tuple[PodFacts, str, str]] = []   # warnings said before ``warn`` was connected
         self.unsplit: dict[str, str] = {}   # gang job -> why its pods of different sizes found no room
+        # member pods first seen before this process answered extender calls (a start-up, a new
+        # leader): kube-scheduler's last answer for them was not ours (a 503, a refused call), so
+        # they may sit in its unschedulable queue; uid -> (when last nudged, nudges sent)
+        self.unknown: dict[str, tuple[float, int]] = {}
         self._cond = threading.Condition()
         self._arrived: dict[tuple, dict[str, float]] = {}
         self._outcomes: OrderedDict[tuple, dict[str, str] | None] = OrderedDict()
@@ -221,6 +225,8 @@ class GangTable:
             self.counters["gang pods disagreeing on the size"] += 1
         core.parked.pop(pod.uid, None)
         gang.members[pod.uid] = pod
+        if not core.serving:
+            self.unknown.setdefault(pod.uid, (0.0, 0))
         gang.last_at = now
         self.by_uid[pod.uid] = gang
         core.waiting[pod.uid] = gang.forming_reason()
@@ -399,9 +405,31 @@ class GangTable:
                      placement=[{"node": n, "gpus": sorted(g)} for n, g in per_node.items()])
         if core.nudge is not None:
             for uid, pod_key, node, slots in rows:
-                if uid in gang.told_wait and uid != core._answering:
+                # a pod unknown to this process is nudged by due_nudges once the service answers
+                # calls (a nudge now would reach a server not yet listening)
+                if uid in gang.told_wait and uid != core._answering and (core.serving or uid not in self.unknown):
                     core.nudge(gang.members[uid], node, ",".join(str(g) for g, _ in slots), True)
         return None
+
+    def due_nudges(self, core: SchedulerCore, now: float, again_after: float, tries: int) -> int:
+        """Nudge the nominated member pods this process never answered (seen before it served:
+        a restart, a new leader), once it serves, and again after ``again_after`` seconds without
+        a filter call for them, ``tries`` times in all; as the core does for pods on their own.
+        Called under the core's lock. Returns the nudges sent."""
+        sent = 0
+        for uid, (at, times) in list(self.unknown.items()):
+            gang = self.by_uid.get(uid)
+            if gang is None or times >= tries:
+                del self.unknown[uid]
+                continue
+            place = gang.places.get(uid)
+            if place is None or (times and now - at < again_after):
+                continue   # not nominated yet (its nomination nudges it), or nudged a moment ago
+            slots = core.slots.get(uid) or []
+            core.nudge(gang.members[uid], core.state.node_ids[place[0]], ",".join(str(g) for g, _ in slots), True)
+            self.unknown[uid] = (now, times + 1)
+            sent += 1
+        return sent
 
     def released(self, core: SchedulerCore, gang_id: str, why: str) -> None:
         """The gang's nomination was forgotten (or its job ended): its pods' slots and rows go."""
@@ -422,6 +450,7 @@ class GangTable:
         if gang is None:
             return None
         answer = self._verdict(core, gang, uid, node_names)
+        self.unknown.pop(uid, None)   # kube-scheduler asked and this process answered: known now
         if answer[0] == "nominated":
             gang.told_wait.discard(uid)
         else:
