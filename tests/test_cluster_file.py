@@ -101,6 +101,11 @@ def _write(folder: Path, text: str, name: str = "c.toml") -> Path:
     ('groups = []\n', "'groups' must list at least one node group"),
     ('vcs = 3\n[[groups]]\nvc = "a"\nnodes = 1\n', "unknown top-level key(s) vcs"),
     ('[[groups]\n', "not valid TOML"),
+    # non-finite numbers: one error naming the line and key (inf was an internal error, nan named nothing)
+    ('[[groups]]\nvc = "a"\nnodes = inf\n', "line 3: groups[1].nodes = inf: want a whole number >= 1"),
+    ('[[groups]]\nvc = "a"\nnodes = nan\n', "line 3: groups[1].nodes = nan: want a whole number >= 1"),
+    ('[[groups]]\nvc = "a"\nnodes = 1\nidle_watts = inf\n', "line 4: groups[1].idle_watts = inf: want a finite"),
+    ('[[groups]]\nvc = "a"\nnodes = 1\ngpu_max_watts = nan\n', "groups[1].gpu_max_watts = nan: want a finite"),
 ])
 def test_errors_name_the_file_and_key(tmp_path, text, message) -> None:
     path = _write(tmp_path, text)

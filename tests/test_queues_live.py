@@ -25,6 +25,9 @@ namespaces = ["team-a", "team-b"]
 [[queues]]
 name = "prod"
 lend_limit = 4
+
+[[queues]]
+name = "lab"               # the inner queue of research alone: a tree apart from prod's
 """
 
 
@@ -58,7 +61,7 @@ def test_good_config_applies_namespaces_and_reports_guarantee_and_use():
     core, cm, warnings, q = setup()
     cm.put(GOOD)
     q.poll()
-    assert [s.name for s in q.specs] == ["research", "prod"] and q.version == "1" and q.error == ""
+    assert [s.name for s in q.specs] == ["research", "prod", "lab"] and q.version == "1" and q.error == ""
     assert core.vcs.namespaces == {"ops": "prod", "team-a": "research", "team-b": "research"}
     # a new pod of team-a joins research; its label would win
     core.pod_seen(PodFacts("u1", "team-a", "job1", 4, created=0.0))
@@ -96,7 +99,7 @@ def test_invalid_content_keeps_the_last_good_config(text, needle):
     q.poll()
     cm.put(text)
     q.poll()
-    assert [s.name for s in q.specs] == ["research", "prod"] and q.version == "1"
+    assert [s.name for s in q.specs] == ["research", "prod", "lab"] and q.version == "1"
     assert needle in q.error and q.error.startswith("ConfigMap dlsched/dlsched-queues key queues.toml")
     assert q.counts == {"loaded": 1, "invalid": 1, "events": 1}
     assert len(warnings) == 1 and warnings[0].startswith("dlsched kept its last good queue configuration: ")
