@@ -110,20 +110,26 @@ class LazyGroup(TyperGroup):
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
-        from dlsched.cli.exiting import quick_exit, take_request
+        from dlsched.cli.exiting import exit_code, quick_exit, take_request
 
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - the one place where everything is caught
-            from dlsched.cli.errors import explain, report, show_traceback
+        except SystemExit as exc:   # a command (or a library) that called sys.exit itself
+            code = exit_code(exc.code)
+        except Exception as exc:  # the one place where everything is caught
+            from dlsched.cli.errors import explain, print_error, show_traceback
 
             take_request()
             if show_traceback():
                 raise
-            report(*explain(exc))
+            message, code = explain(exc)
+            print_error(message)
         code = code if isinstance(code, int) else 0
-        if take_request() and getattr(self, "_as_program", False):
-            quick_exit(code)  # the command is done and its files are closed: skip the teardown
+        asked = take_request()
+        if getattr(self, "_as_program", False) and (asked or code != 0):
+            # done and its files closed, or failing: skip the teardown, which with pyarrow loaded
+            # ended ~3 error exits in 100 with 134 ("terminate called without an active exception")
+            quick_exit(code)
         sys.exit(code)
 
 
