@@ -108,6 +108,12 @@ class LazyGroup(TyperGroup):
         return self.main(*args, **kwargs)
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
+        argv = kwargs.get("args", args[0] if args else None)
+        argv = sys.argv[1:] if argv is None else list(argv)
+        if not argv or len(argv) == 1 or "--help" in argv or "-h" in argv:   # help may be printed
+            from dlsched.cli.help_layout import install
+
+            install()   # whole option names and choices at 80 columns (cli/help_layout.py)
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
         from dlsched.cli.exiting import exit_code, quick_exit, take_request
