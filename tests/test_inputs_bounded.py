@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -39,11 +40,13 @@ def test_an_output_file_in_a_missing_folder_is_written_after_the_work(tmp_path) 
     (("experiment", "eta", "--seed", str(MAX_SEED + 1)),
      f"error: --seed {MAX_SEED + 1}: want a whole number from 0 to {MAX_SEED:,}"),
     (("experiment", "eta", "--overrun", "inf"), "error: --overrun must be a finite number >= 0, got inf"),
+    (("sweep", "{repo}/docs/examples/sweep-policies.yaml", "--out", "{file}"),
+     "error: --out {file}: exists and is not a directory"),
 ])
 def test_bad_inputs_fail_before_the_work(tmp_path, argv, message) -> None:
     file = tmp_path / "a-file"
     file.write_text("x")
-    fill = {"tmp": str(tmp_path), "file": str(file)}
+    fill = {"tmp": str(tmp_path), "file": str(file), "repo": str(Path(__file__).resolve().parent.parent)}
     code, out, seconds = _run(*(a.format(**fill) for a in argv))
     assert code == 2 and out.strip() == message.format(**fill), out
     assert seconds < 5.0   # before any simulation
