@@ -87,6 +87,11 @@ def test_good_config_applies_namespaces_and_reports_guarantee_and_use():
 @pytest.mark.parametrize(("text", "needle"), [
     ("[[queues]\nname = 1", "not valid TOML"),
     ('[[queues]]\nname = "x"\nborrow_limit = -3', "queues[1].borrow_limit"),
+    ('[[queues]]\nname = "x"\nborrow_limit = inf', "line 3: queues[1].borrow_limit = inf: want a whole number"),
+    ('[[queues]]\nname = "x"\nweight = nan', "line 3: queues[1].weight = nan: want a number from"),
+    ('[[queues]]\nname = "x"\nparent = "lbx"', "queues[1].parent = 'lbx': no queue has this name"),
+    ("".join(f'[[queues]]\nname = "q{i}"\n' + (f'parent = "q{i - 1}"\n' if i else "") for i in range(3000)),
+     "queue q101 is 101 levels below its top-level queue q0: at most 100 (the limit)"),
     ('[[queues]]\nname = "x"\ncolour = "red"', "colour"),
     ('[[queues]]\nname = "x"\nnamespaces = ["Bad_NS"]', "queues[1].namespaces"),
     ('[[queues]]\nname = "x"\nnamespaces = ["a"]\n[[queues]]\nname = "y"\nnamespaces = ["a"]',
