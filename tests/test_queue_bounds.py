@@ -132,3 +132,14 @@ def test_the_api_refuses_what_the_files_refuse() -> None:
         QueueSpec("a", borrow_limit=math.inf)
     with pytest.raises(ValueError, match="queue a: lend_limit -1"):
         QueueSpec("a", lend_limit=-1)
+
+
+def test_strict_json_takes_numpy_scalars() -> None:
+    import json
+
+    import numpy as np
+
+    from dlsched.metrics.strict_json import dumps
+
+    assert json.loads(dumps({"a": np.float64(1.5), "b": np.int64(3), "c": np.float32("inf")})) == {
+        "a": 1.5, "b": 3, "c": None, "non_finite": ["c"]}

@@ -27,7 +27,7 @@ def finite(value: Any, where: str = "", found: list[str] | None = None) -> Any:
         return {k: finite(v, f"{where}.{k}" if where else str(k), found) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [finite(v, f"{where}[{i}]", found) for i, v in enumerate(value)]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):   # numpy scalars
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):   # a numpy scalar
         return finite(value.item(), where, found)
     return value
 
