@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from dlsched.core.cluster import ClusterSpec
-from dlsched.kernel.queue_tree import MAX_DEPTH, MAX_QUEUES, MAX_WEIGHT, MIN_WEIGHT, QueueShapeError, queue_depths
+from dlsched.kernel.queue_tree import (
+    MAX_DEPTH,
+    MAX_QUEUES,
+    MAX_WEIGHT,
+    MIN_WEIGHT,
+    QueueShapeError,
+    queue_depths,
+)
 from dlsched.kernel.quotas import DEFAULT_HALF_LIFE, QueueSpec
 from dlsched.traces.cluster_file import _int, _line_of, _parse, _short, _table, read_cluster_file
 from dlsched.traces.model import TraceError
