@@ -24,7 +24,7 @@ def _run(*argv: str):
     (("--jobs", "10000000"), "error: --jobs must be between 1 and 200000"),
     (("--policies", "horus"), "error: --policies horus: the ETA experiment runs fifo, qssf"),
     (("--policies", ","), "error: --policies: give at least one policy"),
-    (("--overrun", "-1"), "error: --overrun must be >= 0, got -1.0"),
+    (("--overrun", "-1"), "error: --overrun must be a finite number >= 0, got -1.0"),
     (("--trace", "nope.csv"), "error: --trace nope.csv: give --vc-config FILE"),
     (("--trace", "nope.csv", "--vc-config", "nope2.csv"), "error: --trace nope.csv: no such file"),
     (("--vc-config", "v.csv"), "error: --vc-config, --start and --end go with --trace"),

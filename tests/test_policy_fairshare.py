@@ -65,3 +65,14 @@ def test_usage_stays_finite_over_many_half_lives():
 def test_params_are_checked():
     with pytest.raises(ValueError, match="half_life"):
         FairShareParams(0.0)
+
+
+@pytest.mark.parametrize("half_life", [1e20, 1e308])
+def test_huge_half_lives_count_usage_undecayed(half_life):
+    # (1 - 2^(-dt/h)) * h / ln 2 cancelled to 0 from h ~ 1e17 (at 1e308 the policy was FIFO: x2,
+    # submitted first, before y2); computed with expm1, usage is the plain GPU-seconds: at 150
+    # alice has 800, bob 400, so bob's y2 goes first
+    policy, t = run(half_life)
+    assert t == {"x1": (0, 100), "y1": (100, 150), "y2": (150, 160), "x2": (160, 170)}
+    assert policy.usage("alice", 170.0) == pytest.approx(8 * 100 + 8 * 10, rel=1e-12)
+    assert policy.usage("bob", 170.0) == pytest.approx(8 * 50 + 8 * 10, rel=1e-12)

@@ -117,3 +117,32 @@ def test_pab_and_pairing_checks_run_when_the_config_is_built():
         with pytest.raises(OptionError, match=text):
             policy(name, **values)
     assert dataclasses.asdict(policy("horus-f").params) == {"k": None, "beta": 15, "rounds": None}
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), "inf", "nan"])
+def test_every_number_parameter_refuses_non_finite_values(value):
+    # one rule for every policy (LAS took threshold=inf where fair share refused half_life=inf):
+    # through the library, --param text and a sweep alike, the error names the parameter
+    floats = [(name, key) for name, kinds in all_params().items() for key, (kind, _) in kinds.items()
+              if kind is float]
+    assert ("las", "threshold") in floats and ("fairshare", "half_life") in floats and len(floats) >= 10
+    for name, key in floats:
+        with pytest.raises(OptionError, match=f"--param {key} must be a finite number") as err:
+            policy(name, **{key: value})
+        assert err.value.key == key
+
+
+@pytest.mark.parametrize("cls,key", [("LasParams", "threshold"), ("QssfParams", "refit_every")])
+def test_params_classes_refuse_infinity_when_built_directly(cls, key):
+    from dlsched.sched.policies import las, qssf
+
+    params = getattr(las, cls, None) or getattr(qssf, cls)
+    with pytest.raises(ValueError, match="finite number"):
+        params(**{key: float("inf")})
+
+
+def test_las_threshold_inf_on_the_command_line_is_one_error_line(tmp_path):
+    result = runner.invoke(app, ["simulate", "--jobs", "20", "--policy", "las", "--param", "threshold=inf",
+                                 "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.strip() == "error: --param threshold must be a finite number, got inf"

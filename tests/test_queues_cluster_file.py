@@ -39,7 +39,8 @@ def test_borrowing_run_reports_per_queue(tmp_path) -> None:
                       "--out", tmp_path / "b")
     assert code == 0, text
     assert "queues (GPU-hours" in text and "Jain's fairness index" in text
-    s = json.loads((tmp_path / "b" / "summary.json").read_text())
+    s = json.loads((tmp_path / "b" / "summary.json").read_text(),
+                   parse_constant=lambda c: pytest.fail(f"summary.json is not strict JSON: {c}"))
     q = s["per_queue"]
     assert list(q) == [f"vc0{i}" for i in range(1, 9)]
     assert sum(r["borrowed_gpu_hours"] for r in q.values()) == pytest.approx(sum(r["lent_gpu_hours"] for r in q.values()))
@@ -53,8 +54,10 @@ def test_borrowing_run_reports_per_queue(tmp_path) -> None:
 def test_queues_are_read(tmp_path) -> None:
     path = tmp_path / "c.toml"
     path.write_text(BASE + '\n[[queues]]\nname = "vc01"\nborrow_limit = 8\nparent = "x"\nguarantee = 16\n'
-                    '\n[[queues]]\nname = "vc02"\nlend_limit = 0\nguarantee = {A100 = 8}\n')
-    a, b = read_queues(path)
+                    '\n[[queues]]\nname = "vc02"\nlend_limit = 0\nguarantee = {A100 = 8}\n'
+                    '\n[[queues]]\nname = "x"\n')
+    a, b, x = read_queues(path)
+    assert x.parent is None
     assert (a.name, a.borrow_limit, a.lend_limit, a.parent) == ("vc01", 8, None, "x")
     assert (b.name, b.borrow_limit, b.lend_limit, b.parent) == ("vc02", None, 0, None)
 
@@ -67,7 +70,20 @@ def test_queues_are_read(tmp_path) -> None:
     ('[[queues]]\nname = "vc01"\n[[queues]]\nname = "vc01"\n', "queues[2].name = 'vc01': the queue has two entries"),
     ('[[queues]]\nname = "vc01"\nguarantee = 8\n', "queues[1].guarantee = 8: queue vc01's nodes give 16 GPUs"),
     ('[[queues]]\nname = "vc02"\nguarantee = {V100 = 8}\n', "queues[1].guarantee = {'V100': 8}: queue vc02's nodes give"),
-    ('[[queues]]\nname = "vc01"\nweight = 0\n', "line 15: queues[1].weight = 0: want a number > 0"),
+    ('[[queues]]\nname = "vc01"\nweight = 0\n', "line 15: queues[1].weight = 0: want a number from 1e-06 to 1e+06"),
+    ('[[queues]]\nname = "vc01"\nweight = 1e-320\n', "line 15: queues[1].weight = 1e-320: want a number from"),
+    ('[[queues]]\nname = "vc01"\nweight = nan\n', "line 15: queues[1].weight = nan: want a number from"),
+    # non-finite limits: one error naming line and key (inf was an internal error with exit 1)
+    ('[[queues]]\nname = "vc01"\nborrow_limit = inf\n', "line 15: queues[1].borrow_limit = inf: want a whole"),
+    ('[[queues]]\nname = "vc01"\nlend_limit = nan\n', "line 15: queues[1].lend_limit = nan: want a whole"),
+    ('[[queues]]\nname = "vc01"\nborrow_limit = {A100 = inf}\n', "queues[1].borrow_limit.A100 = inf: want a whole"),
+    # a per-type limit on a type the cluster lacks can never bind; a misspelt parent is no silent tree
+    ('[[queues]]\nname = "vc01"\nborrow_limit = {H100 = 2}\n', ("line 15: queues[1].borrow_limit.H100: the cluster "
+                                                               "has no H100 GPUs (it has A100, V100)")),
+    (('[[queues]]\nname = "lab"\n[[queues]]\nname = "vc01"\nparent = "lab"\n[[queues]]\nname = "vc02"\n'
+      'parent = "lbx"\n'), "line 20: queues[3].parent = 'lbx': no queue has this name and no other queue names it"),
+    (('[[queues]]\nname = "research"\n[[queues]]\nname = "vc01"\nparent = "research"\n[[queues]]\nname = "vc02"\n'
+      'parent = "reserch"\n'), "did you mean 'research'?"),
     ('[[queues]]\nname = "vc01"\nsize = 2\n', "queues[1]: unknown key(s) size; known: "),
     ('[[queues]]\nname = "vc01"\nborrow_limit = {A100 = -2}\n', "queues[1].borrow_limit.A100 = -2: want a whole"),
     ('[[queues]]\nname = "vc01"\nborrow_limit = {P99 = 2}\n', "line 15: queues[1].borrow_limit: unknown GPU type"),

@@ -25,6 +25,9 @@ namespaces = ["team-a", "team-b"]
 [[queues]]
 name = "prod"
 lend_limit = 4
+
+[[queues]]
+name = "lab"               # the inner queue of research alone: a tree apart from prod's
 """
 
 
@@ -58,7 +61,7 @@ def test_good_config_applies_namespaces_and_reports_guarantee_and_use():
     core, cm, warnings, q = setup()
     cm.put(GOOD)
     q.poll()
-    assert [s.name for s in q.specs] == ["research", "prod"] and q.version == "1" and q.error == ""
+    assert [s.name for s in q.specs] == ["research", "prod", "lab"] and q.version == "1" and q.error == ""
     assert core.vcs.namespaces == {"ops": "prod", "team-a": "research", "team-b": "research"}
     # a new pod of team-a joins research; its label would win
     core.pod_seen(PodFacts("u1", "team-a", "job1", 4, created=0.0))
@@ -84,6 +87,11 @@ def test_good_config_applies_namespaces_and_reports_guarantee_and_use():
 @pytest.mark.parametrize(("text", "needle"), [
     ("[[queues]\nname = 1", "not valid TOML"),
     ('[[queues]]\nname = "x"\nborrow_limit = -3', "queues[1].borrow_limit"),
+    ('[[queues]]\nname = "x"\nborrow_limit = inf', "line 3: queues[1].borrow_limit = inf: want a whole number"),
+    ('[[queues]]\nname = "x"\nweight = nan', "line 3: queues[1].weight = nan: want a number from"),
+    ('[[queues]]\nname = "x"\nparent = "lbx"', "queues[1].parent = 'lbx': no queue has this name"),
+    ("".join(f'[[queues]]\nname = "q{i}"\n' + (f'parent = "q{i - 1}"\n' if i else "") for i in range(3000)),
+     "queue q101 is 101 levels below its top-level queue q0: at most 100 (the limit)"),
     ('[[queues]]\nname = "x"\ncolour = "red"', "colour"),
     ('[[queues]]\nname = "x"\nnamespaces = ["Bad_NS"]', "queues[1].namespaces"),
     ('[[queues]]\nname = "x"\nnamespaces = ["a"]\n[[queues]]\nname = "y"\nnamespaces = ["a"]',
@@ -96,7 +104,7 @@ def test_invalid_content_keeps_the_last_good_config(text, needle):
     q.poll()
     cm.put(text)
     q.poll()
-    assert [s.name for s in q.specs] == ["research", "prod"] and q.version == "1"
+    assert [s.name for s in q.specs] == ["research", "prod", "lab"] and q.version == "1"
     assert needle in q.error and q.error.startswith("ConfigMap dlsched/dlsched-queues key queues.toml")
     assert q.counts == {"loaded": 1, "invalid": 1, "events": 1}
     assert len(warnings) == 1 and warnings[0].startswith("dlsched kept its last good queue configuration: ")

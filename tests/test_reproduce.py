@@ -94,3 +94,14 @@ def test_fidelity_table_matches_the_reference_run(shared):
     assert rows["SRTF"][7:] == [801, 801, "68,503 of 68,503"]
     assert rows["FIFO"][1:3] == [11585.29, 11585.59] and rows["FIFO"][9] == "68,279 of 68,503"
     assert rows["QSSF (prio. file)"][9] == "68,481 of 68,503"
+
+
+def test_builtin_qssf_table_shows_every_policys_job_groups() -> None:
+    # SRTF's groups showed '–' though the README quotes 215 / 4,594 / 88,712 s
+    from dlsched.reproduce.base import NA
+    from dlsched.reproduce.helios_qssf_builtin import group_split
+
+    srtf = {"groups": {"short": {"jobs": 9000, "avg_jct": 215.2}, "middle": {"jobs": 8000, "avg_jct": 4594.0},
+                       "long": {"jobs": 3000, "avg_jct": 88712.4}}}
+    assert group_split(srtf) == "215 / 4,594 / 88,712"
+    assert group_split({"groups": {"short": {"jobs": 0, "avg_jct": 0.0}}}) == NA and group_split({}) == NA

@@ -72,10 +72,27 @@ def check_out_dir(path: Path, option: str = "--out") -> None:
 
 
 def check_out_file(path: Path, option: str = "output") -> None:
-    """``path`` can be written as a file (not a directory; its folder existing or creatable, writable)."""
+    """``path`` can be written as a file (not a directory; its folder existing or creatable, writable).
+
+    A missing folder is made now: the command writes the file after its work, and a writer that
+    assumes the folder exists would otherwise fail then (``--markdown no-such-dir/x.md`` did, after
+    14 s of simulation)."""
     if path.is_dir():
         raise ValueError(f"{option} {path}: is a directory, not a file")
     _check_creatable(path, option)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{option} {path}: cannot make its folder {path.parent}: {exc.strerror or exc}") from None
+
+
+MAX_SEED = 2**32 - 1   # numpy's and the built-in workload's seeds are 32-bit
+
+
+def check_seed(seed: int, option: str = "--seed") -> None:
+    """A seed the built-in workload generator accepts (naming the option, not numpy's message)."""
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"{option} {seed}: want a whole number from 0 to {MAX_SEED:,}")
 
 
 def _check_creatable(path: Path, option: str) -> None:

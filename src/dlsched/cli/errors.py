@@ -34,12 +34,12 @@ def missing_extra(exc: BaseException) -> str | None:
             f"pip install -e '.[{extra}]' (or: pip install 'dlsched[{extra}]')")
 
 
-def report(message: str | None, code: int) -> None:
-    """Print ``error: message`` on one line of stderr (nothing when None) and exit with ``code``."""
+def print_error(message: str | None) -> None:
+    """Print ``error: message`` on one line of stderr (nothing when None)."""
     if message is not None:
         text = " ".join(str(message).split())  # one line, whatever the message held
         print(f"error: {text}", file=sys.stderr, flush=True)
-    sys.exit(code)
+
 
 
 def _kind(exc: BaseException) -> set[str]:

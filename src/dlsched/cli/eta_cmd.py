@@ -8,7 +8,6 @@ estimate (:mod:`dlsched.experiments.dlsched.eta`).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +15,7 @@ from typing import Annotated
 import typer
 
 from dlsched.cli.common import clear_errors, console, out
+from dlsched.metrics.strict_json import dumps as strict_dumps
 
 MAX_JOBS = 200_000
 POLICIES_SUPPORTED = ("fifo", "qssf")
@@ -133,13 +133,15 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """ETA accuracy: forward-simulation start-time estimates vs the actual starts, beside a naive estimate."""
         from dlsched.cli import progress
+        from dlsched.cli.checks import check_seed
         from dlsched.experiments.dlsched.eta import run_accuracy, sample_times
 
         results = []
         with clear_errors():
             names = _policies(policies)
-            if not overrun >= 0:
-                raise ValueError(f"--overrun must be >= 0, got {overrun}")
+            if not (math.isfinite(overrun) and overrun >= 0):
+                raise ValueError(f"--overrun must be a finite number >= 0, got {overrun}")
+            check_seed(seed)
             tr, cluster, name = _load(trace, vc_config, start, end, jobs, seed)
             sample_times(tr.jobs, samples)  # checks --samples before any work
             for policy in names:
@@ -156,4 +158,4 @@ def register(app: typer.Typer) -> None:
                 elif not as_json:
                     print_table(result)
         if as_json:
-            print(json.dumps(results, indent=2, default=float))
+            print(strict_dumps(results))

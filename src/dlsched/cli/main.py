@@ -108,22 +108,34 @@ class LazyGroup(TyperGroup):
         return self.main(*args, **kwargs)
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
+        argv = kwargs.get("args", args[0] if args else None)
+        argv = sys.argv[1:] if argv is None else list(argv)
+        if not argv or len(argv) == 1 or "--help" in argv or "-h" in argv:   # help may be printed
+            from dlsched.cli.help_layout import install
+
+            install()   # whole option names and choices at 80 columns (cli/help_layout.py)
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
-        from dlsched.cli.exiting import quick_exit, take_request
+        from dlsched.cli.exiting import exit_code, quick_exit, take_request
 
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - the one place where everything is caught
-            from dlsched.cli.errors import explain, report, show_traceback
+        except SystemExit as exc:   # a command (or a library) that called sys.exit itself
+            code = exit_code(exc.code)
+        except Exception as exc:  # the one place where everything is caught
+            from dlsched.cli.errors import explain, print_error, show_traceback
 
             take_request()
             if show_traceback():
                 raise
-            report(*explain(exc))
+            message, code = explain(exc)
+            print_error(message)
         code = code if isinstance(code, int) else 0
-        if take_request() and getattr(self, "_as_program", False):
-            quick_exit(code)  # the command is done and its files are closed: skip the teardown
+        asked = take_request()
+        if getattr(self, "_as_program", False) and (asked or code != 0):
+            # done and its files closed, or failing: skip the teardown, which with pyarrow loaded
+            # ended ~3 error exits in 100 with 134 ("terminate called without an active exception")
+            quick_exit(code)
         sys.exit(code)
 
 

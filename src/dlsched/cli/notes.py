@@ -18,9 +18,11 @@ def given(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
-def unused_options(configs: list, given_keys: set[str], unread_params: list[str]) -> list[str]:
+def unused_options(configs: list, given_keys: set[str], unread_params: list[str],
+                   via_param: set[str] = frozenset()) -> list[str]:
     """One note per given option that the runs ``configs`` (one per policy) never read.
-    ``unread_params``: the given policy parameters none of the policies declares."""
+    ``unread_params``: the given policy parameters none of the policies declares; ``via_param``:
+    the names given as ``--param NAME=VALUE`` (a parameter some compared policies ignore is noted)."""
     from dlsched.registry import POLICIES
     from dlsched.run.build import ignored
     from dlsched.run.config import flag
@@ -32,6 +34,15 @@ def unused_options(configs: list, given_keys: set[str], unread_params: list[str]
     for key in unread_params:
         who = readers(key)
         notes.append(f"{flag(key)} is read only by {', '.join(who) or 'no policy'}; {', '.join(policies)} {verb} it")
+    if len(policies) > 1:   # compare: a parameter some of the policies read and the others do not
+        for key in sorted((set(given_keys) | set(via_param)) - set(unread_params)):
+            who = readers(key)
+            ignoring = [p for p in policies if p not in who]
+            if who and ignoring:
+                spelt = f"--param {key}" if key in via_param else flag(key)
+                verb_here = "ignores" if len(ignoring) == 1 else "ignore"
+                notes.append(f"{spelt} is read only by {', '.join(p for p in policies if p in who)} here; "
+                             f"{', '.join(ignoring)} {verb_here} it")
     notes.extend(message for _, message in ignored(configs[0], given_keys))
     placement = configs[0].placement.name
     if placement is None:

@@ -58,6 +58,12 @@ def register(app: typer.Typer) -> None:
                 if name not in REPRODUCTIONS:
                     raise ValueError(f"unknown reproduction {name!r}; choose from {', '.join(REPRODUCTIONS)}")
             root = shared if shared is not None else default_shared()
+            from dlsched.cli.checks import check_out_dir, check_out_file
+
+            if html_file is not None:   # before the runs (some take a minute), not after them
+                check_out_file(html_file, "--html")
+            if out_dir is not None:
+                check_out_dir(out_dir, "--out")
             if truth is not None:
                 from dlsched.models.truth import resolve_truth
 

@@ -14,6 +14,7 @@ from rich.text import Text
 from dlsched.cli.common import clear_errors, console, out, progress_bar, say
 from dlsched.cli.run_options import own_option, run_command
 from dlsched.cli.timing import Phases
+from dlsched.metrics.strict_json import dumps as strict_dumps
 
 CLUSTER = typer.Option(None, "--cluster", help="The whole cluster in one TOML/YAML file (node groups per VC, GPU "
                                                "type, CPUs, memory, topology, power); see `dlsched cluster show`.")
@@ -54,6 +55,7 @@ def _prepare_runs(values: dict, given: set[str], out_dir: Path, policies: list[s
     from dlsched.cli.notes import unused_options
     from dlsched.run.build import build_comparison, build_run, notes
     from dlsched.run.options import configs_from_options
+    from dlsched.run.params import parse_assignments
 
     configs, unread = configs_from_options(values, policies)
     first = configs[0]
@@ -75,7 +77,8 @@ def _prepare_runs(values: dict, given: set[str], out_dir: Path, policies: list[s
         else:
             inputs, cluster, spec = build_comparison(configs, say_live, explain=missing_extra)
             told = notes(first, inputs)
-    for line in unused_options(configs, given, unread) + told:
+    via_param = set(parse_assignments(values.get("param") or ()))
+    for line in unused_options(configs, given, unread, via_param) + told:
         console.print(Text(f"note: {line}"), soft_wrap=True, highlight=False)
     return configs, inputs, cluster, spec
 
@@ -134,7 +137,7 @@ def register(app: typer.Typer) -> None:
             phases.lap("simulate", minus=sum(writes))
             phases.add("write", sum(writes))
         if as_json:
-            print(json.dumps(summary, indent=2, default=float))
+            print(strict_dumps(summary))
         else:
             _print_summaries({config.policy.name: summary})
             _print_ground_truth(summary)
@@ -146,6 +149,9 @@ def register(app: typer.Typer) -> None:
             out.print(f"energy ({config.energy.mode}): {e['avg_powered_off_nodes']:.1f} nodes off on average, "
                       f"{e['wakeups']} wake-ups ({e['daily_wakeups']:.2f}/day, {e['nodes_per_wakeup']:.1f} nodes each), "
                       f"{e['jobs_waiting_for_power']} jobs waited for a node to boot")
+        if summary.get("non_finite"):
+            say(f"warning: summary.json holds null for values that were not finite numbers: "
+                f"{', '.join(summary['non_finite'])}")
         console.print(f"{len(job_list)} jobs simulated in {wall:.2f} s; results in [bold]{run_dir}[/]")
         if timings:
             phases.lap("write")  # the summary printed above is part of handing the results over
@@ -179,7 +185,7 @@ def register(app: typer.Typer) -> None:
 
         summaries = {n: load_summary(run_dir / n) for n in names}
         if as_json:
-            print(json.dumps(summaries, indent=2, default=float))
+            print(strict_dumps(summaries))
         else:
             _print_summaries(summaries)
         console.print(f"{len(names)} policies x {len(inputs.jobs)} jobs in {wall:.2f} s; "
@@ -223,7 +229,7 @@ def register(app: typer.Typer) -> None:
             doc = {"policies": summaries, "report": str(report)}
             if shared is not None:
                 doc["sharing"] = shared
-            print(json.dumps(doc, indent=2, default=float))
+            print(strict_dumps(doc))
         else:
             out.print(f"report: {report}")
             if shared is not None:
@@ -248,7 +254,7 @@ def _add_timings(path: Path, seconds: dict[str, float]) -> None:
     """Add ``timings`` (seconds per phase) to a written summary.json, keeping the rest as it was."""
     summary = json.loads(path.read_text())
     summary["timings"] = seconds
-    path.write_text(json.dumps(summary, indent=2, default=float))
+    path.write_text(strict_dumps(summary))
 
 
 DEMO_SHARING_WORKLOAD = "coscheml-30"

@@ -63,6 +63,9 @@ def register(app: typer.Typer) -> None:
             if not out_dir.strip():
                 raise ValueError("--out is empty: name the sweep directory (e.g. --out runs/sweep)")
             out_dir = Path(out_dir)
+            from dlsched.cli.checks import check_out_dir
+
+            check_out_dir(out_dir, "--out")   # before the cells run, not when the first one is stored
             spec = load_spec(spec_path)
             if baseline is not None:
                 spec.baseline = parse_baseline(baseline)

@@ -11,6 +11,10 @@ not named may not be borrowed or lent).
 
 Usage is time-decayed GPU-seconds, integrated exactly over running time (a job counts while it
 runs, not only when it ends): ``u(t) = sum over GPU-seconds s of 2^-((t - s) / half_life)``.
+
+A tree holds at most :data:`MAX_QUEUES` queues and is at most :data:`MAX_DEPTH` levels deep, so
+that what a ConfigMap or a file can ask of the scheduler is bounded; its shape is checked by one
+iterative walk (:func:`queue_depths`, linear in the number of queues, no recursion).
 """
 
 from __future__ import annotations
@@ -20,6 +24,57 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 TypeLimits = tuple[tuple[str, int], ...]  # per GPU type: (type name, GPUs), hashable
+MAX_QUEUES = 10_000
+"""Queues one tree may hold (a 1 MiB ConfigMap holds ~25,000 small entries; real trees hold tens)."""
+MAX_DEPTH = 100
+"""Levels below a top-level queue (each loan and fair-share comparison walks a queue's ancestors)."""
+MIN_WEIGHT, MAX_WEIGHT = 1e-6, 1e6
+"""Weights divide usage: a ratio beyond 10^12 between two queues orders nothing more, and a weight
+like 1e-320 turns every usage into infinity."""
+LN2 = math.log(2.0)
+
+
+class QueueShapeError(ValueError):
+    """A tree whose parents form a cycle or that is deeper than :data:`MAX_DEPTH`; ``name`` is the
+    queue whose walk found it and ``path`` the queues from it up to the problem."""
+
+    def __init__(self, name: str, path: list[str], cycle: bool) -> None:
+        self.name, self.path, self.cycle = name, path, cycle
+        if cycle:
+            message = f"queue {name}: its parents form a cycle ({' -> '.join(path)})"
+        else:
+            message = (f"queue {name}: {len(path) - 1:,} levels below its top-level queue {path[-1]}: "
+                       f"at most {MAX_DEPTH} (the limit)")
+        super().__init__(message)
+
+
+def queue_depths(parent_of: Mapping[str, str | None]) -> dict[str, int]:
+    """Each queue's depth (0: a top-level queue; a parent without an entry is one), every queue
+    visited once: the walk up from a queue stops at the first queue whose depth is known.
+
+    Raises :class:`QueueShapeError` for a cycle or a depth over :data:`MAX_DEPTH`."""
+    depth: dict[str, int] = {}
+    for start in parent_of:
+        path: list[str] = []
+        on_path: set[str] = set()
+        node: str | None = start
+        while node is not None and node not in depth:
+            if node in on_path:
+                raise QueueShapeError(start, [*path, node], cycle=True)
+            on_path.add(node)
+            path.append(node)
+            node = parent_of.get(node)
+        base = -1 if node is None else depth[node]
+        for k, name in enumerate(reversed(path), 1):
+            depth[name] = base + k
+        if path and depth[start] > MAX_DEPTH:
+            top = start
+            chain = [start]
+            while (up := parent_of.get(top)) is not None:
+                chain.append(up)
+                top = up
+            raise QueueShapeError(start, chain, cycle=False)
+    return depth
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +93,16 @@ class QueueSpec:
     weight: float = 1.0
     borrow_types: TypeLimits | None = None
     lend_types: TypeLimits | None = None
+
+    def __post_init__(self) -> None:
+        """The API gets the bounds the file and ConfigMap readers give (they name file and key)."""
+        if not (isinstance(self.weight, (int, float)) and MIN_WEIGHT <= self.weight <= MAX_WEIGHT):
+            raise ValueError(f"queue {self.name}: weight {self.weight!r}: want a number from {MIN_WEIGHT:g} to "
+                             f"{MAX_WEIGHT:g}")
+        for key in ("borrow_limit", "lend_limit"):
+            value = getattr(self, key)
+            if value is not None and not (isinstance(value, int) and value >= 0):
+                raise ValueError(f"queue {self.name}: {key} {value!r}: want a whole number >= 0 or None (no limit)")
 
     @property
     def may_borrow(self) -> bool:
@@ -66,24 +131,21 @@ class QueueTree:
 
     def __init__(self, specs: Iterable[QueueSpec]) -> None:
         specs = list(specs)
+        if len(specs) > MAX_QUEUES:
+            raise ValueError(f"{len(specs):,} queues: a queue tree holds at most {MAX_QUEUES:,} (the limit)")
         self.specs: dict[str, QueueSpec] = {s.name: s for s in specs}
         parents = {s.parent for s in specs if s.parent is not None}
         for p in parents - set(self.specs):  # a parent without an entry: a top-level cohort, no limits
             self.specs[p] = QueueSpec(p, None, None)
         self.inner: set[str] = parents
         self.leaves = [s.name for s in specs if s.name not in parents]
-        self.ancestors: dict[str, tuple[str, ...]] = {name: self._chain(name) for name in self.specs}
+        depth = queue_depths({name: spec.parent for name, spec in self.specs.items()})
+        # top down, each queue's ancestors are its parent's plus the parent: O(queues x depth)
+        self.ancestors: dict[str, tuple[str, ...]] = {}
+        for name in sorted(self.specs, key=depth.__getitem__):
+            parent = self.specs[name].parent
+            self.ancestors[name] = () if parent is None else (parent, *self.ancestors[parent])
         self.order = {name: i for i, name in enumerate(self.specs)}
-
-    def _chain(self, name: str) -> tuple[str, ...]:
-        out: list[str] = []
-        parent = self.specs[name].parent
-        while parent is not None:
-            if parent == name or parent in out:
-                raise ValueError(f"queue {name}: its parents form a cycle ({' -> '.join([name, *out, parent])})")
-            out.append(parent)
-            parent = self.specs[parent].parent
-        return tuple(out)
 
     def top(self, name: str) -> str | None:
         """The top-level inner queue above ``name`` (None: the root cohort)."""
@@ -139,11 +201,22 @@ class DecayedUsage:
         dt = now - self.t
         if dt <= 0:
             return self.value
-        f = 2.0 ** (-dt / self.half_life)
-        return self.value * f + self.rate * (1.0 - f) * self.half_life / math.log(2.0)
+        return self.value * math.exp(-dt * LN2 / self.half_life) + self.rate * decayed_seconds(dt, self.half_life)
 
     def change(self, gpus: int, now: float) -> None:
         """``gpus`` more (or fewer, when negative) GPUs run from ``now`` on."""
         self.value = self.at(now)
         self.t = max(self.t, now)
         self.rate += gpus
+
+
+def decayed_seconds(dt: float, half_life: float) -> float:
+    """``integral_0^dt 2^-(s / half_life) ds = (1 - 2^(-dt/h)) * h / ln 2``, without its cancellation.
+
+    ``1 - 2^(-dt/h)`` is 0 in floating point once ``dt/h`` is below ~1e-16 (a half-life of 1e20 s
+    made every usage 0), and ``h / ln 2`` overflows near the largest float; ``-expm1(-x) / x * dt``
+    with ``x = dt ln 2 / h`` is exact to rounding for every ``x`` (``dt`` itself when ``x`` underflows)."""
+    x = dt * LN2 / half_life
+    if x == 0.0:
+        return dt
+    return -math.expm1(-x) / x * dt

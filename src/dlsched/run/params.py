@@ -12,6 +12,7 @@ of its own needs no line outside its file and the registry: its flag is generate
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,9 @@ def make_params(policy: str, given: dict[str, object]) -> tuple[object, list[str
     cls = params_class(policy)
     kinds = field_kinds(cls)
     mine = {k: convert(k, v, *kinds[k]) for k, v in given.items() if k in kinds}
+    for key, value in mine.items():   # one rule for every policy: a number parameter is finite
+        if isinstance(value, float) and not math.isfinite(value):
+            raise OptionError(key, f"--param {key} must be a finite number, got {value}")
     try:
         params = cls(**mine)
     except OptionError:

@@ -185,7 +185,8 @@ class LiveQueues:
             borrowing = {"enforced": quotas is not None, "refused": core.borrowing_refused or None,
                          "loans": loans, "reclaims_in_flight": reclaiming}
             mapping = dict(core.vcs.namespaces)
-        waiting = [q.name for q in self.specs if q.name not in {r["name"] for r in rows}]
+        inner = {q.parent for q in self.specs if q.parent is not None}   # cohorts have no nodes of their own
+        waiting = [q.name for q in self.specs if q.name not in inner and q.name not in {r["name"] for r in rows}]
         return {"source": {"configmap": f"{self.namespace}/{self.name}", "key": KEY,
                            "resource_version": self.version, "loaded_at": self.loaded_at},
                 "error": self.error or None, "counts": dict(self.counts), "queues": rows,

@@ -9,7 +9,6 @@ without importing pandas (which alone took longer than the simulation).
 from __future__ import annotations
 
 import csv
-import json
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -21,6 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dlsched.metrics.strict_json import dumps as strict_dumps
+from dlsched.metrics.strict_json import strict_summary
 from dlsched.metrics.summary import job_arrays, summarize, summary_arrays
 
 if TYPE_CHECKING:
@@ -217,7 +218,8 @@ def write_run(result: SimResult, out_dir: str | Path, meta: dict | None = None) 
     summary.update(result.extra)
     write_csv(out / "jobs.csv", job_columns(result, cols, lazy=True))
     write_csv(out / "timeline.csv", result.metrics.timeline_arrays())
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+    summary, _ = strict_summary(summary)   # strict JSON: a non-finite number is null, listed in non_finite
+    (out / "summary.json").write_text(strict_dumps(summary))
     seconds = _WRITE_SECONDS.get()
     if seconds is not None:
         seconds.append(time.perf_counter() - t0)

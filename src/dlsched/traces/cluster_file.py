@@ -23,6 +23,7 @@ and what ``dlsched trace generate`` writes beside a generated trace.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -186,7 +187,8 @@ def _table(raw: Any, allowed: set[str], where: str, what: str) -> dict:
 
 
 def _int(value: Any, where: str, what: str, minimum: int = 0) -> int:
-    whole = isinstance(value, (int, float)) and not isinstance(value, bool) and value == int(value)
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    whole = number and math.isfinite(value) and value == int(value)   # inf, nan: no int() to raise
     if not whole or value < minimum:
         raise TraceError(where, f"{what} = {_short(value)}: want a whole number >= {minimum}")
     return int(value)
@@ -201,8 +203,8 @@ def _short(value: Any) -> str:
 
 
 def _num(value: Any, where: str, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise TraceError(where, f"{what} = {_short(value)}: want a number >= 0")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0):
+        raise TraceError(where, f"{what} = {_short(value)}: want a finite number >= 0")
     return float(value)
 
 

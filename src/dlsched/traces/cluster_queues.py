@@ -26,12 +26,22 @@ give. A VC without an entry neither borrows nor lends.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from dlsched.core.cluster import ClusterSpec
+from dlsched.kernel.queue_tree import (
+    MAX_DEPTH,
+    MAX_QUEUES,
+    MAX_WEIGHT,
+    MIN_WEIGHT,
+    QueueShapeError,
+    queue_depths,
+)
 from dlsched.kernel.quotas import DEFAULT_HALF_LIFE, QueueSpec
 from dlsched.traces.cluster_file import _int, _line_of, _parse, _short, _table, read_cluster_file
 from dlsched.traces.model import TraceError
@@ -94,6 +104,9 @@ def parse_queues_text(text: str, where: str) -> tuple[QueueSpec, ...]:
 def _specs(raw: Any, where: str, text: str, cluster: ClusterSpec | None) -> tuple[QueueSpec, ...]:
     if not isinstance(raw, list):
         raise TraceError(where, "'queues' must be a list of tables (name, borrow_limit, lend_limit, parent)")
+    if len(raw) > MAX_QUEUES:
+        raise TraceError(where, f"'queues' lists {len(raw):,} queues: at most {MAX_QUEUES:,} (the limit)",
+                         line=_line_of(text, "[[queues]]") or None)
     specs: list[QueueSpec] = []
     guarantees: list[Any] = []
     seen: set[str] = set()
@@ -102,14 +115,26 @@ def _specs(raw: Any, where: str, text: str, cluster: ClusterSpec | None) -> tupl
         with _at_line(text, what, entry):
             specs.append(_queue(entry, what, where, seen))
         guarantees.append(entry.get("guarantee"))
-    parents = {s.parent for s in specs if s.parent is not None}
+    by_name = {s.name: s for s in specs}
+    named = Counter(s.parent for s in specs if s.parent is not None)
+    gpu_types = None if cluster is None else {node.gpu_type.name for node in cluster.nodes}
     for i, (spec, entry) in enumerate(zip(specs, raw), 1):
         what = f"queues[{i}]"
         with _at_line(text, what, entry):
-            _check_place(spec, specs, parents, what, where, cluster)
-            if guarantees[i - 1] is not None and cluster is not None:
-                vcs = _vcs_under(spec.name, specs) if spec.name in parents else {spec.name}
-                _check_guarantee(guarantees[i - 1], what, where, spec.name, vcs, cluster)
+            _check_place(spec, by_name, named, what, where, cluster)
+            if gpu_types is not None:
+                _check_types(spec, gpu_types, what, where)
+    _check_shape(specs, text, where)
+    leaves_under: dict[str, set[str]] | None = None
+    for i, (spec, entry) in enumerate(zip(specs, raw), 1):
+        if guarantees[i - 1] is None or cluster is None:
+            continue
+        what = f"queues[{i}]"
+        if spec.name in named and leaves_under is None:
+            leaves_under = _leaves_under(by_name)
+        with _at_line(text, what, entry):
+            vcs = leaves_under[spec.name] if spec.name in named else {spec.name}
+            _check_guarantee(guarantees[i - 1], what, where, spec.name, vcs, cluster)
     return tuple(specs)
 
 
@@ -148,8 +173,9 @@ def _queue(entry: Any, what: str, where: str, seen: set[str]) -> QueueSpec:
     if parent is not None and (not isinstance(parent, str) or not parent.strip()):
         raise TraceError(where, f"{what}.parent = {_short(parent)}: want a queue or cohort name (text)")
     weight = own.get("weight", 1.0)
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (math.isfinite(weight) and weight > 0):
-        raise TraceError(where, f"{what}.weight = {_short(weight)}: want a number > 0")
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not MIN_WEIGHT <= weight <= MAX_WEIGHT:
+        raise TraceError(where, f"{what}.weight = {_short(weight)}: want a number from {MIN_WEIGHT:g} to "
+                                f"{MAX_WEIGHT:g} (a share relative to the other queues')")
     namespaces = own.get("namespaces", [])
     if not isinstance(namespaces, list) or not all(isinstance(n, str) and NAMESPACE_RE.match(n) for n in namespaces):
         raise TraceError(where, f"{what}.namespaces = {_short(namespaces)}: want a list of Kubernetes namespace names")
@@ -179,11 +205,11 @@ def _by_type(value: dict, where: str, what: str) -> dict[str, int]:
     return out
 
 
-def _check_place(spec: QueueSpec, specs: list[QueueSpec], parents: set[str], what: str, where: str,
+def _check_place(spec: QueueSpec, by_name: dict[str, QueueSpec], named: Counter, what: str, where: str,
                  cluster: ClusterSpec | None) -> None:
-    """Leaves are VCs, VCs are leaves, and parents form no cycle."""
-    by_name = {s.name: s for s in specs}
-    inner = spec.name in parents
+    """Leaves are VCs, VCs are leaves, and a parent is a queue (declared, or named by two or more)."""
+    inner = spec.name in named
+    parent = spec.parent
     if cluster is not None:
         if inner and spec.name in cluster.vcs:
             raise TraceError(where, f"{what}.name = {spec.name!r}: a VC is a leaf queue, but another queue names it "
@@ -191,24 +217,59 @@ def _check_place(spec: QueueSpec, specs: list[QueueSpec], parents: set[str], wha
         if not inner and spec.name not in cluster.vcs:
             raise TraceError(where, f"{what}.name = {spec.name!r}: no group has this VC and no queue names it as its "
                                     f"parent (a leaf queue is a VC; VCs: {', '.join(cluster.vcs)})")
-    chain = [spec.name]
-    parent = spec.parent
-    while parent is not None:
-        if parent in chain:
-            raise TraceError(where, f"{what}.parent = {spec.parent!r}: the parents form a cycle "
-                                    f"({' -> '.join([*chain, parent])})")
-        if cluster is not None and parent in cluster.vcs and parent not in by_name:
+        if parent is not None and parent in cluster.vcs and parent not in by_name:
             raise TraceError(where, f"{what}.parent = {parent!r}: a VC is a leaf queue and cannot be a parent")
-        chain.append(parent)
-        parent = by_name[parent].parent if parent in by_name else None
+    if parent is not None and parent not in by_name and named[parent] == 1:
+        close = difflib.get_close_matches(parent, sorted(n for n in {*by_name, *named} if n != parent), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise TraceError(where, f"{what}.parent = {parent!r}: no queue has this name and no other queue names it "
+                                "as its parent (a cohort of one queue has no one to borrow from); give it an "
+                                f"entry of its own if it is meant{hint}")
 
 
-def _vcs_under(name: str, specs: list[QueueSpec]) -> set[str]:
-    children = {s.name for s in specs if s.parent == name}
-    out: set[str] = set()
-    for child in children:
-        under = _vcs_under(child, specs)
-        out |= under if under else {child}
+def _check_types(spec: QueueSpec, gpu_types: set[str], what: str, where: str) -> None:
+    """A per-type limit names only types the cluster has (a limit on another can never bind)."""
+    for key, types in (("borrow_limit", spec.borrow_types), ("lend_limit", spec.lend_types)):
+        for name, _ in types or ():
+            if name not in gpu_types:
+                raise TraceError(where, f"{what}.{key}.{name}: the cluster has no {name} GPUs (it has "
+                                        f"{', '.join(sorted(gpu_types))}), so this limit can never bind")
+
+
+def _check_shape(specs: list[QueueSpec], text: str, where: str) -> None:
+    """No cycle and at most MAX_DEPTH levels: one walk over the tree, linear in its queues."""
+    index = {s.name: i for i, s in enumerate(specs, 1)}
+    try:
+        queue_depths({s.name: s.parent for s in specs})
+    except QueueShapeError as exc:
+        i = index[exc.name]
+        what = f"queues[{i}]"
+        spec = specs[i - 1]
+        line = _line_of(text, "parent", spec.parent) if _unique_parent(specs, spec) else None
+        if exc.cycle:
+            reason = f"{what}.parent = {spec.parent!r}: the parents form a cycle ({' -> '.join(exc.path)})"
+        else:
+            reason = (f"{what}.parent = {spec.parent!r}: queue {spec.name} is {len(exc.path) - 1:,} levels below "
+                      f"its top-level queue {exc.path[-1]}: at most {MAX_DEPTH} (the limit)")
+        raise TraceError(where, reason, line=line) from None
+
+
+def _unique_parent(specs: list[QueueSpec], spec: QueueSpec) -> bool:
+    """Whether the line of ``parent = spec.parent`` names this queue's entry alone."""
+    return sum(1 for s in specs if s.parent == spec.parent) == 1
+
+
+def _leaves_under(by_name: dict[str, QueueSpec]) -> dict[str, set[str]]:
+    """The leaves below each queue, one walk up from each leaf (the depth is bounded)."""
+    parents = {s.parent for s in by_name.values() if s.parent is not None}
+    out: dict[str, set[str]] = {p: set() for p in parents}
+    for name, spec in by_name.items():
+        if name in parents:
+            continue
+        up = spec.parent
+        while up is not None:
+            out[up].add(name)
+            up = by_name[up].parent if up in by_name else None
     return out
 
 

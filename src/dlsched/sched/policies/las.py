@@ -13,6 +13,7 @@ parameter dataclass, and one line in ``dlsched.registry`` (docs/architecture.md)
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -30,8 +31,8 @@ class LasParams:
     queues: int = field(default=3, metadata={"help": "las: priority levels."})
 
     def __post_init__(self) -> None:
-        if not self.threshold > 0:
-            raise ValueError(f"--param threshold must be > 0 GPU-seconds, got {self.threshold}")
+        if not (self.threshold > 0 and math.isfinite(self.threshold)):
+            raise ValueError(f"--param threshold must be a finite number > 0 GPU-seconds, got {self.threshold}")
         if self.queues < 1:
             raise ValueError(f"--param queues must be >= 1, got {self.queues}")
 

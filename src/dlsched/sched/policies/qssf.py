@@ -91,8 +91,8 @@ class QssfParams:
     def __post_init__(self) -> None:
         if not 0 <= self.lam <= 1:
             raise ValueError(f"--lam must be between 0 and 1, got {self.lam}")
-        if not self.refit_every > 0:
-            raise ValueError(f"--refit-every must be > 0 seconds, got {self.refit_every}")
+        if not (self.refit_every > 0 and math.isfinite(self.refit_every)):
+            raise ValueError(f"--refit-every must be a finite number > 0 seconds, got {self.refit_every}")
 
 
 class QssfPolicy(OrderingPolicy):
