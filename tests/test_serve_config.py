@@ -240,9 +240,11 @@ def test_service_config_checks_its_values_and_is_frozen():
         config.nudge = False  # type: ignore[misc]
     from dlsched.run.params import policy
 
-    described = ServiceConfig(policy=policy("las", threshold=math.inf)).describe()
-    assert described["params"]["threshold"] == "inf"   # strict JSON: a non-finite number as its text
-    json.dumps(described, allow_nan=False)
+    with pytest.raises(OptionError, match="threshold must be a finite number"):
+        policy("las", threshold=math.inf)   # every policy number is finite (issue 37)
+    described = ServiceConfig(policy=policy("las", threshold=3600.0)).describe()
+    assert described["params"]["threshold"] == 3600.0
+    json.dumps(described, allow_nan=False)   # strict JSON
 
 
 def test_the_shipped_deployment_passes_its_policy_parameters(serve):
