@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from dlsched.predictors.resources.util_builtin_check import check
+from dlsched.experiments.sharing.util_check import check
 
 
 def test_p100_rows_within_rmsle_half():

@@ -3,11 +3,11 @@
 Every policy a table ranks (every row but the no-sharing baseline) is compared with every other,
 paired by seed, on its per-seed gain over the baseline (``g = (base - x) / base``; a difference
 of +0.02 is 2 points more gain for ``a``), with Bonferroni-corrected CIs
-(:func:`dlsched.sweep.stats.pairwise_paired`): "tied" where the corrected CI spans 0.
+(:func:`dlsched.metrics.paired.pairwise_paired`): "tied" where the corrected CI spans 0.
 
 **Seed rule** (:func:`run_with_seed_rule`). A table runs ``DEFAULT_SEEDS`` (10) seeds. A pair is
 *close* when it is tied at those seeds but would separate, at the observed mean difference and
-spread, within ``max_seeds`` (30 by default) seeds (:func:`dlsched.sweep.stats.replicates_needed`
+spread, within ``max_seeds`` (30 by default) seeds (:func:`dlsched.metrics.paired.replicates_needed`
 at the corrected level). Then every policy is run on the further seeds up to the largest such
 count (seeds stay paired), once, and every pair is judged again on all the seeds. A pair still
 tied is printed "tied" with its estimate of the seeds it would need (or "> max" when beyond).
@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from dlsched.experiments.protocol import DEFAULT_SEEDS
 from dlsched.experiments.sharing.run import RunResult
-from dlsched.sweep.stats import CORRECTION, pairwise_paired, replicates_needed
+from dlsched.metrics.paired import CORRECTION, pairwise_paired, replicates_needed
 
 MAX_SEEDS = 30
 

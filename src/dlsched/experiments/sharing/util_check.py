@@ -10,7 +10,7 @@ Note that Gavel measured no utilisation: the table's column is inferred from how
 its partners (``data/profiles/NOTICE.md``), so part of the error is the column's, not the
 predictor's (the RL job ``a3c_pong`` reads 96 % on P100 but 51 % on V100).
 
-    python -m dlsched.predictors.resources.util_builtin_check      # RMSLE, MAE per GPU type
+    python -m dlsched.experiments.sharing.util_check      # RMSLE, MAE per GPU type
 """
 
 from __future__ import annotations
