@@ -2,7 +2,7 @@
 
 Transitions: ``submit``, ``start`` (= assume; ``confirm`` makes it final, ``forget`` undoes it),
 ``finish``, ``fail`` (back to the queue, attempt counted), ``preempt``, node ``add_node`` /
-``remove_node`` / ``cordon`` / ``uncordon``, ``power_off`` / ``power_on``. The decision dispatcher
+``remove_node`` / ``cordon`` / ``uncordon`` / ``set_gpu_type``, ``power_off`` / ``power_on``. The decision dispatcher
 (:mod:`dlsched.kernel.decide`) carries out policy decisions through them for every driver. They
 change occupancy and the run record only: how fast a job runs, when it crashes and how much work
 a stop books are the simulated backend's physics (:mod:`dlsched.sim.physics`), never the
@@ -25,10 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Callable, Sequence
 
 from dlsched.core.bits import bit_tuple, set_bits
-from dlsched.core.cluster import ClusterSpec, NodeSpec
+from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec
 from dlsched.core.job import Job, JobState
 
 _CREATED, _PENDING, _RUNNING = JobState.CREATED, JobState.PENDING, JobState.RUNNING
@@ -598,6 +599,22 @@ class ClusterState:
             self.node_powered[node] = False
         del self.node_index[self.node_ids[node]]
         self._refresh_homogeneous(vc)
+
+    def set_gpu_type(self, node: int, gpu_type: GpuType, now: float = 0.0) -> None:
+        """The GPUs of ``node`` are of ``gpu_type`` (a type or memory label that arrived or was
+        corrected after the node joined), even while it holds jobs: they keep their GPUs, and every
+        later placement and sharing check reads the new memory per GPU. Why in place: a node's
+        labels often come after it joined (GPU feature discovery), and a busy node may never be
+        idle long enough to be removed and added again; until then the old figure would let
+        co-located jobs overfill it."""
+        if self.node_removed[node]:
+            raise StateError(f"node {self.node_ids[node]} was removed")
+        spec = self.node_specs[node]
+        if spec.gpu_type == gpu_type:
+            return
+        self._node_event(node, now)   # observers (the load index, room gains) re-read the node
+        self.node_specs[node] = replace(spec, gpu_type=gpu_type)
+        self.node_mem[node] = float(gpu_type.memory_mib)
 
     def cordon(self, node: int, now: float = 0.0) -> None:
         """No new jobs on ``node``; running ones go on."""
