@@ -52,7 +52,8 @@ class VcState:
     ``local``; bucket bits are local indices, so small VCs keep small bitmasks."""
 
     __slots__ = ("name", "vid", "nodes", "total_gpus", "free", "buckets", "queue", "running",
-                 "max_node_gpus", "gpus_per_node", "busy", "pending", "share_nodes", "area", "t_last")
+                 "max_node_gpus", "gpus_per_node", "max_gpu_mem", "busy", "pending", "share_nodes", "area",
+                 "t_last")
 
     def __init__(self, name: str, vid: int) -> None:
         self.name = name
@@ -62,6 +63,7 @@ class VcState:
         self.free = 0              # GPUs open to new jobs
         self.max_node_gpus = 0
         self.gpus_per_node = 0     # set only when the VC is homogeneous (consolidate needs it)
+        self.max_gpu_mem = 0.0     # the most memory one GPU of a present node has (MiB)
         self.buckets: list[int] = [0]
         self.queue = None          # the policy's queue for this VC
         self.running: dict[Job, None] = {}
@@ -615,6 +617,7 @@ class ClusterState:
         self._node_event(node, now)   # observers (the load index, room gains) re-read the node
         self.node_specs[node] = replace(spec, gpu_type=gpu_type)
         self.node_mem[node] = float(gpu_type.memory_mib)
+        self._refresh_homogeneous(self.vcs[self.node_vc[node]])
 
     def cordon(self, node: int, now: float = 0.0) -> None:
         """No new jobs on ``node``; running ones go on."""
@@ -680,8 +683,12 @@ class ClusterState:
             vc.share_nodes |= 1 << self.node_local[node]
 
     def _refresh_homogeneous(self, vc: VcState) -> None:
-        gpus = [self.node_gpus[n] for n in vc.nodes if not self.node_removed[n]]
+        present = [n for n in vc.nodes if not self.node_removed[n]]
+        gpus = [self.node_gpus[n] for n in present]
         vc.gpus_per_node = gpus[0] if gpus and all(g == gpus[0] for g in gpus) else 0
+        # a job without a memory prediction counts as a whole GPU: of the largest one, as nodes
+        # of one VC may differ (a policy's "needs at least as much" must not read a smaller node)
+        vc.max_gpu_mem = max((self.node_mem[n] for n in present), default=0.0)
 
     # -- allocation bookkeeping -----------------------------------------------------------
     def _update_share(self, node: int, vc: VcState) -> None:

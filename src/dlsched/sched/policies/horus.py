@@ -318,7 +318,9 @@ class HorusPolicy(OrderingPolicy):
         if not pending:
             return
         now = view.now
-        capacity = view.node_mem[vc.nodes[0]] if vc.nodes else 0.0
+        # a job without a memory prediction counts as needing a whole GPU: the VC's largest, so
+        # that its failure says nothing about a job that could share a GPU with more memory
+        capacity = vc.max_gpu_mem
         queues = self.queues(pending, vc, capacity)
         share = self.placer.share and view.max_jobs_per_gpu > 1
         place = self.placer.place
