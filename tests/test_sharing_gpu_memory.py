@@ -3,8 +3,10 @@ whose nodes differ in GPU memory.
 
 The property (hypothesis): with 2 jobs per GPU, after every scheduling pass of every registered
 policy under every registered placement (the registry is iterated, so a new entry is covered
-without editing this file), the holders' predicted memory on each shared GPU is at most *that
-node's* GPU memory. A job's true memory is its prediction, so an oracle reads the same figures.
+without editing this file), the holders' predicted memory on each GPU is at most *that node's*
+GPU memory -- a shared GPU, and a free one a job takes alone (unless no GPU of its VC is as large
+as its prediction: then it runs alone anywhere, as it always did). A job's true memory is its
+prediction, so an oracle reads the same figures.
 
 Policies that by design co-locate without predicting memory are named by their own declaration
 (``oom_check = False``: Loadbalance and Mystic, which rely on the OOM failover as their papers do);
@@ -24,12 +26,13 @@ from hypothesis import strategies as st
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, VirtualCluster
 from dlsched.core.job import Job
 from dlsched.registry import PLACERS, POLICIES, make_policy
+from dlsched.sched.sharing.load import too_small
 from dlsched.sim import SimConfig, SimulationError, Simulator
 from dlsched.sim.config import no_overhead
 
 CAP = 2
 MEMORIES = (8_192, 20_480, 24_576, 40_960)            # MiB per GPU: nodes of one VC differ
-JOB_MEMORY = (1_500.0, 5_862.0, 9_389.0, 16_445.0, 22_000.0, math.nan)   # predicted (NaN: none)
+JOB_MEMORY = (1_500.0, 5_862.0, 9_389.0, 16_445.0, 22_000.0, 30_000.0, 50_000.0, math.nan)   # NaN: none
 
 
 def cluster(nodes: list[tuple[int, int]]) -> ClusterSpec:
@@ -45,12 +48,15 @@ def make_job(jid: str, gpus: int, submit: float, duration: float, util: float, m
 
 
 def overfilled(state) -> list[str]:
-    """Shared GPUs whose holders' predicted memory exceeds their node's GPU memory."""
+    """GPUs whose holders' predicted memory exceeds their node's GPU memory: shared ones, and a
+    job alone on a GPU smaller than its prediction while its VC has nodes large enough for it."""
     out = []
     for node in range(len(state.node_ids)):
         for gpu in range(state.node_gpus[node]):
             holders = state.gpu_holders(node, gpu)
-            if len(holders) > 1 and state.gpu_pred_mem(node, gpu) > state.node_mem[node]:
+            if not holders or (len(holders) == 1 and not too_small(state.vcs[state.node_vc[node]], holders[0])):
+                continue   # alone, and its VC has no (set of) nodes large enough for it: anywhere
+            if state.gpu_pred_mem(node, gpu) > state.node_mem[node]:
                 out.append(f"{state.node_ids[node]} GPU {gpu} ({state.node_mem[node]:.0f} MiB): "
                            + " + ".join(f"{j.job_id} {j.pred_gpu_mem_mib:.0f}" for j in holders))
     return out
@@ -95,20 +101,21 @@ jobs_st = st.lists(st.tuples(st.sampled_from((1, 1, 1, 2)), st.integers(0, 40), 
 @given(nodes=nodes_st, raw=jobs_st)
 def test_no_registered_policy_or_placement_overfills_a_node_of_less_memory(nodes, raw):
     ran = 0
-    problems = []
+    problems, refused = [], []
     for policy_name, placement in combos():
         if not checks_memory(policy_name):
             continue
         jobs = [make_job(f"j{i}", *r) for i, r in enumerate(raw)]
         try:
             bad = run_checked(policy_name, placement, nodes, jobs)
-        except (ValueError, SimulationError):
+        except (ValueError, SimulationError) as exc:
+            refused.append(f"{policy_name} + {placement or 'own'}: {exc}")
             continue   # a policy that refuses this placement or these jobs (said so in its error)
         ran += 1
         if bad:
             problems.append(f"{policy_name} + {placement or 'own'}: {bad[0]}")
     assert not problems, problems[:5]
-    assert ran >= len(POLICIES)   # most combinations run; a refusal is the exception
+    assert ran >= len(POLICIES), refused[:3]   # most combinations run; a refusal is the exception
 
 
 def test_the_checker_catches_a_policy_that_pairs_without_a_memory_check():
@@ -140,6 +147,33 @@ def test_every_registered_policy_runs_in_the_property():
     assert covered == {p for p in POLICIES if checks_memory(p)}
 
 
+@pytest.mark.parametrize("policy_name", ["horus", "fifo", "ffd-util", "coscheml"])
+def test_a_job_too_large_for_the_first_node_runs_on_the_larger_one_instead_of_crashing(policy_name):
+    """A 30,000 MiB job (truly that much) on a VC of a 20,480 MiB node (first) and a free 40,960
+    MiB one, with the OOM model: it starts on the 40 GiB GPU at t=0 and never fails. Before, the
+    free-GPU shortcuts took the lowest node whatever its memory: it crashed there 11 times, and the
+    simulation stopped at the failure limit."""
+    from dlsched.registry import make_failure_model
+
+    spec = cluster([(1, 20_480), (1, 40_960)])
+    job = make_job("big", 1, 0, 100, 30.0, 30_000.0)
+    config = SimConfig(check_invariants=True, preemption_overhead=no_overhead, max_jobs_per_gpu=CAP)
+    res = Simulator(spec, make_policy(policy_name, share=True), config,
+                    failure_model=make_failure_model("oom")).run([job])
+    (done,) = res.jobs
+    assert (done.start_time, done.end_time, done.failures) == (0, 100, 0)
+
+
+def test_a_job_larger_than_every_gpu_of_its_vc_still_runs_alone():
+    """50,000 MiB on 20 and 40 GiB GPUs: no node is large enough, so none is excluded (it would
+    wait forever): it runs alone on the first free GPU, as without the per-node check."""
+    jobs = [make_job("huge", 1, 0, 100, 30.0, 50_000.0)]
+    policy = make_policy("horus", share=True)
+    config = SimConfig(check_invariants=True, preemption_overhead=no_overhead, max_jobs_per_gpu=CAP)
+    res = Simulator(cluster([(1, 20_480), (1, 40_960)]), policy, config).run(jobs)
+    assert [(j.start_time, j.end_time) for j in res.jobs] == [(0, 100)]
+
+
 def test_horus_counts_an_unpredicted_job_as_the_vcs_largest_gpu():
     """g20 (20,480 MiB, the VC's first node) holds a (10,000), a100 (40,960) holds b (5,000). x has no
     memory prediction (it needs a free GPU) and fails; y (25,000) fits beside b (30,000 <= 40,960).
@@ -156,17 +190,24 @@ def test_horus_counts_an_unpredicted_job_as_the_vcs_largest_gpu():
     assert starts == {"a": 0, "b": 0, "x": 100, "y": 2}
 
 
-@pytest.mark.parametrize("mems, expected", [((40_960, 20_480), 40_960.0), ((20_480, 24_576), 24_576.0)])
-def test_the_vcs_largest_gpu_follows_node_changes(mems, expected):
-    """``VcState.max_gpu_mem``: the largest GPU of the VC's present nodes, after a node's memory
-    changes in place and after the largest node leaves."""
+@pytest.mark.parametrize("mems, expected, small", [((40_960, 20_480), 40_960.0, 0b10),
+                                                   ((20_480, 24_576), 24_576.0, 0b01)])
+def test_the_vcs_largest_gpu_follows_node_changes(mems, expected, small):
+    """``VcState.max_gpu_mem`` / ``min_gpu_mem`` / ``mem_levels``: the GPUs of the VC's present
+    nodes, after a node's memory changes in place and after a node leaves; ``too_small`` reads them."""
     from dlsched.kernel.state import ClusterState
+    from dlsched.sched.sharing.load import too_small
 
     state = ClusterState(cluster([(1, m) for m in mems]), max_jobs_per_gpu=CAP)
     vc = state.vcs[0]
-    assert vc.max_gpu_mem == expected
+    assert vc.max_gpu_mem == expected and vc.min_gpu_mem == float(min(mems))
+    assert too_small(vc, make_job("j", 1, 0, 1, 10.0, 22_000.0)) == small   # the node of less than 22,000 MiB
+    assert too_small(vc, make_job("n", 1, 0, 1, 10.0, math.nan)) == 0
+    assert too_small(vc, make_job("h", 1, 0, 1, 10.0, 99_000.0)) == 0
     state.set_gpu_type(1, GpuType("big", 49_152))
     assert vc.max_gpu_mem == 49_152.0 and state.node_mem[1] == 49_152.0
     assert state.node_specs[1].gpu_type.memory_mib == 49_152
+    assert vc.mem_levels == ((float(mems[0]), 0b01, 2, 1), (49_152.0, 0b10, 1, 1))
+    assert too_small(vc, make_job("w", 2, 0, 1, 10.0, 30_000.0)) == 0   # two GPUs: no node of 48 GiB has them
     state.remove_node(1)
-    assert vc.max_gpu_mem == float(mems[0])
+    assert vc.max_gpu_mem == vc.min_gpu_mem == float(mems[0])

@@ -52,8 +52,8 @@ class VcState:
     ``local``; bucket bits are local indices, so small VCs keep small bitmasks."""
 
     __slots__ = ("name", "vid", "nodes", "total_gpus", "free", "buckets", "queue", "running",
-                 "max_node_gpus", "gpus_per_node", "max_gpu_mem", "busy", "pending", "share_nodes", "area",
-                 "t_last")
+                 "max_node_gpus", "gpus_per_node", "min_gpu_mem", "max_gpu_mem", "mem_levels", "busy", "pending",
+                 "share_nodes", "area", "t_last")
 
     def __init__(self, name: str, vid: int) -> None:
         self.name = name
@@ -63,7 +63,11 @@ class VcState:
         self.free = 0              # GPUs open to new jobs
         self.max_node_gpus = 0
         self.gpus_per_node = 0     # set only when the VC is homogeneous (consolidate needs it)
-        self.max_gpu_mem = 0.0     # the most memory one GPU of a present node has (MiB)
+        self.min_gpu_mem = 0.0     # the least and the most memory one GPU of a present node has (MiB)
+        self.max_gpu_mem = 0.0
+        # per memory per GPU, ascending: (MiB, local bits of its nodes, GPUs of nodes with at least
+        # that much, GPUs of the largest such node)
+        self.mem_levels: tuple[tuple[float, int, int, int], ...] = ()
         self.buckets: list[int] = [0]
         self.queue = None          # the policy's queue for this VC
         self.running: dict[Job, None] = {}
@@ -686,9 +690,21 @@ class ClusterState:
         present = [n for n in vc.nodes if not self.node_removed[n]]
         gpus = [self.node_gpus[n] for n in present]
         vc.gpus_per_node = gpus[0] if gpus and all(g == gpus[0] for g in gpus) else 0
-        # a job without a memory prediction counts as a whole GPU: of the largest one, as nodes
-        # of one VC may differ (a policy's "needs at least as much" must not read a smaller node)
-        vc.max_gpu_mem = max((self.node_mem[n] for n in present), default=0.0)
+        # nodes of one VC may differ in GPU memory: a job without a memory prediction counts as
+        # the largest GPU, and sharing placements keep a job off GPUs smaller than its prediction
+        levels: dict[float, list[int]] = {}   # memory -> [local bits, GPUs, GPUs of its largest node]
+        for n in present:
+            level = levels.setdefault(self.node_mem[n], [0, 0, 0])
+            level[0] |= 1 << self.node_local[n]
+            level[1] += self.node_gpus[n]
+            level[2] = max(level[2], self.node_gpus[n])
+        out, gpus, widest = [], 0, 0   # from the largest memory down: GPUs with at least this much
+        for mem, (mask, count, big) in sorted(levels.items(), reverse=True):
+            gpus, widest = gpus + count, max(widest, big)
+            out.append((mem, mask, gpus, widest))
+        vc.mem_levels = tuple(reversed(out))
+        vc.min_gpu_mem = vc.mem_levels[0][0] if out else 0.0
+        vc.max_gpu_mem = vc.mem_levels[-1][0] if out else 0.0
 
     # -- allocation bookkeeping -----------------------------------------------------------
     def _update_share(self, node: int, vc: VcState) -> None:

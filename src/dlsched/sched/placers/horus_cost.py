@@ -26,7 +26,7 @@ from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
 from dlsched.sched.gpus import lowest, nodes_with_at_least, take_gpus
 from dlsched.sched.sharing.curve import PAPER_CURVE
-from dlsched.sched.sharing.load import NodeLoad, cheapest, pred_mem, pred_util
+from dlsched.sched.sharing.load import NodeLoad, cheapest, pred_mem, pred_util, too_small
 
 
 class HorusCostScorer:
@@ -121,6 +121,8 @@ class HorusCostScorer:
         if need > vc.max_node_gpus or vc.free < need:
             return None
         nodes = nodes_with_at_least(vc, need)
+        if nodes and view.max_jobs_per_gpu > 1:   # sharing: not on GPUs smaller than the prediction
+            nodes &= ~too_small(vc, job)
         if not nodes:
             return None
         node = vc.nodes[lowest(nodes)]
