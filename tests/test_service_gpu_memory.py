@@ -122,3 +122,25 @@ def test_a_gpu_count_change_on_a_busy_node_still_waits_for_it_to_be_idle():
     idx = st.node_index["g20"]
     assert (st.node_gpus[idx], st.node_mem[idx]) == (1, 24_576)
     assert core.counters["node changes deferred while busy"] == 1
+
+
+def test_a_pod_too_large_for_the_free_node_waits_for_the_large_one_and_says_why():
+    """g20 is free, a100 holds two batch-128 pods (its cap): a 22,000 MiB pod does not take g20's
+    free 20,480 MiB GPU (it would run out of memory) but waits; the placement's reason names its
+    memory. Once a100 has room it goes there."""
+    names = ["a100", "g20"]
+    core, service = make_core([node("a100", gpu_type="A100"), node("g20", 20_480)])
+    PREDS["r22"] = (50.0, 22_000.0)
+    try:
+        assert place(core, service, "big1", "r128", names) == "a100"
+        assert place(core, service, "big2", "r128", names) == "g20"
+        assert place(core, service, "big3", "r128", names) == "a100"
+        service.core.pod_gone("big2")
+        assert place(core, service, "huge", "r22", names) == ""
+        job = core.jobs["huge"]
+        fit = core.policy.placer.place(core.view, job.vc_state, job)
+        assert not fit.fits and fit.reason.startswith("needs 22,000 MiB per GPU: no node whose GPUs have that much")
+        service.core.pod_gone("big1")
+        assert place(core, service, "huge", "r22", names) == "a100"   # 16,445 + 22,000 <= 40,960
+    finally:
+        del PREDS["r22"]

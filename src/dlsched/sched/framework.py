@@ -143,8 +143,7 @@ class PlacementPipeline:
         else:
             fit = self._gang(view, vc, job)
         if small and fit.status is _FITS and _on_nodes(view, fit, small):   # a span over a too small node
-            fit = Fit(_UNSCHED, None, f"needs {job.pred_gpu_mem_mib:,.0f} MiB per GPU; the nodes whose GPUs "
-                                      f"have that much have too few GPUs free")
+            fit = _too_small_fit(job)
         if fit.status is _FITS:
             for plugin in self.permits:
                 fit = plugin.permit(view, vc, job, fit)
@@ -220,6 +219,8 @@ class PlacementPipeline:
         need = job.gpus
         cand = self._candidates(view, vc, job, share, small)
         if not cand:
+            if small and self._candidates(view, vc, job, share):
+                return _too_small_fit(job)
             return Fit(_UNSCHED, None, "no node has enough GPUs with room")
         rejected: dict[str, int] = {}
         best_node, best_score = -1, 0.0
@@ -286,6 +287,12 @@ class PlacementPipeline:
                 placement: Placement = tuple(out)
                 return Fit(_FITS, placement)
         return Fit(_UNSCHED, None, f"{need} GPUs needed, only {need - left} pass the filters")
+
+
+def _too_small_fit(job: Job) -> Fit:
+    """The answer for a job that only nodes whose GPUs are smaller than its prediction could take."""
+    return Fit(_UNSCHED, None, f"needs {job.pred_gpu_mem_mib:,.0f} MiB per GPU: no node whose GPUs have "
+                               f"that much has enough GPUs with room")
 
 
 def _on_nodes(view: ClusterView, fit: Fit, local_mask: int) -> bool:
