@@ -64,12 +64,13 @@ def node(name: str, mem: int = 0, gpu_type: str = "") -> NodeFacts:
 
 
 def test_labelled_nodes_of_different_memory_never_hold_more_than_their_own():
-    """40 GiB first, then 20 and 24 GiB: the 40 GiB GPU takes batch 128 + batch 128 (32,890 MiB);
-    the 20 GiB one batch 128 and nothing beside it (22,307 MiB would not fit), the 24 GiB one
-    batch 128 and only batch 32 beside it (25,834 MiB with batch 64 would not fit)."""
+    """40 GiB first, then 20 and 24 GiB. Free GPUs go by Horus's cost, GMem_j / CP_mem per node:
+    the largest first (a100, g24, g20). Then the 40 GiB GPU takes batch 128 + batch 128 (32,890
+    MiB); the 20 GiB one holds batch 128 and nothing beside it (22,307 MiB would not fit), the 24
+    GiB one batch 128 and only batch 32 beside it (25,834 MiB with batch 64 would not fit)."""
     names = ["a100", "g20", "g24"]
     core, service = make_core([node("a100", gpu_type="A100"), node("g20", 20_480), node("g24", 24_576)])
-    assert [place(core, service, f"p{i}", "r128", names) for i in range(4)] == ["a100", "g20", "g24", "a100"]
+    assert [place(core, service, f"p{i}", "r128", names) for i in range(4)] == ["a100", "g24", "g20", "a100"]
     assert place(core, service, "q64", "r64", names) == ""      # 25,834 > 24,576 and 22,307+ > 20,480
     assert place(core, service, "q32", "r32", names) == "g24"   # 22,307 <= 24,576; not g20 (> 20,480)
     assert place(core, service, "q32b", "r32", names) == ""

@@ -22,6 +22,8 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_fast_paths import CONFIGS as FAST_PATH_CONFIGS
+from test_fast_paths import assert_same
 
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, VirtualCluster
 from dlsched.core.job import Job
@@ -211,3 +213,16 @@ def test_the_vcs_largest_gpu_follows_node_changes(mems, expected, small):
     assert too_small(vc, make_job("w", 2, 0, 1, 10.0, 30_000.0)) == 0   # two GPUs: no node of 48 GiB has them
     state.remove_node(1)
     assert vc.max_gpu_mem == vc.min_gpu_mem == float(mems[0])
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=nodes_st, raw=jobs_st)
+def test_the_fast_paths_agree_with_the_general_ones_on_mixed_memory(nodes, raw):
+    """Every sharing configuration of tests/test_fast_paths.py, on VCs whose nodes differ in GPU
+    memory: the same starts, placements and stops with every shortcut on and off. (Horus's
+    free-GPU shortcut assumed that free GPUs all cost the same, true only when they have the same
+    memory; and a job too large for every GPU may run where a smaller one may not, so no failed
+    fit dominates another there.)"""
+    for config in FAST_PATH_CONFIGS:
+        if config[2] > 1:
+            assert_same([make_job(f"j{i}", *r) for i, r in enumerate(raw)], cluster(nodes), config)

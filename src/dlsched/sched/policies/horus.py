@@ -324,7 +324,10 @@ class HorusPolicy(OrderingPolicy):
         queues = self.queues(pending, vc, capacity)
         share = self.placer.share and view.max_jobs_per_gpu > 1
         place = self.placer.place
-        free_fit = self._free_fit()
+        # on a VC whose nodes differ in GPU memory, fitting is not monotone in memory (a job too
+        # large for every GPU runs anywhere, a smaller one only on the large nodes): no failure
+        # dominates another there, so every job is tried (and free GPUs are compared by cost)
+        free_fit = self._free_fit() if vc.min_gpu_mem == vc.max_gpu_mem else None
         seq, starts = self._round_order(queues, now)
         failed = out = carried = None
         if free_fit is not None:
