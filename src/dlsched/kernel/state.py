@@ -2,7 +2,7 @@
 
 Transitions: ``submit``, ``start`` (= assume; ``confirm`` makes it final, ``forget`` undoes it),
 ``finish``, ``fail`` (back to the queue, attempt counted), ``preempt``, node ``add_node`` /
-``remove_node`` / ``cordon`` / ``uncordon``, ``power_off`` / ``power_on``. The decision dispatcher
+``remove_node`` / ``cordon`` / ``uncordon`` / ``set_gpu_type``, ``power_off`` / ``power_on``. The decision dispatcher
 (:mod:`dlsched.kernel.decide`) carries out policy decisions through them for every driver. They
 change occupancy and the run record only: how fast a job runs, when it crashes and how much work
 a stop books are the simulated backend's physics (:mod:`dlsched.sim.physics`), never the
@@ -25,10 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Callable, Sequence
 
 from dlsched.core.bits import bit_tuple, set_bits
-from dlsched.core.cluster import ClusterSpec, NodeSpec
+from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec
 from dlsched.core.job import Job, JobState
 
 _CREATED, _PENDING, _RUNNING = JobState.CREATED, JobState.PENDING, JobState.RUNNING
@@ -51,7 +52,8 @@ class VcState:
     ``local``; bucket bits are local indices, so small VCs keep small bitmasks."""
 
     __slots__ = ("name", "vid", "nodes", "total_gpus", "free", "buckets", "queue", "running",
-                 "max_node_gpus", "gpus_per_node", "busy", "pending", "share_nodes", "area", "t_last")
+                 "max_node_gpus", "gpus_per_node", "min_gpu_mem", "max_gpu_mem", "mem_levels", "busy", "pending",
+                 "share_nodes", "area", "t_last")
 
     def __init__(self, name: str, vid: int) -> None:
         self.name = name
@@ -61,6 +63,11 @@ class VcState:
         self.free = 0              # GPUs open to new jobs
         self.max_node_gpus = 0
         self.gpus_per_node = 0     # set only when the VC is homogeneous (consolidate needs it)
+        self.min_gpu_mem = 0.0     # the least and the most memory one GPU of a present node has (MiB)
+        self.max_gpu_mem = 0.0
+        # per memory per GPU, ascending: (MiB, local bits of its nodes, GPUs of nodes with at least
+        # that much, GPUs of the largest such node)
+        self.mem_levels: tuple[tuple[float, int, int, int], ...] = ()
         self.buckets: list[int] = [0]
         self.queue = None          # the policy's queue for this VC
         self.running: dict[Job, None] = {}
@@ -599,6 +606,23 @@ class ClusterState:
         del self.node_index[self.node_ids[node]]
         self._refresh_homogeneous(vc)
 
+    def set_gpu_type(self, node: int, gpu_type: GpuType, now: float = 0.0) -> None:
+        """The GPUs of ``node`` are of ``gpu_type`` (a type or memory label that arrived or was
+        corrected after the node joined), even while it holds jobs: they keep their GPUs, and every
+        later placement and sharing check reads the new memory per GPU. Why in place: a node's
+        labels often come after it joined (GPU feature discovery), and a busy node may never be
+        idle long enough to be removed and added again; until then the old figure would let
+        co-located jobs overfill it."""
+        if self.node_removed[node]:
+            raise StateError(f"node {self.node_ids[node]} was removed")
+        spec = self.node_specs[node]
+        if spec.gpu_type == gpu_type:
+            return
+        self._node_event(node, now)   # observers (the load index, room gains) re-read the node
+        self.node_specs[node] = replace(spec, gpu_type=gpu_type)
+        self.node_mem[node] = float(gpu_type.memory_mib)
+        self._refresh_homogeneous(self.vcs[self.node_vc[node]])
+
     def cordon(self, node: int, now: float = 0.0) -> None:
         """No new jobs on ``node``; running ones go on."""
         if self.node_removed[node]:
@@ -663,8 +687,24 @@ class ClusterState:
             vc.share_nodes |= 1 << self.node_local[node]
 
     def _refresh_homogeneous(self, vc: VcState) -> None:
-        gpus = [self.node_gpus[n] for n in vc.nodes if not self.node_removed[n]]
+        present = [n for n in vc.nodes if not self.node_removed[n]]
+        gpus = [self.node_gpus[n] for n in present]
         vc.gpus_per_node = gpus[0] if gpus and all(g == gpus[0] for g in gpus) else 0
+        # nodes of one VC may differ in GPU memory: a job without a memory prediction counts as
+        # the largest GPU, and sharing placements keep a job off GPUs smaller than its prediction
+        levels: dict[float, list[int]] = {}   # memory -> [local bits, GPUs, GPUs of its largest node]
+        for n in present:
+            level = levels.setdefault(self.node_mem[n], [0, 0, 0])
+            level[0] |= 1 << self.node_local[n]
+            level[1] += self.node_gpus[n]
+            level[2] = max(level[2], self.node_gpus[n])
+        out, gpus, widest = [], 0, 0   # from the largest memory down: GPUs with at least this much
+        for mem, (mask, count, big) in sorted(levels.items(), reverse=True):
+            gpus, widest = gpus + count, max(widest, big)
+            out.append((mem, mask, gpus, widest))
+        vc.mem_levels = tuple(reversed(out))
+        vc.min_gpu_mem = vc.mem_levels[0][0] if out else 0.0
+        vc.max_gpu_mem = vc.mem_levels[-1][0] if out else 0.0
 
     # -- allocation bookkeeping -----------------------------------------------------------
     def _update_share(self, node: int, vc: VcState) -> None:

@@ -43,6 +43,7 @@ from dlsched.sched.gpus import nodes_with_at_least, take_lowest
 from dlsched.sched.pods import place_pods
 from dlsched.sched.protocols import FastPlacer, Filter, Permit, Picker, RowScorer, Scorer  # noqa: F401
 from dlsched.sched.sharing.index import bits_mask, mask_rows
+from dlsched.sched.sharing.load import too_small
 
 _FITS, _UNSCHED = Status.FITS, Status.UNSCHEDULABLE
 
@@ -177,18 +178,22 @@ class PlacementPipeline:
     def _stages(self, view: ClusterView, vc: VcState, job: Job) -> Fit:
         need = job.gpus
         share = self.share and view.max_jobs_per_gpu > 1
+        # the run shares GPUs, so memory is checked: nodes whose GPUs are smaller than the prediction
+        small = too_small(vc, job) if view.max_jobs_per_gpu > 1 else 0
         if share and self.idle_first is not None:
             fit = self.idle_first(view, vc, job)
-            if fit.status is _FITS:
+            if fit.status is _FITS and not (small and _on_nodes(view, fit, small)):
                 return fit
         if need <= vc.max_node_gpus:
-            fit = self._single_node(view, vc, job, share)
+            fit = self._single_node(view, vc, job, share, small)
             if fit.status is not _FITS and not self.single_node_only and vc.free >= need:
                 spanned = self._gang(view, vc, job)
                 if spanned.status is _FITS:  # else keep the per-node reasons
                     fit = spanned
         else:
             fit = self._gang(view, vc, job)
+        if small and fit.status is _FITS and _on_nodes(view, fit, small):   # a span over a too small node
+            fit = _too_small_fit(job)
         if fit.status is _FITS:
             for plugin in self.permits:
                 fit = plugin.permit(view, vc, job, fit)
@@ -221,7 +226,7 @@ class PlacementPipeline:
         share = self.share and view.max_jobs_per_gpu > 1
         wsum = sum(w for _, w in self.scorers)
         nodes, filters, scorers = vc.nodes, self.filters, self.scorers
-        cand = self._candidates(view, vc, job, share)
+        cand = self._candidates(view, vc, job, share, too_small(vc, job) if view.max_jobs_per_gpu > 1 else 0)
         out: dict[int, float] = {}
         if share and cand & (cand - 1) and self.vector_scores and self.use_index:
             # every scorer scores all candidates at once from the load index (the same floats as
@@ -247,7 +252,7 @@ class PlacementPipeline:
                 out[node] = sum(w * s.score(view, vc, job, node) for s, w in scorers) / wsum
         return out
 
-    def _candidates(self, view: ClusterView, vc: VcState, job: Job, share: bool) -> int:
+    def _candidates(self, view: ClusterView, vc: VcState, job: Job, share: bool, small: int = 0) -> int:
         need = job.gpus
         cand = nodes_with_at_least(vc, need) if vc.free >= need else 0
         if share and vc.share_nodes & ~cand and self.use_index:
@@ -258,12 +263,14 @@ class PlacementPipeline:
             for local in set_bits(vc.share_nodes & ~cand):
                 if self.room(view, job, vc.nodes[local]).bit_count() >= need:
                     cand |= 1 << local
-        return cand
+        return cand & ~small   # free GPUs too: only where the node's GPU memory holds the prediction
 
-    def _single_node(self, view: ClusterView, vc: VcState, job: Job, share: bool) -> Fit:
+    def _single_node(self, view: ClusterView, vc: VcState, job: Job, share: bool, small: int = 0) -> Fit:
         need = job.gpus
-        cand = self._candidates(view, vc, job, share)
+        cand = self._candidates(view, vc, job, share, small)
         if not cand:
+            if small and self._candidates(view, vc, job, share):
+                return _too_small_fit(job)
             return Fit(_UNSCHED, None, "no node has enough GPUs with room")
         rejected: dict[str, int] = {}
         best_node, best_score = -1, 0.0
@@ -330,6 +337,18 @@ class PlacementPipeline:
                 placement: Placement = tuple(out)
                 return Fit(_FITS, placement)
         return Fit(_UNSCHED, None, f"{need} GPUs needed, only {need - left} pass the filters")
+
+
+def _too_small_fit(job: Job) -> Fit:
+    """The answer for a job that only nodes whose GPUs are smaller than its prediction could take."""
+    return Fit(_UNSCHED, None, f"needs {job.pred_gpu_mem_mib:,.0f} MiB per GPU: no node whose GPUs have "
+                               f"that much has enough GPUs with room")
+
+
+def _on_nodes(view: ClusterView, fit: Fit, local_mask: int) -> bool:
+    """Whether ``fit`` uses a node of ``local_mask`` (VC-local bits)."""
+    local = view.node_local
+    return any(local_mask >> local[node] & 1 for node, _ in fit.placement)
 
 
 def room_of(view: ClusterView, job: Job, node: int) -> int:

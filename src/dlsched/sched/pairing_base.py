@@ -27,7 +27,7 @@ from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
 from dlsched.sched.framework import PlacementPipeline
 from dlsched.sched.ordering import OrderingPolicy
-from dlsched.sched.sharing.load import pred_mem
+from dlsched.sched.sharing.load import pred_mem, too_small
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 _DECLINE = float("inf")  # a pair_value that says "never run these two together"
@@ -86,10 +86,16 @@ class PairingPolicy(OrderingPolicy):
     # -- the pass ----------------------------------------------------------------------------
     def schedule(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
         waiting: list[Job] = []
-        place = self.exclusive.place
+        exclusive = self.exclusive
+        place = exclusive.place
         for job in list(vc.queue):
             if job.gpus <= vc.free:
                 fit = place(view, vc, job)
+                small = too_small(vc, job) if fit.status is _FITS else 0
+                if small and any(small >> view.node_local[n] & 1 for n, _ in fit.placement):
+                    # the placer's own rule chose GPUs smaller than the prediction (its bucket
+                    # shortcut reads no memory): the stages, which keep the job off such nodes
+                    fit = PlacementPipeline.place(exclusive, view, vc, job)
                 if fit.status is _FITS:
                     yield Start(job, fit.placement)
                     continue

@@ -235,12 +235,18 @@ class SchedulerCore:
             gtype, known = self._gpu_type_of(node)
             if idx is not None:
                 spec = st.node_specs[idx]
-                if spec.gpus != node.gpus or spec.vc != node.vc or spec.gpu_type != gtype:
-                    if st.node_holders[idx]:
+                reshaped = spec.gpus != node.gpus or spec.vc != node.vc
+                if reshaped and not st.node_holders[idx]:
+                    self._handle(NodeChanged("removed", idx), now)
+                    idx = None
+                else:
+                    if reshaped:
                         self.counters["node changes deferred while busy"] += 1
-                    else:
-                        self._handle(NodeChanged("removed", idx), now)
-                        idx = None
+                    if spec.gpu_type != gtype:
+                        # a type or memory label changed: applied at once, busy or not (the old
+                        # figure would let co-located pods overfill the node's GPUs)
+                        st.set_gpu_type(idx, gtype, now)
+                        self.counters["node GPU types or memory changed in place"] += 1
             if idx is None:
                 if node.gpus == 0:
                     self.counters["nodes without GPUs ignored"] += 1

@@ -116,9 +116,11 @@ class HorusCostScorer:
     def free_fit(view: ClusterView, vc: VcState, job: Job) -> Fit | None:
         """The pipeline's answer when some node has enough free GPUs, in a few bucket look-ups:
         free GPUs all cost the same and beat shared ones, so the best node is the lowest one
-        with ``gpus`` free GPUs, and its lowest free GPUs. None when no node has them."""
+        with ``gpus`` free GPUs, and its lowest free GPUs. None when no node has them, and on a
+        VC whose nodes differ in GPU memory: there a free GPU's cost ``GMem_j / CP_mem`` differs
+        per node (and may exceed a shared GPU's on a larger node), so the stages compare them."""
         need = job.gpus
-        if need > vc.max_node_gpus or vc.free < need:
+        if need > vc.max_node_gpus or vc.free < need or vc.min_gpu_mem != vc.max_gpu_mem:
             return None
         nodes = nodes_with_at_least(vc, need)
         if not nodes:

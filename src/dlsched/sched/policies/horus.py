@@ -318,11 +318,16 @@ class HorusPolicy(OrderingPolicy):
         if not pending:
             return
         now = view.now
-        capacity = view.node_mem[vc.nodes[0]] if vc.nodes else 0.0
+        # a job without a memory prediction counts as needing a whole GPU: the VC's largest, so
+        # that its failure says nothing about a job that could share a GPU with more memory
+        capacity = vc.max_gpu_mem
         queues = self.queues(pending, vc, capacity)
         share = self.placer.share and view.max_jobs_per_gpu > 1
         place = self.placer.place
-        free_fit = self._free_fit()
+        # on a VC whose nodes differ in GPU memory, fitting is not monotone in memory (a job too
+        # large for every GPU runs anywhere, a smaller one only on the large nodes): no failure
+        # dominates another there, so every job is tried (and free GPUs are compared by cost)
+        free_fit = self._free_fit() if vc.min_gpu_mem == vc.max_gpu_mem else None
         seq, starts = self._round_order(queues, now)
         failed = out = carried = None
         if free_fit is not None:

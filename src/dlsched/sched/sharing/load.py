@@ -11,6 +11,7 @@ reading, as the kernel's own memory check does.
 from __future__ import annotations
 
 from dlsched.core.job import Job
+from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
 
 FULL_UTIL = 100.0
@@ -26,6 +27,27 @@ def pred_mem(job: Job, capacity: float) -> float:
     """Predicted GPU memory (MiB); unknown counts as the whole GPU."""
     m = job.pred_gpu_mem_mib
     return m if m == m else capacity
+
+
+def too_small(vc: VcState, job: Job) -> int:
+    """VC-local bits of the nodes whose GPUs have less memory than ``job``'s prediction, when the
+    VC's nodes with enough can hold the job (one of them has its GPUs, or, for a job wider than
+    every node, they have as many GPUs together); else 0. A sharing placement keeps the job off
+    them, free GPUs included: a free GPU takes a job only where its memory fits the prediction,
+    as a shared one does. Nothing is excluded for a job without a prediction, on a VC whose nodes
+    all have the same memory, or for a job no set of large enough nodes can hold (it would wait
+    forever; it runs wherever GPUs are free, as before)."""
+    m = job.pred_gpu_mem_mib
+    if not vc.min_gpu_mem < m <= vc.max_gpu_mem:   # NaN: False
+        return 0
+    out = 0
+    for mem, mask, gpus, widest in vc.mem_levels:
+        if mem >= m:
+            need = job.gpus
+            fits = need <= widest or (need > vc.max_node_gpus and need <= gpus)
+            return out if fits else 0
+        out |= mask
+    return 0
 
 
 class NodeLoad:
