@@ -51,9 +51,11 @@ def restrict_placement(policy, state: ClusterState, offered: Mapping[str, frozen
     inner = getattr(placer, "place", None)
     if inner is None:
         return True
-    st = state
-
     def place(view, vc, job):
+        # the state being decided, not the live one captured here: a start-time forecast runs a
+        # shallow copy of the policy (sharing this placer) on a twin of the state, from another
+        # thread; closing the live state's nodes there would race with the live pass
+        st = view.state
         fit = inner(view, vc, job)
         if not is_gang_id(job.job_id):   # gang hook: a gang's job spans nodes, one pod per share
             fit = one_node(fit, job)
