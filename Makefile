@@ -18,12 +18,21 @@ $(BIN)/python:
 	$(BIN)/pip install -q -e ".[ml,graph,export,dev]"
 	touch $@
 
-.PHONY: demo test bench clean
+.PHONY: demo test lint fast bench clean
 demo: .installed-core
 	$(BIN)/dlsched demo --out runs/demo
 
 test: .installed-dev
 	$(BIN)/python -m pytest tests
+
+# the pinned ruff (dev extra) with the rules of pyproject.toml; .ci/run runs it before the tests
+lint: .installed-dev
+	$(BIN)/ruff check src tests
+
+# the inner loop: every test but the slow ones (real control plane, PostgreSQL, Chromium, Dask,
+# Prometheus, the long runs on ../shared); see README "Tests"
+fast: .installed-dev
+	$(BIN)/python -m pytest tests -m "not slow"
 
 bench: .installed-dev
 	$(BIN)/python benchmarks/bench_simulator.py
