@@ -119,9 +119,9 @@ def sizes_list(text: str, flag: str, cap: int) -> list[int]:
     try:
         values = [int(float(v)) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise SystemExit(f"error: {flag} takes comma-separated whole numbers, got {text!r}") from None
+        raise ValueError(f"{flag} takes comma-separated whole numbers, got {text!r}") from None
     if values and min(values) < 1:
-        raise SystemExit(f"error: {flag} needs sizes >= 1, got {text!r}")
+        raise ValueError(f"{flag} needs sizes >= 1, got {text!r}")
     kept = [v for v in values if v <= cap]
     if len(kept) < len(values):
         print(f"note: {flag}: sizes above {cap:,} left out ({', '.join(f'{v:,}' for v in values if v > cap)})",
@@ -161,8 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         pass
     if args.general:
         names += [f"{p} (general)" for p in GENERAL if p in names]
-    jobs = sizes_list(args.jobs, "--jobs", args.max_jobs)
-    nodes = sizes_list(args.nodes, "--nodes", args.max_nodes)
+    try:
+        jobs = sizes_list(args.jobs, "--jobs", args.max_jobs)
+        nodes = sizes_list(args.nodes, "--nodes", args.max_nodes)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     base_jobs = min(args.base_jobs, args.max_jobs)
     print(f"synthetic workload, offered load {args.load:g}, seed {args.seed}; simulation only, one run per size")
     if jobs:
