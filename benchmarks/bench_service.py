@@ -35,6 +35,7 @@ import json
 import multiprocessing as mp
 import os
 import selectors
+import shutil
 import socket
 import statistics
 import sys
@@ -159,11 +160,31 @@ def _schedule(rate: float, seconds: float, block: float, interleave: bool, pods:
 def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave: bool = False, pods: int = 500,
         loop: str = "auto", http: str = "auto", connections: int = 64, eta: float = 0.0,
         queues: bool = False) -> dict:
-    port = _free_port()
+    """One measurement. The server's store lives in a temporary folder that is removed afterwards,
+    whether the run succeeds or not (the server is stopped first, by its PID)."""
     tmp = tempfile.mkdtemp(prefix="dlsched-bench-")
+    servers: list = []
+    try:
+        return _measure(tmp, servers, nodes, rate, seconds, block, interleave, pods, loop, http, connections,
+                        eta, queues)
+    finally:
+        for server in servers:
+            if server.is_alive():
+                server.terminate()
+                server.join(10)
+        try:
+            shutil.rmtree(tmp)
+        except OSError as exc:
+            print(f"warning: could not remove the benchmark's temporary store {tmp}: {exc}", file=sys.stderr)
+
+
+def _measure(tmp: str, servers: list, nodes: int, rate: float, seconds: float, block: float, interleave: bool,
+             pods: int, loop: str, http: str, connections: int, eta: float, queues: bool) -> dict:
+    port = _free_port()
     ctx = mp.get_context("spawn")
     server = ctx.Process(target=_serve, args=(port, nodes, f"sqlite:///{tmp}/bench.db", loop, http, eta, queues), daemon=True)
     server.start()
+    servers.append(server)
     deadline = time.monotonic() + 60
     while True:
         try:

@@ -94,8 +94,9 @@ def test_gbdt_predictions_cached_and_pending_batch_predicted(monkeypatch: pytest
     est.estimate(Job("x", "vc0", 1, 86400.0, 1.0), 86400.0)          # triggers the refit
     assert est.model_ is not None and waiting in est._cache          # pending: batch-predicted
     calls = []
-    real = est.model_.predict
+    real, real_one = est.model_.predict, est.model_.predict_one
     monkeypatch.setattr(est.model_, "predict", lambda X: calls.append(1) or real(X))
+    monkeypatch.setattr(est.model_, "predict_one", lambda row: calls.append(1) or real_one(row))
     a = est.estimate(waiting, 86401.0)
     b = est.estimate(waiting, 86402.0)
     assert a == b and calls == []                                    # served from cache

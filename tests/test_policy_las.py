@@ -29,10 +29,10 @@ def test_a_user_with_more_attained_service_waits_behind_a_newcomer():
     for i, job in enumerate((heavy, fresh)):
         job.enq_seq = i
         queue.push(job)
-    assert queue.pass_order(0.0) == [heavy, fresh]   # no service yet: first come, first served
+    assert list(queue) == [heavy, fresh]             # no service yet: first come, first served
     las.job_finished(done, 50.0)                     # heavy attained 4 GPUs x 50 s = 200 >= threshold
     assert las.level_of("heavy") == 1 and las.level_of("fresh") == 0
-    assert queue.pass_order(50.0) == [fresh, heavy] and queue.head() is fresh
+    assert list(queue) == [fresh, heavy] and queue.head() is fresh
 
 
 def test_las_runs_every_job_once_through_build_run(tmp_path):

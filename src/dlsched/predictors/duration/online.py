@@ -6,9 +6,13 @@ that have finished by the current simulated time, so no policy can see the futur
 * ``estimate(job, now)`` / ``priority(job, now)``: P_R is recomputed (O(1)); P_M comes from
   the GBDT fitted at the last refit, cached per job and model version.
 * The GBDT is refitted at the first call on or after each multiple of ``refit_every`` simulated
-  seconds, on every job finished so far (the most recent ``max_train_jobs`` if set); at a refit
-  the jobs estimated but not yet finished are re-predicted in one batch. Before the first fit
-  (fewer than ``min_train_jobs`` finished jobs) P_M = P_R.
+  seconds, on the most recent ``max_train_jobs`` finished jobs (:data:`TRAIN_WINDOW`, 100,000, by
+  default: a refit's cost stays bounded on a trace of millions of jobs, instead of growing with
+  the history; ``None``: every job finished so far); at a refit the jobs estimated but not yet
+  finished are re-predicted in one batch. Before the first fit (fewer than ``min_train_jobs``
+  finished jobs) P_M = P_R. A job estimated between refits is predicted through LightGBM's
+  single-row entry point (:meth:`GBDTDurationModel.predict_one`: the same number, a third of the
+  time).
 
 Time must not run backwards, and a job may only be observed once its end time has passed;
 both raise ``ValueError`` — they would mean the caller leaks the future.
@@ -31,6 +35,7 @@ from dlsched.predictors.duration.observed import observed_duration
 from dlsched.predictors.duration.rolling import RollingEstimator
 
 _EPS = 1e-6
+TRAIN_WINDOW = 100_000  # finished jobs a refit trains on (the most recent); larger than every figure's trace
 
 
 class OnlineDurationEstimator:
@@ -44,7 +49,7 @@ class OnlineDurationEstimator:
                  min_similarity: float = 0.8, n_estimators: int = GBDTParams.n_estimators,
                  learning_rate: float = GBDTParams.learning_rate, num_leaves: int = GBDTParams.num_leaves,
                  min_child_samples: int = GBDTParams.min_child_samples, min_train_jobs: int = 200,
-                 max_train_jobs: int | None = None, blend: str = "linear",
+                 max_train_jobs: int | None = TRAIN_WINDOW, blend: str = "linear",
                  anonymous: str = "vc_gpus", n_jobs: int = GBDTParams.n_jobs,
                  random_state: int = GBDTParams.random_state, origin: datetime | None = None) -> None:
         if refit_every <= 0:
@@ -159,7 +164,7 @@ class OnlineDurationEstimator:
         if hit is not None and hit[0] == self._version:
             pm = hit[1]
         else:
-            pm = float(self.model_.predict(np.array(self.encoder_.row(job)))[0])
+            pm = self.model_.predict_one(self.encoder_.row(job))
             self._cache[job] = (self._version, pm)
         return pr, pm, float(merge(pr, pm, self.lam, self.blend))
 

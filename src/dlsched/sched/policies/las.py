@@ -45,6 +45,7 @@ class LasPolicy(OrderingPolicy):
 
     name = "las"
     Params = LasParams
+    ranks_follow_version = True  # a user's level changes only with ``version``: queues keep ranks across pushes
 
     def __init__(self, placer, backfill: bool = False, threshold: float = _DEFAULTS.threshold,
                  queues: int = _DEFAULTS.queues) -> None:

@@ -9,25 +9,32 @@ Preemption guards (``sched/preemption.py``: ``min_run_s``, ``max_evictions``, ``
 protected running job keeps its GPUs -- they come off the quota before the greedy pass -- and
 the pass asks for a wake-up when a minimum run time it respected ends. With the defaults the
 pass is exactly the unguarded one (the Helios fidelity runs stay exact).
+
+The unguarded cut is incremental (``sched/policies/srtf_order.py``): pending jobs are ranked once
+per queue entry and the cut merges per-GPU-count heaps, so a pass costs what it starts, preempts
+and keeps running, not the length of the queue. ``SrtfPolicy.incremental = False`` is the general
+path, a full sort of every pending and running job per pass (the equivalence test runs both).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Iterator
 
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Decision, Postpone, Start, Status
 from dlsched.kernel.queues import ArrivalQueue
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
+from dlsched.sched.policies.srtf_order import RankQueue, greedy_cut
 from dlsched.sched.preemption import GUARD_HELP, MIN_RUN, EvictionGuard, check_guards
 from dlsched.sched.protocols import PolicyBase
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 # pending jobs: true remaining time, then queue order (a truth slot: an oracle's module may name it)
 _by_remaining = attrgetter("_remaining", "enq_seq")
+_remaining = attrgetter("_remaining")
 _new_start = tuple.__new__
 
 
@@ -50,6 +57,7 @@ class SrtfPolicy(PolicyBase):
     oracle = True  # the grant: reads true remaining times
     preemptive = True
     Params = SrtfParams
+    incremental = True  # the shortcut's switch: False = sort every pending and running job per pass
 
     def __init__(self, placer, backfill: bool = False, min_run_s: float = 0.0,
                  max_evictions: int | None = None, grace_s: float = 0.0) -> None:
@@ -60,8 +68,8 @@ class SrtfPolicy(PolicyBase):
     def prepare(self, view: ClusterView) -> None:
         self.guard.reset()
 
-    def new_queue(self) -> ArrivalQueue:
-        return ArrivalQueue()
+    def new_queue(self) -> ArrivalQueue | RankQueue:
+        return RankQueue() if self.incremental else ArrivalQueue()
 
     # -- the rank: true remaining time (srtf-pred overrides these two with predictions) --------
     def pending_order(self, view: ClusterView, vc: VcState) -> list[Job]:
@@ -76,9 +84,23 @@ class SrtfPolicy(PolicyBase):
         # true remaining of running jobs, inlined (same as view.remaining; this is the hot loop)
         for j in vc.running:
             left = j._remaining - (now - j.run_since) * j.speed
-            cands.append((left if left > 0.0 else 0.0, 1, j.run_seq, j))
+            cands.append((max(0.0, left), 1, j.run_seq, j))
         cands.sort()  # never compares jobs
         return cands
+
+    def pending_key(self, now: float):
+        """A pending job's rank key (fixed while it waits): its true remaining time."""
+        return _remaining
+
+    def running_ranked(self, view: ClusterView, vc: VcState) -> list[tuple[float, int, int, Job]]:
+        """The running jobs as sorted ``(remaining, 1, start order, job)``."""
+        now = view.now
+        ranked = []
+        for j in vc.running:
+            left = j._remaining - (now - j.run_since) * j.speed
+            ranked.append((left if left > 0.0 else 0.0, 1, j.run_seq, j))  # noqa: FURB136 -- hot loop: no call
+        ranked.sort()
+        return ranked
 
     # -- the pass ------------------------------------------------------------------------------
     def schedule(self, view: ClusterView, vc: VcState) -> Iterator[Decision]:
@@ -87,13 +109,15 @@ class SrtfPolicy(PolicyBase):
             # everything fits the quota: nobody is preempted, pending jobs go in rank order
             order = self.pending_order(view, vc)
         else:
-            cands = self.candidates(view, vc)
             guard = self.guard
-            if guard.active:
-                preempt, order = self._guarded_cut(view, vc, cands)
+            if not guard.active and isinstance(vc.queue, RankQueue):
+                preempt, order = greedy_cut(vc.queue, self.pending_key(view.now), self.running_ranked(view, vc),
+                                            quota)
+            elif guard.active:
+                preempt, order = self._guarded_cut(view, vc, self.candidates(view, vc))
             else:
                 preempt, order = [], []
-                for left, is_running, _, job in cands:
+                for left, is_running, _, job in self.candidates(view, vc):
                     if job.gpus <= quota:
                         quota -= job.gpus
                         if not is_running:

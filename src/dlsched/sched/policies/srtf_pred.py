@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.state import VcState
 from dlsched.kernel.view import ClusterView
-from dlsched.sched.preemption import GUARD_HELP, check_guards
 from dlsched.sched.policies.srtf import SrtfPolicy
+from dlsched.sched.preemption import GUARD_HELP, check_guards
 
 SOURCES = ("estimator", "job")
 _HOLDING = (JobState.RUNNING, JobState.ASSUMED)
@@ -124,6 +124,15 @@ class SrtfPredPolicy(SrtfPolicy):
         cands.extend((_left(j, now), 1, j.run_seq, j) for j in vc.running)
         cands.sort()
         return cands
+
+    def pending_key(self, now: float):
+        """A pending job's rank key, fixed while it waits: its prediction minus the service it
+        attained in earlier stints (a waiting job attains none)."""
+        return lambda job: _left(job, now)
+
+    def running_ranked(self, view: ClusterView, vc: VcState) -> list[tuple[float, int, int, Job]]:
+        now = view.now
+        return sorted((_left(j, now), 1, j.run_seq, j) for j in vc.running)
 
 
 def _left(job: Job, now: float) -> float:
