@@ -14,7 +14,7 @@ from dlsched.sched.policies.las import LasParams
 
 def test_params_are_declared_and_checked():
     assert LasParams() == LasParams(threshold=28800.0, queues=3)
-    with pytest.raises(ValueError, match="--param threshold must be > 0"):
+    with pytest.raises(ValueError, match="--param threshold must be a finite number > 0"):
         LasParams(threshold=0)
     assert policy("las", queues=2).params == LasParams(queues=2)
 
