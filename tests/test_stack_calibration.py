@@ -108,7 +108,9 @@ def test_predictor_uses_the_stack_and_widens_the_band_when_unknown(tmp_path) -> 
     unknown = pred.predict_mem_mib(f, "A100", meta, stack="unknown")
     assert unknown[0] == pytest.approx(lazy[0])
     assert pred.predict_mem_mib(f, "A100", meta)[0] == pytest.approx(own[0])   # no stack: the fit's own
-    assert unknown[2] == pytest.approx(1.1 * own[0]) and unknown[1] == pytest.approx(0.9 * lazy[0])
+    # lo: 0.9 x lazy would cut into the exact terms; the physical floor (smallest context + state +
+    # saved activations) holds it up, and with every factor at 1 that is the lazy prediction itself
+    assert unknown[2] == pytest.approx(1.1 * own[0]) and unknown[1] == pytest.approx(lazy[0])
     pred.mem_affine[cluster_key("A100", "lazy")] = (500.0, 1.0)
     pred.save(tmp_path / "p")
     back = Predictor.load(tmp_path / "p")

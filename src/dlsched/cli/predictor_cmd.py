@@ -106,10 +106,11 @@ def _render(report: dict[str, Any]) -> None:
             continue
         info = report["memory"].get(table + "_info", {})
         t = Table(title=f"Peak memory, {table} {info}")
-        for col in ("estimator", "MAPE %", "under-predicted >10 % (share %)"):
+        for col in ("estimator", "under > 0 %", "under > 10 %", "median ratio", "MAPE %"):
             t.add_column(col, justify="left" if col == "estimator" else "right")
         for name, r in res.items():
-            t.add_row(name, _fmt(r["mape"], r.get("mape_std"), 1), _fmt(r["under10"], r.get("under10_std"), 1))
+            t.add_row(name, _fmt(r.get("under0"), r.get("under0_std"), 1), _fmt(r["under10"], r.get("under10_std"), 1),
+                      _fmt(r.get("median_ratio"), r.get("median_ratio_std"), 2), _fmt(r["mape"], r.get("mape_std"), 1))
         con.print(t)
     _render_training_memory(con, report.get("training_memory", {}))
     for name, tgt in {**report.get("util_targets", {}), **report.get("training_memory", {}).get("targets", {})}.items():
@@ -136,12 +137,18 @@ def _render_training_memory(con: Any, res: dict[str, Any]) -> None:
         return
     if not res:
         return
+    for est in ("training_memory",):   # the figures that decide, before any table
+        for src, r in res.get(est, {}).items():
+            con.print(f"{est} ({src}): under-predicted {_fmt(r.get('under0'), None, 1)} % of {r['rows']} rows "
+                      f"(by > 10 %: {_fmt(r['under10'], None, 1)} %); median predicted/measured "
+                      f"{_fmt(r.get('median_ratio'), None, 2)}, MAPE {_fmt(r['mape'], None, 1)} %")
     t = Table(title=f"Peak training memory, 5-fold by family (out of fold) {res.get('info', {})}")
-    for col in ("estimator", "rows", "MAPE %", "under-predicted >10 % (share %)", "band coverage"):
+    for col in ("estimator", "rows", "under > 0 %", "under > 10 %", "median ratio", "MAPE %", "band coverage"):
         t.add_column(col, justify="left" if col == "estimator" else "right")
     for est in ("training_memory", "faketensor", "faketensor+1GiB", "horus_eq2+1000MiB"):
         for src, r in res.get(est, {}).items():
-            t.add_row(f"{est} ({src})", str(r["rows"]), _fmt(r["mape"], None, 1), _fmt(r["under10"], None, 1),
+            t.add_row(f"{est} ({src})", str(r["rows"]), _fmt(r.get("under0"), None, 1), _fmt(r["under10"], None, 1),
+                      _fmt(r.get("median_ratio"), None, 2), _fmt(r["mape"], None, 1),
                       _fmt(r.get("band_coverage"), None, 2))
     con.print(t)
     ev = res.get("evaluation_set", {})

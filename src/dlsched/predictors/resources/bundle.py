@@ -106,23 +106,31 @@ class Predictor:
         a, k2 = self.mem_affine.get(cluster_key(gpu, stack or ""), (0.0, 1.0))
         if isinstance(self.mem_model, TrainingMemoryModel):
             meta = meta or JobMeta(amp=bool(features.get("amp", 0)))
-            fitted = float(self.mem_model.coef_[0])
-            ctx, rng = None, None
-            if stack:   # None: the fit's own stack (its intercept); "unknown" and others: their context
-                label = stack.strip().lower()
-                if label not in KNOWN_STACKS:   # a cluster's own label: its context is learnt by calibration
-                    label = DEFAULT_STACK
-                if label == (self.mem_model.stack_ or "").lower():
-                    ctx = fitted
-                else:
-                    ctx = stack_context(label, gpu, fitted).total_mib
-                    rng = context_range(gpu, fitted) if label == DEFAULT_STACK else None
-            m, lo, hi = self.mem_model.predict_band(np.asarray([memory_terms(features, meta)]), ctx, rng)
-            vals = [a + k2 * k * float(v[0]) for v in (m, lo, hi)]
+            ctx, rng = self.mem_context(gpu, stack)
+            terms = np.asarray([memory_terms(features, meta)])
+            m, lo, hi = self.mem_model.predict_band(terms, ctx, rng)
+            # calibration corrects the estimate; it never goes below what the job holds for certain
+            base = float(self.mem_model.coef_[0]) if ctx is None else ctx
+            floor = float(self.mem_model.physical_floor(terms, min(base, rng[0]) if rng else base)[0])
+            vals = [max(a + k2 * k * float(v[0]), floor) for v in (m, lo, hi)]
             return vals[0], min(vals[1], vals[0]), max(vals[2], vals[0])
         m = a + k2 * k * float(self.mem_model.predict(np.asarray([mem_inputs(features)]))[0])
         lo, hi = m * self.mem_band[0], m * self.mem_band[1]
         return m, min(lo, m), max(hi, m)
+
+    def mem_context(self, gpu: str, stack: str | None) -> tuple[float | None, tuple[float, float] | None]:
+        """(context MiB or None for the fitted intercept, context range or None) of ``stack`` on
+        ``gpu`` for the training-memory model: what :meth:`predict_mem_mib` predicts with."""
+        if not isinstance(self.mem_model, TrainingMemoryModel) or not stack:
+            return None, None
+        fitted = float(self.mem_model.coef_[0])
+        label = stack.strip().lower()
+        if label not in KNOWN_STACKS:   # a cluster's own label: its context is learnt by calibration
+            label = DEFAULT_STACK
+        if label == (self.mem_model.stack_ or "").lower():
+            return fitted, None
+        return (stack_context(label, gpu, fitted).total_mib,
+                context_range(gpu, fitted) if label == DEFAULT_STACK else None)
 
     def calibrate_memory(self, rows: list[Mapping[str, float]], measured_mib: Any, gpu: str,
                          metas: list[JobMeta] | None = None, under_tol: float = 0.10,
