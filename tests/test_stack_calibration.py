@@ -205,11 +205,12 @@ def test_calibrate_cli_keys_by_stack_and_rejects_bad_attention(tmp_path) -> None
     res = CliRunner().invoke(app, ["predictor", "calibrate", str(obs), "--predictor", str(tmp_path / "p"),
                                    "--out", str(tmp_path / "cal")])
     assert res.exit_code == 0, res.output
-    assert "A100 / stack cu121: 6 observed jobs" in res.output and "A100 / stack cu118-eager: 2 observed" in res.output
+    assert ("a100 / stack cu121 / other: 6 observed jobs" in res.output
+            and "a100 / stack cu118-eager / other: 2 observed" in res.output)
     aff = Predictor.load(tmp_path / "cal").mem_affine
-    assert set(aff) == {"a100|cu121", "a100|cu118-eager"}
+    assert set(aff) == {"a100|cu121|other", "a100|cu118-eager|other"}   # the MLP: family "other"
     # the cu121 jobs sit ~1,300 MiB above the cu118 ones: each key learnt its own offset
-    assert aff["a100|cu121"][0] > aff["a100|cu118-eager"][0] + 500
+    assert aff["a100|cu121|other"][0] > aff["a100|cu118-eager|other"][0] + 500
     obs.write_text(f"model,onnx,batchsize,mem_mib,attention\n,{tmp_path / 'mlp.onnx'},8,100,flash9\n")
     res = CliRunner().invoke(app, ["predictor", "calibrate", str(obs), "--out", str(tmp_path / "c2")])
-    assert res.exit_code == 2 and "column 'attention' has 'flash9' (row 2)" in res.output
+    assert res.exit_code == 2 and "obs.csv:2:5: column 'attention' has 'flash9'" in res.output

@@ -217,14 +217,15 @@ def test_predictor_calibrate_cli(tmp_path: Path) -> None:
                                         "--out", str(tmp_path / "cal")])
     assert res.exit_code == 0, res.output
     # one job: the stack's offset as an intercept (factor 1), the error before is 1/3
-    assert "T4 / stack unknown: 1 observed jobs; intercept +" in res.output and "factor x1.000" in res.output
+    # (per model family: the MLP is neither a CNN nor a transformer)
+    assert "t4 / stack unknown / other: 1 observed jobs; intercept +" in res.output and "factor x1.000" in res.output
     assert "error 33.3 % before" in res.output
     cal = Predictor.load(tmp_path / "cal")
-    assert cal.mem_affine["t4|unknown"] == (pytest.approx(0.5 * raw), 1.0)
+    assert cal.mem_affine["t4|unknown|other"] == (pytest.approx(0.5 * raw), 1.0)
     assert cal.predict_mem_mib(f, "T4")[0] == pytest.approx(1.5 * raw)
     obs.write_text("model,batchsize,mem_mib,optimizer\nx,8,100,lion\n")
     res = CliRunner().invoke(main_app, ["predictor", "calibrate", str(obs), "--out", str(tmp_path / "c2")])
-    assert res.exit_code == 2 and "column 'optimizer' has 'lion' (row 2)" in res.output
+    assert res.exit_code == 2 and "obs.csv:2:4: column 'optimizer' has 'lion'" in res.output
 
 
 def test_zoo_export_is_announced_or_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
