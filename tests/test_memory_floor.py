@@ -137,3 +137,31 @@ def test_lo_is_at_least_the_floor_for_every_zoo_model() -> None:
         for meta in (JobMeta("adam"), JobMeta("sgd", amp=True)):
             _, lo, _ = pred.predict_mem_mib(f, "A100", meta=meta, stack="unknown")
             assert lo >= floor_of(f, meta, lowest_context("A100", "unknown", pred)) - 1e-6, name
+
+
+def test_evaluate_prints_the_under_prediction_shares_first() -> None:
+    """`predictor evaluate`: per target set, under > 0 % and > 10 % come before median and MAPE."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from dlsched.cli.predictor_cmd import _render_training_memory
+
+    printed: list[object] = []
+
+    class Con:
+        def print(self, obj: object) -> None:
+            printed.append(obj)
+
+    res = {"training_memory": {"timm": {"under0": 1.8, "under10": 1.4, "median_ratio": 1.52, "mape": 54.4,
+                                        "rows": 1257, "band_coverage": 0.8}}}
+    _render_training_memory(Con(), res)
+    first = printed[0]
+    assert first == ("training_memory (timm): under-predicted 1.8 % of 1257 rows (by > 10 %: 1.4 %); "
+                     "median predicted/measured 1.52, MAPE 54.4 %")
+    table = next(p for p in printed if isinstance(p, Table))
+    assert [c.header for c in table.columns][:5] == ["estimator", "rows", "under > 0 %", "under > 10 %",
+                                                     "median ratio"]
+    con = Console(record=True, width=200)
+    con.print(table)
+    text = con.export_text()   # (export clears the record)
+    assert "1.8" in text and "54.4" in text
