@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,15 @@ from dlsched.predictors.resources.train_memory import (
     calibration_factor,
     memory_terms,
 )
+
+
+@lru_cache(maxsize=256)
+def _card(gpu: str) -> str:
+    """The GPU type a name means ("A100-SXM4-40GB" and "a100" are one card type), else the name."""
+    from dlsched.core import gpus
+
+    known = gpus.find(gpu, fuzzy=True)
+    return known.name if known is not None else gpu
 
 
 @dataclass
@@ -98,11 +108,8 @@ class Predictor:
     def calibration_keys(self, features: Mapping[str, float], gpu: str, stack: str | None) -> tuple[str, str]:
         """(per-family key, GPU/stack key) of :attr:`mem_affine` for a job: the stack it is
         predicted with (None: the fit stack's own label)."""
-        from dlsched.core import gpus
-
         label = stack or getattr(self.mem_model, "stack_", "") or ""
-        known = gpus.find(gpu, fuzzy=True)   # "A100-SXM4-40GB" and "a100" are one card type
-        card = known.name if known is not None else gpu
+        card = _card(gpu)
         return cluster_key(card, label, model_family(features)), cluster_key(card, label)
 
     def predict_mem_mib(self, features: Mapping[str, float], gpu: str = "unknown",
@@ -126,11 +133,13 @@ class Predictor:
         if self.mem_model is None:
             return None
         k = self.mem_calibration.get(self._mem_key(gpu, family), self.mem_calibration.get(gpu.lower(), 1.0))
-        fam_key, key = self.calibration_keys(features, gpu, stack)
-        a, k2 = (self.mem_affine.get(fam_key, self.mem_affine.get(key, (0.0, 1.0))) if calibrated
-                 else (0.0, 1.0))
-        seen = max(self.mem_peaks.get(fam_key, {}).get(signature, 0.0),
-                   self.mem_peaks.get(key, {}).get(signature, 0.0)) if calibrated and signature else 0.0
+        a, k2, seen = 0.0, 1.0, 0.0
+        if calibrated and (self.mem_affine or self.mem_peaks):
+            fam_key, key = self.calibration_keys(features, gpu, stack)
+            a, k2 = self.mem_affine.get(fam_key, self.mem_affine.get(key, (0.0, 1.0)))
+            if signature:
+                seen = max(self.mem_peaks.get(fam_key, {}).get(signature, 0.0),
+                           self.mem_peaks.get(key, {}).get(signature, 0.0))
         if isinstance(self.mem_model, TrainingMemoryModel):
             meta = meta or JobMeta(amp=bool(features.get("amp", 0)))
             ctx, rng = self.mem_context(gpu, stack)
