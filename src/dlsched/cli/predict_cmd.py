@@ -86,6 +86,27 @@ def _saved_bytes(feats: dict[str, float], meta: Any) -> float:
     return saved
 
 
+def _check_seq(model: Path, analysis: Any, seq: int | None, meta: Any) -> None:
+    """Refuse a ``--seq`` the model cannot run (beyond its learnt position table) or that no GPU
+    holds even at batch 1, naming --seq (a large batch would otherwise take the blame)."""
+    from dlsched.graph.positions import max_positions
+    from dlsched.predictors.resources import gpu_memory
+
+    if seq is None or not analysis.has_seq:
+        return
+    rows = max_positions(model) if model.suffix.lower() == ".onnx" else None
+    if rows is not None and seq > rows:
+        typer.echo(f"error: --seq {seq}: beyond the model's learnt position table ({rows:,} positions); "
+                   f"use --seq {rows} or less", err=True)
+        raise typer.Exit(2)
+    big, big_gib = gpu_memory.largest()
+    one = _saved_bytes(analysis.features(1, seq), meta) / 2**20
+    if one > big_gib * 1024:
+        typer.echo(f"error: --seq {seq}: the activations of one sample alone need ~{one / 1024:,.0f} GiB, more than "
+                   f"any GPU holds (largest known: {big}, {big_gib:.0f} GiB); lower --seq", err=True)
+        raise typer.Exit(2)
+
+
 def predict(
     model: Annotated[Path, typer.Argument(help="ONNX model file, or a zoo model name (e.g. resnet50, built and "
                                                 "cached on first use; needs the 'export' extra)")],
@@ -95,7 +116,7 @@ def predict(
     optimizer: str = typer.Option("adam", "--optimizer",
                                   help="sgd, sgd_momentum, adam or adamw (optimizer state in memory)"),
     amp: bool = typer.Option(False, "--amp", help="mixed-precision training (torch.autocast)"),
-    attention: str = typer.Option("fused", "--attention",
+    attention: str = typer.Option("", "--attention", show_default=False,
                                   help="attention implementation of transformer graphs: fused (default: "
                                        "scaled_dot_product_attention / FlashAttention, what PyTorch >= 2.0, "
                                        "transformers >= 4.36 and timm >= 0.9 run; keeps no seq x seq matrix, "
@@ -117,6 +138,7 @@ def predict(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict GPU utilisation and peak memory of training MODEL at a batch size."""
+    from dlsched.core import gpus
     from dlsched.graph import GraphError, analyze, horus_memory_mib
     from dlsched.predictors.resources import gpu_memory
     from dlsched.predictors.resources.train_memory import (
@@ -127,15 +149,13 @@ def predict(
         JobMeta,
     )
 
-    from dlsched.core import gpus
-
     if gpus.find(gpu, fuzzy=True) is None:  # one list of GPU types for predict and simulate (core/gpus.py)
         typer.echo(f"error: --gpu {gpu!r}: unknown GPU type; known: {', '.join(gpus.names())}", err=True)
         raise typer.Exit(2)
     if optimizer not in OPTIMIZER_STATES:
         typer.echo(f"error: --optimizer {optimizer!r}: expected one of {', '.join(OPTIMIZER_STATES)}", err=True)
         raise typer.Exit(2)
-    if attention.replace("-", "_").lower() not in ATTENTION_MODES:
+    if attention and attention.replace("-", "_").lower() not in ATTENTION_MODES:
         typer.echo(f"error: --attention {attention!r}: expected one of {', '.join(ATTENTION_MODES)}", err=True)
         raise typer.Exit(2)
     if optimizer_impl not in OPTIMIZER_IMPLS:
@@ -148,9 +168,11 @@ def predict(
         typer.echo(f"error: --batch {batch}: beyond any GPU (at most {MAX_BATCH:,} samples per step are accepted)",
                    err=True)
         raise typer.Exit(2)
+    model_ref = str(model)
     try:
         model = _model_file(model)
         analysis = analyze(model)
+        _check_seq(model, analysis, seq, meta)
         feats = analysis.features(batch, seq)
     except (GraphError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -163,10 +185,14 @@ def predict(
                    f"GPU holds (largest known: {big}, {big_gib:.0f} GiB); lower --batch", err=True)
         raise typer.Exit(2)
 
+    notes: list[str] = []
+    if seq is not None and not analysis.has_seq:
+        notes.append(f"--seq {seq} ignored: {model_ref} has no sequence dimension")
+    if attention and not feats.get("attn_layers", 0):
+        notes.append(f"--attention {attention} ignored: {model_ref} has no attention layer")
     pred, why = _load_predictor(predictor_dir) if predictor_dir is not None else _load_predictor()
     util: dict[str, Any] | None = None
     mem: dict[str, Any] | None = None
-    notes: list[str] = []
     if pred is not None:
         util = _ask(pred.predict_util, feats, gpu, "utilisation", notes)
         explain = getattr(pred, "gpu_note", None)  # optional: only data-sheet predictors have it
@@ -175,8 +201,11 @@ def predict(
         params = inspect.signature(pred.predict_mem_mib).parameters
         kw: dict[str, Any] = {"meta": meta} if "meta" in params else {}
         if "stack" in params:   # "unknown" on a predictor that names no fit stack: its own intercept
-            own = getattr(getattr(pred, "mem_model", None), "stack_", "")
-            kw["stack"] = None if stack.strip().lower() == "unknown" and not own else stack
+            kw["stack"] = pred.stack_for(stack)
+        if "signature" in params:   # the observed-peak guard of `predictor calibrate`
+            from dlsched.predictors.resources.stack_calibration import job_signature
+
+            kw["signature"] = job_signature(model_ref, batch, int(seq or 0), optimizer, amp, meta.attention)
         mem = _ask(pred.predict_mem_mib, feats, gpu, "memory", notes, **kw)
     else:
         notes.append(why or "no predictor")
@@ -186,7 +215,7 @@ def predict(
         est = horus_memory_mib(feats)
         mem = {"mean": est, "lo": est / FALLBACK_BAND, "hi": est * FALLBACK_BAND, "source": "horus_eq2"}
     if stack.strip().lower() not in KNOWN_STACKS and mem.get("source") == "predictor":
-        has_cal = f"{gpu.strip().lower()}|{stack.strip().lower()}" in getattr(pred, "mem_affine", {})
+        has_cal = any(k.split("|")[1:2] == [stack.strip().lower()] for k in getattr(pred, "mem_affine", {}))
         notes.append(f"stack {stack!r}: no documented context (known: {', '.join(KNOWN_STACKS)}); predicted as "
                      f"unknown{', then its calibration from observed peaks' if has_cal else ''}")
     if (fit := gpu_memory.fit_note(mem["mean"], gpu)) is not None:

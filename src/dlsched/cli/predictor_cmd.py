@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 
 from dlsched.predictors.resources.graph_source import FeatureError
@@ -106,10 +105,11 @@ def _render(report: dict[str, Any]) -> None:
             continue
         info = report["memory"].get(table + "_info", {})
         t = Table(title=f"Peak memory, {table} {info}")
-        for col in ("estimator", "MAPE %", "under-predicted >10 % (share %)"):
+        for col in ("estimator", "under > 0 %", "under > 10 %", "median ratio", "MAPE %"):
             t.add_column(col, justify="left" if col == "estimator" else "right")
         for name, r in res.items():
-            t.add_row(name, _fmt(r["mape"], r.get("mape_std"), 1), _fmt(r["under10"], r.get("under10_std"), 1))
+            t.add_row(name, _fmt(r.get("under0"), r.get("under0_std"), 1), _fmt(r["under10"], r.get("under10_std"), 1),
+                      _fmt(r.get("median_ratio"), r.get("median_ratio_std"), 2), _fmt(r["mape"], r.get("mape_std"), 1))
         con.print(t)
     _render_training_memory(con, report.get("training_memory", {}))
     for name, tgt in {**report.get("util_targets", {}), **report.get("training_memory", {}).get("targets", {})}.items():
@@ -136,12 +136,18 @@ def _render_training_memory(con: Any, res: dict[str, Any]) -> None:
         return
     if not res:
         return
+    for est in ("training_memory",):   # the figures that decide, before any table
+        for src, r in res.get(est, {}).items():
+            con.print(f"{est} ({src}): under-predicted {_fmt(r.get('under0'), None, 1)} % of {r['rows']} rows "
+                      f"(by > 10 %: {_fmt(r['under10'], None, 1)} %); median predicted/measured "
+                      f"{_fmt(r.get('median_ratio'), None, 2)}, MAPE {_fmt(r['mape'], None, 1)} %")
     t = Table(title=f"Peak training memory, 5-fold by family (out of fold) {res.get('info', {})}")
-    for col in ("estimator", "rows", "MAPE %", "under-predicted >10 % (share %)", "band coverage"):
+    for col in ("estimator", "rows", "under > 0 %", "under > 10 %", "median ratio", "MAPE %", "band coverage"):
         t.add_column(col, justify="left" if col == "estimator" else "right")
     for est in ("training_memory", "faketensor", "faketensor+1GiB", "horus_eq2+1000MiB"):
         for src, r in res.get(est, {}).items():
-            t.add_row(f"{est} ({src})", str(r["rows"]), _fmt(r["mape"], None, 1), _fmt(r["under10"], None, 1),
+            t.add_row(f"{est} ({src})", str(r["rows"]), _fmt(r.get("under0"), None, 1), _fmt(r["under10"], None, 1),
+                      _fmt(r.get("median_ratio"), None, 2), _fmt(r["mape"], None, 1),
                       _fmt(r.get("band_coverage"), None, 2))
     con.print(t)
     ev = res.get("evaluation_set", {})
@@ -205,46 +211,23 @@ def calibrate(
     out: Annotated[Path, typer.Option("--out", help="directory to write the calibrated predictor into")],
     predictor_dir: Annotated[Path | None, typer.Option(
         "--predictor", help="predictor to start from (default: the shipped one)")] = None,
-    gpu: Annotated[str, typer.Option(help="GPU type of rows without a gpu column")] = "unknown",
-    stack: Annotated[str, typer.Option(help="stack label of rows without a stack column")] = "",
+    gpu: Annotated[str, typer.Option(help="GPU type of rows without a gpu column (one `predict --gpu` "
+                                          "accepts)")] = "",
+    stack: Annotated[str, typer.Option(help="stack label of rows without a stack column (default unknown, "
+                                            "as `predict` assumes)")] = "",
 ) -> None:
-    """Learn an intercept and a factor per (GPU type, stack) from observed peaks, as the live
-    service does (dlsched.predictors.resources.stack_calibration), and save the predictor under --out."""
-    from dlsched.predictors.resources.bundle import Predictor
-    from dlsched.predictors.resources.default import DEFAULT_DIR
-    from dlsched.predictors.resources.graph_source import graph_features, seq_features
-    from dlsched.predictors.resources.profiles import load_memory_observations
-    from dlsched.predictors.resources.stack_calibration import StackCalibration, job_signature
-    from dlsched.predictors.resources.train_memory import JobMeta
+    """Learn an intercept and a factor per (GPU type, stack, model family) from observed peaks, as
+    the live service does (dlsched.predictors.resources.stack_calibration), and save the
+    predictor, with the observed-peak guard, under --out. Raw predictions are made exactly as
+    `predict --stack` makes them, so the correction is applied to what it was learnt on."""
+    from dlsched.predictors.resources.calibrate_observed import calibrate_observed
 
     try:
-        pred = Predictor.load(predictor_dir or DEFAULT_DIR)
-        obs = load_memory_observations(observations)
-        obs["gpu"] = obs["gpu"].where(obs["gpu"] != "", gpu)
-        obs["stack"] = obs["stack"].where(obs["stack"] != "", stack) if len(obs["stack"]) else stack
-        cal = StackCalibration()
-        for (g, st), rows in obs.groupby(["gpu", "stack"], sort=True):
-            raw, sigs = [], []
-            for r in rows.itertuples(index=False):
-                f = (seq_features(r.model, int(r.batch), int(r.seq), r.onnx) if int(r.seq)
-                     else graph_features(r.model, int(r.batch), r.onnx))
-                meta = JobMeta(r.optimizer, bool(r.amp), attention=r.attention)
-                p = pred.predict_mem_mib(f, str(g), meta=meta, stack=str(st) or None)
-                if p is None:
-                    raise ValueError("this predictor has no memory model to calibrate")
-                raw.append(p[0])
-                sigs.append(job_signature(r.onnx or r.model, int(r.batch), int(r.seq), r.optimizer, bool(r.amp),
-                                          meta.attention))
-            res = cal.fit_offline(raw, rows["mem_mib"].to_numpy(float), str(g), str(st), sigs)
-            typer.echo(f"{g} / stack {st or 'unknown'}: {res['jobs']} observed jobs; intercept "
-                       f"{res['intercept_mib']:+,.0f} MiB, factor x{res['factor']:.3f}; error "
-                       f"{res['mape_before']:.1f} % before -> {res['mape_after']:.1f} % after (each job "
-                       f"predicted before it was learnt; median predicted/measured was "
-                       f"{np.median(np.array(raw) / rows['mem_mib']):.2f})")
-        pred.mem_affine.update({k: (v[0], v[1]) for k, v in cal.to_json().items()})
-        path = pred.save(out)
+        lines, path = calibrate_observed(observations, out, predictor_dir, gpu, stack)
     except USER_ERRORS as exc:
         _fail(exc)
+    for line in lines:
+        typer.echo(line)
     typer.echo(f"saved {path}")
 
 

@@ -80,6 +80,8 @@ class GraphAnalysis:
     #: of the attention matrices, and how many attention calls the graph has
     attn_rows_coef: np.ndarray | None = None
     attn_layers: int = 0
+    #: bytes of the largest graph output (the logits a loss reads: vocabulary-sized for an LM head)
+    loss_output_coef: np.ndarray | None = None
     #: parameters stored as ConstantOfShape outputs (already included in ``params``)
     const_params: int = 0
 
@@ -184,6 +186,8 @@ class GraphAnalysis:
         out["saved_attn_rows_bytes"] = (max(0.0, float(self.attn_rows_coef @ m))
                                         if self.attn_rows_coef is not None else 0.0)
         out["attn_layers"] = float(self.attn_layers)
+        out["loss_output_bytes"] = (max(0.0, float(self.loss_output_coef @ m))
+                                    if self.loss_output_coef is not None else 0.0)
         has_conv = self.saved_conv_coef is not None
         out["saved_conv_bytes"] = self.saved_bytes(batch, seq, conv_only=True) if has_conv else 0.0
         out["saved_conv_bytes_amp"] = self.saved_bytes(batch, seq, amp=True, conv_only=True) if has_conv else 0.0
@@ -419,6 +423,10 @@ def analyze(
     # the largest tensor at the biggest evaluation point (batch-monotone for any sane graph)
     big = int(np.argmax(size_coef @ monomial_vector(monos, max(B_POINTS), max(S_POINTS) if has_s else 0))) \
         if len(tensors) else 0
+    # the largest graph output: what a loss reads (its softmax and gradients are as large)
+    out_idx = np.flatnonzero(is_output)
+    loss_out = (int(out_idx[np.argmax(size_coef[out_idx] @ monomial_vector(
+        monos, max(B_POINTS), max(S_POINTS) if has_s else 0))]) if len(out_idx) else -1)
     meta = {p.key: p.value for p in proto.metadata_props}
     if default_seq is None and SEQ_META_KEY in meta:
         default_seq = int(meta[SEQ_META_KEY])
@@ -459,5 +467,6 @@ def analyze(
         max_tensor_coef=size_coef[big].copy() if len(tensors) else np.zeros(len(monos)),
         attn_rows_coef=lse_coef,
         attn_layers=len(softmaxes),
+        loss_output_coef=size_coef[loss_out].copy() if loss_out >= 0 else np.zeros(len(monos)),
         const_params=int(const_params),
     )

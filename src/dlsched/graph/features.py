@@ -48,6 +48,7 @@ TRAINING_MEMORY_FEATURES: tuple[str, ...] = (
     "saved_conv_bytes_amp",         # the same under AMP
     "saved_attn_rows_bytes",        # what a fused attention kernel keeps instead: fp32 log-sum-exp per row
     "attn_layers",                  # attention calls (Softmax between q·kᵀ and ·v) in the graph
+    "loss_output_bytes",            # the largest graph output (logits): the loss's softmax and gradients match it
 )
 FEATURE_NAMES: tuple[str, ...] = (BASE_FEATURES + FLOP_FEATURES + OP_FEATURES + ROOFLINE_GRAPH_FEATURES
                                   + TRAINING_MEMORY_FEATURES)

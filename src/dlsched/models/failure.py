@@ -24,6 +24,13 @@ the crash time, so a disarmed crash never fires, and the progress lost is the pr
 that moment (the rates of the state in between). A job reaches its peak within its first steps,
 so the crash comes at ``min(delay, remaining solo time / 2)``: a job shorter than the delay
 cannot overfill a GPU and simply finish.
+
+**The retry rule** (so that a run never aborts on one job's repeated crashes, issue 36): on its
+first out-of-memory crash a job's memory request becomes its largest observed peak (the crash
+report), whatever policy runs; a job that crashes out of memory *again* is not co-located until
+it has run: its request becomes the whole memory of the largest GPU it crashed on, so no partner
+fits beside it and it fits beside none (it runs alone, where its true peak fits if it can run at
+all). :attr:`OutOfMemory.isolated` counts the jobs this rule isolated.
 """
 
 from __future__ import annotations
@@ -55,6 +62,8 @@ class OutOfMemory:
         self.delay = delay
         self.armed: dict[Job, int] = {}  # job -> run_seq of the start whose crash is pending
         self.disarmed = 0                # crashes called off because a holder left in time
+        self.ooms: dict[Job, int] = {}   # job -> out-of-memory crashes so far (the retry rule)
+        self.isolated = 0                # jobs the retry rule made run alone
         self._state: ClusterState | None = None
 
     def on_start(self, job: Job, state: ClusterState, now: float) -> list[tuple[float, Job, str]]:
@@ -99,6 +108,19 @@ class OutOfMemory:
                 del self.armed[other]
                 self.disarmed += 1
 
+    def _retry_rule(self, job: Job, state: ClusterState, now: float) -> None:
+        """First crash: request := largest observed peak; a later one: the whole GPU (run alone)."""
+        n = self.ooms[job] = self.ooms.get(job, 0) + 1
+        seen = max(job.observed_mem_mib, job.pred_gpu_mem_mib if job.pred_gpu_mem_mib == job.pred_gpu_mem_mib
+                   else 0.0)
+        if n >= 2:
+            cap = max((state.node_mem[node] for node, _ in job.placement or ()), default=seen)
+            if not job.pred_gpu_mem_mib >= cap:
+                self.isolated += 1
+            seen = max(seen, cap)
+        if not job.pred_gpu_mem_mib >= seen:
+            observe(job, float("nan"), seen, now)
+
     def still_due(self, job: Job, state: ClusterState, now: float) -> bool:
         """Asked by the engine when an armed crash would strike: only if it is still armed."""
         return self.armed.pop(job, None) == job.run_seq
@@ -110,6 +132,7 @@ class OutOfMemory:
         if not reason.startswith("out of memory"):
             return
         job.observed_mem_mib = job._measured.gpu_mem_mib  # the crash report: how much it needed
+        self._retry_rule(job, state, now)
         for node, mask in job.placement or ():
             cap = state.node_mem[node]
             for g in set_bits(mask):

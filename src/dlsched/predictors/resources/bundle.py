@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from dlsched.predictors.resources.calibration import GpuCalibration
 from dlsched.predictors.resources.context import DEFAULT_STACK, KNOWN_STACKS, context_range, stack_context
 from dlsched.predictors.resources.features import mem_inputs, vectorize
 from dlsched.predictors.resources.regressors import Regressor
-from dlsched.predictors.resources.stack_calibration import cluster_key
+from dlsched.predictors.resources.stack_calibration import cluster_key, model_family
 from dlsched.predictors.resources.train_memory import (
     TRAIN_COLUMNS,
     JobMeta,
@@ -24,6 +25,15 @@ from dlsched.predictors.resources.train_memory import (
     calibration_factor,
     memory_terms,
 )
+
+
+@lru_cache(maxsize=256)
+def _card(gpu: str) -> str:
+    """The GPU type a name means ("A100-SXM4-40GB" and "a100" are one card type), else the name."""
+    from dlsched.core import gpus
+
+    known = gpus.find(gpu, fuzzy=True)
+    return known.name if known is not None else gpu
 
 
 @dataclass
@@ -52,6 +62,9 @@ class Predictor:
     #: ``gpu|stack`` -> (intercept MiB, factor) from observed peaks (:mod:`.stack_calibration`,
     #: ``dlsched predictor calibrate``); applied after the factor above
     mem_affine: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: the observed-peak guard saved with that calibration: ``gpu|stack[|family]`` -> job
+    #: signature (:func:`~.stack_calibration.job_signature`) -> largest peak observed (MiB)
+    mem_peaks: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def _util_model_for(self, gpu: str) -> Regressor | None:
         if self.per_gpu == "datasheet":
@@ -84,9 +97,25 @@ class Predictor:
     def _mem_key(gpu: str, family: str | None) -> str:
         return gpu.lower() if not family else f"{gpu.lower()}/{family.lower()}"
 
+    def stack_for(self, label: str) -> str | None:
+        """The ``stack`` argument of :meth:`predict_mem_mib` for a user's ``--stack`` label:
+        ``unknown`` on a predictor whose memory model names no fit stack means its own intercept
+        (None). ``predict`` and ``predictor calibrate`` both go through here, so a correction is
+        learnt on the very predictions it is later applied to."""
+        own = getattr(self.mem_model, "stack_", "")
+        return None if (label or "unknown").strip().lower() == "unknown" and not own else (label or "unknown")
+
+    def calibration_keys(self, features: Mapping[str, float], gpu: str, stack: str | None) -> tuple[str, str]:
+        """(per-family key, GPU/stack key) of :attr:`mem_affine` for a job: the stack it is
+        predicted with (None: the fit stack's own label)."""
+        label = stack or getattr(self.mem_model, "stack_", "") or ""
+        card = _card(gpu)
+        return cluster_key(card, label, model_family(features)), cluster_key(card, label)
+
     def predict_mem_mib(self, features: Mapping[str, float], gpu: str = "unknown",
                         meta: JobMeta | None = None, family: str | None = None,
-                        stack: str | None = None) -> tuple[float, float, float] | None:
+                        stack: str | None = None, signature: str = "",
+                        calibrated: bool = True) -> tuple[float, float, float] | None:
         """Peak training memory in MiB: (safe estimate to reserve, lo, hi).
 
         A training-memory model (:mod:`.train_memory`) uses ``meta`` (optimizer, AMP, attention;
@@ -94,35 +123,51 @@ class Predictor:
         ``stack`` (:mod:`.context`: its CUDA context, workspaces and allocator floor replace the
         fitted intercept; "unknown": today's lazily loading stack, with the band widened to every
         known stack's context; a label of the cluster's own, e.g. ``cu121``, is predicted as
-        unknown until calibration learns it; ``None``: the stack the constants were fitted on, as
-        the simulator's profiled workloads were measured on such stacks); older graph estimators
-        ignore both.
-        ``family`` (e.g. ``timm_family(name)``) picks a per-family calibration on ``gpu`` when
-        there is one, else the GPU type's; a ``gpu|stack`` intercept + factor learnt from
-        observed peaks (:attr:`mem_affine`) is applied last."""
+        unknown until calibration learns it; ``None``: the stack the constants were fitted on);
+        older graph estimators ignore both.
+        ``family`` (e.g. ``timm_family(name)``) picks a per-family factor on ``gpu`` when
+        there is one, else the GPU type's; then the intercept + factor learnt from observed peaks
+        (:attr:`mem_affine`: the job's model family's on ``gpu|stack`` where there is one, else
+        the ``gpu|stack`` one), unless ``calibrated`` is False. No correction goes below the
+        physical floor, nor below the largest peak observed for ``signature`` (:attr:`mem_peaks`)."""
         if self.mem_model is None:
             return None
         k = self.mem_calibration.get(self._mem_key(gpu, family), self.mem_calibration.get(gpu.lower(), 1.0))
-        a, k2 = self.mem_affine.get(cluster_key(gpu, stack or ""), (0.0, 1.0))
+        a, k2, seen = 0.0, 1.0, 0.0
+        if calibrated and (self.mem_affine or self.mem_peaks):
+            fam_key, key = self.calibration_keys(features, gpu, stack)
+            a, k2 = self.mem_affine.get(fam_key, self.mem_affine.get(key, (0.0, 1.0)))
+            if signature:
+                seen = max(self.mem_peaks.get(fam_key, {}).get(signature, 0.0),
+                           self.mem_peaks.get(key, {}).get(signature, 0.0))
         if isinstance(self.mem_model, TrainingMemoryModel):
             meta = meta or JobMeta(amp=bool(features.get("amp", 0)))
-            fitted = float(self.mem_model.coef_[0])
-            ctx, rng = None, None
-            if stack:   # None: the fit's own stack (its intercept); "unknown" and others: their context
-                label = stack.strip().lower()
-                if label not in KNOWN_STACKS:   # a cluster's own label: its context is learnt by calibration
-                    label = DEFAULT_STACK
-                if label == (self.mem_model.stack_ or "").lower():
-                    ctx = fitted
-                else:
-                    ctx = stack_context(label, gpu, fitted).total_mib
-                    rng = context_range(gpu, fitted) if label == DEFAULT_STACK else None
-            m, lo, hi = self.mem_model.predict_band(np.asarray([memory_terms(features, meta)]), ctx, rng)
-            vals = [a + k2 * k * float(v[0]) for v in (m, lo, hi)]
+            ctx, rng = self.mem_context(gpu, stack)
+            terms = np.asarray([memory_terms(features, meta)])
+            m, lo, hi = self.mem_model.predict_band(terms, ctx, rng)
+            # calibration corrects the estimate; it never goes below what the job holds for certain
+            base = float(self.mem_model.coef_[0]) if ctx is None else ctx
+            floor = float(self.mem_model.physical_floor(terms, min(base, rng[0]) if rng else base)[0])
+            vals = [max(a + k2 * k * float(v[0]), floor) for v in (m, lo, hi)]
+            vals[0] = max(vals[0], seen)
             return vals[0], min(vals[1], vals[0]), max(vals[2], vals[0])
-        m = a + k2 * k * float(self.mem_model.predict(np.asarray([mem_inputs(features)]))[0])
+        m = max(a + k2 * k * float(self.mem_model.predict(np.asarray([mem_inputs(features)]))[0]), seen)
         lo, hi = m * self.mem_band[0], m * self.mem_band[1]
         return m, min(lo, m), max(hi, m)
+
+    def mem_context(self, gpu: str, stack: str | None) -> tuple[float | None, tuple[float, float] | None]:
+        """(context MiB or None for the fitted intercept, context range or None) of ``stack`` on
+        ``gpu`` for the training-memory model: what :meth:`predict_mem_mib` predicts with."""
+        if not isinstance(self.mem_model, TrainingMemoryModel) or not stack:
+            return None, None
+        fitted = float(self.mem_model.coef_[0])
+        label = stack.strip().lower()
+        if label not in KNOWN_STACKS:   # a cluster's own label: its context is learnt by calibration
+            label = DEFAULT_STACK
+        if label == (self.mem_model.stack_ or "").lower():
+            return fitted, None
+        return (stack_context(label, gpu, fitted).total_mib,
+                context_range(gpu, fitted) if label == DEFAULT_STACK else None)
 
     def calibrate_memory(self, rows: list[Mapping[str, float]], measured_mib: Any, gpu: str,
                          metas: list[JobMeta] | None = None, under_tol: float = 0.10,
@@ -186,6 +231,8 @@ class Predictor:
         body["memory_calibration"] = dict(self.mem_calibration)
         if self.mem_affine:
             body["memory_calibration_affine"] = {k: [float(a), float(b)] for k, (a, b) in self.mem_affine.items()}
+        if self.mem_peaks:
+            body["memory_observed_peaks"] = {k: {s: float(v) for s, v in d.items()} for k, d in self.mem_peaks.items()}
         return persist.write_manifest(out, body)
 
     @classmethod
@@ -205,4 +252,6 @@ class Predictor:
             mem_calibration={str(k): float(v) for k, v in (manifest.get("memory_calibration") or {}).items()},
             mem_affine={str(k): (float(v[0]), float(v[1]))
                         for k, v in (manifest.get("memory_calibration_affine") or {}).items()},
+            mem_peaks={str(k): {str(s): float(v) for s, v in d.items()}
+                       for k, d in (manifest.get("memory_observed_peaks") or {}).items()},
         )

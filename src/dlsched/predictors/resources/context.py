@@ -37,6 +37,7 @@ holds the truth whichever of these stacks the cluster runs; live calibration
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 MIB = 2.0**20
 #: bare CUDA context after torch.cuda.init(), pytorch/pytorch#86509 (bytes -> MiB)
@@ -97,6 +98,7 @@ def eager_libraries_mib() -> float:
     return GPUMEMNET_FLOOR_MIB - CUDA_CONTEXT_MIB["eager"] - workspace_mib("A100") - ALLOCATOR_FLOOR_MIB
 
 
+@lru_cache(maxsize=1024)
 def stack_context(label: str, gpu: str = "unknown", fitted_context_mib: float | None = None) -> StackContext:
     """The context of stack ``label`` on ``gpu``. ``fitted_context_mib`` is the fitted intercept
     of the training-memory model (the ``gpumemnet-a100`` stack's whole context, convolution
@@ -125,6 +127,7 @@ def stack_context(label: str, gpu: str = "unknown", fitted_context_mib: float | 
 KNOWN_STACKS = (DEFAULT_STACK, "lazy", "eager", FIT_STACK)
 
 
+@lru_cache(maxsize=1024)
 def context_range(gpu: str, fitted_context_mib: float | None = None) -> tuple[float, float]:
     """(smallest, largest) context of the known stacks on ``gpu``: the band where the stack is unknown."""
     totals = [stack_context(s, gpu, fitted_context_mib).total_mib for s in ("lazy", "eager", FIT_STACK)]

@@ -46,11 +46,14 @@ def util_scores(y: np.ndarray, pred: np.ndarray, folds: np.ndarray) -> dict[str,
 
 
 def mem_scores(y: np.ndarray, pred: np.ndarray, folds: np.ndarray) -> dict[str, Any]:
-    """MAPE and share of >10 % under-predictions per fold (mean +- std) and pooled."""
-    per = [{"mape": metrics.mape(y[folds == f], pred[folds == f]),
-            "under10": metrics.under_share(y[folds == f], pred[folds == f])} for f in np.unique(folds)]
-    pooled = {"mape": metrics.mape(y, pred), "under10": metrics.under_share(y, pred)}
-    return _summary(per, pooled)
+    """Shares under-predicted at all and by > 10 % (first: they decide), the median
+    predicted/measured and MAPE, per fold (mean +- std) and pooled."""
+    def scores(t: np.ndarray, p: np.ndarray) -> dict[str, float]:
+        return {"under0": 100.0 * float(np.mean(p < t)), "under10": metrics.under_share(t, p),
+                "median_ratio": float(np.median(p / t)), "mape": metrics.mape(t, p)}
+
+    per = [scores(y[folds == f], pred[folds == f]) for f in np.unique(folds)]
+    return _summary(per, scores(y, pred))
 
 
 def evaluate_util(factories: dict[str, Factory], X: np.ndarray, util: np.ndarray, folds: np.ndarray,

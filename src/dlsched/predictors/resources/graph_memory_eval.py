@@ -42,7 +42,10 @@ MIB = 2.0**20
 SHIPPED_TIMM_FEATURES = Path(__file__).resolve().parent / "data" / "timm_graph_features.csv.gz"
 FEATURE_COLUMNS = ("param_bytes", "saved_bytes", "saved_bytes_amp", "saved_attn_bytes", "saved_attn_bytes_amp",
                    "saved_attn_rows_bytes", "saved_conv_bytes", "saved_conv_bytes_amp", "max_tensor_bytes",
-                   "activation_bytes_per_sample")
+                   "activation_bytes_per_sample", "loss_output_bytes")
+#: columns a feature table written before they existed may lack (read as 0: the loss transient
+#: of a 1000-class classifier is under 4 KiB a sample, nothing next to its activations)
+OPTIONAL_FEATURES = ("loss_output_bytes",)
 
 
 def timm_features(models: list[str], batches: dict[str, list[int]], onnx_dir: Path,
@@ -54,7 +57,8 @@ def timm_features(models: list[str], batches: dict[str, list[int]], onnx_dir: Pa
     table: dict[tuple[str, int], dict[str, float]] = {}
     if shipped.is_file():
         for r in pd.read_csv(shipped).to_dict("records"):
-            table[(str(r["model"]), int(r["batch"]))] = {k: float(r[k]) for k in FEATURE_COLUMNS}
+            table[(str(r["model"]), int(r["batch"]))] = {
+                k: float(r[k]) if k in r else 0.0 for k in FEATURE_COLUMNS if k in r or k in OPTIONAL_FEATURES}
     out: dict[tuple[str, int], dict[str, float]] = {}
     n = {"from_onnx": 0, "from_shipped": 0, "missing": 0, "broken": 0}
     for model in models:
@@ -100,10 +104,11 @@ def timm_rows(csv_path: Path, onnx_dir: Path = DEFAULT_TIMM_ONNX,
         f = feats.get((r.model, int(r.batch)))
         if f is None:
             continue
-        state, saved, conv, tmp = memory_terms(f, TIMM_META)
+        state, saved, conv, tmp, loss = memory_terms(f, TIMM_META)
         out.append({"source": "timm", "model": r.model, "family": r.family, "batch": int(r.batch), "amp": 0,
                     "mem_mib": float(r.mem_mib), "state_mib": state, "saved_mib": saved,
-                    "saved_conv_mib": conv, "max_tensor_mib": tmp, "fake_last_mib": float(r.fake_last_mib),
+                    "saved_conv_mib": conv, "max_tensor_mib": tmp, "loss_mib": loss,
+                    "fake_last_mib": float(r.fake_last_mib),
                     "param_mib": f["param_bytes"] / MIB,
                     "act_mib_per_sample": f["activation_bytes_per_sample"] / MIB})
     src = [s for s, k in ((f"{onnx_dir}", "from_onnx"), (f"shipped {shipped.name}", "from_shipped")) if n[k]]
@@ -126,19 +131,30 @@ def lucid_rows(csv_path: Path, resolver: Resolver = graph_features) -> tuple[pd.
         except FeatureError:
             skipped.add(r.model)
             continue
-        state, saved, conv, tmp = memory_terms(f, JobMeta(optimizer=LUCID_OPTIMIZER, amp=bool(r.amp),
-                                                          attention=LUCID_ATTENTION))
+        state, saved, conv, tmp, loss = memory_terms(f, JobMeta(optimizer=LUCID_OPTIMIZER, amp=bool(r.amp),
+                                                                attention=LUCID_ATTENTION))
         out.append({"source": "lucid", "model": r.model, "family": "lucid:" + lucid_family(r.model),
                     "batch": int(r.batch), "amp": int(r.amp), "mem_mib": float(r.gmem), "state_mib": state,
-                    "saved_mib": saved, "saved_conv_mib": conv, "max_tensor_mib": tmp, "fake_last_mib": np.nan,
+                    "saved_mib": saved, "saved_conv_mib": conv, "max_tensor_mib": tmp, "loss_mib": loss,
+                    "fake_last_mib": np.nan,
                     "param_mib": f["param_bytes"] / MIB, "act_mib_per_sample": f["activation_bytes_per_sample"] / MIB})
     return pd.DataFrame(out), {"rows": len(out), "models_without_graph": len(skipped)}
 
 
+def train_matrix(rows: pd.DataFrame) -> np.ndarray:
+    """``TRAIN_COLUMNS`` of ``rows``; tables made before the loss transient was recorded have no
+    ``loss_mib`` column, which is then 0 (no loss term, as those tables were fitted)."""
+    return rows.reindex(columns=list(TRAIN_COLUMNS)).assign(
+        loss_mib=rows.get("loss_mib", 0.0)).to_numpy(float)
+
+
 def _scores(y: np.ndarray, pred: np.ndarray, lo: np.ndarray | None = None,
             hi: np.ndarray | None = None) -> dict[str, float]:
-    out = {"mape": metrics.mape(y, pred), "under10": metrics.under_share(y, pred), "rows": len(y),
-           "median_ratio": float(np.median(pred / y))}
+    """Under-prediction first (the share of rows predicted below their peak at all, and by more
+    than 10 %), then the median predicted/measured and MAPE."""
+    out = {"under0": 100.0 * float(np.mean(pred < y)) if len(y) else float("nan"),
+           "under10": metrics.under_share(y, pred), "median_ratio": float(np.median(pred / y)),
+           "mape": metrics.mape(y, pred), "rows": len(y)}
     if lo is not None and hi is not None:
         out["band_coverage"] = float(np.mean((y >= lo) & (y <= hi)))
     return out
@@ -148,7 +164,7 @@ def evaluate(rows: pd.DataFrame) -> dict[str, Any]:
     """Out-of-fold figures of the training-memory model (5 folds by family) beside the baselines,
     over all rows and per source."""
     folds = rows["family"].map(lambda s: stable_fold(s, K_FOLDS)).to_numpy()
-    X = rows[list(TRAIN_COLUMNS)].to_numpy(float)
+    X = train_matrix(rows)
     y = rows["mem_mib"].to_numpy(float)
     w = family_weights(rows)
     pred, lo, hi = np.full(len(y), np.nan), np.full(len(y), np.nan), np.full(len(y), np.nan)
@@ -202,7 +218,7 @@ def calibration_demo(fit_rows: pd.DataFrame, target: pd.DataFrame, n_observed: i
     if obs.empty or rest.empty:
         return {"skipped": "too few rows to split"}
     def rows_of(d: pd.DataFrame) -> np.ndarray:
-        return d[list(TRAIN_COLUMNS)].to_numpy(float)
+        return train_matrix(d)
 
     before = model.predict(rows_of(rest))
     k = calibration_factor(obs["mem_mib"].to_numpy(float), model.predict(rows_of(obs)))  # calibrate_memory's rule
@@ -249,7 +265,7 @@ def family_weights(rows: pd.DataFrame) -> np.ndarray:
 
 def fit(rows: pd.DataFrame) -> TrainingMemoryModel:
     """The model fitted on all ``rows`` (what ships), families weighted equally."""
-    return TrainingMemoryModel().fit(rows[list(TRAIN_COLUMNS)].to_numpy(float), rows["mem_mib"].to_numpy(float),
+    return TrainingMemoryModel().fit(train_matrix(rows), rows["mem_mib"].to_numpy(float),
                                      family_weights(rows), groups=rows["family"].to_numpy())
 
 

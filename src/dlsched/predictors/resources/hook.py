@@ -80,7 +80,10 @@ def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: Mod
 
 def _memory(predictor: Any, feats: dict[str, float], gpu: str, job: Any, amp: bool) -> Any:
     """Memory with the job's optimizer/AMP/attention/stack where the predictor takes them (a
-    Predictor does); an unknown attention mode falls back to the default (fused)."""
+    Predictor does); an unknown attention mode falls back to the default (fused). A job that
+    names no stack is predicted for stack ``unknown``, the default of ``predict`` and of the live
+    service, so a simulated policy sees the predictions the live one would (a trace or cluster
+    that knows its stack sets ``job.stack``)."""
     from dlsched.predictors.resources.bundle import Predictor
     from dlsched.predictors.resources.train_memory import ATTENTION_MODES, DEFAULT_OPTIMIZER, JobMeta
 
@@ -88,7 +91,10 @@ def _memory(predictor: Any, feats: dict[str, float], gpu: str, job: Any, amp: bo
         att = (getattr(job, "attention", "") or "").replace("-", "_").lower()
         meta = JobMeta(getattr(job, "optimizer", "") or DEFAULT_OPTIMIZER, amp,
                        attention=att if att in ATTENTION_MODES else "")
-        return predictor.predict_mem_mib(feats, gpu, meta=meta, stack=getattr(job, "stack", "") or None)
+        from dlsched.predictors.resources.context import DEFAULT_STACK
+
+        return predictor.predict_mem_mib(feats, gpu, meta=meta,
+                                         stack=predictor.stack_for(getattr(job, "stack", "") or DEFAULT_STACK))
     return predictor.predict_mem_mib(feats, gpu)
 
 

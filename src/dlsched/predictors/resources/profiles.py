@@ -134,50 +134,85 @@ def load_horus_mlp(path: str | Path) -> pd.DataFrame:
     return out.dropna().reset_index(drop=True)
 
 
+#: the largest sequence a calibration row may name (longer than any model's context window)
+MAX_SEQ = 1 << 20
+
+
 def load_memory_observations(path: str | Path) -> pd.DataFrame:
     """Observed peak memory of jobs (e.g. exported from a cluster's monitoring), for calibration.
 
     Required: ``model`` (zoo name; may be empty where ``onnx`` is given), ``batchsize`` (or
-    ``batch_size``/``batch``), ``mem_mib`` (or ``gmem``). Optional: ``onnx``, ``gpu``,
-    ``optimizer`` (sgd, sgd_momentum, adam, adamw; default adam), ``amp`` (0/1), ``seq``,
-    ``attention`` (eager, fused, memory_efficient; default fused), ``stack`` (software-stack
-    label; default unknown)."""
-    from dlsched.predictors.resources.train_memory import ATTENTION_MODES, DEFAULT_OPTIMIZER, OPTIMIZER_STATES
+    ``batch_size``/``batch``), ``mem_mib`` (or ``gmem``). Optional: ``onnx``, ``gpu`` (a type
+    ``dlsched predict --gpu`` accepts), ``optimizer`` (sgd, sgd_momentum, adam, adamw; default
+    adam), ``amp`` (0/1), ``seq``, ``attention`` (eager, fused, memory_efficient; default fused),
+    ``stack`` (software-stack label; default unknown).
+
+    Every value is checked before any work: a bad one is a :class:`ProfileError` naming
+    ``file:line:column`` (1-based, the header is line 1), the column and the value. A peak above
+    the largest GPU's memory cannot have been observed and is refused."""
+    from dlsched.core import gpus
+    from dlsched.predictors.resources.gpu_memory import largest
+    from dlsched.predictors.resources.train_memory import (
+        ATTENTION_MODES,
+        DEFAULT_OPTIMIZER,
+        MAX_BATCH,
+        OPTIMIZER_STATES,
+    )
 
     df = read_csv(path)
     df = df.rename(columns={"batch_size": "batchsize", "batch": "batchsize", "gmem": "mem_mib"})
     _require(df, path, ["model", "batchsize", "mem_mib"])
-    def text(col: str) -> pd.Series | str:
-        return df[col].astype(object).where(df[col].notna(), "").astype(str) if col in df.columns else ""
+    colno = {c: i + 1 for i, c in enumerate(df.columns)}
 
-    out = pd.DataFrame({"model": text("model"), "batch": _numeric(df, path, "batchsize"),
-                        "mem_mib": _numeric(df, path, "mem_mib")})
+    def fail(row: int, col: str, what: str) -> None:
+        raise ProfileError(f"{path}:{row + 2}:{colno[col]}: column {col!r} has {df[col].iloc[row]!r}: {what}")
+
+    def text(col: str) -> pd.Series | str:
+        return df[col].astype(object).where(df[col].notna(), "").astype(str).str.strip() if col in df.columns else ""
+
+    def number(col: str, lo: float, hi: float, what: str, integer: bool = False,
+               required: bool = True) -> pd.Series:
+        vals = pd.to_numeric(df[col], errors="coerce").astype(float)
+        for i, v in enumerate(vals.to_numpy()):
+            if np.isnan(v) and not required and pd.isna(df[col].iloc[i]):
+                continue
+            if not (np.isfinite(v) and lo <= v <= hi) or (integer and v != int(v)):
+                fail(i, col, what)
+        return vals
+
+    big, big_gib = largest()
+    out = pd.DataFrame({"model": text("model"),
+                        "batch": number("batchsize", 1, MAX_BATCH, f"expected a whole number 1-{MAX_BATCH:,}",
+                                        integer=True),
+                        "mem_mib": number("mem_mib", 1e-9, big_gib * 1024,
+                                          f"expected a positive peak in MiB, at most the largest GPU's memory "
+                                          f"({big}, {big_gib * 1024:,.0f} MiB)")})
     out["onnx"] = text("onnx")
     out["gpu"] = text("gpu")
-    out["optimizer"] = (df["optimizer"].fillna(DEFAULT_OPTIMIZER).astype(str).str.lower()
-                        if "optimizer" in df.columns else DEFAULT_OPTIMIZER)
-    out["amp"] = _numeric(df, path, "amp").fillna(0).astype(int) if "amp" in df.columns else 0
-    out["seq"] = _numeric(df, path, "seq").fillna(0).astype(int) if "seq" in df.columns else 0
+    for i, g in enumerate(out["gpu"] if "gpu" in df.columns else []):
+        if g and gpus.find(g, fuzzy=True) is None:
+            fail(i, "gpu", f"unknown GPU type; known: {', '.join(gpus.names())}")
+    out["optimizer"] = text("optimizer").str.lower() if "optimizer" in df.columns else ""
+    if "optimizer" in df.columns:
+        for i, o in enumerate(out["optimizer"]):
+            if o and o not in OPTIMIZER_STATES:
+                fail(i, "optimizer", f"expected one of {', '.join(OPTIMIZER_STATES)}")
+    out["optimizer"] = out["optimizer"].where(out["optimizer"] != "", DEFAULT_OPTIMIZER) \
+        if "optimizer" in df.columns else DEFAULT_OPTIMIZER
+    out["amp"] = (number("amp", 0, 1, "expected 0 or 1", integer=True, required=False).fillna(0).astype(int)
+                  if "amp" in df.columns else 0)
+    out["seq"] = (number("seq", 0, MAX_SEQ, f"expected a whole number 0-{MAX_SEQ:,}", integer=True,
+                         required=False).fillna(0).astype(int) if "seq" in df.columns else 0)
     out["attention"] = text("attention")
-    out["attention"] = (out["attention"].str.lower().str.replace("-", "_") if "attention" in df.columns else "")
-    out["stack"] = text("stack")
     if "attention" in df.columns:
-        bad = ~out["attention"].isin(["", *ATTENTION_MODES])
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ProfileError(f"{path}: column 'attention' has {out['attention'].iloc[row]!r} (row {row + 2}); "
-                               f"expected one of {', '.join(ATTENTION_MODES)}")
-    for col, ok in (("batch", out["batch"] > 0), ("mem_mib", out["mem_mib"] > 0)):
-        bad = ~ok.fillna(False)
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ProfileError(f"{path}: column {'batchsize' if col == 'batch' else col!r} must be a positive "
-                               f"number (row {row + 2})")
-    bad = ~out["optimizer"].isin(list(OPTIMIZER_STATES))
-    if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise ProfileError(f"{path}: column 'optimizer' has {out['optimizer'].iloc[row]!r} (row {row + 2}); "
-                           f"expected one of {', '.join(OPTIMIZER_STATES)}")
+        out["attention"] = out["attention"].str.lower().str.replace("-", "_")
+        for i, a in enumerate(out["attention"]):
+            if a not in ("", *ATTENTION_MODES):
+                fail(i, "attention", f"expected one of {', '.join(ATTENTION_MODES)}")
+    out["stack"] = text("stack")
+    for i, (m, o) in enumerate(zip(out["model"], out["onnx"])):
+        if not m and not o:
+            raise ProfileError(f"{path}:{i + 2}:{colno['model']}: row names no model (column 'model' or 'onnx')")
     if out.empty:
         raise ProfileError(f"{path}: no rows")
     return out

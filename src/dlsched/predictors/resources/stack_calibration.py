@@ -36,9 +36,22 @@ UNDER_TOL, UNDER_SHARE = 0.10, 0.05
 UNKNOWN_STACK = "unknown"
 
 
-def cluster_key(gpu: str, stack: str = "") -> str:
-    """``gpu|stack`` in lower case: the unit one calibration is fitted for."""
-    return f"{(gpu or 'unknown').strip().lower()}|{(stack or UNKNOWN_STACK).strip().lower()}"
+#: model families calibrated apart: their errors differ (a CNN's cuDNN workspaces, a
+#: transformer's attention and LM head), so observations of one say little about the other
+FAMILIES = ("cnn", "transformer", "other")
+
+
+def cluster_key(gpu: str, stack: str = "", family: str = "") -> str:
+    """``gpu|stack`` (or ``gpu|stack|family``) in lower case: the unit one calibration is fitted for."""
+    key = f"{(gpu or 'unknown').strip().lower()}|{(stack or UNKNOWN_STACK).strip().lower()}"
+    return f"{key}|{family.strip().lower()}" if family else key
+
+
+def model_family(features: dict[str, float] | Any) -> str:
+    """``transformer`` (the graph has attention), ``cnn`` (convolutions), else ``other``."""
+    if float(features.get("attn_layers", 0.0)) > 0:
+        return "transformer"
+    return "cnn" if float(features.get("n_conv_layers", 0.0)) > 0 else "other"
 
 
 @dataclass
@@ -84,20 +97,23 @@ class StackCalibration:
         self.pending: dict[str, tuple[float, str, str, float]] = {}  # job -> (raw, key, signature, given)
         self.counted: dict[str, int] = {}                     # job -> index of its row in its fit
 
-    def apply(self, raw_mib: float, gpu: str = "", stack: str = "", signature: str = "") -> float:
-        key = cluster_key(gpu, stack)
+    def apply(self, raw_mib: float, gpu: str = "", stack: str = "", signature: str = "",
+              family: str = "") -> float:
+        key = cluster_key(gpu, stack, family)
         fit = self.fits.get(key)
         out = fit.apply(raw_mib) if fit is not None else raw_mib
         if signature:
             out = max(out, self.peaks.get((key, signature), 0.0))
         return out
 
-    def record(self, job_id: str, raw_mib: float, gpu: str = "", stack: str = "", signature: str = "") -> float:
-        """Remember a job's uncalibrated prediction; returns the calibrated one."""
+    def record(self, job_id: str, raw_mib: float, gpu: str = "", stack: str = "", signature: str = "",
+               family: str = "") -> float:
+        """Remember a job's uncalibrated prediction; returns the calibrated one. ``family``
+        (:func:`model_family`) keeps that family's correction apart."""
         if not math.isfinite(raw_mib) or raw_mib <= 0:
             return raw_mib
-        given = self.apply(raw_mib, gpu, stack, signature)
-        self.pending[job_id] = (float(raw_mib), cluster_key(gpu, stack), signature, given)
+        given = self.apply(raw_mib, gpu, stack, signature, family)
+        self.pending[job_id] = (float(raw_mib), cluster_key(gpu, stack, family), signature, given)
         return given
 
     def observe(self, job_id: str, peak_mib: float) -> bool:
@@ -126,14 +142,15 @@ class StackCalibration:
         return True
 
     def fit_offline(self, raw: Any, seen: Any, gpu: str = "", stack: str = "",
-                    signatures: Any = None) -> dict[str, float]:
+                    signatures: Any = None, family: str = "") -> dict[str, float]:
         """Feed a log of (prediction, observed peak) pairs in order, as the live service would."""
         sigs = list(signatures) if signatures is not None else [""] * len(raw)
+        key = cluster_key(gpu, stack, family)
         for i, (r, y, s) in enumerate(zip(raw, seen, sigs)):
-            jid = f"offline:{cluster_key(gpu, stack)}:{i}"
-            self.record(jid, float(r), gpu, stack, str(s))
+            jid = f"offline:{key}:{i}"
+            self.record(jid, float(r), gpu, stack, str(s), family)
             self.observe(jid, float(y))
-        return self.stats()[cluster_key(gpu, stack)]
+        return self.stats()[key]
 
     def stats(self) -> dict[str, dict[str, float]]:
         """Per key: observed jobs, intercept (MiB), factor, and the mean relative error (%) of the
@@ -148,6 +165,13 @@ class StackCalibration:
     def to_json(self) -> dict[str, list[float]]:
         """``{key: [intercept, factor]}``: what a saved predictor keeps."""
         return {k: [f.a, f.k] for k, f in sorted(self.fits.items()) if f.raw}
+
+    def peaks_json(self) -> dict[str, dict[str, float]]:
+        """``{key: {signature: largest peak}}``: the observed-peak guard, saved beside the fits."""
+        out: dict[str, dict[str, float]] = {}
+        for (key, sig), peak in sorted(self.peaks.items()):
+            out.setdefault(key, {})[sig] = float(peak)
+        return out
 
 
 def memory_calibration_gauge(cal: StackCalibration | None) -> Any:
@@ -176,5 +200,13 @@ def job_signature(ref: str, batch: int, seq: int = 0, optimizer: str = "", amp: 
     return f"{ref}|b{int(batch)}|s{int(seq or 0)}|{optimizer or '-'}|{'amp' if amp else 'fp32'}|{attention or '-'}"
 
 
-__all__ = ["MIN_FOR_SLOPE", "UNKNOWN_STACK", "StackCalibration", "cluster_key", "job_signature",
-           "memory_calibration_gauge"]
+__all__ = [
+    "FAMILIES",
+    "MIN_FOR_SLOPE",
+    "UNKNOWN_STACK",
+    "StackCalibration",
+    "cluster_key",
+    "job_signature",
+    "memory_calibration_gauge",
+    "model_family",
+]
