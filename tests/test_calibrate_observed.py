@@ -26,7 +26,8 @@ def _w(name: str, *shape: int) -> onnx.TensorProto:
 
 def tiny_lm(positions: int = 512, vocab: int = 1000, d: int = 16) -> onnx.ModelProto:
     """Token + learnt position embeddings (positions = arange(seq)), one attention, an LM head."""
-    i64 = lambda n, v: numpy_helper.from_array(np.array(v, dtype=np.int64), n)
+    def i64(n, v):
+        return numpy_helper.from_array(np.array(v, dtype=np.int64), n)
     nodes = [helper.make_node("Gather", ["tok", "ids"], ["e"]),
              helper.make_node("Shape", ["ids"], ["shp"]),
              helper.make_node("Gather", ["shp", "one"], ["slen"], axis=0),

@@ -15,7 +15,7 @@ from dlsched.models.colocation import ColocationSpeed
 from dlsched.models.colocation_table import ColocationTable, JobType
 from dlsched.models.speed import TimeSlicedSpeed
 from dlsched.registry import make_policy
-from dlsched.runner import RunSpec, run_one, run_observers
+from dlsched.runner import RunSpec, run_observers, run_one
 from dlsched.sim import SimConfig, Simulator
 from dlsched.sim.config import no_overhead
 

@@ -170,8 +170,9 @@ def test_dashboard_eta_column():
 
 def test_eta_endpoint_reports_the_timer():
     pytest.importorskip("fastapi")
-    from dlsched.service.app import build_app
     from support.live_app import LiveApp
+
+    from dlsched.service.app import build_app
 
     clock, core, bridge, service = setup()
     with LiveApp(build_app(service)) as app:

@@ -90,7 +90,8 @@ def test_attention_saved_bytes_by_hand() -> None:
 def test_decomposed_gelu_and_silu_keep_only_their_input() -> None:
     """GELU as the exporter writes it (x/sqrt2 -> Erf -> +1 -> *x -> *0.5) and SiLU (x*sigmoid(x))
     keep x alone, as PyTorch's fused gelu/silu do; the Gemm after each keeps its own input."""
-    c = lambda name, v: numpy_helper.from_array(np.array(v, dtype=np.float32), name)
+    def c(name, v):
+        return numpy_helper.from_array(np.array(v, dtype=np.float32), name)
     nodes = [
         helper.make_node("Div", ["x", "sqrt2"], ["d"]),
         helper.make_node("Erf", ["d"], ["e"]),

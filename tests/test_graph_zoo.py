@@ -12,7 +12,7 @@ from dlsched.graph import analyze
 
 torch = pytest.importorskip("torch")
 
-from dlsched.graph.zoo import (
+from dlsched.graph.zoo import (  # noqa: E402  (after the torch skip: the zoo needs torch)
     GAVEL_MODELS,
     LUCID_MODELS,
     ZOO,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from dlsched.kernel.decide import apply as apply_decision
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec
 from dlsched.core.job import Job, JobState
 from dlsched.kernel import ClusterState, Postpone, Preempt, Start, StateError
+from dlsched.kernel.decide import apply as apply_decision
 from dlsched.kernel.queues import ArrivalQueue
 from dlsched.sim.physics import Physics
 

@@ -12,13 +12,14 @@ import pytest
 
 pytest.importorskip("fastapi")
 
+from support.live_app import FakeBridge, LiveApp
+
 from dlsched.registry import make_policy
 from dlsched.service.app import build_app
 from dlsched.service.core import SchedulerCore
 from dlsched.service.pods import NodeFacts
 from dlsched.service.runtime import LiveService
 from dlsched.service.store import Store
-from support.live_app import FakeBridge, LiveApp
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TOKEN = "dash-token"

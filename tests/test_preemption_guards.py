@@ -8,8 +8,8 @@ from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Preempt
 from dlsched.registry import make_policy
-from dlsched.run.params import make_params
 from dlsched.run.config import OptionError
+from dlsched.run.params import make_params
 from dlsched.sched.preemption import EvictionGuard
 from dlsched.sim import SimConfig, Simulator
 from dlsched.sim.config import helios_checkpoint_overhead

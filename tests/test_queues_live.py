@@ -142,8 +142,9 @@ def test_deleted_configmap_or_key_clears_the_config_and_a_read_failure_is_surviv
 
 def test_queues_endpoint_and_the_configmap_reference():
     pytest.importorskip("fastapi")
-    from dlsched.service.app import build_app
     from support.live_app import FakeBridge, LiveApp
+
+    from dlsched.service.app import build_app
 
     core, cm, warnings, q = setup()
     service = LiveService(core, FakeBridge())

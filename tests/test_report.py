@@ -6,11 +6,11 @@ import json
 import re
 
 import pytest
+from support.report_fixtures import write_energy
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
 from dlsched.report import ReportError, build_report
-from support.report_fixtures import write_energy
 
 runner = CliRunner()
 

@@ -15,7 +15,6 @@ The simulator, fed the same arrivals, starts the jobs in the same order. And cra
 from __future__ import annotations
 
 import re
-import sys
 import time
 
 import pytest
@@ -28,8 +27,7 @@ from support.evict_policy import PredictedSrtf  # noqa: E402
 from support.service_proc import REPO, ServiceProcess  # noqa: E402
 
 PODS = "/api/v1/namespaces/default/pods"
-LAUNCH = ("import sys; sys.path.insert(0, %r); from support.evict_policy import serve_main; serve_main()"
-          % str(REPO / "tests"))
+LAUNCH = ("import sys; sys.path.insert(0, {!r}); from support.evict_policy import serve_main; serve_main()".format(str(REPO / "tests")))
 
 
 @pytest.fixture(scope="module")

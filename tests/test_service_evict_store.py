@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("sqlalchemy")
 
 from dlsched.service.store import Store  # noqa: E402
+
 # the `url` fixture (SQLite and PostgreSQL): tests/support/store_fixtures.py, a plugin of tests/conftest.py
 
 

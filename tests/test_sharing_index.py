@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from dlsched.kernel.decide import apply as apply_decision
 from dlsched.core.cluster import ClusterSpec, gpu_type
 from dlsched.core.job import Job
+from dlsched.kernel.decide import apply as apply_decision
 from dlsched.kernel.state import ClusterState
 from dlsched.registry import make_policy
 from dlsched.sched.framework import PlacementPipeline

@@ -59,8 +59,9 @@ def test_offered_load_and_default_cluster(trace, stats):
 
 def test_deterministic_per_seed():
     a, b, c = generate(jobs=3000, seed=7), generate(jobs=3000, seed=7), generate(jobs=3000, seed=8)
-    facts = lambda t: [(j.job_id, j.user, j.name, j.vc, j.gpus, j.submit_time, true_duration(j), true_status(j),
-                        j.model_name, j.batch_size) for j in t.jobs]
+    def facts(t):
+        return [(j.job_id, j.user, j.name, j.vc, j.gpus, j.submit_time, true_duration(j), true_status(j),
+                            j.model_name, j.batch_size) for j in t.jobs]
     assert facts(a) == facts(b)
     assert facts(a) != facts(c)
     assert a.jobs[0].job_id == "syn0000000" and a.jobs[0].submit_time <= a.jobs[-1].submit_time

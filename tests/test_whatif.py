@@ -90,13 +90,14 @@ def test_live_whatif_endpoint():
     pytest.importorskip("sqlalchemy")
     import urllib.error
 
+    from support.live_app import FakeBridge, LiveApp
+
     from dlsched.cli.policy_factory import build_policy
     from dlsched.service.app import build_app
     from dlsched.service.core import SchedulerCore
     from dlsched.service.pods import NodeFacts, PodFacts
     from dlsched.service.runtime import LiveService
     from dlsched.service.store import Store
-    from support.live_app import FakeBridge, LiveApp
 
     now = [1000.0]
     core = SchedulerCore(make_policy("fifo", "consolidate"), Store("sqlite://"), clock=lambda: now[0])

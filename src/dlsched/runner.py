@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-from operator import attrgetter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
@@ -197,7 +198,7 @@ def _counts(shared, policies: list[str]) -> dict[str, tuple[int, int]]:
 def compare_policies(jobs: list[Job], cluster: ClusterSpec, policies: list[str], out_dir: str | Path,
                      base: RunSpec | None = None, processes: int | None = None,
                      on_done: Callable[[str, dict], None] | None = None,
-                     progress: Callable[[dict[str, tuple[int, int]]], None] | None = None) -> "pd.DataFrame":
+                     progress: Callable[[dict[str, tuple[int, int]]], None] | None = None) -> pd.DataFrame:
     """Run each policy (in parallel processes), write ``DIR/<policy>/`` and ``DIR/summary.csv``.
 
     ``base.policy_options`` maps a policy name to its options here. ``progress`` is called about
@@ -245,7 +246,7 @@ def compare_policies(jobs: list[Job], cluster: ClusterSpec, policies: list[str],
     return table
 
 
-def comparison_table(policies: list[str], summaries: dict[str, dict]) -> "pd.DataFrame":
+def comparison_table(policies: list[str], summaries: dict[str, dict]) -> pd.DataFrame:
     """One row per policy with the scalar summary keys and ratios to the first policy."""
     rows = []
     first = summaries[policies[0]]

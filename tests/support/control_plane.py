@@ -109,7 +109,7 @@ def _decode(raw: bytes):
 
 
 def _spawn(cp: ControlPlane, name: str, argv: list[str]) -> None:
-    out = open(cp.workdir / f"{name}.log", "wb")
+    out = open(cp.workdir / f"{name}.log", "wb")  # noqa: SIM115  (the process writes it until stopped)
     cp.procs[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cp.workdir)
 
 

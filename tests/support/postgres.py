@@ -41,7 +41,7 @@ class Postgres:
     def url(self) -> str:
         return f"postgresql+psycopg://dlsched@127.0.0.1:{self.port}/postgres"
 
-    def start(self) -> "Postgres":
+    def start(self) -> Postgres:
         data = self.dir / "data"
         if self.user:
             shutil.chown(self.dir, self.user)

@@ -28,7 +28,7 @@ class ServiceProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> "ServiceProcess":
+    def start(self, timeout: float = 60.0) -> ServiceProcess:
         env = dict(os.environ, PYTHONPATH=str(REPO / "src"), OMP_NUM_THREADS="1")
         out = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it open
         self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)

@@ -7,6 +7,7 @@ copied both ways by two threads per connection. Stopped with :meth:`stop` (close
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -65,10 +66,8 @@ class TcpProxy:
         with self._lock:
             socks, self._socks = self._socks, []
         for s in socks:
-            try:
+            with contextlib.suppress(OSError):
                 s.close()
-            except OSError:
-                pass
 
 
 def _pipe(src: socket.socket, dst: socket.socket, delay: float) -> None:
@@ -80,7 +79,5 @@ def _pipe(src: socket.socket, dst: socket.socket, delay: float) -> None:
     except OSError:
         pass
     for s in (src, dst):
-        try:
+        with contextlib.suppress(OSError):
             s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass

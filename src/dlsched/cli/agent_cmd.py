@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import time
-from typing import Optional
 
 import typer
 
@@ -16,8 +15,8 @@ def register(app: typer.Typer) -> None:
     @app.command("agent")
     def agent(
         service: str = typer.Option("http://127.0.0.1:8888", help="URL of `dlsched serve`"),
-        token: Optional[str] = typer.Option(None, envvar="DLSCHED_TOKEN", help="operator API bearer token"),
-        node: Optional[str] = typer.Option(None, envvar="NODE_NAME", help="this node's Kubernetes name "
+        token: str | None = typer.Option(None, envvar="DLSCHED_TOKEN", help="operator API bearer token"),
+        node: str | None = typer.Option(None, envvar="NODE_NAME", help="this node's Kubernetes name "
                                            "(default: the host name)"),
         fake_gpus: int = typer.Option(0, min=0, max=64, help="model N fake GPUs instead of reading NVML"),
         seed: int = typer.Option(0, help="seed of the fake GPUs' utilisation model"),

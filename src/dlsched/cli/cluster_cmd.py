@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,10 +20,10 @@ def register(app: typer.Typer) -> None:
 
 @cluster_app.command("show")
 def show(
-    file: Annotated[Optional[Path],
+    file: Annotated[Path | None,
                     typer.Argument(help="A cluster file (.toml, .yaml) to check and print.")] = None,
     builtin: Annotated[bool, typer.Option("--builtin", help="The built-in workload's cluster.")] = False,
-    out: Annotated[Optional[Path],
+    out: Annotated[Path | None,
                    typer.Option("--out", help="Write the TOML here instead of printing it.")] = None,
 ) -> None:
     """Print a cluster as a TOML cluster file (the format --cluster reads)."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import typer
 from rich.console import Console
@@ -81,10 +81,9 @@ def with_export_progress(resolver, exports: dict[str, str], say=say):
 
 def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None) -> None:
     """:func:`dlsched.run.resources.predict_resources`, its report printed."""
+    from dlsched.cli import progress
     from dlsched.cli.errors import missing_extra
     from dlsched.run import resources
-
-    from dlsched.cli import progress
 
     n_ref = sum(1 for j in jobs if j.onnx_ref or j.model_name)
     with progress.Activity(f"--predict-resources: {n_ref:,} jobs", progress.enabled()) as live:

@@ -17,6 +17,7 @@ exception`` (a known pyarrow problem) instead of the documented 2.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -39,10 +40,8 @@ def take_request() -> bool:
 def quick_exit(code: int) -> None:
     """Flush the standard streams and end the process with ``code``, skipping the teardown."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):   # closed or replaced: nothing to flush
             stream.flush()
-        except (OSError, ValueError, AttributeError):  # closed or replaced streams: nothing to flush
-            pass
     os._exit(code)
 
 

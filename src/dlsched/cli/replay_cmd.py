@@ -5,7 +5,6 @@ compared. The log is read and checked by the one reader (:mod:`dlsched.service.l
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -16,15 +15,15 @@ def register(app: typer.Typer) -> None:
     @app.command("replay")
     def replay_cmd(
         log: Path = typer.Argument(..., metavar="LOG", help="Event log written by `dlsched serve --record LOG`."),
-        out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory to write (as `dlsched "
+        out: Path | None = typer.Option(None, "--out", "-o", help="Run directory to write (as `dlsched "
                                            "simulate`); not with --stimuli."),
         stimuli: bool = typer.Option(False, "--stimuli", help="Feed the recorded stimuli through the kernel "
                                      "(Kernel.handle) and report how its nominations and evictions agree with the "
                                      "recorded ones."),
-        policy: Optional[str] = typer.Option(None, help="Policy from the registry (default: the recorded one)."),
-        placement: Optional[str] = typer.Option(None, help="Placement (default: the recorded one with the "
+        policy: str | None = typer.Option(None, help="Policy from the registry (default: the recorded one)."),
+        placement: str | None = typer.Option(None, help="Placement (default: the recorded one with the "
                                                 "recorded policy, else the policy's own)."),
-        param: Optional[list[str]] = typer.Option(None, "--param", metavar="NAME=VALUE",
+        param: list[str] | None = typer.Option(None, "--param", metavar="NAME=VALUE",
                                                   help="A parameter of the policy's own (repeatable; `dlsched "
                                                        "policies` lists them), as for `dlsched simulate`."),
     ) -> None:

@@ -6,7 +6,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.text import Text
@@ -60,9 +59,8 @@ def _prepare_runs(values: dict, given: set[str], out_dir: Path, policies: list[s
     configs, unread = configs_from_options(values, policies)
     first = configs[0]
     _check_before_work(out_dir, first.workload.trace or first.workload.workload, first.workload.jobs)
-    from dlsched.cli.errors import missing_extra
-
     from dlsched.cli import progress
+    from dlsched.cli.errors import missing_extra
 
     # --predict-resources can spend seconds to minutes (predictor load, zoo exports) before its first line
     with progress.Activity("--predict-resources: loading jobs, predicting",
@@ -195,7 +193,7 @@ def register(app: typer.Typer) -> None:
     def demo(
         ctx: typer.Context,
         out_text: str = typer.Option("runs/demo", "--out", help="Run directory."),
-        cluster_file: Optional[Path] = CLUSTER,
+        cluster_file: Path | None = CLUSTER,
         jobs: int = typer.Option(20000, help="Jobs of the built-in workload."),
         seed: int = typer.Option(0),
         sharing: bool = typer.Option(True, "--sharing/--no-sharing",

@@ -109,9 +109,8 @@ def register(app: typer.Typer) -> None:
         """Latency (p50/p99 ms) of one TOPO-AWARE placement decision on a loaded cluster."""
         from dlsched.experiments.topology.bench import bench_placement
 
-        with clear_errors():
-            with _activity(ctx, f"bench placement: {decisions:,} decisions on {machines:,} machines"):
-                res = bench_placement(machines, decisions, preset, occupancy, postpone, seed)
+        with clear_errors(), _activity(ctx, f"bench placement: {decisions:,} decisions on {machines:,} machines"):
+            res = bench_placement(machines, decisions, preset, occupancy, postpone, seed)
         if as_json:
             print(json.dumps(res))
         else:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -45,14 +44,14 @@ def register(app: typer.Typer) -> None:
     @app.command("whatif")
     def whatif_cmd(
         log: Path = typer.Argument(..., metavar="LOG", help="Event log written by `dlsched serve --record LOG`."),
-        policy: Optional[str] = typer.Option(None, help="Policy from the registry to compare with the recorded one "
+        policy: str | None = typer.Option(None, help="Policy from the registry to compare with the recorded one "
                                              "(default: the recorded one; give it, --queues or both)."),
-        queues: Optional[Path] = typer.Option(None, "--queues", metavar="FILE.toml",
+        queues: Path | None = typer.Option(None, "--queues", metavar="FILE.toml",
                                               help="[[queues]] tables (the cluster file's format) for the other "
                                               "run: quotas that borrow and lend. The log's run had fixed VCs."),
         param: list[str] = typer.Option([], "--param", help="KEY=VALUE parameter of --policy (repeatable)."),
-        placement: Optional[str] = typer.Option(None, help="Placement of --policy (default: the policy's own)."),
-        at: Optional[float] = typer.Option(None, "--at", help="Seconds after the log's first event (default: "
+        placement: str | None = typer.Option(None, help="Placement of --policy (default: the policy's own)."),
+        at: float | None = typer.Option(None, "--at", help="Seconds after the log's first event (default: "
                                            "the last moment with a pending pod, said in a note)."),
         durations: str = typer.Option("predicted", help="predicted: the mean run time of the jobs finished before "
                                       "the cut; recorded: each job's run time in the whole log (hindsight)."),

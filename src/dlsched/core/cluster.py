@@ -72,7 +72,7 @@ class ClusterSpec:
         gpu_type: GpuType | None = None,
         cpus_per_node: int = 64,
         topology: str | None = None,
-    ) -> "ClusterSpec":
+    ) -> ClusterSpec:
         """One homogeneous VC per entry of ``vc_nodes`` (VC name -> node count)."""
         if not vc_nodes:
             raise ValueError("a cluster needs at least one virtual cluster")
@@ -89,10 +89,10 @@ class ClusterSpec:
         return cls(nodes, vcs)
 
     @classmethod
-    def homogeneous(cls, nodes: int, gpus_per_node: int = 8, vc: str = "default", **kw) -> "ClusterSpec":
+    def homogeneous(cls, nodes: int, gpus_per_node: int = 8, vc: str = "default", **kw) -> ClusterSpec:
         return cls.from_vc_sizes({vc: nodes}, gpus_per_node, **kw)
 
-    def with_gpu_type(self, gtype: GpuType) -> "ClusterSpec":
+    def with_gpu_type(self, gtype: GpuType) -> ClusterSpec:
         """The same cluster with every node's GPUs of type ``gtype`` (memory capacity, power)."""
         nodes = [NodeSpec(n.node_id, n.vc, n.gpus, gtype, n.cpus, n.host_memory_gib, n.topology, n.idle_watts)
                  for n in self.nodes]

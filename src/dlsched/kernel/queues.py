@@ -8,8 +8,9 @@ preemptive policy re-sorts on every pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from heapq import heappop, heappush
-from typing import Callable, Iterator, Protocol
+from typing import Protocol
 
 from dlsched.core.job import Job
 

@@ -23,10 +23,9 @@ bitmask (bit = VC-local node index) of open nodes with exactly ``k`` free GPUs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Callable, Sequence
 
 from dlsched.core.bits import bit_tuple, set_bits
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec

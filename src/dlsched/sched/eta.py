@@ -400,7 +400,7 @@ class _ForwardStarts:
 
     __slots__ = ("run", "left_to_start", "postponed")
 
-    def __init__(self, run: "ForwardRun") -> None:
+    def __init__(self, run: ForwardRun) -> None:
         self.run = run
         origin, wanted = run.origin, run.wanted
         self.left_to_start = len(origin) if wanted is None else sum(1 for j in origin.values() if j in wanted)

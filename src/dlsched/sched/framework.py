@@ -30,7 +30,7 @@ scores of plug-ins that define ``score_rows`` (Horus's cost) come from the per-G
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -13,8 +13,8 @@ default.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from operator import attrgetter
-from typing import Iterator
 
 from dlsched.core.job import Job
 from dlsched.kernel.correction import observe

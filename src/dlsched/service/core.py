@@ -442,9 +442,8 @@ class SchedulerCore:
             self.parked[pod.uid] = pod
             self.waiting[pod.uid] = problem
             return
-        if self.evictions.inflight or self.evictions.awaiting:
-            if self._replacement_seen(pod):
-                return
+        if (self.evictions.inflight or self.evictions.awaiting) and self._replacement_seen(pod):
+            return
         self.parked.pop(pod.uid, None)
         self.waiting.pop(pod.uid, None)
         job = self._new_job(pod, vc)
@@ -462,7 +461,7 @@ class SchedulerCore:
                      pred_gpu_util=job.pred_gpu_util, pred_gpu_mem_mib=job.pred_gpu_mem_mib)
 
     def _retry_parked(self) -> None:
-        for uid, pod in list(self.parked.items()):
+        for _uid, pod in list(self.parked.items()):
             if pod.node_name:
                 self._bound_pod(pod, None)
             else:
@@ -775,7 +774,7 @@ class SchedulerCore:
             del self.key_uid[pod.key]
         self.evictions.keep(key, job)
         self.counters["evicted jobs awaiting their new pod"] += 1
-        for other, waiting in list(self.parked.items()):   # a new pod seen while this one checkpointed
+        for _other, waiting in list(self.parked.items()):   # a new pod seen while this one checkpointed
             if match_key(waiting) == key and not waiting.node_name:
                 self._submit(waiting)
 

@@ -27,7 +27,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from dlsched.core.job import JobState
 from dlsched.sched.eta import Calibration, EtaEstimator
@@ -113,7 +113,7 @@ def eta_text(t: float, now: float) -> str:
     (``2026-11-27T00:10:00Z in 600s``); :data:`NEVER` when the forward run never starts the pod."""
     if t == math.inf:
         return NEVER
-    iso = datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    iso = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return f"{iso} in {max(0.0, t - now):.0f}s"
 
 

@@ -404,7 +404,7 @@ class GangTable:
         core._record("start", uid=gang.id, node=first, gpus=sorted(per_node[first]), gang=gang.key,
                      placement=[{"node": n, "gpus": sorted(g)} for n, g in per_node.items()])
         if core.nudge is not None:
-            for uid, pod_key, node, slots in rows:
+            for uid, _pod_key, node, slots in rows:
                 # a pod unknown to this process is nudged by due_nudges once the service answers
                 # calls (a nudge now would reach a server not yet listening)
                 if uid in gang.told_wait and uid != core._answering and (core.serving or uid not in self.unknown):

@@ -106,7 +106,7 @@ class ServiceMetrics:
         self.latency = Histogram("dlsched_extender_latency_seconds", "Extender call latency by verb",
                                  ["verb"], buckets=LATENCY_BUCKETS, registry=self.registry)
 
-    def timed(self, verb: str) -> "_Timer":
+    def timed(self, verb: str) -> _Timer:
         return _Timer(self.latency.labels(verb))
 
     def exposition(self) -> bytes:

@@ -19,9 +19,9 @@ import gc
 import heapq
 import itertools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -289,9 +289,7 @@ class Simulator:
                 queued = rec.queued
                 if running == 0 and queued == 0 and cursor >= n_jobs:
                     break  # only the power manager's timers are left
-                if running:
-                    last_progress = now
-                elif cursor < n_jobs and jobs[cursor].submit_time <= now:
+                if running or cursor < n_jobs and jobs[cursor].submit_time <= now:
                     last_progress = now
                 elif now - last_progress > STALL_LIMIT:
                     raise SimulationError(f"{queued} jobs have waited {STALL_LIMIT / 86400:.0f} days with "

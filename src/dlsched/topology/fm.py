@@ -121,7 +121,7 @@ def fm_bisect(
         return abs(2 * weight0 - total) <= bound
 
     passes = 0
-    for passes in range(1, max_passes + 1):
+    for passes in range(1, max_passes + 1):  # noqa: B007  (the count is returned after the loop)
         buckets = (_Buckets(max_gain), _Buckets(max_gain))
         for v in range(n):
             gain = sum(w if side[u] != side[v] else -w for u, w in adj[v])

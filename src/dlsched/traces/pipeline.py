@@ -21,9 +21,9 @@ import numpy as np
 
 from dlsched.core.job import SIDE_RECORDS, Job
 from dlsched.core.truth import MEASURED_SLOT
+from dlsched.traces.model import LoadReport, Trace, TraceError
 
 _NAN = float("nan")
-from dlsched.traces.model import LoadReport, Trace, TraceError
 
 # wall-clock bounds: text, datetime (pandas.Timestamp is one), numpy datetime64; or seconds
 TimeArg = str | datetime | np.datetime64 | float | int | None

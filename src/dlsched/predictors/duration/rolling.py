@@ -23,8 +23,8 @@ durations far better than the GPU-demand mean; see docs/duration.md).
 from __future__ import annotations
 
 from dlsched.core.job import Job
-from dlsched.predictors.duration.observed import observed_duration
 from dlsched.predictors.duration.names import closest_name, is_anonymous, job_bucket
+from dlsched.predictors.duration.observed import observed_duration
 
 NEW_USER = "new_user"
 ANON_STREAM = "anon_vc_gpus"

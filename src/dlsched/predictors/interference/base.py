@@ -12,7 +12,8 @@ attributes ending in ``_``, ``slowdown`` is pure.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from dlsched.core.colocation import JobProfile, PairObservation
 from dlsched.predictors.interference.combine import combine_pairwise
@@ -26,7 +27,7 @@ class InterferenceModel(Protocol):
 
     name: str
 
-    def fit(self, pairs: Sequence[PairObservation]) -> "InterferenceModel":
+    def fit(self, pairs: Sequence[PairObservation]) -> InterferenceModel:
         """Learn from measured pairs; returns ``self``."""
         ...
 
@@ -44,7 +45,7 @@ class ConstantSlowdown:
         self.factor = factor
         self.name = f"constant-{factor:g}"
 
-    def fit(self, pairs: Sequence[PairObservation]) -> "ConstantSlowdown":
+    def fit(self, pairs: Sequence[PairObservation]) -> ConstantSlowdown:
         return self
 
     def slowdown(self, a: JobProfile, others: Sequence[JobProfile], gpu_type: str = "") -> float:

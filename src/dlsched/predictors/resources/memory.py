@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dlsched.predictors.resources.regressors import LGBMRegressor, Regressor, _as_2d
+from dlsched.predictors.resources.train_memory import TrainingMemoryModel
 
 MIB = 2.0**20
 GRAPH_COLUMNS = ("param_mib", "act_mib_per_sample", "batch")
@@ -182,8 +183,6 @@ class FakeTensorMemoryEstimator(LGBMRegressor):
     def predict(self, X: Any) -> np.ndarray:
         return np.exp(super().predict(self._features(_as_2d(X))))
 
-
-from dlsched.predictors.resources.train_memory import TrainingMemoryModel
 
 MEMORY_REGISTRY: dict[str, type[Regressor]] = {
     c.kind: c for c in (HorusEq2Estimator, LinearMemoryEstimator, FakeTensorBaseline, FakeTensorMemoryEstimator,
