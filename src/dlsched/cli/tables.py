@@ -70,8 +70,8 @@ def fit_table(table: Table, width: int, transposed: bool = False) -> Table:
     natural = [max([len(line) for t in [h, *col] for line in t.splitlines()] or [1])
                for h, col in zip(headers, cells)]
     need = [max([_number_width(t) for t in [h, *col]]) for h, col in zip(headers, cells)]
-    floor = [max(n, min(nat, _TEXT_MIN) if n == 0 else 0, min(len(h), _HEADER_MIN))
-             for n, nat, h in zip(need, natural, headers)]
+    floor = [max(n, min(nat, _TEXT_MIN) if n == 0 else 0, min(len(h), _HEADER_MIN), column.min_width or 0)
+             for n, nat, h, column in zip(need, natural, headers, table.columns)]  # a min_width asked for is kept
     room = width - _overhead(table)
     if sum(natural) <= room:
         for column, n in zip(table.columns, need):

@@ -45,6 +45,11 @@ th code, td code { overflow-wrap:normal; }
 tbody th { text-align:left; font-weight:600; } td { text-align:right; }
 tbody tr:hover { background:#fafbfc; }
 th.group { border-left:1px solid var(--line); }
+/* the widest run tables (Table 4 groups, per VC, the queue tree) fit a 1,280 px page: tighter cells,
+   and a duration's readable hint goes under its seconds instead of beside them */
+table.groups th, table.groups td, table.per-vc th, table.per-vc td, table.queues th, table.queues td {
+  padding:5px 7px; }
+table.groups td .muted, table.per-vc td .muted, table.queues td .muted { display:block; }
 .muted { color:var(--muted); font-size:12px; } .good { color:#17803d; } .bad { color:#b42318; }
 details { margin:6px 0; } summary { cursor:pointer; font-weight:600; margin:6px 0; }
 footer { color:var(--muted); font-size:12px; padding:12px 32px; border-top:1px solid var(--line); }

@@ -12,6 +12,7 @@ from dlsched.report.load import RunData
 from dlsched.report.page import Section, figure, note
 from dlsched.report.plots_runs import jct_cdf, timeline, vc_queue_delay
 from dlsched.report.tables import groups_overview, groups_table, per_vc_table, summary_table
+from dlsched.report.tables_queues import queues_table
 
 CARD_KEYS = (("avg_jct", "Avg JCT"), ("avg_queue_delay", "Avg queue delay"), ("queued_jobs", "Queued jobs"),
              ("gpu_utilization", "GPU utilisation"), ("makespan", "Makespan"))
@@ -45,6 +46,9 @@ def run_sections(runs: Sequence[RunData], records: Sequence[Mapping], baseline_n
     out.append(Section("timeline", "Utilisation over time", body))
     out.append(Section("groups", "Job groups (Helios Table 4)", groups_body(runs, many)))
     out.append(Section("per-vc", "Per-VC metrics", per_policy(runs, per_vc_table, "No per_vc in summary.json.")))
+    if any(run.summary.get("per_queue") for run in runs):
+        out.append(Section("queues", "Queues (lending and borrowing)", per_policy(
+            runs, queues_table, "This run's queues did not borrow (no per_queue in summary.json).")))
     if any(isinstance(run.summary.get("energy"), Mapping) for run in runs):
         out.append(Section("energy", "Energy", per_policy(
             runs, _energy_body, "")))

@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 
 from dlsched.report.page import Section, note
+from dlsched.report.sharing_columns import column_groups
 from dlsched.report.tables import render
 
 SHARING_FILE = "sharing_experiment.json"
@@ -28,6 +29,12 @@ def _cell(key: str, value: object) -> str:
     return f"{float(value):,.2f}" if abs(float(value)) < 100 else f"{float(value):,.0f}"
 
 
+def _table(keys: list[str], rows: list[Mapping]) -> str:
+    """One table of ``keys``; headers may wrap after an underscore (``paper_<wbr>makespan_<wbr>min``)."""
+    head = "<tr>" + "".join(f"<th>{html.escape(k).replace('_', '_<wbr>')}</th>" for k in keys) + "</tr>"
+    return render(keys, ([_cell(k, r.get(k)) for k in keys] for r in rows), head_html=head)
+
+
 def sharing_headline(result: Mapping) -> list[tuple[str, str]]:
     seeds = result.get("seeds", [])
     return [("experiment", html.escape(str(result.get("experiment", "")))), ("seeds", str(len(seeds))),
@@ -39,10 +46,12 @@ def sharing_sections(result: Mapping) -> list[Section]:
     rows = result.get("rows") or []
     if not rows:
         return [Section("sharing", "Sharing experiment", note(f"{SHARING_FILE} has no rows."))]
-    keys = list(rows[0])
-    table = render(keys, ([_cell(k, r.get(k)) for k in keys] for r in rows))
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    table = "".join((f"<h3>{html.escape(title)}</h3>" if title else "") + _table(cols, rows)
+                    for title, cols in column_groups(keys, rows))
     settings = {k: v for k, v in result.items() if k not in ("rows", "experiment", "seconds", "pairs", "seed_rule")}
-    body = table + note("Columns named paper_* quote the paper; the others are ours (mean over seeds). "
+    body = table + note("Columns named paper_* quote the paper; the others are ours (mean over seeds); each table "
+                        "repeats the row's key columns. "
                         "Settings: " + ", ".join(f"{k} = {v}" for k, v in settings.items()))
     name = str(result.get("experiment", "sharing"))
     sections = [Section("sharing", TITLES.get(name, name), body)]
