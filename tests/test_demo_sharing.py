@@ -59,3 +59,21 @@ def test_demo_writes_sharing_beside_its_results_and_in_its_report(tmp_path):
     assert not (tmp_path / "sharing.json").exists()
     assert "note: --no-sharing: removed the earlier" in res.output
     assert 'id="demo-sharing"' not in (tmp_path / "report.html").read_text()
+
+
+def test_report_names_a_damaged_sharing_file(tmp_path):
+    """A sharing.json without its policies, or not JSON, is one error naming the file, exit 2."""
+    from typer.testing import CliRunner
+
+    from dlsched.cli.main import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["compare", "--jobs", "200", "--policies", "fifo,sjf", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    path = tmp_path / "sharing.json"
+    for text, why in (('{"policies": []}', "no 'policies' object (written by `dlsched demo`)"),
+                      ("{bad", "is not valid JSON")):
+        path.write_text(text)
+        res = runner.invoke(app, ["report", str(tmp_path)])
+        assert res.exit_code == 2
+        assert res.stderr.startswith(f"error: {path}") and why in res.stderr and res.stderr.count("\n") == 1
