@@ -63,10 +63,17 @@ def _model_file(model: Path) -> Path:
     if model.exists() or model.suffix.lower() == ".onnx":
         return model
     from dlsched.graph.zoo import ZOO_NAMES, model_path
+    from dlsched.graph.zoo.cache import entry_path
 
-    if str(model) not in ZOO_NAMES:
+    name = str(model)
+    if name not in ZOO_NAMES:
         raise ValueError(f"{model}: no such file, and not a zoo model name (zoo: {', '.join(sorted(ZOO_NAMES)[:12])}, ...)")
-    return model_path(str(model))
+    cached = entry_path(name)
+    if cached.is_file():
+        return cached
+    from dlsched.cli.export_notice import exporting
+
+    return exporting(name, cached, lambda: model_path(name))   # first use: a note and progress if it is big
 
 
 def _human(x: float, unit: str) -> str:

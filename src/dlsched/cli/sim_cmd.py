@@ -219,10 +219,11 @@ def register(app: typer.Typer) -> None:
             summaries = {n: load_summary(out_dir / n) for n in names}
             if not as_json:
                 _print_summaries(summaries)
+            shared = demo_sharing() if sharing else None
+            _write_demo_sharing(out_dir, shared)
             from dlsched.report import build_report
 
             report = build_report(out_dir)
-            shared = demo_sharing() if sharing else None
         if as_json:
             doc = {"policies": summaries, "report": str(report)}
             if shared is not None:
@@ -278,6 +279,19 @@ def demo_sharing() -> dict:
                     for key in ("makespan", "avg_jct", "delivered_gpu_utilization", "busy_gpu_utilization")}
             for label, results in runs.items()}
     return {"workload": DEMO_SHARING_WORKLOAD, "seeds": list(DEMO_SHARING_SEEDS), "policies": rows}
+
+
+def _write_demo_sharing(out_dir: Path, shared: dict | None) -> None:
+    """``DIR/sharing.json`` beside the demo's other results (the report shows it); with
+    ``--no-sharing`` an older one is removed, so the report never shows numbers of another run."""
+    from dlsched.report.sections_demo import DEMO_SHARING_FILE
+
+    path = out_dir / DEMO_SHARING_FILE
+    if shared is not None:
+        path.write_text(strict_dumps(shared) + "\n", encoding="utf-8")
+    elif path.is_file():
+        path.unlink()
+        say(f"note: --no-sharing: removed the earlier {path} so that the report shows no stale sharing table")
 
 
 def _print_demo_sharing(shared: dict) -> None:

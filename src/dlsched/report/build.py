@@ -10,6 +10,7 @@ from dlsched.report.errors import ReportError
 from dlsched.report.layout import Layout, detect_layout
 from dlsched.report.load import load_comparison, load_energy, load_run
 from dlsched.report.page import cards, render_page
+from dlsched.report.sections_demo import demo_sharing_sections
 from dlsched.report.sections_energy import energy_headline, energy_sections
 from dlsched.report.sections_runs import headline, run_sections
 
@@ -92,6 +93,7 @@ def render(root: Path, layout: Layout) -> str:
         base = comp.runs[0].label
         sections = run_sections(comp.runs, records, f"Ratios are relative to the first policy ({base}); "
                                 "below 1 is better. Bold marks the best policy per metric.")
+        sections += demo_sharing_sections(root)   # `dlsched demo`: its sharing table, when it wrote one
         return render_page(f"Policy comparison — {root.resolve().name}", "dlsched comparison report", meta, "",
                            sections, footer)
     run = load_run(root)

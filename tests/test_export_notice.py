@@ -1,0 +1,108 @@
+"""Before a big zoo export `predict` says what it exports, its rough cost and where it is cached, and
+shows a live line while it runs (issue 37: the first `predict gpt2_large` was ~3 min of silence).
+The threshold is lowered to 0 so that a tiny zoo model stands in for GPT-2 large."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dlsched.cli import export_notice
+from dlsched.cli.main import app
+from dlsched.graph.export import ExportPlan, on_export
+
+pytest.importorskip("torch")
+runner = CliRunner()
+
+
+def _predict(monkeypatch, cache: Path, threshold: str | None) -> tuple[int, str, str]:
+    monkeypatch.setenv("DLSCHED_CACHE", str(cache))
+    if threshold is None:
+        monkeypatch.delenv(export_notice.NOTE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(export_notice.NOTE_ENV, threshold)
+    res = runner.invoke(app, ["predict", "ppo_lunarlander", "--batch", "8", "--json"])
+    return res.exit_code, res.stdout, res.stderr
+
+
+def test_big_export_is_announced_with_its_size_and_cache(monkeypatch, tmp_path):
+    code, out, err = _predict(monkeypatch, tmp_path / "c", "0")
+    assert code == 0, err
+    params = json.loads(out)["params"]
+    cache = tmp_path / "c" / "ppo_lunarlander-v1.onnx"
+    lines = err.splitlines()
+    first = re.fullmatch(r"note: exporting zoo model ppo_lunarlander to ONNX \(PPOPolicy, ([\d,]+) parameters, "
+                         r"\d+ MiB of weights\) takes ~\d+ s and ~\d+ MB of memory on CPU, once: the graph is "
+                         r"cached in (.+) \(DLSCHED_CACHE moves the cache\)", lines[0])
+    assert first is not None, lines
+    assert int(first.group(1).replace(",", "")) == params   # the count the export saw is the graph's
+    assert first.group(2) == str(cache) and cache.is_file()
+    assert re.fullmatch(rf"note: exported ppo_lunarlander in \d+ s; cached in {re.escape(str(cache))} .*", lines[1])
+    code, _, err = _predict(monkeypatch, tmp_path / "c", "0")      # cached now: nothing to announce
+    assert code == 0 and "note: export" not in err
+
+
+def test_small_export_stays_silent_under_the_default_threshold(monkeypatch, tmp_path):
+    code, _, err = _predict(monkeypatch, tmp_path / "d", None)
+    assert code == 0 and "note: export" not in err
+    assert (tmp_path / "d" / "ppo_lunarlander-v1.onnx").is_file()
+
+
+@pytest.mark.parametrize("value", ["many", "-5", "1.5"])
+def test_bad_threshold_is_one_error_line(monkeypatch, tmp_path, value):
+    code, out, err = _predict(monkeypatch, tmp_path / "e", value)
+    assert code == 2 and out == ""
+    assert err == f"error: {export_notice.NOTE_ENV}={value!r}: expected a whole number of parameters " \
+                  "(0 announces every export)\n"
+    assert not (tmp_path / "e").exists()   # refused before any export
+
+
+def test_estimates_follow_the_measured_exports():
+    large = ExportPlan("GPT2LMHeadModel", 774_030_080, 3_096_120_320, True)
+    assert large.seconds == pytest.approx(180, rel=0.01) and large.peak_bytes == pytest.approx(5.2e9, rel=0.01)
+    small = ExportPlan("GPT2LMHeadModel", 124_439_808, 497_759_232, False)
+    assert small.seconds == pytest.approx(44, rel=0.01) and small.peak_bytes == pytest.approx(3.0e9, rel=0.01)
+    text = export_notice.plan_note("gpt2_large", large, Path("/c/gpt2_large-v1.onnx"))
+    assert "774.0 M parameters, 2.9 GiB of weights) takes ~3 min and ~5.2 GB of memory" in text
+
+
+def test_live_line_shows_the_phase_and_is_erased(monkeypatch):
+    """On a terminal the line says 'tracing to ONNX (expected ...)' once the exporter has the module."""
+    import torch
+
+    from dlsched.graph.export import export_torch_module
+
+    stream = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stream)
+    said: list[str] = []
+
+    def export() -> bytes:
+        data = export_torch_module(torch.nn.Linear(4, 2), torch.ones(1, 4))
+        time.sleep(1.3)   # two ticks of the live line after the plan
+        return data
+
+    data = export_notice.exporting("linear", Path("/c/x.onnx"), export, say=said.append, live_on=True, threshold=0)
+    assert data.startswith(b"\x08")   # ONNX protobuf (ir_version field)
+    drawn = stream.getvalue()
+    assert "exporting linear  tracing to ONNX (expected ~0 s)" in drawn
+    assert drawn.endswith("\r\x1b[2K")   # erased at the end
+    assert said[0].startswith("note: exporting zoo model linear to ONNX (Linear, 10 parameters, 0 MiB of weights)")
+    assert said[1].startswith("note: exported linear in 1 s; cached in /c/x.onnx")
+
+
+def test_listener_is_scoped_to_its_block():
+    import torch
+
+    from dlsched.graph.export import export_torch_module
+
+    seen: list[ExportPlan] = []
+    with on_export(seen.append):
+        export_torch_module(torch.nn.Linear(3, 3), torch.ones(1, 3))
+    export_torch_module(torch.nn.Linear(3, 3), torch.ones(1, 3))
+    assert [(p.module, p.params, p.param_bytes, p.large) for p in seen] == [("Linear", 12, 48, False)]
