@@ -42,16 +42,31 @@ def test_hook_with_zoo_and_default() -> None:
             Job("d", "vc", 1, 0.0, 1.0, onnx_ref="/nonexistent/model.onnx", batch_size=8)]
     assert fill_job_predictions(jobs, pred, graph_resolver) == 2
     assert 0 < jobs[0].pred_gpu_util <= 100
-    # tiny model: the context dominates; no stack named: the fit stack's (GPUMemNet's), near
-    # Lucid's measurement (2,050 MiB)
-    assert 1500 <= jobs[1].pred_gpu_mem_mib < 2200
+    # tiny model: the context dominates; no stack named: `unknown`, as `serve` predicts (issue 36:
+    # the simulator and the live service see the same predictions): the lazily loading context
+    assert 500 <= jobs[1].pred_gpu_mem_mib < 800
     # stack unknown: today's lazily loading context for the reserve, and a band up to the fit
     # stack's, which holds Lucid's measurement
     from dlsched.predictors.resources.graph_source import graph_features
 
     m, lo, hi = pred.predict_mem_mib(graph_features("NeuMF", 128), "unknown", stack="unknown")
-    assert 500 <= m < 800 and lo <= 2050 <= hi
+    assert 500 <= m < 800 and lo <= m <= hi
     lazy = Job("e", "vc", 1, 0.0, 1.0, model_name="NeuMF", batch_size=128, stack="lazy")
     fill_job_predictions([lazy], pred, graph_resolver)
     assert lazy.pred_gpu_mem_mib == pytest.approx(m)
     assert math.isnan(jobs[2].pred_gpu_util) and math.isnan(jobs[3].pred_gpu_mem_mib)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 36, open: the refit's context (1,770 MiB) puts the unknown "
+                   "stack's band top for NeuMF@128 at ~1,778 MiB, below Lucid's measured 2,050 MiB")
+def test_the_unknown_stack_band_holds_lucids_neumf_measurement() -> None:
+    """Lucid measured NeuMF at batch 128 at 2,050 MiB; the band of a job whose stack is unknown
+    must hold it (the band is what a calibration and the OOM guard start from)."""
+    from dlsched.predictors.resources.default import load_default
+    from dlsched.predictors.resources.graph_source import graph_features
+
+    pred = load_default()
+    if pred is None:
+        pytest.skip("no default predictor shipped")
+    _, lo, hi = pred.predict_mem_mib(graph_features("NeuMF", 128), "unknown", stack="unknown")
+    assert lo <= 2050 <= hi
