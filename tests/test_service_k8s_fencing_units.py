@@ -264,7 +264,10 @@ def test_gang_pods_seen_before_the_service_answers_are_nudged_once_it_does():
     assert core.due_nudges() == 2 and sorted(nudged) == ["g0@n1:0,1,2,3,4,5", "g1@n2:0,1,2,3,4,5"]
     assert core.due_nudges() == 0
     clock.t += NUDGE_AGAIN_S
+    assert core.nudge_wanted("g0", "n1") and core.nudge_wanted("g1", "n2")   # a queued nudge is sent
+    assert not core.nudge_wanted("g0", "n2")          # not on another node
     core.verdict(_gang_pod("g0", 6), ["n1", "n2"])    # kube-scheduler asked for g0: answered by us
+    assert not core.nudge_wanted("g0", "n1")          # told "nominated": its bind is on its way
     assert core.due_nudges() == 1 and nudged[-1].startswith("g1@")
     clock.t += NUDGE_AGAIN_S
     assert core.due_nudges() == 0                     # two nudges in all

@@ -919,6 +919,8 @@ class SchedulerCore:
         ``node`` and kube-scheduler was not told "nominated" since (its bind is then on its way)."""
         with self.lock:
             job = self.jobs.get(uid)
+            if job is None and self.gangs.owns(uid):   # gang hook: a gang's pod is nominated through its gang
+                return self.gangs.nudge_wanted(self, uid, node)
             return (job is not None and job.state is ASSUMED and self.last_outcome.get(uid) != "nominated"
                     and self.state.node_ids[job.placement[0][0]] == node)
 

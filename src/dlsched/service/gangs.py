@@ -411,6 +411,15 @@ class GangTable:
                     core.nudge(gang.members[uid], node, ",".join(str(g) for g, _ in slots), True)
         return None
 
+    def nudge_wanted(self, core: SchedulerCore, uid: str, node: str) -> bool:
+        """Whether a queued nudge of the gang pod ``uid`` is still worth its API write: the pod is
+        still nominated on ``node`` and was not told "nominated" since (it was told to wait, or this
+        process never answered it)."""
+        gang = self.by_uid.get(uid)
+        place = gang.places.get(uid) if gang is not None else None
+        return (place is not None and core.state.node_ids[place[0]] == node
+                and (uid in gang.told_wait or uid in self.unknown))
+
     def due_nudges(self, core: SchedulerCore, now: float, again_after: float, tries: int) -> int:
         """Nudge the nominated member pods this process never answered (seen before it served:
         a restart, a new leader), once it serves, and again after ``again_after`` seconds without
