@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
+from dlsched.metrics.queue_rows import queue_rows
 from dlsched.report import build_report
-from dlsched.report.queue_rows import queue_rows
 
 TREE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "queues-tree.toml"
 LEAVES = [f"vc0{i}" for i in range(1, 9)]

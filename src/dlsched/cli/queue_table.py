@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlsched.report.queue_rows import INNER_NOTE, queue_rows
+from dlsched.metrics.queue_rows import INNER_NOTE, queue_rows
 
 
 def print_queues(out, summary: dict) -> None:

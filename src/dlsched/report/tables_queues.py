@@ -5,9 +5,9 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 
+from dlsched.metrics.queue_rows import INNER_NOTE, queue_rows
 from dlsched.report.fmt import cell
 from dlsched.report.page import note
-from dlsched.report.queue_rows import INNER_NOTE, queue_rows
 from dlsched.report.tables import render
 
 COLUMNS = (("guarantee_gpus", "GPUs"), ("borrow_limit", "Borrow limit"), ("lend_limit", "Lend limit"),
