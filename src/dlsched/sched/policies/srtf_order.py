@@ -24,30 +24,31 @@ are at most as many as the VC has GPUs.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from heapq import heapify, heappop, heappush, heapreplace
 from itertools import accumulate
 
 from dlsched.core.job import Job
+from dlsched.kernel.queues import ArrivalQueue
 
 # a pending entry: (rank key, queue-entry order, job); live while it is its waiting job's entry
 Entry = tuple[float, int, Job]
 
 
-class RankQueue:
-    """The pending jobs of one VC in arrival order (what :class:`~dlsched.kernel.queues.ArrivalQueue`
-    gives everyone else who reads the queue), plus the rank heaps the SRTF cut merges."""
+class RankQueue(ArrivalQueue):
+    """The pending jobs of one VC in arrival order (read as an :class:`~dlsched.kernel.queues.ArrivalQueue`
+    by everyone else who reads the queue: head, length, iteration, ``jobs()``), plus the rank heaps the
+    SRTF cut merges."""
 
-    __slots__ = ("_dead", "_entry", "_heaps", "_inbox", "_jobs", "_taken", "gpus")
+    __slots__ = ("_dead", "_entry", "_heaps", "_inbox", "_taken")
 
     def __init__(self) -> None:
-        self._jobs: dict[Job, None] = {}
+        super().__init__()
         self._inbox: dict[Job, None] = {}        # (re-)queued since the last pass: not ranked yet
         self._entry: dict[Job, Entry] = {}       # a ranked waiting job's live entry
         self._heaps: dict[int, list[Entry]] = {}  # GPU count -> heap of entries (some dead)
         self._dead = 0                            # dead entries left in the heaps
         self._taken: list[tuple[int, Entry]] = []  # entries the last cut took off their heaps
-        self.gpus = 0
 
     # -- the kernel's queue protocol ----------------------------------------------------------
     def push(self, job: Job) -> None:
@@ -61,21 +62,6 @@ class RankQueue:
         self._inbox.pop(job, None)
         if self._entry.pop(job, None) is not None:  # it was ranked: its entry dies in its heap
             self._dead += 1
-
-    def head(self) -> Job | None:
-        return next(iter(self._jobs), None)
-
-    pass_order = None
-
-    def __len__(self) -> int:
-        return len(self._jobs)
-
-    def __iter__(self) -> Iterator[Job]:
-        return iter(self.jobs())
-
-    def jobs(self) -> list[Job]:
-        """The queued jobs in arrival order, as a new list."""
-        return list(self._jobs)
 
     # -- the rank --------------------------------------------------------------------------------
     def rank_new(self, key: Callable[[Job], float]) -> dict[int, list[Entry]]:
