@@ -19,6 +19,7 @@ from dlsched.service.nodefit.report import fit_message
 from dlsched.service.nodefit.resources import (
     PORTS_TAKEN,
     NodeUsage,
+    Plan,
     Port,
     SpecError,
     amounts,
@@ -27,15 +28,16 @@ from dlsched.service.nodefit.resources import (
     obj,
     pod_requests,
     ports_conflict,
+    request_plan,
 )
 from dlsched.service.nodefit.taints import (
     CORDONED,
     Taint,
     Toleration,
     cordon_blocks,
-    first_untolerated,
     node_taints,
     taint_reason,
+    tolerated,
     tolerations,
 )
 
@@ -108,6 +110,9 @@ class PodView:
     tols: tuple[Toleration, ...]
     notes: list[str]
     error: str = ""
+    plan: Plan = ()
+    cordon_ok: bool = False                                         # tolerates unschedulable:NoSchedule
+    taint_ok: dict[Taint, bool] = field(default_factory=dict)      # memo: nodes share their taints
 
 
 def read_pod(pod: object) -> PodView:
@@ -116,8 +121,10 @@ def read_pod(pod: object) -> PodView:
         pod = obj(pod, "pod")
         uid = obj(pod.get("metadata"), "metadata").get("uid")
         spec = obj(pod.get("spec"), "spec")
-        return PodView(uid if isinstance(uid, str) and uid else None, pod_requests(spec), host_ports(spec),
-                       placement(spec, notes), tolerations(spec, notes), notes)
+        request, tols = pod_requests(spec), tolerations(spec, notes)
+        return PodView(uid if isinstance(uid, str) and uid else None, request, host_ports(spec),
+                       placement(spec, notes), tols, notes, plan=request_plan(request),
+                       cordon_ok=not cordon_blocks(True, tols))
     except SpecError as e:
         return PodView(None, {}, [], None, (), notes, f"pod spec is invalid ({e})")
 
@@ -154,21 +161,25 @@ class NodeTable:
         if entry.error:
             return [("node", [entry.error])]
         failed: list[tuple[str, list[str]]] = []
-        if cordon_blocks(entry.unschedulable, view.tols):
+        if entry.unschedulable and not view.cordon_ok:
             failed.append(("unschedulable", [CORDONED]))
         if view.error:
             return failed + [("pod", [view.error])]
         own = view.uid is not None and view.uid in entry.usage.uids
-        short = insufficient(view.request, entry.allocatable, entry.usage, view.request if own else None)
+        short = insufficient(view.plan, entry.allocatable, entry.usage, view.request if own else None)
         if short:
             failed.append(("resources", short))
         if view.ports and ports_conflict(view.ports, entry.usage, view.uid):
             failed.append(("ports", [PORTS_TAKEN]))
         if view.place is not None and not view.place.required(entry.labels, entry.name):
             failed.append(("affinity", [AFFINITY_MISMATCH]))
-        taint = first_untolerated(entry.taints, view.tols)
-        if taint is not None:
-            failed.append(("taints", [taint_reason(taint[0], taint[1])]))
+        for taint in entry.taints:
+            ok = view.taint_ok.get(taint)
+            if ok is None:
+                ok = view.taint_ok[taint] = tolerated(view.tols, *taint)
+            if not ok:
+                failed.append(("taints", [taint_reason(taint[0], taint[1])]))
+                break
         return failed
 
     def feasible(self, pod: object) -> FitResult:

@@ -128,7 +128,21 @@ class NodeUsage:
             self.ports.setdefault((proto, port), {}).setdefault(ip, set()).add(uid)
 
 
-def insufficient(request: dict[str, int], allocatable: dict[str, int], usage: NodeUsage,
+Plan = tuple[tuple[str, int, str], ...]   # (resource, amount, reason) in kube-scheduler's order
+
+
+def request_plan(request: dict[str, int]) -> Plan:
+    """The comparisons a pod's request needs, made once per pod: cpu, memory, ephemeral-storage,
+    then every other resource by name; empty for a pod that requests nothing (kube-scheduler then
+    checks the pod count only, so an overcommitted node does not refuse it)."""
+    core = (CPU, MEMORY, EPHEMERAL)
+    if all(request.get(n, 0) == 0 for n in core) and all(n in core for n in request):
+        return ()
+    rest = sorted(n for n in request if n not in core)
+    return tuple((n, request.get(n, 0), f"Insufficient {n}") for n in (*core, *rest))
+
+
+def insufficient(plan: Plan, allocatable: dict[str, int], usage: NodeUsage,
                  self_request: dict[str, int] | None = None) -> list[str]:
     """kube-scheduler's reasons, in its order: pods, cpu, memory, ephemeral-storage, then the rest.
 
@@ -136,23 +150,13 @@ def insufficient(request: dict[str, int], allocatable: dict[str, int], usage: No
     pod being re-checked): it is taken back out so the pod does not compete with itself.
     """
     own = self_request is not None
-    count = usage.count - own
-    reasons = []
-    if count + 1 > allocatable.get(PODS, 0):
-        reasons.append(TOO_MANY_PODS)
-    core = (CPU, MEMORY, EPHEMERAL)
-    if all(request.get(n, 0) == 0 for n in core) and all(n in core for n in request):
-        return reasons   # a pod that requests nothing is checked for the pod count only
-
-    def used(name: str) -> int:
-        return usage.requested.get(name, 0) - (self_request.get(name, 0) if own else 0)
-
-    for name in core:
-        if allocatable.get(name, 0) < request.get(name, 0) + used(name):
-            reasons.append(f"Insufficient {name}")
-    for name in sorted(request):
-        if name not in core and allocatable.get(name, 0) < request[name] + used(name):
-            reasons.append(f"Insufficient {name}")
+    reasons = [TOO_MANY_PODS] if usage.count - own + 1 > allocatable.get(PODS, 0) else []
+    used = usage.requested
+    if own:
+        used = {n: v - self_request.get(n, 0) for n, v in used.items()}
+    for name, amount, reason in plan:
+        if allocatable.get(name, 0) < amount + used.get(name, 0):
+            reasons.append(reason)
     return reasons
 
 
