@@ -5,7 +5,7 @@ from nodefit_builders import expr, node, pod, required
 
 from dlsched.service.nodefit import feasible
 
-MISMATCH = "node(s) didn't match node selector"
+MISMATCH = "node(s) didn't match Pod's node affinity"
 LABELS = {"zone": "a", "gpu": "H100", "gen": "9", "rack": "r7"}
 N = node("n1", labels=LABELS)
 

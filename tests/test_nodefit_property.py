@@ -111,7 +111,7 @@ def test_a_pod_fits_iff_each_rule_passes(case: tuple) -> None:
         alone[rule] = bool(feasible(q, [m], {"n": b}).nodes)
     assert alone == expect
     assert bool(r.nodes) == all(expect.values())
-    assert r.failed_checks.get("n", []) == [c for c in ("unschedulable", "resources", "affinity", "taints")
+    assert r.failed_checks.get("n", []) == [c for c in ("unschedulable", "taints", "affinity", "resources")
                                             if not expect[c]]
     assert r.message.startswith("1/1" if r.nodes else "0/1 nodes are available: 1 ")
 

@@ -30,9 +30,10 @@ def test_message_counts_first_failing_check_per_node_sorted_as_strings() -> None
              node("d", unschedulable=True, cpu="1")] + [node(f"e{i}", labels={"x": "y"}, cpu="1") for i in range(10)]
     p = pod("p", requests={"cpu": "2"})
     r = feasible(p, nodes, {})
-    assert r.message == ("0/14 nodes are available: 1 node(s) had taint {k: v}, that the pod didn't tolerate, "
-                         "1 node(s) were unschedulable, 12 Insufficient cpu.")
-    assert r.reasons["c"] == ["Insufficient cpu", "node(s) had taint {k: v}, that the pod didn't tolerate"]
+    # "11 ..." sorts before "2 ...": Go's sort.Strings, as kube-scheduler
+    assert r.message == ("0/14 nodes are available: 1 node(s) were unschedulable, 11 Insufficient cpu, "
+                         "2 node(s) had taint {k: v}, that the pod didn't tolerate.")
+    assert r.reasons["c"] == ["node(s) had taint {k: v}, that the pod didn't tolerate", "Insufficient cpu"]
     assert r.failed_checks["d"] == ["unschedulable", "resources"]
 
 

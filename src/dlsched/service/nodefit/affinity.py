@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from dlsched.service.nodefit.resources import SpecError, items, obj
 
-AFFINITY_MISMATCH = "node(s) didn't match node selector"
+AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity"   # v1.20's words for nodeSelector too
 _NAME = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME}")
 _LABEL_VALUE = re.compile(rf"({_NAME})?")

@@ -1,8 +1,8 @@
 """``feasible(pod, nodes, pods_by_node)``: which nodes a pod may go to, and why not the others.
 
-The checks run in kube-scheduler v1.20's filter order: NodeUnschedulable (cordon), NodeResourcesFit,
-NodePorts, NodeAffinity (nodeSelector + required affinity), TaintToleration (with NotReady as its
-condition taints). ``FitResult.reasons`` lists every check a node fails; the message, like
+The checks run in kube-scheduler v1.20's filter order: NodeUnschedulable (cordon), TaintToleration
+(with NotReady as its condition taints), NodeAffinity (nodeSelector + required affinity), NodePorts,
+NodeResourcesFit (the order the real v1.20.2 scheduler's messages show: tests/test_nodefit_k8s.py). ``FitResult.reasons`` lists every check a node fails; the message, like
 kube-scheduler's, counts each node's first failing check only.
 
 :class:`NodeTable` reads the nodes and their pods once (quantities parsed, usage summed), so a
@@ -41,7 +41,7 @@ from dlsched.service.nodefit.taints import (
     tolerations,
 )
 
-CHECKS = ("unschedulable", "resources", "ports", "affinity", "taints")
+CHECKS = ("unschedulable", "taints", "affinity", "ports", "resources")
 
 
 @dataclass(slots=True)
@@ -158,21 +158,13 @@ class NodeTable:
 
     def check(self, view: PodView, entry: NodeEntry) -> list[tuple[str, list[str]]]:
         """Every failing check of one node for one pod: ``[(check, reasons)]`` in filter order."""
+        if view.error:      # a pod that cannot be read is judged on nothing else
+            return [("pod", [view.error])]
         if entry.error:
             return [("node", [entry.error])]
         failed: list[tuple[str, list[str]]] = []
         if entry.unschedulable and not view.cordon_ok:
             failed.append(("unschedulable", [CORDONED]))
-        if view.error:
-            return failed + [("pod", [view.error])]
-        own = view.uid is not None and view.uid in entry.usage.uids
-        short = insufficient(view.plan, entry.allocatable, entry.usage, view.request if own else None)
-        if short:
-            failed.append(("resources", short))
-        if view.ports and ports_conflict(view.ports, entry.usage, view.uid):
-            failed.append(("ports", [PORTS_TAKEN]))
-        if view.place is not None and not view.place.required(entry.labels, entry.name):
-            failed.append(("affinity", [AFFINITY_MISMATCH]))
         for taint in entry.taints:
             ok = view.taint_ok.get(taint)
             if ok is None:
@@ -180,6 +172,14 @@ class NodeTable:
             if not ok:
                 failed.append(("taints", [taint_reason(taint[0], taint[1])]))
                 break
+        if view.place is not None and not view.place.required(entry.labels, entry.name):
+            failed.append(("affinity", [AFFINITY_MISMATCH]))
+        if view.ports and ports_conflict(view.ports, entry.usage, view.uid):
+            failed.append(("ports", [PORTS_TAKEN]))
+        own = view.uid is not None and view.uid in entry.usage.uids
+        short = insufficient(view.plan, entry.allocatable, entry.usage, view.request if own else None)
+        if short:
+            failed.append(("resources", short))
         return failed
 
     def feasible(self, pod: object) -> FitResult:
