@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from support.polling import poll
 
-from dlsched.service.nodefit import failed_scheduling_event, feasible, unschedulable_condition
+from dlsched.service.nodefit import failed_scheduling_event, feasible, group_by_node, unschedulable_condition
 
 TAINT = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
 NODES = [  # name, allocatable overrides, labels, spec
@@ -84,10 +83,7 @@ def test_messages_condition_and_event_match_kube_scheduler(shared) -> None:
             cond = poll(lambda n=name: _scheduled_condition(cp, n), timeout=90, step=0.5)
             _, nodes = cp.request("GET", "/api/v1/nodes")
             _, pods = cp.request("GET", "/api/v1/namespaces/default/pods")
-            by_node: dict[str, list[dict]] = {}
-            for q in pods["items"]:
-                if q["spec"].get("nodeName"):
-                    by_node.setdefault(q["spec"]["nodeName"], []).append(q)
+            by_node = group_by_node(pods["items"])
             me = next(q for q in pods["items"] if q["metadata"]["name"] == name)
             ours = feasible(me, nodes["items"], by_node)
             assert ours.nodes == [], name
@@ -117,5 +113,3 @@ def test_messages_condition_and_event_match_kube_scheduler(shared) -> None:
         print({p["metadata"]["name"]: _scheduled_condition(cp, p["metadata"]["name"])["message"] for p in PODS})
         print(real)
 
-
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

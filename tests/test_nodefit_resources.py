@@ -3,7 +3,7 @@
 import pytest
 from nodefit_builders import node, pod
 
-from dlsched.service.nodefit import NodeTable, feasible
+from dlsched.service.nodefit import NodeTable, feasible, group_by_node
 from dlsched.service.nodefit.resources import pod_requests
 
 N = node("n1", cpu="4", memory="8Gi", gpus="8", pods="10", extra={"ephemeral-storage": "100Gi"})
@@ -113,3 +113,11 @@ def test_table_reuse_gives_the_same_answers_as_feasible() -> None:
     for g in range(6):
         p = pod("p", requests={"nvidia.com/gpu": str(g)})
         assert table.feasible(p) == feasible(p, nodes, bound)
+
+
+def test_group_by_node_keeps_bound_pods_by_name_and_skips_the_rest() -> None:
+    a = pod("a", node_name="n1", phase="Running")
+    b = pod("b", node_name="n1", phase="Succeeded")
+    c = pod("c", node_name="n2")
+    assert group_by_node([a, pod("pending"), b, c, "junk", {"spec": None}]) == {"n1": [a, b], "n2": [c]}
+    assert group_by_node("junk") == {}  # type: ignore[arg-type]

@@ -3,16 +3,17 @@ made by dlsched over the API's JSON (pods and nodes as the API server returns th
 functions and a table; no I/O. See docs/service.md, "Scheduler mode: the node checks".
 """
 
-from dlsched.service.nodefit.fit import CHECKS, FitResult, NodeTable, feasible
+from dlsched.service.nodefit.fit import CHECKS, FitResult, NodeTable, feasible, group_by_node
 from dlsched.service.nodefit.quantity import QuantityError, parse_quantity
 from dlsched.service.nodefit.report import (
-                                            condition_patch,
-                                            failed_scheduling_event,
-                                            fit_message,
-                                            scheduled_event,
-                                            unschedulable_condition,
+    condition_patch,
+    failed_scheduling_event,
+    fit_message,
+    scheduled_event,
+    unschedulable_condition,
 )
 from dlsched.service.nodefit.unsupported import unsupported
 
 __all__ = ["CHECKS", "FitResult", "NodeTable", "QuantityError", "condition_patch", "failed_scheduling_event",
-           "feasible", "fit_message", "parse_quantity", "scheduled_event", "unschedulable_condition", "unsupported"]
+           "feasible", "fit_message", "group_by_node", "parse_quantity", "scheduled_event", "unschedulable_condition",
+           "unsupported"]

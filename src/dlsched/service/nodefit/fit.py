@@ -203,6 +203,18 @@ class NodeTable:
                          self.notes + view.notes, checks)
 
 
+def group_by_node(pods: list[dict]) -> dict[str, list[dict]]:
+    """``pods_by_node`` from a pod list (a list or watch cache): the pods with a ``spec.nodeName``,
+    by that name; terminated ones are kept (the checks leave them out, so nothing is lost here)."""
+    out: dict[str, list[dict]] = {}
+    for p in pods if isinstance(pods, list) else ():
+        spec = p.get("spec") if isinstance(p, dict) else None
+        name = spec.get("nodeName") if isinstance(spec, dict) else None
+        if isinstance(name, str) and name:
+            out.setdefault(name, []).append(p)
+    return out
+
+
 def feasible(pod: dict, nodes: list[dict], pods_by_node: dict[str, list[dict]]) -> FitResult:
     """The nodes ``pod`` may go to (see the module doc); never raises on malformed input."""
     return NodeTable(nodes, pods_by_node).feasible(pod)
