@@ -26,7 +26,7 @@ def cases(draw: st.DrawFn) -> tuple[dict, dict, list[dict], dict]:
                                          st.sampled_from(["Running", "Pending", "Succeeded", "Failed"])), max_size=3)),
         "zone": draw(st.sampled_from(ZONES)), "sel": draw(st.sampled_from((None, *ZONES))),
         "op": draw(st.sampled_from(("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", None))),
-        "val": draw(st.sampled_from(ZONES)), "gen": draw(st.integers(0, 9)), "num": draw(st.integers(0, 9)),
+        "val": draw(st.sampled_from(ZONES)), "absent": draw(st.booleans()), "gen": draw(st.integers(0, 9)), "num": draw(st.integers(0, 9)),
         "taints": draw(st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(("x", "y")),
                                           st.sampled_from(EFFECTS)), max_size=2, unique_by=lambda t: (t[0], t[2]))),
         "tols": draw(st.lists(st.tuples(st.sampled_from(("", *KEYS)), st.sampled_from(("Equal", "Exists")),
@@ -35,7 +35,7 @@ def cases(draw: st.DrawFn) -> tuple[dict, dict, list[dict], dict]:
     }
     affinity = None
     if prm["op"] in ("In", "NotIn"):
-        affinity = required({"matchExpressions": [expr("zone", prm["op"], prm["val"])]})
+        affinity = required({"matchExpressions": [expr("ssd" if prm["absent"] else "zone", prm["op"], prm["val"])]})
     elif prm["op"] in ("Exists", "DoesNotExist"):
         affinity = required({"matchExpressions": [expr("zone" if prm["val"] == "a" else "ssd", prm["op"])]})
     elif prm["op"] in ("Gt", "Lt"):
@@ -66,7 +66,8 @@ def oracle(prm: dict) -> dict[str, bool]:
                  and prm["gpu"] + sum(g for _, g in live) <= prm["node_gpu"])
     labels = {"zone": prm["zone"], "gen": prm["gen"]}
     op = prm["op"]
-    aff = {None: True, "In": labels["zone"] == prm["val"], "NotIn": labels["zone"] != prm["val"],
+    here = not prm["absent"]     # In / NotIn on the zone label, or on "ssd", which no node has
+    aff = {None: True, "In": here and labels["zone"] == prm["val"], "NotIn": not here or labels["zone"] != prm["val"],
            "Exists": prm["val"] == "a", "DoesNotExist": prm["val"] != "a",
            "Gt": prm["gen"] > prm["num"], "Lt": prm["gen"] < prm["num"]}[op]
     aff = aff and (prm["sel"] is None or prm["sel"] == prm["zone"])
