@@ -12,6 +12,7 @@ from dlsched.service.nodefit import (
     scheduled_event,
     unschedulable_condition,
     unsupported,
+    unsupported_message,
 )
 
 T = datetime(2026, 11, 22, 14, 50, 43, 123456, tzinfo=UTC)
@@ -98,3 +99,15 @@ def test_unsupported_on_hostile_pods() -> None:
     assert unsupported({"spec": []}) == ["spec is not an object: nothing about the pod can be checked"]
     assert unsupported({"spec": {"volumes": "v"}}) == ["spec.volumes is not a list: cannot tell which volumes need "
                                                        "node checks"]
+
+
+def test_unsupported_message_names_every_item_and_says_the_pod_waits() -> None:
+    p = pod("p")
+    p["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1}]
+    p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]
+    m = unsupported_message(unsupported(p))
+    assert m == ("dlsched does not evaluate what this pod asks for, so it is not placed: topology spread "
+                 "constraints (spec.topologySpreadConstraints) are not evaluated; volume 'data' uses a "
+                 "PersistentVolumeClaim (its volume's node affinity, binding and zone): not evaluated. "
+                 "Remove it or use a scheduler that evaluates it.")
+    assert unschedulable_condition(m, now=T)["reason"] == "Unschedulable"

@@ -11,9 +11,10 @@ from dlsched.service.nodefit.report import (
     fit_message,
     scheduled_event,
     unschedulable_condition,
+    unsupported_message,
 )
 from dlsched.service.nodefit.unsupported import unsupported
 
 __all__ = ["CHECKS", "FitResult", "NodeTable", "QuantityError", "condition_patch", "failed_scheduling_event",
            "feasible", "fit_message", "group_by_node", "parse_quantity", "scheduled_event", "unschedulable_condition",
-           "unsupported"]
+           "unsupported", "unsupported_message"]

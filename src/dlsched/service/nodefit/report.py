@@ -27,6 +27,13 @@ def fit_message(total: int, failed: dict[str, list[str]]) -> str:
     return f"{head}: {', '.join(parts)}." if parts else f"{head}."
 
 
+def unsupported_message(items: list[str], scheduler_name: str = "dlsched") -> str:
+    """The condition/event message for a pod that uses what this mode does not evaluate
+    (``unsupported(pod)``): it stays pending rather than be placed ignoring those constraints."""
+    return (f"{scheduler_name} does not evaluate what this pod asks for, so it is not placed: "
+            f"{'; '.join(items)}. Remove it or use a scheduler that evaluates it.")
+
+
 def _now(now: datetime | None) -> datetime:
     return (now or datetime.now(UTC)).astimezone(UTC)
 
