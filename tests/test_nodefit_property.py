@@ -194,7 +194,10 @@ def test_hostile_examples_name_the_field() -> None:
     assert feasible(pod("p"), ["junk", {"metadata": {}}], {}).reasons == {
         "nodes[0]": ["node data unreadable (nodes[0] is not an object)"],
         "nodes[1]": ["node data unreadable (metadata.name is missing)"]}
-    assert feasible(pod("p"), "junk", "junk").message == "no nodes available to schedule pods"  # type: ignore[arg-type]
+    r = feasible(pod("p"), "junk", "junk")  # type: ignore[arg-type]
+    assert r.message == "no nodes available to schedule pods" and r.notes == [
+        "the node list is a str, not a list: no node is checked",
+        "pods_by_node is a str, not a dict: no bound pod is counted"]
     t = NodeTable([node("n"), node("n")], {})
     assert len(t.entries) == 1 and t.feasible(pod("p")).notes == [
         "node 'n' is listed twice: the later entry is left out"]

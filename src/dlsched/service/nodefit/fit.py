@@ -133,9 +133,13 @@ class NodeTable:
     """Nodes and bound pods read once, for many pods' checks; ``assume`` counts a new bind."""
 
     def __init__(self, nodes: list[dict], pods_by_node: dict[str, list[dict]]) -> None:
-        pods_by_node = pods_by_node if isinstance(pods_by_node, dict) else {}
         self.entries: list[NodeEntry] = []
         self.notes: list[str] = []
+        if not isinstance(nodes, list):
+            self.notes.append(f"the node list is a {type(nodes).__name__}, not a list: no node is checked")
+        if not isinstance(pods_by_node, dict):
+            self.notes.append(f"pods_by_node is a {type(pods_by_node).__name__}, not a dict: no bound pod is counted")
+            pods_by_node = {}
         seen: set[str] = set()
         for i, n in enumerate(nodes if isinstance(nodes, list) else ()):
             name = n.get("metadata", {}).get("name") if isinstance(n, dict) and isinstance(n.get("metadata"), dict) \
@@ -149,7 +153,8 @@ class NodeTable:
         self._by_name = {e.name: e for e in self.entries}
 
     def assume(self, node: str, pod: dict) -> None:
-        """Count ``pod`` on ``node`` (a bind just posted, before the watch shows it)."""
+        """Count ``pod`` on ``node`` (a bind just posted, before the watch shows it); a node the
+        table does not hold is a KeyError (the caller chose it from this table's answers)."""
         entry = self._by_name[node]
         try:
             entry.usage.add(pod, "assumed pod")
