@@ -15,7 +15,13 @@ import re
 
 from support.polling import poll
 
-from dlsched.service.nodefit import failed_scheduling_event, feasible, group_by_node, unschedulable_condition
+from dlsched.service.nodefit import (
+    condition_patch,
+    failed_scheduling_event,
+    feasible,
+    group_by_node,
+    unschedulable_condition,
+)
 
 TAINT = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
 NODES = [  # name, allocatable overrides, labels, spec
@@ -110,6 +116,33 @@ def test_messages_condition_and_event_match_kube_scheduler(shared) -> None:
         assert re.fullmatch(r"sel-b\.[0-9a-f]+", real["metadata"]["name"])
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", real["eventTime"])
         assert set(mine) - {"kind", "apiVersion"} <= set(real)
+        _write_as_dlsched(cp)
         print({p["metadata"]["name"]: _scheduled_condition(cp, p["metadata"]["name"])["message"] for p in PODS})
         print(real)
 
+
+
+def _write_as_dlsched(cp) -> None:
+    """The bodies dlsched writes for a pod of its own that fits nowhere: the v1.20 API server accepts
+    the condition patch and the event, and shows them where ``kubectl describe pod`` reads them."""
+    p = _pod("ours", {"nvidia.com/gpu": "99"}, schedulerName="dlsched")
+    status, created = cp.request("POST", "/api/v1/namespaces/default/pods", p)
+    assert status == 201, created
+    _, nodes = cp.request("GET", "/api/v1/nodes")
+    _, pods = cp.request("GET", "/api/v1/namespaces/default/pods")
+    r = feasible(created, nodes["items"], group_by_node(pods["items"]))
+    assert r.nodes == [] and r.message == (
+        "0/5 nodes are available: 1 Too many pods, 1 node(s) had taint {dedicated: ml}, that the pod didn't "
+        "tolerate, 1 node(s) were unschedulable, 3 Insufficient nvidia.com/gpu.")
+    status, body = cp.request("PATCH", "/api/v1/namespaces/default/pods/ours/status",
+                              condition_patch(unschedulable_condition(r.message)),
+                              content_type="application/strategic-merge-patch+json")
+    assert status == 200, body
+    assert _scheduled_condition(cp, "ours")["message"] == r.message
+    status, body = cp.request("POST", "/apis/events.k8s.io/v1/namespaces/default/events",
+                              failed_scheduling_event(created, r.message, "dlsched"))
+    assert status == 201, body
+    _, core = cp.request("GET", "/api/v1/namespaces/default/events")
+    ev = next(e for e in core["items"] if e["involvedObject"]["name"] == "ours")
+    assert (ev["reason"], ev["type"], ev["message"], ev["reportingComponent"], ev["involvedObject"]["uid"]) == (
+        "FailedScheduling", "Warning", r.message, "dlsched", created["metadata"]["uid"])
