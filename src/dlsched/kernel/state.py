@@ -30,9 +30,13 @@ from dataclasses import replace
 from dlsched.core.bits import bit_tuple, set_bits
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec
 from dlsched.core.job import Job, JobState
+from dlsched.kernel.stop import StopReason
 
 _CREATED, _PENDING, _RUNNING = JobState.CREATED, JobState.PENDING, JobState.RUNNING
 _ASSUMED, _FINISHED = JobState.ASSUMED, JobState.FINISHED
+# what observers are told (module globals: one bytecode to load, as the string literals were)
+_WHY_FINISH, _WHY_PREEMPT = StopReason.FINISHED, StopReason.PREEMPTED
+_WHY_FAIL, _WHY_FORGET = StopReason.FAILED, StopReason.FORGOTTEN
 
 # The exclusive shortcut of start() and finish(): a placement on this many nodes without sharing
 # books and releases its GPUs inline (the body of _allocate / _release for one node, ~2x faster).
@@ -278,7 +282,7 @@ class ClusterState:
                     seen[other] = None
         return list(seen)
 
-    def _stopping(self, job: Job, vc: VcState, now: float, why: str, host: VcState | None = None) -> None:
+    def _stopping(self, job: Job, vc: VcState, now: float, why: StopReason, host: VcState | None = None) -> None:
         """Before a job releases its GPUs: integrate levels (of ``host``, the VC whose nodes it
         holds, when that is not its own), tell the observers."""
         if now != self.t_last or now >= self.next_tick:
@@ -419,7 +423,7 @@ class ClusterState:
             raise StateError(f"job {job.job_id} forgotten while {job.state.name} (only assumed starts)")
         vc = job.vc_state
         host = self.hosts.pop(job, vc) if self.hosts else vc
-        self._stopping(job, vc, now, "forget", host)
+        self._stopping(job, vc, now, _WHY_FORGET, host)
         self._release(job, host)
         del vc.running[job]
         job.queue_delay -= job.run_since - job.wait_since  # the wait goes on
@@ -465,7 +469,7 @@ class ClusterState:
         host.t_last = now
         if self._on_stop:
             for cb in self._on_stop:
-                cb(job, vc, now, "finish")
+                cb(job, vc, now, _WHY_FINISH)
         placement = job.placement
         node, mask = placement[0]
         if len(placement) == EXCLUSIVE_SHORTCUT_NODES and self.node_slot[node] >= 0 and self.cap == 1:
@@ -499,7 +503,7 @@ class ClusterState:
         vc = job.vc_state
         job.attained += job.gpus * (now - job.run_since)
         host = self.hosts.pop(job, vc) if self.hosts else vc
-        self._stopping(job, vc, now, "preempt", host)
+        self._stopping(job, vc, now, _WHY_PREEMPT, host)
         self._stop(job, vc, now, host)
         job.preemptions += 1
         return vc
@@ -513,7 +517,7 @@ class ClusterState:
         if job.state is _RUNNING:
             job.attained += job.gpus * (now - job.run_since)
         host = self.hosts.pop(job, vc) if self.hosts else vc
-        self._stopping(job, vc, now, "fail", host)
+        self._stopping(job, vc, now, _WHY_FAIL, host)
         self._stop(job, vc, now, host)
         job.failures += 1
         job.last_failure = reason
