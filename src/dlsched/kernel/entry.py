@@ -5,7 +5,7 @@
 (:class:`~dlsched.kernel.decide.Decider`). :meth:`Kernel.handle` applies the transition a stimulus
 means, marks the VC that changed, and on :class:`PassRequested` or :class:`TimerFired` decides:
 the policy's decisions come back as :class:`Bind` / :class:`Evict` / :class:`Postponed` actions
-and its wake-up requests as :class:`WakeAt`.
+and its wake-up requests as :class:`Timer` actions keyed ``("vc", vid)``.
 
 The live service (``service/core.py``) and ``replay`` of a recorded log drive the kernel through
 here. The simulator's event loop calls the same transitions and the same
@@ -36,6 +36,7 @@ from dlsched.kernel.decisions import Postpone, Preempt, Start
 from dlsched.kernel.quotas import QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.stimuli import (
+    VC_TIMER,
     Action,
     Bind,
     BindFailed,
@@ -52,8 +53,8 @@ from dlsched.kernel.stimuli import (
     PowerChanged,
     PredictionCorrected,
     Stimulus,
+    Timer,
     TimerFired,
-    WakeAt,
 )
 from dlsched.kernel.view import SchedulingView
 
@@ -172,11 +173,14 @@ class Kernel:
             self.quotas.rebalance(decider, now)
         wakeups = self.view._wakeups
         if wakeups:
-            self.log.actions.extend(WakeAt(t, vid) for t, vid in wakeups)
+            self.log.actions.extend(Timer(t, (VC_TIMER, vid)) for t, vid in wakeups)
             wakeups.clear()
 
     def _timer(self, s: TimerFired, now: float) -> None:
-        vc = self.state.vcs[s.vid]
+        kind, vid = s.key
+        if kind != VC_TIMER:
+            raise StateError(f"unknown timer {s.key!r}")
+        vc = self.state.vcs[vid]
         self.decider.dirty[vc] = None
         self.decider.woken.add(vc)
         self._pass(PassRequested(), now)
