@@ -1,7 +1,8 @@
 """ClusterState: the one owner of cluster occupancy, changed only through explicit transitions.
 
 Transitions: ``submit``, ``start`` (= assume; ``confirm`` makes it final, ``forget`` undoes it),
-``finish``, ``fail`` (back to the queue, attempt counted), ``preempt``, node ``add_node`` /
+``finish``, ``terminate`` (ended for good before completing: a max runtime), ``fail`` (back to the
+queue, attempt counted), ``preempt``, node ``add_node`` /
 ``remove_node`` / ``cordon`` / ``uncordon`` / ``set_gpu_type``, ``power_off`` / ``power_on``. The decision dispatcher
 (:mod:`dlsched.kernel.decide`) carries out policy decisions through them for every driver. They
 change occupancy and the run record only: how fast a job runs, when it crashes and how much work
@@ -117,6 +118,7 @@ class ClusterState:
         self.busy_gpus = 0
         self.finished = 0
         self.failed = 0
+        self.terminated: dict[Job, StopReason] = {}   # jobs ended before they completed, and why
         self.postponed = 0
         self._enq = 0
         self._run = 0
@@ -493,6 +495,24 @@ class ClusterState:
         job.state = _FINISHED
         job.end_time = now
         self.finished += 1
+        return vc
+
+    def terminate(self, job: Job, now: float, why: StopReason) -> VcState:
+        """End a running ``job`` for good before it completed (``why``: its max runtime): its GPUs
+        are released as at a finish and its run record ends ``now``; it counts as finished (it
+        will not run again) and ``terminated`` keeps why. Returns its VC."""
+        if job.state is not _RUNNING:
+            raise StateError(f"job {job.job_id} terminated while {job.state.name}")
+        vc = job.vc_state
+        host = self.hosts.pop(job, vc) if self.hosts else vc
+        self._stopping(job, vc, now, why, host)
+        self._release(job, host)
+        del vc.running[job]
+        self.n_running -= 1
+        job.state = _FINISHED
+        job.end_time = now
+        self.finished += 1
+        self.terminated[job] = why
         return vc
 
     def preempt(self, job: Job, now: float) -> VcState:
