@@ -25,3 +25,6 @@ class StopReason(StrEnum):
 
 OOM_PREFIX = "out of memory"
 """How the failure text of an out-of-memory crash begins (``models/failure.py`` writes it)."""
+
+FINAL = frozenset({StopReason.FINISHED, StopReason.TIME_LIMIT})
+"""The stops after which the job never runs again (an observer drops what it kept for the job)."""

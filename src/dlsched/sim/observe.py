@@ -27,7 +27,7 @@ import heapq
 
 from dlsched.core.job import Job
 from dlsched.kernel.correction import observe
-from dlsched.kernel.stop import StopReason
+from dlsched.kernel.stop import FINAL, StopReason
 
 
 class ObservedCorrection:
@@ -68,7 +68,7 @@ class ObservedCorrection:
         if self._due and self._due[0][0] <= now:
             self._apply(now)
         # a stop before the warm-up ends: nothing was observed (a memory-only OOM observation aside)
-        if self._since.pop(job, None) is not None and why is not StopReason.FINISHED:
+        if self._since.pop(job, None) is not None and why not in FINAL:
             self._cut.add(job)  # it will run again: watch it again
 
     def node_changed(self, node: int, now: float) -> None:
