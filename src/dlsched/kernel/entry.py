@@ -98,7 +98,8 @@ class Kernel:
     The driver builds the view when the policy's plug-ins declare indexes
     (``sched.indexes.attach_plugins``, as the simulator and the service do). ``backend``: what
     hears of carried-out decisions (default: an :class:`ActionLog`, whose actions ``handle``
-    returns; the simulator gives its :class:`~dlsched.sim.backend.SimulatedBackend`)."""
+    returns; the simulator gives its :class:`~dlsched.sim.backend.SimulatedBackend`). The
+    policy's hooks (``job_submitted``, ``job_finished``) are read once, here."""
 
     def __init__(self, state: ClusterState, policy, assume: bool = True, oracle: bool = False,
                  view: SchedulingView | None = None, quotas: QuotaManager | None = None,
