@@ -9,7 +9,7 @@ import pytest
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.entry import Kernel
 from dlsched.kernel.state import ClusterState
-from dlsched.kernel.stimuli import BindSucceeded, Evict, JobEvicted, JobSubmitted, PassRequested, WakeAt
+from dlsched.kernel.stimuli import BindSucceeded, Evict, JobEvicted, JobSubmitted, PassRequested, Timer
 from dlsched.registry import make_policy
 from dlsched.sched.policies.srtf_pred import attained
 from tests.support.preemption import preemption_cluster, preemption_jobs
@@ -57,7 +57,7 @@ def test_live_the_scenario_evicts_once_with_why_and_for_whom():
     kernel.handle(BindSucceeded(long), 0.0)
     kernel.handle(JobSubmitted(short), 300.0)
     # long has run 300 s < 600: protected, and the policy asks for a pass when that ends
-    assert kernel.handle(PassRequested(), 300.0) == [WakeAt(600.0, 0)]
+    assert kernel.handle(PassRequested(), 300.0) == [Timer(600.0, ("vc", 0))]
     kernel.handle(JobSubmitted(medium), 1000.0)
     [evict] = kernel.handle(PassRequested(), 1000.0)
     assert type(evict) is Evict and evict.job is long

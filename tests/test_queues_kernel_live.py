@@ -96,7 +96,7 @@ def test_live_borrow_reclaim_and_a_failed_borrowed_bind_hand_checked():
     checked(state, quotas)
     # later passes (a timer of C's, a new job elsewhere) ask for no second eviction, and
     # A's blocked jobs do not borrow C's GPUs that are being reclaimed
-    assert kernel.handle(TimerFired(C.vid), 11.0) == []
+    assert kernel.handle(TimerFired(("vc", C.vid)), 11.0) == []
     b1 = Job("b1", "B", 2, 12, 5)
     kernel.handle(JobSubmitted(b1), 12.0)
     assert kernel.handle(PassRequested(), 12.0) == [Bind(b1, ((1, 0x30),), False)]
@@ -139,7 +139,7 @@ def test_evictions_in_flight_count_as_free_when_choosing_victims():
     kernel.handle(JobSubmitted(c1), 5.0)
     [evict] = kernel.handle(PassRequested(), 5.0)
     assert evict.job is a4 and evict.for_job is c1   # the most recent borrower only
-    assert kernel.handle(TimerFired(C.vid), 6.0) == []
+    assert kernel.handle(TimerFired(("vc", C.vid)), 6.0) == []
     c2 = Job("c2", "C", 4, 7, 10)   # queued behind c1: the in-flight 4 are c1's, so a3 too
     kernel.handle(JobSubmitted(c2), 7.0)
     assert kernel.handle(PassRequested(), 7.0) == []   # c1 (the head) is covered: nothing more yet
@@ -150,7 +150,7 @@ def test_evictions_in_flight_count_as_free_when_choosing_victims():
     assert bind == Bind(c1, ((2, 0xF0),), False)
     assert evict.job is c_jobs[3] and evict.for_job is c2
     kernel.handle(BindSucceeded(c1), 8.0)
-    assert kernel.handle(TimerFired(C.vid), 9.0) == []
+    assert kernel.handle(TimerFired(("vc", C.vid)), 9.0) == []
     checked(state, quotas)
     assert quotas.reclaims[C.vid] == 2
 

@@ -25,8 +25,8 @@ from dlsched.kernel.stimuli import (
     JobFinished,
     JobSubmitted,
     PassRequested,
+    Timer,
     TimerFired,
-    WakeAt,
 )
 
 
@@ -40,7 +40,7 @@ def feed(kernel: Kernel, jobs: list[Job], overhead: float = 0.0) -> dict[str, tu
         job.vc_state = by_id[job.vc]
     assume = kernel.decider.assume
     arrivals = sorted(jobs, key=lambda j: j.submit_time)
-    heap: list[tuple] = []   # (time, 0 = finish / 1 = timer, seq, job, epoch or VC index)
+    heap: list[tuple] = []   # (time, 0 = finish / 1 = timer, seq, job, epoch or timer key)
     seq = itertools.count()
     since: dict[Job, float] = {}
     first: dict[str, tuple[float, tuple]] = {}
@@ -71,6 +71,6 @@ def feed(kernel: Kernel, jobs: list[Job], overhead: float = 0.0) -> dict[str, tu
                 if assume:
                     kernel.handle(JobEvicted(job), now)
                 set_remaining(job, true_remaining(job) + overhead - (now - since.pop(job)))
-            elif kind is WakeAt:
-                heapq.heappush(heap, (action.time, 1, next(seq), None, action.vid))
+            elif kind is Timer:
+                heapq.heappush(heap, (action.time, 1, next(seq), None, action.key))
     return first

@@ -2,8 +2,9 @@
 
 ``ClusterState`` owns cluster occupancy and changes it only through explicit transitions;
 ``Decider`` (``kernel/decide.py``) runs a policy's pass and carries out its decisions as those
-transitions, and ``Kernel.handle`` (``kernel/entry.py``) maps a stimulus to them. Policies decide
-on a read-only ``SchedulingView``.
+transitions, and ``Kernel``'s handlers (``kernel/entry.py``: ``on_submitted`` ... ``on_timer``,
+which ``Kernel.handle`` dispatches to and the simulator calls directly) map a stimulus to them.
+Policies decide on a read-only ``SchedulingView``.
 """
 
 from dlsched.kernel.decisions import Decision, Fit, Placement, Postpone, Preempt, Start, Status

@@ -5,7 +5,7 @@
 (:class:`~dlsched.kernel.decide.Decider`). :meth:`Kernel.handle` applies the transition a stimulus
 means, marks the VC that changed, and on :class:`PassRequested` or :class:`TimerFired` decides:
 the policy's decisions come back as :class:`Bind` / :class:`Evict` / :class:`Postponed` actions
-and its wake-up requests as :class:`WakeAt`.
+and its wake-up requests as :class:`Timer` actions keyed ``("vc", vid)``.
 
 The live service (``service/core.py``) and ``replay`` of a recorded log drive the kernel through
 here. The simulator's event loop calls the same transitions and the same
@@ -30,12 +30,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from dlsched.core.cluster import NodeSpec
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.decide import Decider
 from dlsched.kernel.decisions import Postpone, Preempt, Start
+from dlsched.kernel.limits import over_limit
 from dlsched.kernel.quotas import QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.stimuli import (
+    LIMIT_TIMER,
+    VC_TIMER,
     Action,
     Bind,
     BindFailed,
@@ -52,10 +56,14 @@ from dlsched.kernel.stimuli import (
     PowerChanged,
     PredictionCorrected,
     Stimulus,
+    Timer,
     TimerFired,
-    WakeAt,
+    TimerKey,
 )
+from dlsched.kernel.stop import StopReason
 from dlsched.kernel.view import SchedulingView
+
+_RUNNING = JobState.RUNNING
 
 
 class ActionLog:
@@ -80,25 +88,45 @@ class ActionLog:
 
 
 class Kernel:
-    """Stimuli in, actions out, on one state with one policy. The driver builds the view when
-    the policy's plug-ins declare indexes (``sched.indexes.make_view``: attaching them is the
-    driver's job, as the simulator and the service do)."""
+    """Stimuli in, actions out, on one state with one policy: the one place that maps what
+    happened to kernel transitions. Each stimulus has a public handler (``on_submitted`` ...
+    ``on_timer``) that every driver calls: the live service and replay through :meth:`handle`
+    (one dispatch over the same handlers), the simulator directly (no stimulus objects on its
+    hot path). A handler applies the transition and marks the VC that changed; the pass runs on
+    :class:`PassRequested` / :class:`TimerFired` (``handle``) or when the simulator's instant ends.
+
+    The driver builds the view when the policy's plug-ins declare indexes
+    (``sched.indexes.attach_plugins``, as the simulator and the service do). ``backend``: what
+    hears of carried-out decisions (default: an :class:`ActionLog`, whose actions ``handle``
+    returns; the simulator gives its :class:`~dlsched.sim.backend.SimulatedBackend`). The
+    policy's hooks (``job_submitted``, ``job_finished``) are read once, here."""
 
     def __init__(self, state: ClusterState, policy, assume: bool = True, oracle: bool = False,
-                 view: SchedulingView | None = None, quotas: QuotaManager | None = None) -> None:
+                 view: SchedulingView | None = None, quotas: QuotaManager | None = None,
+                 backend=None, check: bool = False) -> None:
         self.state = state
         self.policy = policy
         self.quotas = quotas   # borrowing and reclaim between VCs after each pass (None: fixed VCs)
         self._queue_specs: tuple = ()   # what use_queues was given (a new VC rebuilds the manager)
         self.view = view if view is not None else SchedulingView(state, oracle)
         self.log = ActionLog()
-        self.decider = Decider(state, self.view, policy, self.log, assume=assume)
+        self.decider = Decider(state, self.view, policy, self.log if backend is None else backend,
+                               assume=assume, check=check)
+        # what the hottest handlers use, bound once (the simulator calls them per event), and
+        # without the policy-hook test where the policy has no hook (PolicyBase's None)
+        self._dirty = self.decider.dirty
+        self._submit, self._finish = state.submit, state.finish
+        self._job_submitted, self._job_finished = policy.job_submitted, policy.job_finished
+        if self._job_submitted is None:
+            self.on_submitted = self._submitted_unhooked
+        if self._job_finished is None:
+            self.on_finished, self.on_finish_due = self._finished_unhooked, self._finish_due_unhooked
         self._handlers = {
-            JobSubmitted: self._submitted, PassRequested: self._pass, BindSucceeded: self._bound,
-            BindFailed: self._bind_failed, JobFinished: self._finished, JobFailed: self._failed,
-            JobEvicted: self._evicted, JobWithdrawn: self._withdrawn,
-            PredictionCorrected: self._corrected, NodeChanged: self._node, PowerChanged: self._power,
-            TimerFired: self._timer,
+            JobSubmitted: self.on_submitted, PassRequested: self.on_pass, BindSucceeded: self.on_bound,
+            BindFailed: self.on_bind_failed, JobFinished: self.on_finished, JobFailed: self.on_failed,
+            JobEvicted: self.on_evicted, JobWithdrawn: self.on_withdrawn,
+            PredictionCorrected: self.on_corrected, NodeChanged: self.on_node, PowerChanged: self.on_power,
+            TimerFired: self._timer_then_pass,
         }
 
     def prepare(self) -> None:
@@ -106,12 +134,13 @@ class Kernel:
         self.policy.prepare(self.view)
 
     def handle(self, stimulus: Stimulus, now: float) -> list[Action]:
-        """Apply ``stimulus`` at ``now``; returns the actions the driver must carry out."""
+        """Apply ``stimulus`` at ``now`` through its handler (called with the stimulus' fields,
+        then ``now``); returns the actions the driver must carry out."""
         handler = self._handlers.get(type(stimulus))
         if handler is None:
             raise StateError(f"unknown stimulus {stimulus!r}")
         self.view.now = now
-        handler(stimulus, now)
+        handler(*stimulus, now)
         actions = self.log.actions
         if not actions:
             return []
@@ -120,18 +149,12 @@ class Kernel:
 
     def mark(self, vid: int) -> None:
         """VC ``vid`` changed: the next pass decides it."""
-        self.decider.dirty[self.state.vcs[vid]] = None
+        self._dirty[self.state.vcs[vid]] = None
 
     @property
     def pending_pass(self) -> bool:
         """Whether some VC changed since the last pass."""
-        return bool(self.decider.dirty)
-
-    # -- one handler per stimulus ------------------------------------------------------------
-    def _submitted(self, s: JobSubmitted, now: float) -> None:
-        if self.policy.job_submitted is not None:
-            self.policy.job_submitted(s.job, now)  # before queueing: the policy may set the job's key
-        self.decider.dirty[self.state.submit(s.job, now)] = None
+        return bool(self._dirty)
 
     def install_quotas(self, quotas: QuotaManager | None) -> QuotaManager | None:
         """Use ``quotas`` from the next pass on (None: no borrowing); the live service installs a
@@ -161,85 +184,137 @@ class Kernel:
             raise
         manager.rebuild(now, self.install_quotas(manager))
         for vc in self.state.vcs:
-            self.decider.dirty[vc] = None
+            self._dirty[vc] = None
         return manager
 
-    def _pass(self, s: PassRequested, now: float) -> None:
+    # -- the handlers: one per stimulus, called with its fields and then ``now`` --------------
+    def on_submitted(self, job: Job, now: float) -> None:
+        """A new job queues in its VC (the policy's ``job_submitted`` hook first: it may set the
+        job's key)."""
+        self._job_submitted(job, now)
+        self._dirty[self._submit(job, now)] = None
+
+    def _submitted_unhooked(self, job: Job, now: float) -> None:
+        self._dirty[self._submit(job, now)] = None
+
+    def on_pass(self, now: float) -> None:
+        """Decide every VC that changed; then the queues' borrowing and reclaim (after an
+        instant that changed something, as the simulator); the policy's wake-up requests come
+        back as :class:`Timer` actions keyed ``("vc", vid)``."""
         decider = self.decider
-        changed = bool(decider.dirty)   # as the simulator: a rebalance after an instant that changed something
+        changed = bool(decider.dirty)
         decider.decide(now)
         if changed and self.quotas is not None:
             self.quotas.rebalance(decider, now)
         wakeups = self.view._wakeups
         if wakeups:
-            self.log.actions.extend(WakeAt(t, vid) for t, vid in wakeups)
+            self.log.actions.extend(Timer(t, (VC_TIMER, vid)) for t, vid in wakeups)
             wakeups.clear()
 
-    def _timer(self, s: TimerFired, now: float) -> None:
-        vc = self.state.vcs[s.vid]
-        self.decider.dirty[vc] = None
-        self.decider.woken.add(vc)
-        self._pass(PassRequested(), now)
+    def on_timer(self, key: TimerKey, now: float) -> None:
+        """A :class:`Timer` came due. ``("vc", vid)``: that VC gets a pass even with nothing new
+        (the policy asked for it). ``("limit", job_id)``: the job has run its max runtime
+        (``Job.time_limit_s``, counted in run time: :func:`~dlsched.kernel.limits.run_time`) and is killed
+        (:attr:`StopReason.TIME_LIMIT`); a limit timer that outlived its run (the job stopped,
+        or restarted with time left) changes nothing."""
+        kind, ident = key
+        if kind == VC_TIMER:
+            vc = self.state.vcs[ident]
+            self._dirty[vc] = None
+            self.decider.woken.add(vc)
+        elif kind == LIMIT_TIMER:
+            job = self.state.jobs.get(ident)
+            if job is not None and job.state is JobState.RUNNING and over_limit(job, now):
+                self.state.terminate(job, now, StopReason.TIME_LIMIT)
+                self._dirty[job.vc_state] = None
+                if self._job_finished is not None:
+                    self._job_finished(job, now)
+        else:
+            raise StateError(f"unknown timer {key!r}")
 
-    def _bound(self, s: BindSucceeded, now: float) -> None:
-        self.state.confirm(s.job, now)
+    def _timer_then_pass(self, key: TimerKey, now: float) -> None:
+        self.on_timer(key, now)
+        self.on_pass(now)
 
-    def _bind_failed(self, s: BindFailed, now: float) -> None:
-        self.decider.dirty[self.state.forget(s.job, now)] = None
+    def on_bound(self, job: Job, now: float) -> None:
+        """The driver carried out a :class:`Bind` (live: the pod is bound): the job runs."""
+        self.state.confirm(job, now)
 
-    def _finished(self, s: JobFinished, now: float) -> None:
-        self.state.finish(s.job, now)
-        self.decider.dirty[s.job.vc_state] = None
-        if self.policy.job_finished is not None:
-            self.policy.job_finished(s.job, now)
+    def on_bind_failed(self, job: Job, reason: str, now: float) -> None:
+        """A :class:`Bind` could not be carried out: the job gives its GPUs back and waits."""
+        self._dirty[self.state.forget(job, now)] = None
 
-    def _failed(self, s: JobFailed, now: float) -> None:
-        self.state.fail(s.job, now, s.reason)
-        self.decider.dirty[s.job.vc_state] = None
+    def on_finished(self, job: Job, now: float) -> None:
+        """The job completed (the policy's ``job_finished`` hook after the transition)."""
+        self._dirty[self._finish(job, now)] = None
+        self._job_finished(job, now)
+
+    def _finished_unhooked(self, job: Job, now: float) -> None:
+        self._dirty[self._finish(job, now)] = None
+
+    def on_finish_due(self, job: Job, epoch: int, now: float) -> None:
+        """A finish the driver scheduled (the simulator's event, pushed with the job's ``epoch``
+        at its start or last change of speed): :meth:`on_finished`, unless it went stale (the job
+        stopped or changed speed since, so its epoch moved)."""
+        if epoch == job.epoch and job.state is _RUNNING:
+            self._dirty[self._finish(job, now)] = None
+            self._job_finished(job, now)
+
+    def _finish_due_unhooked(self, job: Job, epoch: int, now: float) -> None:
+        if epoch == job.epoch and job.state is _RUNNING:
+            self._dirty[self._finish(job, now)] = None
+
+    def on_failed(self, job: Job, reason: str, now: float) -> None:
+        """The job crashed; it queues again with the attempt counted (then the policy's hook)."""
+        self.state.fail(job, now, reason)
+        self._dirty[job.vc_state] = None
         if self.policy.job_failed is not None:
-            self.policy.job_failed(s.job, now, s.reason)
+            self.policy.job_failed(job, now, reason)
 
-    def _evicted(self, s: JobEvicted, now: float) -> None:
-        host = self.state.hosts.get(s.job)   # a reclaimed loan: its lender's head may start now
-        self.state.preempt(s.job, now)
-        self.decider.dirty[s.job.vc_state] = None
+    def on_evicted(self, job: Job, now: float) -> None:
+        """An :class:`Evict` was carried out: the job queues again with its attained service; a
+        reclaimed loan's lender may start its head now."""
+        host = self.state.hosts.get(job)
+        self.state.preempt(job, now)
+        self._dirty[job.vc_state] = None
         if host is not None:
-            self.decider.dirty[host] = None
+            self._dirty[host] = None
 
-    def _withdrawn(self, s: JobWithdrawn, now: float) -> None:
-        job = s.job
+    def on_withdrawn(self, job: Job, reason: str, now: float) -> None:
+        """The job left before it finished (an assumed start is undone first)."""
         if job.state is JobState.ASSUMED:
-            self.decider.dirty[self.state.forget(job, now)] = None
+            self._dirty[self.state.forget(job, now)] = None
         self.state.withdraw(job, now)
 
-    def _corrected(self, s: PredictionCorrected, now: float) -> None:
-        self.state.predictions_changed(s.job)
-        if s.job.vc_state is not None:
-            self.decider.dirty[s.job.vc_state] = None
+    def on_corrected(self, job: Job, now: float) -> None:
+        """The job's predictions changed: its VC is decided again."""
+        self.state.predictions_changed(job)
+        if job.vc_state is not None:
+            self._dirty[job.vc_state] = None
 
-    def _node(self, s: NodeChanged, now: float) -> None:
+    def on_node(self, change: str, node: int, spec: NodeSpec | None, now: float) -> None:
+        """A node was added (``spec``), removed, cordoned or uncordoned (``NODE_CHANGES``)."""
         st = self.state
-        if s.change == "added":
-            if s.spec is None:
+        if change == "added":
+            if spec is None:
                 raise StateError("a node added without its spec")
             known = len(st.vcs)
-            node = st.add_node(s.spec, now)
+            node = st.add_node(spec, now)
             if len(st.vcs) != known and self.quotas is not None and self._queue_specs:
                 self.use_queues(self._queue_specs, now)   # the manager knows the VCs it was built with
-        elif s.change == "removed":
-            node = s.node
+        elif change == "removed":
             st.remove_node(node, now)
-        elif s.change == "cordoned":
-            node = s.node
+        elif change == "cordoned":
             st.cordon(node, now)
-        elif s.change == "uncordoned":
-            node = s.node
+        elif change == "uncordoned":
             st.uncordon(node, now)
         else:
-            raise StateError(f"unknown node change {s.change!r}")
-        self.decider.dirty[st.vcs[st.node_vc[node]]] = None
+            raise StateError(f"unknown node change {change!r}")
+        self._dirty[st.vcs[st.node_vc[node]]] = None
 
-    def _power(self, s: PowerChanged, now: float) -> None:
+    def on_power(self, node: int, on: bool, now: float) -> None:
+        """A node was powered on or off."""
         st = self.state
-        (st.power_on if s.on else st.power_off)(s.node, now)
-        self.decider.dirty[st.vcs[st.node_vc[s.node]]] = None
+        (st.power_on if on else st.power_off)(node, now)
+        self._dirty[st.vcs[st.node_vc[node]]] = None
+

@@ -1,7 +1,8 @@
 """ClusterState: the one owner of cluster occupancy, changed only through explicit transitions.
 
 Transitions: ``submit``, ``start`` (= assume; ``confirm`` makes it final, ``forget`` undoes it),
-``finish``, ``fail`` (back to the queue, attempt counted), ``preempt``, node ``add_node`` /
+``finish``, ``terminate`` (ended for good before completing: a max runtime), ``fail`` (back to the
+queue, attempt counted), ``preempt``, node ``add_node`` /
 ``remove_node`` / ``cordon`` / ``uncordon`` / ``set_gpu_type``, ``power_off`` / ``power_on``. The decision dispatcher
 (:mod:`dlsched.kernel.decide`) carries out policy decisions through them for every driver. They
 change occupancy and the run record only: how fast a job runs, when it crashes and how much work
@@ -30,9 +31,13 @@ from dataclasses import replace
 from dlsched.core.bits import bit_tuple, set_bits
 from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec
 from dlsched.core.job import Job, JobState
+from dlsched.kernel.stop import StopReason
 
 _CREATED, _PENDING, _RUNNING = JobState.CREATED, JobState.PENDING, JobState.RUNNING
 _ASSUMED, _FINISHED = JobState.ASSUMED, JobState.FINISHED
+# what observers are told (module globals: one bytecode to load, as the string literals were)
+_WHY_FINISH, _WHY_PREEMPT = StopReason.FINISHED, StopReason.PREEMPTED
+_WHY_FAIL, _WHY_FORGET = StopReason.FAILED, StopReason.FORGOTTEN
 
 # The exclusive shortcut of start() and finish(): a placement on this many nodes without sharing
 # books and releases its GPUs inline (the body of _allocate / _release for one node, ~2x faster).
@@ -113,6 +118,7 @@ class ClusterState:
         self.busy_gpus = 0
         self.finished = 0
         self.failed = 0
+        self.terminated: dict[Job, StopReason] = {}   # jobs ended before they completed, and why
         self.postponed = 0
         self._enq = 0
         self._run = 0
@@ -278,7 +284,7 @@ class ClusterState:
                     seen[other] = None
         return list(seen)
 
-    def _stopping(self, job: Job, vc: VcState, now: float, why: str, host: VcState | None = None) -> None:
+    def _stopping(self, job: Job, vc: VcState, now: float, why: StopReason, host: VcState | None = None) -> None:
         """Before a job releases its GPUs: integrate levels (of ``host``, the VC whose nodes it
         holds, when that is not its own), tell the observers."""
         if now != self.t_last or now >= self.next_tick:
@@ -419,7 +425,7 @@ class ClusterState:
             raise StateError(f"job {job.job_id} forgotten while {job.state.name} (only assumed starts)")
         vc = job.vc_state
         host = self.hosts.pop(job, vc) if self.hosts else vc
-        self._stopping(job, vc, now, "forget", host)
+        self._stopping(job, vc, now, _WHY_FORGET, host)
         self._release(job, host)
         del vc.running[job]
         job.queue_delay -= job.run_since - job.wait_since  # the wait goes on
@@ -465,7 +471,7 @@ class ClusterState:
         host.t_last = now
         if self._on_stop:
             for cb in self._on_stop:
-                cb(job, vc, now, "finish")
+                cb(job, vc, now, _WHY_FINISH)
         placement = job.placement
         node, mask = placement[0]
         if len(placement) == EXCLUSIVE_SHORTCUT_NODES and self.node_slot[node] >= 0 and self.cap == 1:
@@ -491,6 +497,24 @@ class ClusterState:
         self.finished += 1
         return vc
 
+    def terminate(self, job: Job, now: float, why: StopReason) -> VcState:
+        """End a running ``job`` for good before it completed (``why``: its max runtime): its GPUs
+        are released as at a finish and its run record ends ``now``; it counts as finished (it
+        will not run again) and ``terminated`` keeps why. Returns its VC."""
+        if job.state is not _RUNNING:
+            raise StateError(f"job {job.job_id} terminated while {job.state.name}")
+        vc = job.vc_state
+        host = self.hosts.pop(job, vc) if self.hosts else vc
+        self._stopping(job, vc, now, why, host)
+        self._release(job, host)
+        del vc.running[job]
+        self.n_running -= 1
+        job.state = _FINISHED
+        job.end_time = now
+        self.finished += 1
+        self.terminated[job] = why
+        return vc
+
     def preempt(self, job: Job, now: float) -> VcState:
         """Stop ``job`` (its checkpoint is the backend's business); it queues again. Returns
         its VC."""
@@ -499,7 +523,7 @@ class ClusterState:
         vc = job.vc_state
         job.attained += job.gpus * (now - job.run_since)
         host = self.hosts.pop(job, vc) if self.hosts else vc
-        self._stopping(job, vc, now, "preempt", host)
+        self._stopping(job, vc, now, _WHY_PREEMPT, host)
         self._stop(job, vc, now, host)
         job.preemptions += 1
         return vc
@@ -513,7 +537,7 @@ class ClusterState:
         if job.state is _RUNNING:
             job.attained += job.gpus * (now - job.run_since)
         host = self.hosts.pop(job, vc) if self.hosts else vc
-        self._stopping(job, vc, now, "fail", host)
+        self._stopping(job, vc, now, _WHY_FAIL, host)
         self._stop(job, vc, now, host)
         job.failures += 1
         job.last_failure = reason

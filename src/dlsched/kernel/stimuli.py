@@ -4,7 +4,7 @@ A driver turns the world into stimuli — a simulated event, a pod seen by the l
 of a recorded log — and hands them to :meth:`dlsched.kernel.entry.Kernel.handle`, which applies
 the transition each one means and, when asked for a pass, runs the policy through the one
 dispatcher (:class:`dlsched.kernel.decide.Decider`). What comes back is a list of actions for the
-driver to carry out: bind a job to its placement, evict a job, wake the kernel at a time.
+driver to carry out: bind a job to its placement, evict a job, a :class:`Timer` to fire at a time.
 """
 
 from __future__ import annotations
@@ -14,6 +14,12 @@ from typing import NamedTuple
 from dlsched.core.cluster import NodeSpec
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Placement
+
+TimerKey = tuple
+"""A timer's owner: ``(kind, id)``, e.g. ``("vc", 0)`` or ``("limit", "job-17")``."""
+
+VC_TIMER = "vc"        # the first item of a policy's wake-up key: ("vc", vid)
+LIMIT_TIMER = "limit"  # the first item of a job's max-runtime key: ("limit", job_id)
 
 
 # -- stimuli ------------------------------------------------------------------------------------
@@ -89,9 +95,10 @@ class PowerChanged(NamedTuple):
 
 
 class TimerFired(NamedTuple):
-    """A :class:`WakeAt` came due: the VC gets a pass even with nothing new."""
+    """A :class:`Timer` came due. ``key`` says whose: ``("vc", vid)`` gives the VC a pass even with
+    nothing new (a policy's wake-up); ``("limit", job_id)`` is the job's max runtime."""
 
-    vid: int
+    key: TimerKey
 
 
 Stimulus = (JobSubmitted | PassRequested | BindSucceeded | BindFailed | JobFinished | JobFailed | JobEvicted
@@ -124,13 +131,16 @@ class Postponed(NamedTuple):
     reason: str
 
 
-class WakeAt(NamedTuple):
-    """Send :class:`TimerFired` for VC ``vid`` at ``time``."""
+class Timer(NamedTuple):
+    """Send :class:`TimerFired` with ``key`` at ``time``. A key is any hashable, a tuple whose first
+    item names the kind: ``("vc", vid)`` a policy's wake-up for a VC, ``("limit", job_id)`` a job's
+    max runtime; ``("job", id)``, ``("gang", id)``, ``("deadline", id)`` are free for what comes
+    next. Each owner has its own timers, so one never stands in for another."""
 
     time: float
-    vid: int
+    key: TimerKey
 
 
-Action = Bind | Evict | Postponed | WakeAt
+Action = Bind | Evict | Postponed | Timer
 
 NODE_CHANGES = ("added", "removed", "cordoned", "uncordoned")

@@ -41,6 +41,7 @@ from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
 from dlsched.kernel.correction import observe
 from dlsched.kernel.state import ClusterState
+from dlsched.kernel.stop import OOM_PREFIX, StopReason
 
 
 def true_gpu_mem(state: ClusterState, node: int, gpu: int) -> float:
@@ -92,11 +93,11 @@ class OutOfMemory:
                             mem = leaving._measured.gpu_mem_mib
                             used -= 0.0 if math.isnan(mem) else mem
                 if used > cap:
-                    return (f"out of memory on GPU {g} of node {state.node_ids[node]}: its jobs need "
+                    return (f"{OOM_PREFIX} on GPU {g} of node {state.node_ids[node]}: its jobs need "
                             f"{used:,.0f} MiB, it has {cap:,.0f} MiB")
         return None
 
-    def stopped(self, job: Job, vc, now: float, why: str) -> None:
+    def stopped(self, job: Job, vc, now: float, why: StopReason) -> None:
         """A holder leaves (called before it releases its GPUs): re-check the armed crashes of
         the jobs that share a GPU with it."""
         self.armed.pop(job, None)
@@ -129,7 +130,7 @@ class OutOfMemory:
         """``job`` crashes now (before it releases its GPUs): its crash report gives its peak
         memory, and its co-runners' peaks are observed on each of its GPUs whose holders truly
         need more than the GPU has."""
-        if not reason.startswith("out of memory"):
+        if not reason.startswith(OOM_PREFIX):
             return
         job.observed_mem_mib = job._measured.gpu_mem_mib  # the crash report: how much it needed
         self._retry_rule(job, state, now)

@@ -7,7 +7,7 @@ bind's outcome ``BindSucceeded`` / ``BindFailed``, an ended pod ``JobFinished`` 
 ``JobWithdrawn``, an agent's reading ``PredictionCorrected``, a node's change ``NodeChanged``; a
 *pass* is ``PassRequested``. The actions that come back are carried out here: a ``Bind`` becomes
 a nomination written to the durable store before the extender acknowledges it, a ``Postponed``
-the pod's waiting reason, a ``WakeAt`` a timer (``due_timers``, fired by the runtime as
+the pod's waiting reason, a ``Timer`` a timer (``due_timers``, fired by the runtime as
 ``TimerFired``). The service never writes a job's ground-truth slots nor reaches into a placer:
 prioritize asks the placement pipeline for its scores (``PlacementPipeline.scores``). Every
 stimulus goes to the recorder, so ``dlsched replay --stimuli`` can feed it through the same entry
@@ -45,8 +45,8 @@ from dlsched.kernel.stimuli import (
     Postponed,
     PredictionCorrected,
     Stimulus,
+    Timer,
     TimerFired,
-    WakeAt,
 )
 from dlsched.service.evictions import EvictionBook, Intent, grace_of, match_key, policy_grace
 from dlsched.service.gangs import GangTable, is_gang_id
@@ -105,7 +105,7 @@ class SchedulerCore:
         self.kernel, restricted = live_kernel(policy, max_jobs_per_gpu, self.offered)
         self.state, self.view = self.kernel.state, self.kernel.view
         self.decider = self.kernel.decider
-        self.timers: list[tuple[float, int]] = []   # (time, VC index) heap of the policy's WakeAt requests
+        self.timers: list[tuple[float, tuple]] = []   # (time, key) heap of the kernel's Timer actions
         self.evictions = EvictionBook()             # evictions in flight, evicted jobs awaiting their new pod
         self.evictor: Callable[[Intent], None] | None = None   # hands an intent to the Eviction API caller
         self.default_grace = policy_grace(policy)   # seconds, when a pod has no dlsched.io/grace-seconds
@@ -634,7 +634,7 @@ class SchedulerCore:
 
     def _carry_out(self, actions: list, now: float) -> int:
         """The kernel's actions, in its order: a Bind becomes a nomination (store first), a
-        Postponed the pod's waiting reason, a WakeAt a timer, an Evict an eviction. A refused
+        Postponed the pod's waiting reason, a Timer a timer, an Evict an eviction. A refused
         nomination stands while the rest are booked, then goes back (``BindFailed``). Returns the
         number of nominations."""
         count = 0
@@ -649,7 +649,7 @@ class SchedulerCore:
                     refused.append((action, *outcome))
             elif kind is Postponed:
                 self.waiting[action.job.job_id] = f"postponed by the policy: {action.reason}"
-            elif kind is WakeAt:
+            elif kind is Timer:
                 self._timer(action)
             elif kind is Evict:
                 self._evict(action, now)
@@ -664,9 +664,9 @@ class SchedulerCore:
             self.waiting[job.job_id] = why
         return count
 
-    def _timer(self, action: WakeAt) -> None:
+    def _timer(self, action: Timer) -> None:
         """The policy asked for a pass at ``action.time``: kept until :meth:`fire_timers`."""
-        heapq.heappush(self.timers, (action.time, action.vid))
+        heapq.heappush(self.timers, (action.time, action.key))
 
     def next_timer(self) -> float | None:
         """When the earliest timer is due (service clock), or None."""
@@ -683,10 +683,10 @@ class SchedulerCore:
             now = self.now()
             fired = 0
             while self.timers and self.timers[0][0] <= now:
-                _, vid = heapq.heappop(self.timers)
+                _, key = heapq.heappop(self.timers)
                 fired += 1
                 self.passes += 1
-                actions = self._handle(TimerFired(vid), now)
+                actions = self._handle(TimerFired(key), now)
                 self._carry_out(actions, now)
             return fired
 

@@ -34,6 +34,7 @@ from typing import IO
 from dlsched.core.cluster import GpuType, NodeSpec
 from dlsched.core.job import Job
 from dlsched.kernel.stimuli import (
+    VC_TIMER,
     BindFailed,
     BindSucceeded,
     JobEvicted,
@@ -88,7 +89,7 @@ def stimulus_fields(stimulus: object, state) -> dict:
         else:
             out["node"] = state.node_ids[stimulus.node]
     elif name == "TimerFired":
-        out["vid"] = stimulus.vid
+        out["vid"] = stimulus.key[1]   # the live kernel's timers are VC wake-ups, keyed ("vc", vid)
     return {k: _clean(v) for k, v in out.items()}
 
 
@@ -137,7 +138,7 @@ def stimulus_from_fields(e: dict, jobs: dict[str, Job], state, gpu: Callable[[ob
     if kind == "PassRequested":
         return PassRequested()
     if kind == "TimerFired":
-        return TimerFired(int(e["vid"]))
+        return TimerFired((VC_TIMER, int(e["vid"])))
     if kind == "NodeChanged":
         if e["change"] == "added":
             return NodeChanged("added", spec=NodeSpec(str(e["node"]), str(e["vc"]), int(e["gpus"]),

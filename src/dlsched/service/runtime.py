@@ -244,7 +244,7 @@ class LiveService:
             if self.nudge and self.leading():
                 self.core.due_nudges()
 
-    # -- the policy's timers (WakeAt -> TimerFired) ----------------------------------------
+    # -- the policy's timers (Timer -> TimerFired) -----------------------------------------
     def start_timers(self) -> threading.Thread:
         """Start the thread that fires the policy's wake-up requests (:meth:`_fire_timers`)."""
         thread = threading.Thread(target=self._fire_timers, name="timers", daemon=True)
@@ -252,7 +252,7 @@ class LiveService:
         return thread
 
     def _fire_timers(self, poll: float = TIMER_POLL_S) -> None:
-        """A policy's ``view.wake_at`` comes back from a pass as a WakeAt action, which the core
+        """A policy's ``view.wake_at`` comes back from a pass as a Timer action, which the core
         keeps as a timer; this thread hands it to the kernel as TimerFired when due (a pass over
         that VC even with nothing new). It sleeps until the earliest timer, at most ``poll``
         seconds, so a timer added meanwhile is late by no more than that."""

@@ -1,18 +1,19 @@
 """The event loop of the simulated backend. Time jumps from event to event; nothing ticks.
 
-The loop owns only the clock and the heap: every change of cluster state goes through the
-kernel (:class:`~dlsched.kernel.state.ClusterState`: ``submit``, decisions through the
-dispatcher, ``finish``, ``fail``, power transitions), which the live service drives too; what a
-transition does to the jobs' ground truth (speed, failures, remaining time) is the physics'
+The loop owns only the clock and the heap: every stimulus goes to the kernel's handler for it
+(:class:`~dlsched.kernel.entry.Kernel`: ``on_submitted``, ``on_finished`` / ``on_finish_due``,
+``on_failed``, ``on_timer``, called directly -- no stimulus object per event), the one table the
+live service and replay drive too, and decisions go through its dispatcher. What a transition
+does to the jobs' ground truth (speed, failures, remaining time) is the physics'
 (:class:`~dlsched.sim.physics.Physics`), asked after each transition. Metrics are a kernel
-observer. Events at the same instant are handled in a fixed order — job completions
-and failures, then node power changes, then arrivals, then timers — and afterwards each VC that
-saw a change gets one scheduling pass. Events sit in one heap keyed ``(time, priority,
-sequence)``; arrivals are read from the time-sorted job list with a cursor instead of being
-pushed. A finish or failure event that became stale (the job was preempted, failed or changed
-speed) is dropped lazily via the job's epoch.
+observer. Events at the same instant are handled in a fixed order -- job completions and
+failures, then max-runtime kills, then node power changes, then arrivals, then timers -- and
+afterwards each VC that saw a change gets one scheduling pass. Events sit in one heap as
+``(time, priority, sequence, handler, payload, tag)``, each carrying the handler the loop calls
+with ``(payload, tag, now)``; arrivals are read from the time-sorted job list with a cursor
+instead of being pushed. A finish or failure event that became stale (the job was preempted,
+failed or changed speed) is dropped lazily via the job's epoch.
 """
-
 from __future__ import annotations
 
 import gc
@@ -21,15 +22,20 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from functools import partial
+from itertools import repeat
+from operator import attrgetter, gt, is_not
 
 import numpy as np
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job, JobState
-from dlsched.kernel.decide import Decider
+from dlsched.kernel.entry import Kernel
+from dlsched.kernel.limits import LimitClock
 from dlsched.kernel.quotas import QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError
+from dlsched.kernel.stimuli import VC_TIMER
+from dlsched.kernel.stop import StopReason
 from dlsched.kernel.view import SchedulingView
 from dlsched.metrics.recorder import MetricsRecorder
 from dlsched.sched.indexes import attach_plugins
@@ -39,9 +45,17 @@ from dlsched.sim.config import SimConfig
 from dlsched.sim.physics import Physics
 
 _POD_SHAPE = attrgetter("_spec.gpus_per_pod")
+_STATE, _JOB_VC, _GPUS, _SUBMIT = attrgetter("state"), attrgetter("_spec.vc"), attrgetter("gpus"), attrgetter("submit_time")
+_TOTAL_GPUS = attrgetter("total_gpus")
 
-# event priorities at equal times
-FINISH, POWER, TIMER, END = 0, 1, 3, 9
+_LIMIT = attrgetter("_spec.time_limit_s")
+_NOT_NONE = partial(is_not, None)
+
+
+# event priorities at equal times: a finish before a max-runtime kill (a job that completes at its
+# limit has completed), then power events; arrivals (read from the job list, not the heap) come
+# next, then timers. ``(now, ARRIVAL)`` is below every heap event of ``now`` that comes after them.
+FINISH, LIMIT, POWER, ARRIVAL, TIMER, END = 0, 0.5, 1, 2, 3, 9
 
 INF = math.inf
 STALL_LIMIT = 30 * 86400.0  # with a power manager: nothing running and jobs waiting this long = stuck
@@ -61,6 +75,7 @@ class SimResult:
     placement: str
     events: int = 0
     extra: dict = field(default_factory=dict)
+    stops: dict[str, StopReason] = field(default_factory=dict)   # job id -> why, for jobs ended before completing
 
 
 class Simulator:
@@ -103,97 +118,52 @@ class Simulator:
         return state, rec
 
     def _check_jobs(self, state: ClusterState, jobs: list[Job]) -> None:
+        """Clear the runtime state of jobs that ran before and bind each job to its VC. In C
+        (``map``): no bytecode per job unless a job is wrong (then the per-job loop finds the
+        first one, for its message)."""
         created = JobState.CREATED
+        if not all(map(created.__eq__, map(_STATE, jobs))):
+            for job in jobs:
+                if job.state is not created:  # it ran before: clear its runtime state (fresh jobs have none)
+                    job.reset()
         by_name = {vc.name: vc for vc in state.vcs}
-        for job in jobs:
-            if job.state is not created:  # it ran before: clear its runtime state (fresh jobs have none)
-                job.reset()
-            vc = by_name.get(job.vc)
-            if vc is None:
-                raise SimulationError(f"job {job.job_id}: VC {job.vc!r} is not in the cluster "
-                                      f"(known: {', '.join(state.vc_index)})")
-            job.vc_state = vc
-            if job.gpus > vc.total_gpus:
-                raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs but VC {job.vc!r} has only "
-                                      f"{vc.total_gpus}: it could never run")
+        vcs = list(map(by_name.get, map(_JOB_VC, jobs)))
+        if None in vcs or any(map(gt, map(_GPUS, jobs), map(_TOTAL_GPUS, filter(None, vcs)))):
+            for job, vc in zip(jobs, vcs):
+                if vc is None:
+                    raise SimulationError(f"job {job.job_id}: VC {job.vc!r} is not in the cluster "
+                                          f"(known: {', '.join(state.vc_index)})")
+                if job.gpus > vc.total_gpus:
+                    raise SimulationError(f"job {job.job_id} needs {job.gpus} GPUs but VC {job.vc!r} has "
+                                          f"only {vc.total_gpus}: it could never run")
+        list(map(setattr, jobs, repeat("vc_state", len(jobs)), vcs))
 
     def _run(self, jobs: list[Job], progress: Callable[[int, int], None] | None) -> SimResult:
-        cfg = self.config
-        policy = self.policy
+        policy, power = self.policy, self.power_manager
         state, rec = self._build_state()
-        overhead = cfg.preemption_overhead
-        guard = getattr(policy, "guard", None)  # preemption guards: overhead >= the grace period
-        if guard is not None:
-            overhead = guard.overhead(overhead)
-        physics = Physics(state, self.speed_model, self.failure_model, overhead)
-        compat_tick = cfg.compat == "helios" and policy.preemptive
-        # an oracle's view reads truth from the physics; other views have none to read
-        view = SchedulingView(state, policy.oracle, compat_tick, self.indexes, physics if policy.oracle else None)
-        self.state, self.view, self.recorder, self.physics = state, view, rec, physics
-        power = self.power_manager
-        check = cfg.check_invariants
-        tick = 1.0 if compat_tick else 0.0
-        max_failures = cfg.max_failures
-
         self._check_jobs(state, jobs)
-        shape = getattr(getattr(policy, "placer", None), "shape_pods", None)
-        if shape is not None and any(map(_POD_SHAPE, jobs)):   # in C: no bytecode per job
-            shape()   # jobs of several pods: the fast path cuts them into their pods
-        quotas = self._quotas(state)
-        by_submit = attrgetter("submit_time")
-        jobs = sorted(jobs, key=by_submit)  # stable: keeps input order on ties
+        jobs = sorted(jobs, key=_SUBMIT)  # stable: keeps input order on ties
         n_jobs = len(jobs)
         # Sentinels keep the hot loop free of bounds checks: arrival times end with +inf, and the
         # heap always holds one event at +inf (the loop stops when both are reached).
-        times = list(map(by_submit, jobs))
+        times = list(map(_SUBMIT, jobs))
         times.append(INF)
-        heap: list[tuple] = [(INF, END, 0, "end", None, 0)]
+        heap: list[tuple] = [(INF, END, 0, None, None, 0)]
         # the heap's third key: events at equal (time, priority) keep push order; every push takes
         # the next one, so it also counts the events (the handled ones are those pushed and gone)
         tiebreak = itertools.count(1)
-        cursor = 0
-        vcs = state.vcs
-        on_finish = policy.job_finished  # None: no hook (PolicyBase), skipped per finish
-        on_submit = policy.job_submitted
-        on_failed = policy.job_failed
-        policy.prepare(view)
+        kernel = self._kernel(state, jobs, heap, tiebreak, progress)
+        view, decider = kernel.view, kernel.decider
         if power is not None:
-            for t0, kind, payload in power.initial_events(state, jobs):
-                heapq.heappush(heap, (t0, POWER, next(tiebreak), kind, payload, 0))
-        progress_every = max(1, n_jobs // 200)
-
+            for t0, what, payload in power.initial_events(state, jobs):
+                heapq.heappush(heap, (t0, POWER, next(tiebreak), self._power_event, payload, what))
         rec.begin(jobs[0].submit_time if jobs else 0.0)
         wakeups = view._wakeups
         # hot loop: bind methods and constants to locals
         heappop, heappush = heapq.heappop, heapq.heappush
-        finish, submit = state.finish, state.submit
-        still_due = getattr(self.failure_model, "still_due", None)
-
-        def push_finish(job: Job, now: float) -> None:
-            left = job._remaining / job.speed if job.speed != 1.0 else job._remaining
-            heappush(heap, (now + left + tick, FINISH, next(tiebreak), "finish", job, job.epoch))
-
-        def push_failure(t1: float, job: Job, reason: str) -> None:
-            heappush(heap, (t1, FINISH, next(tiebreak), "fail", (job, reason), job.run_seq))
-
-        def push_start(decision, now: float) -> None:
-            # = push_finish(decision[0], now) for the plain start (no speed model: speed is 1, no tick)
-            job = decision[0]
-            heappush(heap, (now + job._remaining, FINISH, next(tiebreak), "finish", job, job.epoch))
-
-        def push_start_tick(decision, now: float) -> None:
-            # push_start with the Helios 1-s tick (compat="helios" with a preemptive policy)
-            job = decision[0]
-            heappush(heap, (now + job._remaining + tick, FINISH, next(tiebreak), "finish", job, job.epoch))
-
-        backend = SimulatedBackend(physics, push_finish, push_failure, push_start_tick if tick else push_start)
-        rerate = None if backend.plain else physics.finished  # None: a finish moves no other job
-        # anything to do after a finish beyond the kernel's transition (one test per finish when not)
-        after_finish = rerate is not None or on_finish is not None or progress is not None
-        decider = Decider(state, view, policy, backend, check=check)
-        self.decider = decider
-        dirty, woken, decide = decider.dirty, decider.woken, decider.decide
-        RUNNING = JobState.RUNNING
+        on_submitted, on_timer = kernel.on_submitted, kernel.on_timer
+        dirty, decide, quotas = decider.dirty, decider.decide, kernel.quotas
+        cursor = 0
         last_progress = jobs[0].submit_time if jobs else 0.0
         while True:
             t_arr = times[cursor]
@@ -202,66 +172,26 @@ class Simulator:
             if now == INF:
                 break
             view.now = now
-            # 1. completions, failures and power events (priority < arrival)
+            # 1. completions, max-runtime kills, failures and power events: every heap event due
+            # now whose priority comes before arrivals, each handled by the handler it carries
             if t_ev == now:
-                while heap[0][0] == now and heap[0][1] <= POWER:
-                    _, prio, _, kind, payload, epoch = heappop(heap)
-                    if kind == "finish":
-                        job = payload
-                        if epoch != job.epoch or job.state is not RUNNING:
-                            continue  # stale
-                        dirty[finish(job, now)] = None
-                        if after_finish:
-                            if rerate is not None:
-                                for other in rerate(job, now):
-                                    heappush(heap, (now + other._remaining / other.speed + tick, FINISH,
-                                                    next(tiebreak), "finish", other, other.epoch))
-                            if on_finish is not None:
-                                on_finish(job, now)
-                            if progress is not None and state.finished % progress_every == 0:
-                                progress(state.finished, n_jobs)
-                    elif kind == "fail":
-                        job, reason = payload
-                        if epoch != job.run_seq or job.state is not RUNNING:
-                            continue  # stale: it stopped before the failure struck
-                        if still_due is not None and not still_due(job, state, now):
-                            continue  # called off: the state changed before it struck (OOM re-check)
-                        physics.failing(job, now, reason)
-                        state.fail(job, now, reason)
-                        changed = physics.failed(job, now)
-                        if job.failures > max_failures:
-                            raise SimulationError(f"job {job.job_id} failed {job.failures} times (limit "
-                                                  f"{max_failures}); last: {reason}")
-                        dirty[job.vc_state] = None
-                        if on_failed is not None:
-                            on_failed(job, now, reason)
-                        for other in changed:
-                            heappush(heap, (now + other._remaining / other.speed + tick, FINISH, next(tiebreak),
-                                            "finish", other, other.epoch))
-                    else:
-                        vids, follow = power.apply(kind, payload, state, now)
-                        for vid in vids:
-                            dirty[vcs[vid]] = None
-                        for t1, kind1, payload1 in follow:
-                            heappush(heap, (t1, POWER, next(tiebreak), kind1, payload1, 0))
+                arrivals = (now, ARRIVAL)
+                while heap[0] < arrivals:
+                    _, _, _, handler, payload, tag = heappop(heap)
+                    handler(payload, tag, now)
             # 2. arrivals
             while times[cursor] == now:
                 job = jobs[cursor]
                 cursor += 1
-                if on_submit is not None:
-                    on_submit(job, now)  # before queueing: the policy may set the job's key
-                dirty[submit(job, now)] = None
+                on_submitted(job, now)
                 if power is not None:
-                    for t1, kind, payload in power.on_arrival(job, state, now):
-                        heappush(heap, (t1, POWER, next(tiebreak), kind, payload, 0))
+                    for t1, what, payload in power.on_arrival(job, state, now):
+                        heappush(heap, (t1, POWER, next(tiebreak), self._power_event, payload, what))
             # 3. timers (policy wake-ups); a timer is never pushed for the current instant, so
             # one at ``now`` was the heap's head when the instant began
             if t_ev == now:
                 while heap[0][0] == now and heap[0][1] == TIMER:
-                    payload = heappop(heap)[4]
-                    vc = vcs[payload]
-                    dirty[vc] = None
-                    woken.add(vc)  # a pass the policy asked for runs even with nothing pending
+                    on_timer(heappop(heap)[4], now)  # the VC's pass runs even with nothing pending
             # 4. one scheduling pass per changed VC: the kernel's one pass function
             if dirty:
                 try:
@@ -269,24 +199,15 @@ class Simulator:
                 except StateError as exc:
                     raise SimulationError(f"policy {policy.name}: {exc}") from exc
                 if quotas is not None:
-                    # borrowing and reclaim between VCs, after every VC's own pass (kernel/quotas.py);
-                    # its starts and preemptions reach the backend as a pass's do (finish events)
-                    try:
-                        quotas.rebalance(decider, now)
-                    except StateError as exc:
-                        raise SimulationError(f"queues: {exc}") from exc
-                    if check:
-                        state.check_invariants()
-                        quotas.check()
+                    self._rebalance(quotas, now)
             if wakeups:
                 for t1, vid in wakeups:
                     if t1 <= now:
                         raise SimulationError(f"policy {policy.name} asked for a wake-up in the past")
-                    heappush(heap, (t1, TIMER, next(tiebreak), "wake", vid, 0))
+                    heappush(heap, (t1, TIMER, next(tiebreak), None, (VC_TIMER, vid), 0))
                 wakeups.clear()
             if power is not None:
-                running = rec.running
-                queued = rec.queued
+                running, queued = rec.running, rec.queued
                 if running == 0 and queued == 0 and cursor >= n_jobs:
                     break  # only the power manager's timers are left
                 if running or cursor < n_jobs and jobs[cursor].submit_time <= now:
@@ -295,26 +216,150 @@ class Simulator:
                     raise SimulationError(f"{queued} jobs have waited {STALL_LIMIT / 86400:.0f} days with "
                                           "nothing running: the power manager never woke nodes for them")
         popped = next(tiebreak) - 1 - (len(heap) - 1)  # pushed minus left (the +inf sentinel was never pushed)
-        events = cursor + popped  # arrivals plus the heap events handled (stale ones included)
+        return self._result(state, rec, jobs, cursor + popped, progress)  # arrivals + heap events handled
 
+    def _kernel(self, state: ClusterState, jobs: list[Job], heap: list[tuple], tiebreak,
+                progress: Callable[[int, int], None] | None) -> Kernel:
+        """The kernel this run drives, its physics and backend, and the heap events' handlers
+        (closures over the heap: what a finish, a failure and a max-runtime kill do here beyond
+        the kernel's handler). A heap event is ``(time, priority, seq, handler, payload, tag)``;
+        the loop calls ``handler(payload, tag, now)``."""
+        cfg, policy = self.config, self.policy
+        overhead = cfg.preemption_overhead
+        guard = getattr(policy, "guard", None)  # preemption guards: overhead >= the grace period
+        if guard is not None:
+            overhead = guard.overhead(overhead)
+        physics = Physics(state, self.speed_model, self.failure_model, overhead)
+        compat_tick = cfg.compat == "helios" and policy.preemptive
+        # an oracle's view reads truth from the physics; other views have none to read
+        view = SchedulingView(state, policy.oracle, compat_tick, self.indexes, physics if policy.oracle else None)
+        tick = 1.0 if compat_tick else 0.0
+        heappush = heapq.heappush
+        RUNNING = JobState.RUNNING
+        still_due = getattr(self.failure_model, "still_due", None)
+        max_failures = cfg.max_failures
+        n_jobs = len(jobs)
+        progress_every = max(1, n_jobs // 200)
+
+        def push_finish(job: Job, now: float) -> None:
+            left = job._remaining / job.speed if job.speed != 1.0 else job._remaining
+            heappush(heap, (now + left + tick, FINISH, next(tiebreak), finished, job, job.epoch))
+
+        def push_failure(t1: float, job: Job, reason: str) -> None:
+            heappush(heap, (t1, FINISH, next(tiebreak), failed, (job, reason), job.run_seq))
+
+        def push_start(decision, now: float) -> None:
+            # = push_finish(decision[0], now) for the plain start (no speed model: speed is 1, no tick)
+            job = decision[0]
+            heappush(heap, (now + job._remaining, FINISH, next(tiebreak), finished, job, job.epoch))
+
+        def push_start_tick(decision, now: float) -> None:
+            # push_start with the Helios 1-s tick (compat="helios" with a preemptive policy)
+            job = decision[0]
+            heappush(heap, (now + job._remaining + tick, FINISH, next(tiebreak), finished, job, job.epoch))
+
+        def rerated(jobs_moved, now: float) -> None:
+            for other in jobs_moved:
+                heappush(heap, (now + other._remaining / other.speed + tick, FINISH, next(tiebreak), finished,
+                                other, other.epoch))
+
+        backend = SimulatedBackend(physics, push_finish, push_failure, push_start_tick if tick else push_start)
+        kernel = Kernel(state, policy, assume=False, view=view, quotas=self._quotas(state), backend=backend,
+                        check=cfg.check_invariants)
+        on_finished = kernel.on_finished
+        rerate = None if backend.plain else physics.finished  # None: a finish moves no other job
+        if rerate is None and progress is None:
+            finished = kernel.on_finish_due   # the kernel's handler drops a stale one itself
+        else:
+            def finished(job: Job, epoch: int, now: float) -> None:
+                if epoch != job.epoch or job.state is not RUNNING:
+                    return  # stale
+                on_finished(job, now)
+                if rerate is not None:
+                    rerated(rerate(job, now), now)
+                if progress is not None and state.finished % progress_every == 0:
+                    progress(state.finished, n_jobs)
+
+        def failed(payload: tuple[Job, str], run_seq: int, now: float) -> None:
+            job, reason = payload
+            if run_seq != job.run_seq or job.state is not RUNNING:
+                return  # stale: it stopped before the failure struck
+            if still_due is not None and not still_due(job, state, now):
+                return  # called off: the state changed before it struck (OOM re-check)
+            physics.failing(job, now, reason)
+            kernel.on_failed(job, reason, now)
+            if job.failures > max_failures:
+                raise SimulationError(f"job {job.job_id} failed {job.failures} times (limit "
+                                      f"{max_failures}); last: {reason}")
+            rerated(physics.failed(job, now), now)
+
+        def limit_due(key: tuple, job: Job, now: float) -> None:
+            if job.state is RUNNING:
+                kernel.on_timer(key, now)   # kills it if it has run its limit (the kernel checks)
+                if job.state is not RUNNING:
+                    rerated(physics.finished(job, now), now)
+
+        def arm_limit(time: float, key: tuple, job: Job) -> None:
+            heappush(heap, (time, LIMIT, next(tiebreak), limit_due, key, job))
+
+        if any(map(_NOT_NONE, map(_LIMIT, jobs))):  # max runtimes: armed at each start (no cost for runs without)
+            state.add_observer(LimitClock(arm_limit))
+        self._power_event = self._power_handler(state, heap, tiebreak, kernel)
+        self.state, self.view, self.physics, self.kernel, self.decider = state, view, physics, kernel, kernel.decider
+        shape = getattr(getattr(policy, "placer", None), "shape_pods", None)
+        if shape is not None and any(map(_POD_SHAPE, jobs)):   # in C: no bytecode per job
+            shape()   # jobs of several pods: the fast path cuts them into their pods
+        policy.prepare(view)
+        return kernel
+
+    def _power_handler(self, state: ClusterState, heap: list[tuple], tiebreak, kernel: Kernel):
+        """The handler of power events: the power manager carries out ``what`` (its own
+        transitions) and says which VCs changed and what follows."""
+        power, dirty, vcs = self.power_manager, kernel.decider.dirty, state.vcs
+
+        def power_event(payload, what: str, now: float) -> None:
+            vids, follow = power.apply(what, payload, state, now)
+            for vid in vids:
+                dirty[vcs[vid]] = None
+            for t1, what1, payload1 in follow:
+                heapq.heappush(heap, (t1, POWER, next(tiebreak), power_event, payload1, what1))
+
+        return power_event
+
+    def _rebalance(self, quotas: QuotaManager, now: float) -> None:
+        """Borrowing and reclaim between VCs, after every VC's own pass (kernel/quotas.py); its
+        starts and preemptions reach the backend as a pass's do (finish events)."""
+        try:
+            quotas.rebalance(self.decider, now)
+        except StateError as exc:
+            raise SimulationError(f"queues: {exc}") from exc
+        if self.config.check_invariants:
+            self.state.check_invariants()
+            quotas.check()
+
+    def _result(self, state: ClusterState, rec: MetricsRecorder, jobs: list[Job], events: int,
+                progress: Callable[[int, int], None] | None) -> SimResult:
+        """The outcome once the heap ran dry: every job must have ended."""
+        n_jobs, policy = len(jobs), self.policy
         if state.finished != n_jobs:
             stuck = [j.job_id for j in jobs if j.state is not JobState.FINISHED][:5]
             raise SimulationError(f"{n_jobs - state.finished} jobs never finished (e.g. {stuck}); "
                                   f"the policy left them waiting with nothing else to happen")
-        if check:
+        if self.config.check_invariants:
             state.check_invariants()
         rec.close(max(map(attrgetter("end_time"), jobs), default=0.0))
         if progress is not None:
             progress(n_jobs, n_jobs)
-        result = SimResult(jobs, rec, policy.name, policy.placement_name, events)
+        result = SimResult(jobs, rec, policy.name, policy.placement_name, events,
+                           stops={job.job_id: why for job, why in state.terminated.items()})
         result.extra.update(self._outcome_counts(state, jobs))
         if getattr(policy, "guard", None) is not None:  # evictions and the ones its guards refused
             result.extra.update(policy.guard.summary())
+        quotas = self.kernel.quotas
         if quotas is not None:
             t0 = jobs[0].submit_time if jobs else 0.0
             result.extra.update(quotas.per_queue(jobs, t0, max(map(attrgetter("end_time"), jobs), default=t0)))
         return result
-
     def _quotas(self, state: ClusterState):
         """The queue manager when the config's queues may borrow (None: today's fixed VCs)."""
         specs = self.config.queues
@@ -333,6 +378,8 @@ class Simulator:
     def _outcome_counts(self, state: ClusterState, jobs: list[Job]) -> dict:
         """Postponements and failures always; slowdowns when a speed model shaped run times."""
         out: dict = {"postponements": state.postponed, "failures": state.failed}
+        if any(map(_NOT_NONE, map(_LIMIT, jobs))):   # some job had a max runtime: how many ran into it
+            out["time_limit_kills"] = sum(1 for why in state.terminated.values() if why is StopReason.TIME_LIMIT)
         if self.failure_model is not None:
             out["failure_model"] = getattr(self.failure_model, "name", type(self.failure_model).__name__)
             out["jobs_failed_at_least_once"] = sum(1 for j in jobs if j.failures)

@@ -27,6 +27,7 @@ import heapq
 
 from dlsched.core.job import Job
 from dlsched.kernel.correction import observe
+from dlsched.kernel.stop import FINAL, StopReason
 
 
 class ObservedCorrection:
@@ -63,11 +64,11 @@ class ObservedCorrection:
         self._seq += 1
         heapq.heappush(self._due, (now + self.warmup, self._seq, job))
 
-    def stopped(self, job: Job, vc, now: float, why: str) -> None:
+    def stopped(self, job: Job, vc, now: float, why: StopReason) -> None:
         if self._due and self._due[0][0] <= now:
             self._apply(now)
         # a stop before the warm-up ends: nothing was observed (a memory-only OOM observation aside)
-        if self._since.pop(job, None) is not None and why != "finish":
+        if self._since.pop(job, None) is not None and why not in FINAL:
             self._cut.add(job)  # it will run again: watch it again
 
     def node_changed(self, node: int, now: float) -> None:

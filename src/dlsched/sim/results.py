@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dlsched.kernel.stop import StopReason
 from dlsched.metrics.strict_json import dumps as strict_dumps
 from dlsched.metrics.strict_json import strict_summary
 from dlsched.metrics.summary import job_arrays, summarize, summary_arrays
@@ -34,6 +35,7 @@ JOB_COLUMNS = ("job_id", "user", "name", "vc", "gpus", "submit_time", "duration"
 _TEXT_COLUMNS = ("job_id", "user", "name", "vc")
 _NUMBER_ATTRS = {"duration": "_duration"}  # jobs.csv column -> job attribute, where they differ
 _NUMBER_TYPES = {"gpus": np.int64, "preemptions": np.int64}  # the rest are floats
+_LIMIT = attrgetter("_spec.time_limit_s")
 
 # Seconds spent in write_run, collected while a `timed_writes()` block is open (for --timings).
 _WRITE_SECONDS: ContextVar[list[float] | None] = ContextVar("dlsched_write_seconds", default=None)
@@ -56,7 +58,9 @@ def job_columns(result: SimResult, cols: dict[str, np.ndarray] | None = None,
     """The columns of ``jobs.csv`` in file order: the job's text fields as lists (``lazy``: as
     :class:`AttrColumn` s, read a chunk at a time by the writer), numbers as arrays;
     ``pred_gpu_util``/``pred_gpu_mem_mib`` are added when predictions were filled, and
-    ``prior_gpu_util``/``prior_gpu_mem_mib``/``observed_at`` when observation replaced some."""
+    ``prior_gpu_util``/``prior_gpu_mem_mib``/``observed_at`` when observation replaced some, and
+    ``time_limit_s`` (empty: none) with ``stop`` (``finish`` or ``time_limit``) when some job had
+    a max runtime."""
     jobs = result.jobs
     cols = cols if cols is not None else job_arrays(jobs)
     out: dict[str, Sequence] = {}
@@ -71,6 +75,11 @@ def job_columns(result: SimResult, cols: dict[str, np.ndarray] | None = None,
     if len(jobs) and not np.isnan(util).all():  # predictions were filled: keep them with the outcomes
         out["pred_gpu_util"] = util
         out["pred_gpu_mem_mib"] = np.fromiter(map(attrgetter("pred_gpu_mem_mib"), jobs), float, len(jobs))
+    limits = list(map(_LIMIT, jobs))
+    if any(limit is not None for limit in limits):   # max runtimes were set: each one, and how each job ended
+        out["time_limit_s"] = np.array([math.nan if limit is None else limit for limit in limits], float)
+        stops = result.stops
+        out["stop"] = [str(stops.get(job.job_id, StopReason.FINISHED)) for job in jobs]
     observed = np.fromiter(map(attrgetter("observed_at"), jobs), float, len(jobs))
     if len(jobs) and (observed >= 0).any():  # observation replaced predictions: keep the priors too
         out["prior_gpu_util"] = np.fromiter(map(attrgetter("prior_gpu_util"), jobs), float, len(jobs))

@@ -31,6 +31,7 @@ import numpy as np
 from dlsched.core.job import Job, JobState
 from dlsched.core.truth import duration as true_duration
 from dlsched.kernel.state import ClusterState
+from dlsched.kernel.stop import StopReason
 from dlsched.sched.eta import Calibration, EtaEstimator
 
 GROUPS: tuple[tuple[str, int, int], ...] = (("all", 1, 1 << 30), ("1 GPU", 1, 1), ("2-8 GPUs", 2, 8),
@@ -85,9 +86,9 @@ class EtaSampler:
     def started(self, job: Job, vc, now: float) -> None:
         self._seen = now
 
-    def stopped(self, job: Job, vc, now: float, why: str) -> None:
+    def stopped(self, job: Job, vc, now: float, why: StopReason) -> None:
         self._seen = now
-        if why == "finish":
+        if why is StopReason.FINISHED:
             self._done.append(job)  # learnt from at the next sample, once it is FINISHED
 
     def _predict(self, job: Job) -> float:

@@ -25,6 +25,7 @@ from dlsched.core.bits import set_bits
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import NO_ROOM, Fit, Status
 from dlsched.kernel.state import ClusterState, VcState
+from dlsched.kernel.stop import FINAL, StopReason
 from dlsched.kernel.view import ClusterView
 from dlsched.topology.index import TopologyIndex
 from dlsched.topology.jobgraph import JobProfile
@@ -60,10 +61,10 @@ class TopoAwarePlacement:
     def started(self, job: Job, vc: VcState, now: float) -> None:
         self.index.started(job, vc, now)
 
-    def stopped(self, job: Job, vc: VcState, now: float, why: str) -> None:
+    def stopped(self, job: Job, vc: VcState, now: float, why: StopReason) -> None:
         self.index.stopped(job, vc, now, why)
         self._stops += 1
-        if why == "finish":
+        if why in FINAL:
             self._profiles.pop(job, None)
 
     def node_changed(self, node: int, now: float) -> None:
