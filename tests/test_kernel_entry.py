@@ -2,7 +2,7 @@
 
 The simulator's loop calls the same transitions and the same pass function directly; a small
 driver that feeds a trace through ``Kernel.handle`` alone -- arrivals as JobSubmitted, finishes as
-JobFinished, Bind actions answered by BindSucceeded, WakeAt actions as timers -- must make the
+JobFinished, Bind actions answered by BindSucceeded, Timer actions as timers -- must make the
 engine's decisions job for job.
 """
 
