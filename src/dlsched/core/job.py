@@ -8,8 +8,9 @@ run record.
   precision, default off), ``seq_len`` (0 = the model's own default), ``attention`` ("" = fused;
   eager / fused / memory_efficient), ``stack`` (software-stack label, "" = unknown) and the pod
   shape ``gpus_per_pod`` (0 = unknown: one piece, placed as the policy likes; k: the job is
-  ``gpus // k`` pods of k GPUs, each on one node: a gang, ``dlsched.sched.pods``) -- in a
-  shared :class:`JobSpec`.
+  ``gpus // k`` pods of k GPUs, each on one node: a gang, ``dlsched.sched.pods``) and the user's
+  maximum runtime ``time_limit_s`` (None: no limit given; a request, so reservation policies may
+  read it, docs/backfill.md) -- in a shared :class:`JobSpec`.
 * **predictions** (any policy may read and set them): ``pred_duration`` and ``priority`` in
   slots (queue orders read them on every pass); ``pred_gpu_util``, ``pred_gpu_mem_mib``, the
   priors an observation replaced at ``observed_at`` (-1: not yet; :mod:`dlsched.sim.observe`)
@@ -90,6 +91,7 @@ class JobSpec(NamedTuple):
     attention: str = ""
     stack: str = ""
     gpus_per_pod: int = 0   # the pod shape: 0 unknown (one piece), k = pods of k GPUs, one node each
+    time_limit_s: float | None = None   # the user's maximum runtime (s); None: no limit was given
 
 
 class Measured(NamedTuple):
@@ -249,6 +251,7 @@ class Job:
         attention: str = "",
         stack: str = "",
         gpus_per_pod: int = 0,
+        time_limit_s: float | None = None,
     ) -> None:
         self.index = index
         self.job_id = job_id
@@ -258,11 +261,11 @@ class Job:
         self.submit_time = submit_time
         self._duration = duration
         if cpus or model_name or batch_size or onnx_ref or min_utility == min_utility or optimizer or amp \
-                or seq_len or attention or stack or gpus_per_pod:
+                or seq_len or attention or stack or gpus_per_pod or time_limit_s is not None:
             if gpus_per_pod and (gpus_per_pod < 0 or gpus % gpus_per_pod):
                 raise ValueError(f"job {job_id}: {gpus} GPUs are not whole pods of gpus_per_pod={gpus_per_pod}")
             self._spec = intern(JobSpec(vc, cpus, model_name, batch_size, onnx_ref, min_utility, optimizer, amp,
-                                        seq_len, attention, stack, gpus_per_pod))
+                                        seq_len, attention, stack, gpus_per_pod, time_limit_s))
         else:
             self._spec = _BY_VC.get(vc) or _vc_spec(vc)
         if status or gpu_util == gpu_util or gpu_mem_mib == gpu_mem_mib:  # NaN != NaN: nothing measured
@@ -286,6 +289,7 @@ class Job:
     attention = _side("_spec", "attention", True)
     stack = _side("_spec", "stack", True)
     gpus_per_pod = _side("_spec", "gpus_per_pod", True)
+    time_limit_s = _side("_spec", "time_limit_s", True)
     pred_gpu_util = _side("_predicted", "pred_gpu_util", False)
     pred_gpu_mem_mib = _side("_predicted", "pred_gpu_mem_mib", False)
     prior_gpu_util = _side("_predicted", "prior_gpu_util", False)

@@ -180,6 +180,11 @@ def load_inputs(config: RunConfig, say: Say = quiet, explain: Explain | None = N
 
             predict_resources(jobs, gpu, w.predictor, say, *([explain] if explain is not None else []))
         left_out = {}
+    if w.time_limits is not None:
+        from dlsched.traces.time_limits import apply_time_limits, note, parse_time_limits
+
+        spec = parse_time_limits(w.time_limits)
+        say(note(apply_time_limits(jobs, spec, w.seed), spec), "dim")
     zero = sum(1 for j in jobs if true_duration(j) == 0)
     return Inputs(jobs, cluster, tr.origin, name, gpu, dict(tr.report.skipped), {**tr.report.filtered, **left_out},
                   zero)
