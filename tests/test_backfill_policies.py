@@ -143,3 +143,39 @@ def test_limit_estimates_need_a_limit_on_every_job():
         jobs = _four()
         jobs[2].time_limit_s = None
         pol.validate_trace(jobs)
+
+
+def _cli(*argv) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from dlsched.cli.main import app
+
+    result = CliRunner().invoke(app, [str(a) for a in argv])
+    assert "Traceback" not in result.output
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--param", "on_overrun=stop"], "error: --param on_overrun=stop: stopping a backfilled job"),
+    (["--max-jobs-per-gpu", "2"], "error: easy: reservations need exclusive GPUs"),
+    (["--backfill"], "error: easy backfills by its reservations: leave out --backfill"),
+    (["--param", "estimate=limit"], "error: easy: --param estimate=limit needs a time limit on every job; 50 of 50"),
+    (["--cluster", "docs/examples/queues.toml"], "error: --policy easy holds reservations on its VC's own GPUs"),
+])
+def test_the_command_line_refuses_in_one_error_line(tmp_path, extra, message):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    extra = [str(root / e) if e.startswith("docs/") else e for e in extra]
+    code, out = _cli("simulate", "--jobs", "50", "--policy", "easy", *extra, "--out", tmp_path / "r")
+    errors = [line for line in out.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and errors[0].startswith(message), out
+
+
+def test_the_command_line_runs_with_drawn_limits(tmp_path):
+    code, out = _cli("simulate", "--jobs", "300", "--policy", "conservative", "--time-limits",
+                     "overestimate=1:3,round=600", "--param", "estimate=limit", "--out", tmp_path / "r")
+    assert code == 0, out
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["policy"] == "conservative" and summary["jobs"] == 300
+    assert summary["reservations"]["made"] == len(list(csv.DictReader((tmp_path / "r" / "reservations.csv").open())))

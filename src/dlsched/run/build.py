@@ -95,6 +95,10 @@ def _check_queues(configs: list[RunConfig]) -> None:
         if name in POLICIES and getattr(POLICIES[name], "preemptive", False):
             raise OptionError("policy", f"--policy {name} preempts on its own; the queues of --cluster {path} "
                                         "borrow, which needs a non-preemptive ordering policy")
+        if name in POLICIES and getattr(POLICIES[name], "reserves", False):
+            raise OptionError("policy", f"--policy {name} holds reservations on its VC's own GPUs; the queues of "
+                                        f"--cluster {path} borrow and reclaim GPUs across VCs, which its "
+                                        "reservations do not see: use queues that do not borrow")
     if configs[0].placement.max_jobs_per_gpu > 1:
         raise OptionError("max_jobs_per_gpu", f"the queues of --cluster {path} borrow, which needs exclusive GPUs "
                                               "(--max-jobs-per-gpu 1)")

@@ -85,6 +85,7 @@ class ReservingPolicy(PolicyBase):
 
     name = "reserving"
     Params = BackfillParams
+    reserves = True   # holds reservations: refused with queues that borrow (run/build.py)
 
     @staticmethod
     def from_params(params: BackfillParams, context) -> dict:
