@@ -9,6 +9,7 @@ import pytest
 
 from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
+from dlsched.kernel.decisions import Start
 from dlsched.registry import make_policy
 from dlsched.runner import RunSpec, run_one
 from dlsched.sim import Simulator
@@ -179,3 +180,24 @@ def test_the_command_line_runs_with_drawn_limits(tmp_path):
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["policy"] == "conservative" and summary["jobs"] == 300
     assert summary["reservations"]["made"] == len(list(csv.DictReader((tmp_path / "r" / "reservations.csv").open())))
+
+
+@pytest.mark.parametrize("name", ["easy", "conservative"])
+def test_gangs_run_with_reservations(name):
+    """Jobs of 2-GPU pods on two nodes of 4 GPUs: each pod lands on one node, every job ends."""
+    jobs = [Job(f"g{i}", "v", (2, 4, 6, 2)[i % 4], float(i), 10.0 + 3 * i, gpus_per_pod=2, time_limit_s=100.0)
+            for i in range(12)]
+    pol = make_policy(name, estimate="limit")
+    shares: list[list[int]] = []
+    passes = pol.schedule
+
+    def recorded(view, vc):   # each start's GPUs per node, as the policy decided it
+        for decision in passes(view, vc):
+            if isinstance(decision, Start):
+                shares.append([mask.bit_count() for _, mask in decision.placement])
+            yield decision
+
+    pol.schedule = recorded
+    Simulator(ClusterSpec.from_vc_sizes({"v": 2}, 4), pol, None).run(jobs)
+    assert all(j.end_time > 0 for j in jobs) and len(shares) == len(jobs)
+    assert all(n % 2 == 0 for per_node in shares for n in per_node)
