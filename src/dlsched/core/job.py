@@ -8,9 +8,9 @@ run record.
   precision, default off), ``seq_len`` (0 = the model's own default), ``attention`` ("" = fused;
   eager / fused / memory_efficient), ``stack`` (software-stack label, "" = unknown) and the pod
   shape ``gpus_per_pod`` (0 = unknown: one piece, placed as the policy likes; k: the job is
-  ``gpus // k`` pods of k GPUs, each on one node: a gang, ``dlsched.sched.pods``) and the user's
-  maximum runtime ``time_limit_s`` (None: no limit given; a request, so reservation policies may
-  read it, docs/backfill.md) -- in a shared :class:`JobSpec`.
+  ``gpus // k`` pods of k GPUs, each on one node: a gang, ``dlsched.sched.pods``) and its max
+  runtime ``time_limit_s`` (None = none; the kernel kills it once it has run that long,
+  ``dlsched.kernel.limits``) -- in a shared :class:`JobSpec`.
 * **predictions** (any policy may read and set them): ``pred_duration`` and ``priority`` in
   slots (queue orders read them on every pass); ``pred_gpu_util``, ``pred_gpu_mem_mib``, the
   priors an observation replaced at ``observed_at`` (-1: not yet; :mod:`dlsched.sim.observe`)
@@ -91,7 +91,7 @@ class JobSpec(NamedTuple):
     attention: str = ""
     stack: str = ""
     gpus_per_pod: int = 0   # the pod shape: 0 unknown (one piece), k = pods of k GPUs, one node each
-    time_limit_s: float | None = None   # the user's maximum runtime (s); None: no limit was given
+    time_limit_s: float | None = None   # max runtime: killed when it has run this long (None: no limit)
 
 
 class Measured(NamedTuple):
