@@ -23,7 +23,7 @@ _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
 
 
 class ConservativePolicy(ReservingPolicy):
-    """Backfill that delays no waiting job: every one holds a reservation."""
+    """Backfill in which every waiting job holds a reservation (planned in GPU counts)."""
 
     name = "conservative"
 
