@@ -54,7 +54,8 @@ class BackfillParams:
             raise ValueError(f"--param on_overrun must be run or stop, got {self.on_overrun!r}")
         if self.on_overrun == "stop":
             raise ValueError("--param on_overrun=stop: stopping a backfilled job at the reservation it "
-                             "overruns needs the simulator's keyed timers (not in this build); use on_overrun=run")
+                             "overruns needs a kill at a time the policy sets (the simulator kills a job only at "
+                             "its own time limit); use on_overrun=run")
         order_policy(self.order)
 
 
