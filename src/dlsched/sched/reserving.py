@@ -39,7 +39,7 @@ class BackfillParams:
                 "doubled until ahead), limit (moved to its time limit)."})
     on_overrun: str = field(default="run", metadata={
         "help": "easy/conservative: a backfilled job that outlives its estimate: run (the reservation moves); "
-                "stop is not available yet."})
+                "stop is refused (it needs a kill at a time the policy sets)."})
     lam: float = field(default=0.1, metadata={"help": "QSSF: weight of the rolling estimate P_R (1-lam on the GBDT)."})
     refit_every: float = field(default=86400.0,
                                metadata={"help": "QSSF: refit the GBDT every this many simulated s."})
