@@ -43,7 +43,8 @@ def _cases(tmp_path: Path) -> list[dict]:
         {"workload": "coscheml-30", "observe_after": 0.0, "policy": "coscheml",
          "interference_model": "horus-paper-curve", "profiles": "builtin", "max_jobs_per_gpu": 2, "nodes": 3,
          "gpus_per_node": 1},
-        {"jobs": 200, "cluster": str(cluster), "policy": "las", "threshold": 600.0, "queues": 2},
+        {"jobs": 200, "cluster": str(cluster), "policy": "las", "threshold": 600.0, "queues": 2,
+         "time_limits": "overestimate=1.5:3,round=600"},
     ]
 
 

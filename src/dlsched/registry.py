@@ -123,6 +123,8 @@ POLICIES: Mapping[str, type] = LazyTable({
     "mystic": "dlsched.sched.policies.mystic:MysticPolicy",
     "oracle-pairing": "dlsched.sched.policies.oracle_pairing:OraclePairingPolicy",
     "random-pairing": "dlsched.sched.policies.random_pairing:RandomPairingPolicy",
+    "easy": "dlsched.sched.policies.easy:EasyPolicy",
+    "conservative": "dlsched.sched.policies.conservative:ConservativePolicy",
 })
 
 PLACERS: Mapping[str, Callable[[], object]] = LazyTable({

@@ -142,10 +142,16 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
 
         model = EnergyModel(idle_power_w=spec.energy_options.get("idle_power_w", 800.0))
         result.extra["energy"] = power.summary(result.metrics, model)
+    book = getattr(engine.simulator.policy, "book", None)   # a reserving policy's (easy, conservative)
+    if book is not None:
+        result.extra["reservations"] = engine.simulator.policy.summary()
     meta = {"compat": spec.config.compat, "backfill": spec.backfill, **spec.meta}
     if spec.config.max_jobs_per_gpu > 1:
         meta["max_jobs_per_gpu"] = spec.config.max_jobs_per_gpu
-    return write_run(result, out_dir, meta)
+    summary = write_run(result, out_dir, meta)
+    if book is not None:
+        book.write(Path(out_dir) / "reservations.csv")
+    return summary
 
 
 def run_observers(spec: RunSpec, has_speed_model: bool) -> tuple:

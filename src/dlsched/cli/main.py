@@ -37,7 +37,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "trace": ("trace_cmd",),
     "predictor": ("predictor_cmd",),
     "energy": ("energy_cmd",),
-    "experiment": ("topology_cmd", "sharing_exp_cmd", "eta_cmd", "preempt_exp_cmd"),
+    "experiment": ("topology_cmd", "sharing_exp_cmd", "eta_cmd", "preempt_exp_cmd", "backfill_exp_cmd"),
     "bench": ("topology_cmd",),
     "topo": ("topology_cmd",),
     "interference": ("interference_cmd",),
@@ -48,7 +48,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 COMMAND_MODULES: list[str] = ["trace_cmd", "sim_cmd", "predictor_cmd", "estimate_cmd", "energy_cmd",
                               "topology_cmd", "predict_cmd", "report_cmd", "interference_cmd", "sweep_cmd",
                               "reproduce_cmd", "serve_cmd", "replay_cmd", "agent_cmd", "cluster_cmd",
-                              "sharing_exp_cmd", "eta_cmd", "whatif_cmd", "preempt_exp_cmd"]
+                              "sharing_exp_cmd", "eta_cmd", "whatif_cmd", "preempt_exp_cmd", "backfill_exp_cmd"]
 
 
 class _LazyCommands(MutableMapping):

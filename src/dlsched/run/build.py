@@ -95,6 +95,10 @@ def _check_queues(configs: list[RunConfig]) -> None:
         if name in POLICIES and getattr(POLICIES[name], "preemptive", False):
             raise OptionError("policy", f"--policy {name} preempts on its own; the queues of --cluster {path} "
                                         "borrow, which needs a non-preemptive ordering policy")
+        if name in POLICIES and getattr(POLICIES[name], "reserves", False):
+            raise OptionError("policy", f"--policy {name} holds reservations on its VC's own GPUs; the queues of "
+                                        f"--cluster {path} borrow and reclaim GPUs across VCs, which its "
+                                        "reservations do not see: use queues that do not borrow")
     if configs[0].placement.max_jobs_per_gpu > 1:
         raise OptionError("max_jobs_per_gpu", f"the queues of --cluster {path} borrow, which needs exclusive GPUs "
                                               "(--max-jobs-per-gpu 1)")
@@ -180,6 +184,11 @@ def load_inputs(config: RunConfig, say: Say = quiet, explain: Explain | None = N
 
             predict_resources(jobs, gpu, w.predictor, say, *([explain] if explain is not None else []))
         left_out = {}
+    if w.time_limits is not None:
+        from dlsched.traces.time_limits import apply_time_limits, note, parse_time_limits
+
+        spec = parse_time_limits(w.time_limits)
+        say(note(apply_time_limits(jobs, spec, w.seed), spec), "dim")
     zero = sum(1 for j in jobs if true_duration(j) == 0)
     return Inputs(jobs, cluster, tr.origin, name, gpu, dict(tr.report.skipped), {**tr.report.filtered, **left_out},
                   zero)

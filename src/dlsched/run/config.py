@@ -64,6 +64,7 @@ class WorkloadConfig:
     predictor: Path | None = None      # a trained resource predictor (implies predict_resources)
     gpu: str | None = None             # GPU type (None: V100, or the workload's testbed GPU)
     replay_log: Path | None = None     # a live service's event log (dlsched serve --record): its jobs and nodes
+    time_limits: str | None = None     # draw user-style time limits: overestimate=F|LO:HI,round=S,share=P
     # -- no flag: set by experiment harnesses (the GPU-sharing reproductions, docs/architecture.md) --
     workload_jobs: int | None = None   # keep the first N jobs of the named workload (philly-profiled)
     perfect_predictions: bool = False  # the named workload's predictions are its measured truth
@@ -81,6 +82,13 @@ class WorkloadConfig:
             raise OptionError("workload_jobs", f"workload_jobs must be >= 1, got {self.workload_jobs}")
         if self.perfect_predictions and self.predicts:
             raise OptionError("predict_resources", "perfect predictions replace --predict-resources: give one")
+        if self.time_limits is not None:
+            from dlsched.traces.time_limits import parse_time_limits
+
+            try:
+                parse_time_limits(self.time_limits)
+            except ValueError as exc:
+                raise OptionError("time_limits", str(exc)) from None
         if self.workload is not None:
             if self.trace is not None:
                 raise OptionError("workload", "give --trace or --workload, not both")

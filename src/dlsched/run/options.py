@@ -86,6 +86,10 @@ OPTIONS: dict[str, RunOption] = {o.key: o for o in (
          "train` (default: the shipped one). Implies --predict-resources.", param="predictor_dir"),
     _opt("gpu", "workload", "gpu", "GPU type: for --predict-resources, and the cluster's GPU memory with "
          "--max-jobs-per-gpu > 1 or --failure-model oom (default: V100, or the --workload's testbed GPU)."),
+    _opt("time_limits", "workload", "time_limits", "Give jobs without a time limit a user-style one: the true "
+         "duration x overestimate (a factor, or LO:HI drawn log-uniformly per job), rounded up to a multiple of "
+         "round seconds, for a share of the jobs; seeded by --seed. Jobs with a limit keep theirs; a note "
+         "counts both (docs/backfill.md).", metavar="overestimate=F,round=S,share=P"),
     # -- cluster -----------------------------------------------------------------------------------
     _opt("vc_config", "cluster", "vc_config", "VC sizes (vc,node num): a shortcut for --cluster."),
     _opt("cluster", "cluster", "cluster_file", "The whole cluster in one TOML/YAML file (node groups per VC, GPU "

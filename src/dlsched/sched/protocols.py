@@ -158,7 +158,7 @@ class PluginObserver(Protocol):
 PLUGIN_FLAGS = ("score_by_free", "single_node_only", "packs", "default_speed_model", "postpone", "needs_indexes")
 # ... and the flags a policy may set (Policy's attributes, plus what make_policy reads)
 POLICY_FLAGS = ("oracle", "preemptive", "requeues_running", "default_placement", "placement_name",
-                "needs_indexes")
+                "needs_indexes", "reserves")   # reserves: holds reservations (easy, conservative)
 
 
 # -- ground truth the kernel asks (simulated backends) -------------------------------------------

@@ -1,6 +1,7 @@
 """dlsched's own trace format (``--trace-format dlsched``), CSV or Parquet.
 
-Columns are :data:`CANONICAL_COLUMNS` (only :data:`REQUIRED_COLUMNS` must be present);
+Columns are :data:`CANONICAL_COLUMNS` (only :data:`REQUIRED_COLUMNS` must be present), then the
+optional ``attention``, ``stack`` and ``time_limit`` (seconds; empty: no limit);
 ``submit_time`` is in seconds from the origin. The origin (wall clock of time 0, ISO 8601) is kept
 beside a CSV in ``NAME.meta.json`` (``{"format": "dlsched", "origin": ...}``), so that the CSV itself
 is plain (any CSV reader takes it as is), and in the ``dlsched.origin`` schema metadata key in
@@ -38,6 +39,9 @@ _DICT_COLUMNS = ("vc", "user", "name", "status", "model_name", "onnx_ref")
 # (the memory predictor's attention mode and software stack; docs/traces.md)
 TRAINING_COLUMNS = ("attention", "stack")
 ATTENTION_VALUES = ("", "eager", "fused", "memory_efficient", "memory-efficient")
+# the user's maximum runtime in seconds (empty: no limit); read when present, written only when a
+# job has one (docs/backfill.md); the job's attribute is ``time_limit_s``
+TIME_LIMIT_COLUMN = "time_limit"
 
 
 def _read_parquet(path: Path) -> Table:
@@ -83,7 +87,7 @@ def _origin(table: Table) -> np.datetime64 | None:
 
 def load(path: Path, opts: LoadOptions) -> Trace:
     table = _read_parquet(path) if path.suffix.lower() in PARQUET_SUFFIXES else read_table(
-        path, numeric={"gpus", "submit_time", "duration", *_INT, *_FLOAT})
+        path, numeric={"gpus", "submit_time", "duration", TIME_LIMIT_COLUMN, *_INT, *_FLOAT})
     table.require(*REQUIRED_COLUMNS)
     report = LoadReport(source=str(path), rows_read=len(table))
     checks = Checks(table)
@@ -108,6 +112,9 @@ def load(path: Path, opts: LoadOptions) -> Trace:
     for name in _FLOAT:
         if name in columns:
             extra[name] = check_number(checks, name, minimum=0, required=False)
+    if TIME_LIMIT_COLUMN in columns:
+        extra["time_limit_s"] = check_number(checks, TIME_LIMIT_COLUMN, positive=True, required=False,
+                                             seconds=True)
     keep = checks.resolve(report, opts.skip_invalid)
     cols = Columns(job_id, vc, np.nan_to_num(gpus).astype(np.int64), np.nan_to_num(submit),
                    np.nan_to_num(duration), table.lines, extra, _origin(table)).take(keep)
@@ -125,6 +132,9 @@ def to_frame(trace: Trace) -> pd.DataFrame:
         values = [getattr(j, col, "") or "" for j in jobs]
         if any(values):
             data[col] = values
+    limits = [j.time_limit_s for j in jobs]
+    if any(v is not None for v in limits):   # only when some job has one: other files stay as they were
+        data[TIME_LIMIT_COLUMN] = [float("nan") if v is None else float(v) for v in limits]
     frame = pd.DataFrame(data, columns=list(data))
     for col in ("gpus", "cpus", "batch_size"):
         frame[col] = frame[col].astype(np.int64)

@@ -37,6 +37,7 @@ OPTIONAL_FIELDS: dict[str, object] = {
     "user": "", "name": "", "cpus": 0, "status": "", "model_name": "", "batch_size": 0,
     "onnx_ref": "", "gpu_util": float("nan"), "gpu_mem_mib": float("nan"),
     "attention": "", "stack": "",   # how the job trains (memory predictions): attention mode, software stack
+    "time_limit_s": None,           # the user's maximum runtime in seconds (None: no limit given)
 }
 
 
@@ -214,7 +215,8 @@ BUILD_ROWS = 1 << 16  # jobs built per block
 # Optional fields kept in a job's shared side records (dlsched.core.job), by record slot
 SIDE_FIELDS: dict[str, str] = {
     "cpus": "_spec", "model_name": "_spec", "batch_size": "_spec", "onnx_ref": "_spec", "attention": "_spec",
-    "stack": "_spec", "gpu_util": MEASURED_SLOT, "gpu_mem_mib": MEASURED_SLOT, "status": MEASURED_SLOT,
+    "stack": "_spec", "time_limit_s": "_spec", "gpu_util": MEASURED_SLOT, "gpu_mem_mib": MEASURED_SLOT,
+    "status": MEASURED_SLOT,
 }
 
 
@@ -233,7 +235,12 @@ def build_jobs(cols: Columns, submit: np.ndarray, order: np.ndarray) -> list[Job
     for attr, values in cols.extra.items():
         default = OPTIONAL_FIELDS[attr]
         values = values[order]
-        if isinstance(default, float):
+        if default is None:   # a float column whose NaN is "not given" (None on the job)
+            floats = values.astype(np.float64)
+            if np.isnan(floats).all():
+                continue
+            values = np.array([None if v != v else v for v in floats.tolist()], dtype=object)
+        elif isinstance(default, float):
             if np.isnan(values.astype(np.float64)).all():
                 continue
             values = values.astype(np.float64)

@@ -105,10 +105,15 @@ class FairSharePolicy(OrderingPolicy):
         """``user``'s decayed usage at ``now`` (GPU-seconds), running jobs included."""
         return self.tracker.at(user, now)
 
-    def schedule(self, view, vc):
-        if view.now != self.now:   # usage moved since the last instant's passes: re-rank
+    def begin_pass(self, view) -> None:
+        """Before a pass over the queue (this policy's, or a reserving policy's that borrows the
+        order): usage moved since the last instant's passes, so the queues re-rank."""
+        if view.now != self.now:
             self.now = view.now
             self.version += 1
+
+    def schedule(self, view, vc):
+        self.begin_pass(view)
         return super().schedule(view, vc)
 
     def user_rank(self, user: str) -> float:

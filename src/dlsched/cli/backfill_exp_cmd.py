@@ -1,0 +1,53 @@
+"""``dlsched experiment backfill``: EASY and conservative backfill with limits, predictions,
+predictions + correction and the truth, beside no backfill and greedy backfill, paired per seed
+on the built-in workload (docs/backfill.md prints its tables)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dlsched.cli.common import clear_errors, console, out
+
+
+def register(app: typer.Typer) -> None:
+    from dlsched.cli.topology_cmd import _group
+    from dlsched.experiments.dlsched.backfill import LIMITS
+
+    experiment = _group(app, "experiment", "Reproduce paper experiments.")
+
+    @experiment.command("backfill")
+    def backfill(seeds: Annotated[int, typer.Option("--seeds", help="seeded built-in workloads (seeds 0..N-1)")] = 10,
+                 jobs: Annotated[int, typer.Option("--jobs", help="jobs per built-in workload")] = 2000,
+                 nodes: Annotated[int, typer.Option("--nodes", help="8-GPU nodes of the one pool the jobs share")] = 32,
+                 limits: Annotated[str, typer.Option("--time-limits", help="how every job's time limit is drawn "
+                                                     "(see `dlsched simulate --help`)")] = LIMITS,
+                 markdown: Annotated[Path | None, typer.Option("--markdown", help="also write the tables as "
+                                                               "Markdown to this file")] = None,
+                 results: Annotated[Path | None, typer.Option("--results", help="also write the per-seed numbers "
+                                                              "as JSON to this file (scripts/backfill_table.py "
+                                                              "renders the docs tables from it)")] = None,
+                 as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON")] = False) -> None:
+        """No backfill, greedy backfill, easy and conservative (limits, predictions, predictions +
+        correction, truth): JCT, wait, bounded slowdown, large-job waits, utilisation, broken
+        reservations; paired differences with Bonferroni-corrected 95 % CIs."""
+        from dlsched.cli.checks import check_out_file
+        from dlsched.experiments.dlsched.backfill import experiment as run
+
+        with clear_errors():
+            for path, option in ((markdown, "--markdown"), (results, "--results")):
+                if path is not None:
+                    check_out_file(path, option)
+            result = run(seeds, jobs, limits, say=lambda text: console.print(text, highlight=False), nodes=nodes)
+            if markdown is not None:
+                markdown.write_text(result["markdown"] + "\n")
+            if results is not None:
+                keep = {k: result[k] for k in ("seeds", "jobs", "nodes", "limits", "results")}
+                results.write_text(json.dumps(keep, indent=1) + "\n")
+        if as_json:
+            out.print_json(json.dumps({k: v for k, v in result.items() if k != "markdown"}, default=float))
+            return
+        out.print(result["markdown"], highlight=False, markup=False)

@@ -1,0 +1,129 @@
+"""Runtime estimates and the record of reservations, shared by the ``easy`` and ``conservative`` policies.
+
+A reservation is the start time a backfilling policy promises a waiting job: later jobs may start
+ahead of it only when they do not push it back (docs/backfill.md). Both need a run time for every
+running and waiting job; :class:`Estimates` gives it from what a policy may read:
+
+* ``limit``: the user's time limit (``job.time_limit_s``; a job without one: unknown, inf);
+* ``prediction``: QSSF's online estimate (``job.pred_duration``, learnt from finished jobs only);
+* ``capped``: the prediction, capped by the limit where there is one;
+* ``truth``: the true duration, through the oracle's view (a declared oracle, refused live).
+
+A running job that has outlived its estimate is either taken to end now (``correction=off``: the
+estimate says nothing more) or corrected as in EASY++ (Tsafrir, Etsion and Feitelson 2007):
+``double`` doubles the estimate until it lies ahead, ``limit`` moves it to the job's time limit
+(doubling where there is none or it has passed too). Reservations are recomputed at every pass,
+so a correction moves them at once.
+
+:class:`ReservationBook` keeps, per job that ever held one, its first and last reserved start and
+its actual start: kept when it started no later than first promised, else broken by the
+difference. ``summary.json`` gets the counts and ``reservations.csv`` the rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from dlsched.core.job import Job
+
+ESTIMATES = ("limit", "prediction", "capped", "truth")
+CORRECTIONS = ("off", "double", "limit")
+_INF = math.inf
+KEPT_SLACK_S = 1e-6   # a start this close after the promise still keeps it (float noise)
+
+
+class Estimates:
+    """A job's estimated run time and a running job's estimated end, per the policy's choice."""
+
+    __slots__ = ("kind", "correction", "corrected")
+
+    def __init__(self, kind: str, correction: str) -> None:
+        if kind not in ESTIMATES:
+            raise ValueError(f"--param estimate must be one of {', '.join(ESTIMATES)}, got {kind!r}")
+        if correction not in CORRECTIONS:
+            raise ValueError(f"--param correction must be one of {', '.join(CORRECTIONS)}, got {correction!r}")
+        self.kind, self.correction = kind, correction
+        self.corrected: set[Job] = set()   # running jobs whose estimate a correction replaced
+
+    def run_time(self, job: Job, view) -> float:
+        """Estimated seconds from start to end (inf: unknown)."""
+        kind = self.kind
+        if kind == "truth":
+            return view.duration(job)
+        limit = job.time_limit_s
+        if kind == "limit":
+            return _INF if limit is None else limit
+        pred = job.pred_duration
+        pred = pred if pred == pred else _INF   # noqa: PLR0124 - NaN: nothing predicted
+        if kind == "capped" and limit is not None:
+            return min(pred, limit)
+        return pred
+
+    def end_of(self, job: Job, view, now: float) -> float:
+        """A running job's estimated end (>= now), corrected once it has outlived its estimate."""
+        start = job.run_since
+        est = self.run_time(job, view)
+        end = start + est
+        if end > now or self.correction == "off":
+            return max(end, now)
+        self.corrected.add(job)
+        limit = job.time_limit_s
+        if self.correction == "limit" and limit is not None and start + limit > now:
+            return start + limit
+        est = max(est, 1.0)
+        while start + est <= now:
+            est *= 2.0
+        if limit is not None and start + limit > now:
+            est = min(est, limit)
+        return start + est
+
+
+class ReservationBook:
+    """Per job: first and last reserved start, when the reservation was first made, actual start."""
+
+    __slots__ = ("records", "backfilled")
+
+    def __init__(self) -> None:
+        self.records: dict[Job, list[float]] = {}   # job -> [first, last, made at, started (nan: not yet)]
+        self.backfilled = 0                         # starts ahead of a waiting job that held a reservation
+
+    def clear(self) -> None:
+        self.records.clear()
+        self.backfilled = 0
+
+    def reserve(self, job: Job, start: float, now: float) -> None:
+        record = self.records.get(job)
+        if record is None:
+            self.records[job] = [start, start, now, math.nan]
+        else:
+            record[1] = start
+
+    def started(self, job: Job, now: float) -> None:
+        record = self.records.get(job)
+        if record is not None:
+            record[3] = now
+
+    def summary(self, corrected: int = 0) -> dict:
+        """Counts for ``summary.json``: made, kept, broken, the broken ones' delays, backfills."""
+        delays = [r[3] - r[0] for r in self.records.values() if r[3] == r[3] and r[3] > r[0] + KEPT_SLACK_S]
+        started = sum(1 for r in self.records.values() if r[3] == r[3])
+        return {"made": len(self.records), "kept": started - len(delays), "broken": len(delays),
+                "mean_delay_broken_s": sum(delays) / len(delays) if delays else 0.0,
+                "max_delay_broken_s": max(delays, default=0.0), "backfilled_jobs": self.backfilled,
+                "estimates_corrected": corrected}
+
+    def write(self, path: str | Path) -> None:
+        """``reservations.csv``: one row per job that held a reservation, in order of the first one."""
+        rows = sorted(self.records.items(), key=lambda kv: (kv[1][2], kv[0].index))
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            out = csv.writer(fh, lineterminator="\n")
+            out.writerow(["job_id", "vc", "gpus", "submit_time", "reserved_at", "first_reserved_start",
+                          "last_reserved_start", "start_time", "kept", "delay_s"])
+            for job, (first, last, made, start) in rows:
+                ran = start == start
+                delay = max(0.0, start - first) if ran else math.nan
+                kept = "" if not ran else ("yes" if delay <= KEPT_SLACK_S else "no")
+                out.writerow([job.job_id, job.vc, job.gpus, repr(job.submit_time), repr(made), repr(first),
+                              repr(last), repr(start) if ran else "", kept, repr(delay) if ran else ""])

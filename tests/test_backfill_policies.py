@@ -1,0 +1,203 @@
+"""``easy`` and ``conservative``: hand-checked small cases, the reservation record, refusals."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from dlsched.core.cluster import ClusterSpec
+from dlsched.core.job import Job
+from dlsched.kernel.decisions import Start
+from dlsched.registry import make_policy
+from dlsched.runner import RunSpec, run_one
+from dlsched.sim import Simulator
+
+
+def _one_node(gpus: int = 4) -> ClusterSpec:
+    return ClusterSpec.from_vc_sizes({"v": 1}, gpus)
+
+
+def _run(jobs: list[Job], policy: str, **options) -> dict[str, float]:
+    pol = make_policy(policy, **options)
+    Simulator(_one_node(), pol, None).run(jobs)
+    return {j.job_id: j.start_time for j in jobs}, pol
+
+
+def _four(limits: bool = True) -> list[Job]:
+    shape = [("j0", 3, 0.0, 10.0), ("j1", 2, 1.0, 10.0), ("j2", 2, 2.0, 10.0), ("j3", 1, 3.0, 20.0)]
+    return [Job(i, "v", g, t, d, time_limit_s=d if limits else None) for i, g, t, d in shape]
+
+
+def test_easy_starts_job_3_ahead_and_conservative_does_not():
+    """One node of 4 GPUs; estimates are exact (time limit = duration).
+
+    j0: 3 GPUs, t=0, 10 s -- starts at 0 (4 free), ends at 10.
+    j1: 2 GPUs, t=1, 10 s -- 1 free: waits. Both policies reserve t=10 (j0's end frees 3 -> 4 free).
+    j2: 2 GPUs, t=2, 10 s -- 1 free: waits. EASY: not the head, no reservation. Conservative: the
+        plan has 4 - 2 (j1) = 2 free over [10, 20), so j2 is reserved at 10 too (then 0 free there).
+    j3: 1 GPU, t=3, 20 s -- 1 free now, it would run [3, 23).
+        EASY: it ends after the shadow time 10, but at 10 it leaves 4 - 1 = 3 >= 2 GPUs for the
+        head j1: it starts at 3, ahead of j1 and j2.
+        Conservative: [10, 20) has 0 GPUs left after j1 and j2: no start before 20; reserved at 20.
+    t=10 (j0 ends): EASY: j1 starts (3 free), 1 left; j2 (2) is the head, shadow = j1's end 20
+        (j3 holds 1 until 23: at 20, 1 + 2 = 3 >= 2); starts at 20. Conservative: j1 and j2 start
+        (4 free); j3 keeps its reservation and starts at 20, when both end.
+    Starts -- EASY: j0 0, j1 10, j2 20, j3 3. Conservative: j0 0, j1 10, j2 10, j3 20.
+    """
+    easy, pol = _run(_four(), "easy", estimate="limit")
+    assert easy == {"j0": 0.0, "j1": 10.0, "j2": 20.0, "j3": 3.0}
+    assert pol.summary()["made"] == 2 and pol.summary()["broken"] == 0 and pol.summary()["backfilled_jobs"] == 1
+    cons, pol = _run(_four(), "conservative", estimate="limit")
+    assert cons == {"j0": 0.0, "j1": 10.0, "j2": 10.0, "j3": 20.0}
+    assert pol.summary()["made"] == 3 and pol.summary()["broken"] == 0
+    # no backfill: j1 and j2 start together at 10 (4 free), j3 waits behind them until 20
+    fifo, _ = _run(_four(), "fifo")
+    assert fifo == {"j0": 0.0, "j1": 10.0, "j2": 10.0, "j3": 20.0}
+
+
+def test_the_truth_oracle_decides_as_exact_limits_do():
+    easy, pol = _run(_four(limits=False), "easy", estimate="truth")
+    assert pol.oracle and easy == {"j0": 0.0, "j1": 10.0, "j2": 20.0, "j3": 3.0}
+
+
+def _short_prediction() -> list[Job]:
+    jobs = [Job("a", "v", 2, 0.0, 30.0, time_limit_s=40.0), Job("b", "v", 4, 1.0, 10.0, time_limit_s=40.0),
+            Job("c", "v", 2, 2.0, 15.0, time_limit_s=40.0), Job("d", "v", 2, 12.0, 5.0, time_limit_s=40.0)]
+    for job, pred in zip(jobs, (10.0, 10.0, 15.0, 5.0)):
+        job.pred_duration = pred   # what the estimator would have said; a's is 20 s short
+    return jobs
+
+
+@pytest.mark.parametrize("correction, starts, last", [
+    # off: at t=12 a has outlived its 10 s and is taken to end now: the head b is reserved at 12 and
+    # neither c (12+15) nor d (12+5) may end after it -> nothing backfills; a ends at 30: b runs
+    # [30, 40), then c and d start at 40.
+    ("off", {"a": 0.0, "b": 30.0, "c": 40.0, "d": 40.0}, 12.0),
+    # double: at 12, a's estimate 10 s doubles to 20 s: b's reservation moves from 10 to 20; d
+    # (ends 17 <= 20) backfills at 12, c (ends 27) does not; at 17 the reservation is still 20; a
+    # ends at 30: b [30, 40), then c at 40.
+    ("double", {"a": 0.0, "b": 30.0, "c": 40.0, "d": 12.0}, 20.0),
+    # limit: at 12, a's estimate moves to its limit, 40: c (ends 27) backfills at 12 (then no GPU is
+    # free for d); at 27 c ends and d (ends 32 <= 40) backfills; at 30 a ends but d holds 2 of the
+    # 4 GPUs b needs: b is reserved at d's end, 32, and starts then.
+    ("limit", {"a": 0.0, "b": 32.0, "c": 12.0, "d": 27.0}, 32.0),
+])
+def test_a_short_prediction_is_corrected_and_the_reservation_moves(correction, starts, last):
+    """One node of 4 GPUs. a: 2 GPUs, t=0, runs 30 s, predicted 10. b: 4 GPUs, t=1, 10 s. c: 2
+    GPUs, t=2, 15 s. d: 2 GPUs, t=12, 5 s (predictions of b, c, d exact; every limit 40 s).
+    At t=1 b is the head, reserved at a's predicted end 10; c (ends 17 > 10, and at 10 it would
+    leave 2 < 4 GPUs) waits. The cases say what happens at t=12, when d arrives."""
+    jobs = _short_prediction()
+    got, pol = _run(jobs, "easy", estimate="prediction", correction=correction)
+    assert got == starts
+    first, latest, made, start = pol.book.records[jobs[1]]
+    assert (first, made, start) == (10.0, 1.0, starts["b"])
+    assert latest == last
+    summary = pol.summary()
+    assert summary["broken"] >= 1 and summary["max_delay_broken_s"] == starts["b"] - 10.0
+    assert summary["estimates_corrected"] == (0 if correction == "off" else 1)
+
+
+def test_the_run_directory_has_the_reservations_and_their_counts(tmp_path):
+    jobs = _four()
+    summary = run_one(jobs, _one_node(), RunSpec(policy="easy", policy_options={"estimate": "limit"}), tmp_path)
+    assert summary["reservations"] == {"made": 2, "kept": 2, "broken": 0, "mean_delay_broken_s": 0.0,
+                                       "max_delay_broken_s": 0.0, "backfilled_jobs": 1, "estimates_corrected": 0}
+    assert json.loads((tmp_path / "summary.json").read_text())["reservations"]["made"] == 2
+    rows = list(csv.DictReader((tmp_path / "reservations.csv").open()))
+    assert [(r["job_id"], r["first_reserved_start"], r["start_time"], r["kept"]) for r in rows] == [
+        ("j1", "10.0", "10.0", "yes"), ("j2", "20.0", "20.0", "yes")]
+
+
+@pytest.mark.parametrize("order", ["qssf", "fairshare", "las", "sjf"])
+def test_any_queue_order_runs_to_the_end(order):
+    jobs = [Job(f"j{i}", "v", 1 + i % 4, float(i), 5.0 + 7 * (i % 5), user=f"u{i % 3}", time_limit_s=100.0)
+            for i in range(40)]
+    for name in ("easy", "conservative"):
+        for job in jobs:
+            job.reset()
+        pol = make_policy(name, order=order, estimate="capped")
+        Simulator(_one_node(), pol, None).run(jobs)
+        assert all(j.end_time > 0 for j in jobs)
+        assert pol.summary()["made"] > 0
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"estimate": "guess"}, "--param estimate must be one of limit, prediction, capped, truth"),
+    ({"correction": "triple"}, "--param correction must be one of off, double, limit"),
+    ({"on_overrun": "stop"}, "on_overrun=stop"),
+    ({"order": "srtf"}, "--param order='srtf' is not a queue order"),
+    ({"order": "easy"}, "is not a queue order"),
+    ({"backfill": True}, "leave out --backfill"),
+    ({"share": True}, "reservations need exclusive GPUs"),
+])
+def test_what_cannot_work_is_refused_by_name(options, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        make_policy("easy", **options)
+
+
+def test_limit_estimates_need_a_limit_on_every_job():
+    pol = make_policy("conservative", estimate="limit")
+    with pytest.raises(ValueError, match=r"1 of 4 have none \(e.g. \['j2'\]\).*--time-limits"):
+        jobs = _four()
+        jobs[2].time_limit_s = None
+        pol.validate_trace(jobs)
+
+
+def _cli(*argv) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from dlsched.cli.main import app
+
+    result = CliRunner().invoke(app, [str(a) for a in argv])
+    assert "Traceback" not in result.output
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--param", "on_overrun=stop"], "error: --param on_overrun=stop: stopping a backfilled job"),
+    (["--max-jobs-per-gpu", "2"], "error: easy: reservations need exclusive GPUs"),
+    (["--backfill"], "error: easy backfills by its reservations: leave out --backfill"),
+    (["--param", "estimate=limit"], "error: easy: --param estimate=limit needs a time limit on every job; 50 of 50"),
+    (["--cluster", "docs/examples/queues.toml"], "error: --policy easy holds reservations on its VC's own GPUs"),
+])
+def test_the_command_line_refuses_in_one_error_line(tmp_path, extra, message):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    extra = [str(root / e) if e.startswith("docs/") else e for e in extra]
+    code, out = _cli("simulate", "--jobs", "50", "--policy", "easy", *extra, "--out", tmp_path / "r")
+    errors = [line for line in out.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and errors[0].startswith(message), out
+
+
+def test_the_command_line_runs_with_drawn_limits(tmp_path):
+    code, out = _cli("simulate", "--jobs", "300", "--policy", "conservative", "--time-limits",
+                     "overestimate=1:3,round=600", "--param", "estimate=limit", "--out", tmp_path / "r")
+    assert code == 0, out
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["policy"] == "conservative" and summary["jobs"] == 300
+    assert summary["reservations"]["made"] == len(list(csv.DictReader((tmp_path / "r" / "reservations.csv").open())))
+
+
+@pytest.mark.parametrize("name", ["easy", "conservative"])
+def test_gangs_run_with_reservations(name):
+    """Jobs of 2-GPU pods on two nodes of 4 GPUs: each pod lands on one node, every job ends."""
+    jobs = [Job(f"g{i}", "v", (2, 4, 6, 2)[i % 4], float(i), 10.0 + 3 * i, gpus_per_pod=2, time_limit_s=100.0)
+            for i in range(12)]
+    pol = make_policy(name, estimate="limit")
+    shares: list[list[int]] = []
+    passes = pol.schedule
+
+    def recorded(view, vc):   # each start's GPUs per node, as the policy decided it
+        for decision in passes(view, vc):
+            if isinstance(decision, Start):
+                shares.append([mask.bit_count() for _, mask in decision.placement])
+            yield decision
+
+    pol.schedule = recorded
+    Simulator(ClusterSpec.from_vc_sizes({"v": 2}, 4), pol, None).run(jobs)
+    assert all(j.end_time > 0 for j in jobs) and len(shares) == len(jobs)
+    assert all(n % 2 == 0 for per_node in shares for n in per_node)
