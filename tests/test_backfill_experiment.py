@@ -47,9 +47,11 @@ def test_pairs_are_per_seed_differences_with_a_corrected_ci():
     (["--jobs", "0"], "--jobs must be >= 1, got 0"),
     (["--nodes", "0"], "--nodes must be >= 1, got 0"),
     (["--time-limits", "round=0"], "--time-limits: round must be > 0 seconds"),
-    (["--markdown", "no-such-dir/x.md"], "--markdown"),
+    (["--markdown", "{tmp}/a-file/x.md"], "--markdown"),
 ])
-def test_bad_input_is_one_error_line(args, message):
+def test_bad_input_is_one_error_line(args, message, tmp_path):
+    (tmp_path / "a-file").write_text("")   # a folder that cannot be made: a file has its name
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     res = CliRunner().invoke(app, ["experiment", "backfill", *args])
     assert res.exit_code == 2 and "error: " in res.output and message in res.output, res.output
     assert "Traceback" not in res.output

@@ -42,9 +42,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("dlsched.sched.policies.coscheml", "dlsched.models.colocation_table"):
         "Co-scheML trains its interference model on the measured co-location table, the same data the "
         "simulator's ground truth is read from (a policy sees the table's predictions, never the truth)",
-    ("dlsched.sched.reserving", "dlsched.registry"):
-        "easy and conservative compose any registered queue order, named by their --param order "
-        "(looked up inside functions, when the parameters are checked and the policy is built)",
 }
 
 # edges that another change of issue 21 removes (point 1: the run configuration moves out of the

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from dlsched.core.cluster import ClusterSpec
+from dlsched.sched import order_table
 from dlsched.sched.framework import PlacementPipeline
 
 
@@ -126,6 +127,7 @@ POLICIES: Mapping[str, type] = LazyTable({
     "easy": "dlsched.sched.policies.easy:EasyPolicy",
     "conservative": "dlsched.sched.policies.conservative:ConservativePolicy",
 })
+order_table.use(POLICIES)   # easy/conservative compose a queue order named by --param order
 
 PLACERS: Mapping[str, Callable[[], object]] = LazyTable({
     "consolidate": "dlsched.sched.placers.consolidate:ConsolidatePlacer",

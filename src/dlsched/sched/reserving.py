@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from dlsched.core.job import Job
 from dlsched.kernel.view import ClusterView
+from dlsched.sched import order_table
 from dlsched.sched.ordering import OrderingPolicy
 from dlsched.sched.protocols import PolicyBase
 from dlsched.sched.reservations import CORRECTIONS, ESTIMATES, Estimates, ReservationBook
@@ -61,8 +62,7 @@ class BackfillParams:
 
 def order_policy(name: str) -> type:
     """The ordering class ``name`` names; ValueError for one that is not a non-preemptive queue order."""
-    from dlsched.registry import POLICIES
-
+    POLICIES = order_table.policies()
     cls = POLICIES.get(name) if name in POLICIES else None
     if cls is None or not issubclass(cls, OrderingPolicy) or cls.preemptive or issubclass(cls, ReservingPolicy):
         usable = [n for n in POLICIES if _is_order(n)]
@@ -71,8 +71,7 @@ def order_policy(name: str) -> type:
 
 
 def _is_order(name: str) -> bool:
-    from dlsched.registry import POLICIES
-
+    POLICIES = order_table.policies()
     try:
         cls = POLICIES[name]
     except (ImportError, AttributeError):   # pragma: no cover - a broken plug-in entry
