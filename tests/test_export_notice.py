@@ -174,3 +174,20 @@ def test_export_first_exports_once_with_the_note_and_names_a_failure(monkeypatch
     monkeypatch.setenv("DLSCHED_CACHE", str(tmp_path / "d"))
     export_first(jobs, said.append)
     assert said[-1] == "note: could not export ppo_lunarlander (RuntimeError: no builder)"
+
+
+def test_a_workload_run_exports_its_models_first_and_only_when_it_predicts(monkeypatch):
+    """`simulate --workload W --predict-resources` goes through export_first (no silent export)."""
+    from dlsched.run import workload
+
+    calls: list[int] = []
+    monkeypatch.setattr("dlsched.run.resources.export_first", lambda jobs, say: calls.append(len(jobs)))
+    monkeypatch.setattr(workload, "give_predictions",
+                        lambda jobs, *a: {"predictor": len(jobs), "noisy_prior": 0} if not a[-1] else None)
+    said: list[str] = []
+    _, jobs, *_ = workload.load_workload("coscheml-30", 0, "builtin", None, None, 4, None, None, True,
+                                         lambda text, style="": said.append(text))
+    assert calls == [len(jobs)] and any(s.startswith("predicted GPU utilisation and memory for") for s in said)
+    workload.load_workload("coscheml-30", 0, "builtin", None, None, 4, None, None, False)
+    workload.load_workload("coscheml-30", 0, "builtin", None, None, 4, None, None, True, perfect=True)
+    assert calls == [len(jobs)]   # no predictions, or perfect ones: nothing to export
