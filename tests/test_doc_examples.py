@@ -105,6 +105,6 @@ def test_the_cheap_documented_commands_run_as_written():
 
 @pytest.mark.slow
 def test_every_other_documented_command_runs_as_written():
-    """Minutes to an hour on a loaded 2-core machine: Philly-window simulations, the paper tables."""
+    """Hours on a loaded 2-core machine (topo-scenario2 and `reproduce all` alone take tens of minutes)."""
     proc = _script("--expensive", "--timeout", "1800", timeout=6 * 3600)
     assert proc.returncode == 0, "\n".join(ln for ln in proc.stdout.splitlines() if not ln.startswith(("ok", "skip")))
