@@ -106,3 +106,88 @@ def test_listener_is_scoped_to_its_block():
         export_torch_module(torch.nn.Linear(3, 3), torch.ones(1, 3))
     export_torch_module(torch.nn.Linear(3, 3), torch.ones(1, 3))
     assert [(p.module, p.params, p.param_bytes, p.large) for p in seen] == [("Linear", 12, 48, False)]
+
+
+def _simulate_predicting(monkeypatch, tmp_path, cache: Path, threshold: str) -> tuple[int, str]:
+    monkeypatch.setenv("DLSCHED_CACHE", str(cache))
+    monkeypatch.setenv(export_notice.NOTE_ENV, threshold)
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,vc,gpus,submit_time,duration,model_name,batch_size\n"
+                     "a,v,1,0,10,ppo_lunarlander,8\nb,v,1,5,10,ppo_lunarlander,8\n")
+    res = runner.invoke(app, ["simulate", "--trace", str(trace), "--nodes", "1", "--predict-resources",
+                              "--out", str(tmp_path / "o")])
+    return res.exit_code, res.output
+
+
+def test_simulate_predict_resources_announces_a_big_export(monkeypatch, tmp_path):
+    """`simulate --predict-resources` says the same note as `predict` before a big zoo export (issue 37)."""
+    cache = tmp_path / "c"
+    code, out = _simulate_predicting(monkeypatch, tmp_path, cache, "0")
+    assert code == 0, out
+    lines = [" ".join(ln.split()) for ln in out.split("\n") if "ppo_lunarlander" in ln]
+    entry = cache / "ppo_lunarlander-v1.onnx"
+    notes = [ln for ln in lines if ln.startswith("note: exporting zoo model ppo_lunarlander to ONNX (PPOPolicy, ")]
+    assert len(notes) == 1, out   # two jobs, one model: one export, one note
+    assert re.search(r"parameters, \d+ MiB of weights\) takes ~\d+ s and ~\d+ MB of memory on CPU, once: the "
+                     r"graph is cached in .*ppo_lunarlander-v1\.onnx", " ".join(out.split())), out
+    assert any(re.fullmatch(r"exported 1/1: ppo_lunarlander \(\d+ s\)", ln) for ln in lines), lines
+    assert entry.is_file()
+    code, out = _simulate_predicting(monkeypatch, tmp_path, cache, "0")   # cached: nothing announced
+    assert code == 0 and "note: exporting" not in out and "exported 1/1" not in out
+
+
+def test_simulate_small_export_has_progress_but_no_note(monkeypatch, tmp_path):
+    code, out = _simulate_predicting(monkeypatch, tmp_path, tmp_path / "c", str(export_notice.NOTE_PARAMS))
+    assert code == 0, out
+    assert "exported 1/1: ppo_lunarlander" in out and "note: exporting" not in out
+
+
+def test_simulate_bad_threshold_is_one_error_before_the_export(monkeypatch, tmp_path):
+    code, out = _simulate_predicting(monkeypatch, tmp_path, tmp_path / "c", "lots")
+    assert code == 2
+    assert f"error: {export_notice.NOTE_ENV}='lots': expected a whole number of parameters" in out
+    assert "Traceback" not in out and not (tmp_path / "c" / "ppo_lunarlander-v1.onnx").exists()
+
+
+def test_export_first_exports_once_with_the_note_and_names_a_failure(monkeypatch, tmp_path):
+    """The workloads' predictor resolves models silently: the run exports them first, with the same words."""
+    from types import SimpleNamespace
+
+    from dlsched.run.resources import export_first
+
+    monkeypatch.setenv("DLSCHED_CACHE", str(tmp_path / "c"))
+    monkeypatch.setenv(export_notice.NOTE_ENV, "0")
+    jobs = [SimpleNamespace(model_name=m, onnx_ref="") for m in ("ppo_lunarlander", "ppo_lunarlander", "no_such")]
+    said: list[str] = []
+    export_first(jobs, said.append)
+    assert said[0].startswith("exporting 1 zoo models to ONNX on CPU") and said[0].endswith(": ppo_lunarlander")
+    assert said[1].startswith("note: exporting zoo model ppo_lunarlander to ONNX (PPOPolicy, ")
+    assert re.fullmatch(r"exported 1/1: ppo_lunarlander \(\d+ s\)", said[2]) and len(said) == 3
+    said.clear()
+    export_first(jobs, said.append)   # cached: silent
+    assert said == []
+
+    def broken(name: str):
+        raise RuntimeError("no builder")
+
+    monkeypatch.setattr("dlsched.graph.zoo.model_path", broken)
+    monkeypatch.setenv("DLSCHED_CACHE", str(tmp_path / "d"))
+    export_first(jobs, said.append)
+    assert said[-1] == "note: could not export ppo_lunarlander (RuntimeError: no builder)"
+
+
+def test_a_workload_run_exports_its_models_first_and_only_when_it_predicts(monkeypatch):
+    """`simulate --workload W --predict-resources` goes through export_first (no silent export)."""
+    from dlsched.run import workload
+
+    calls: list[int] = []
+    monkeypatch.setattr("dlsched.run.resources.export_first", lambda jobs, say: calls.append(len(jobs)))
+    monkeypatch.setattr(workload, "give_predictions",
+                        lambda jobs, *a: {"predictor": len(jobs), "noisy_prior": 0} if not a[-1] else None)
+    said: list[str] = []
+    _, jobs, *_ = workload.load_workload("coscheml-30", 0, "builtin", None, None, 4, None, None, True,
+                                         lambda text, style="": said.append(text))
+    assert calls == [len(jobs)] and any(s.startswith("predicted GPU utilisation and memory for") for s in said)
+    workload.load_workload("coscheml-30", 0, "builtin", None, None, 4, None, None, False)
+    workload.load_workload("coscheml-30", 0, "builtin", None, None, 4, None, None, True, perfect=True)
+    assert calls == [len(jobs)]   # no predictions, or perfect ones: nothing to export

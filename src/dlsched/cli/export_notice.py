@@ -3,11 +3,11 @@
 The first ``dlsched predict gpt2_large`` exports for minutes at gigabytes of memory; without a word
 it looks hung. The exporter reports the module's size before tracing (``graph.export.on_export``);
 exports of at least ``DLSCHED_EXPORT_NOTE_PARAMS`` parameters (default :data:`NOTE_PARAMS`) are
-announced with their rough cost. Small exports stay silent, as before."""
+announced with their rough cost. Small exports stay silent, as before. The words are
+:mod:`dlsched.graph.export_note`'s, which ``simulate --predict-resources`` says too."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,52 +16,24 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 
 from dlsched.cli import progress
+from dlsched.graph import export_note
+from dlsched.graph.export_note import NOTE_ENV, NOTE_PARAMS, duration, plan_note
 
 if TYPE_CHECKING:
     from dlsched.graph.export import ExportPlan
 
-#: exports of this many parameters or more get the note (~18 s and ~1.2 GB by the export's estimate)
-NOTE_PARAMS = 50_000_000
-NOTE_ENV = "DLSCHED_EXPORT_NOTE_PARAMS"
+__all__ = ["NOTE_ENV", "NOTE_PARAMS", "exporting", "note_threshold", "plan_note"]
 
 T = TypeVar("T")
 
 
 def note_threshold() -> int:
-    """The parameter count from which an export is announced: ``$DLSCHED_EXPORT_NOTE_PARAMS`` or the default."""
-    text = os.environ.get(NOTE_ENV, "").strip()
-    if not text:
-        return NOTE_PARAMS
+    """:func:`dlsched.graph.export_note.note_threshold`, a bad value one ``error:`` line and exit 2."""
     try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        value = -1
-    if value < 0:
-        typer.echo(f"error: {NOTE_ENV}={text!r}: expected a whole number of parameters (0 announces every export)",
-                   err=True)
-        raise typer.Exit(2)
-    return value
-
-
-def _duration(seconds: float) -> str:
-    return f"~{seconds:.0f} s" if seconds < 90 else f"~{seconds / 60:.0f} min"
-
-
-def _count(params: int) -> str:
-    return f"{params / 1e6:,.1f} M" if params >= 1e6 else f"{params:,}"
-
-
-def _size(nbytes: float, binary: bool) -> str:
-    (big, big_unit), (small, small_unit) = ((2**30, "GiB"), (2**20, "MiB")) if binary else ((1e9, "GB"), (1e6, "MB"))
-    return f"{nbytes / big:.1f} {big_unit}" if nbytes >= big else f"{nbytes / small:.0f} {small_unit}"
-
-
-def plan_note(name: str, plan: ExportPlan, cache: Path) -> str:
-    """The ``note:`` line for an export of zoo model ``name`` described by ``plan``."""
-    return (f"note: exporting zoo model {name} to ONNX ({plan.module}, {_count(plan.params)} parameters, "
-            f"{_size(plan.param_bytes, True)} of weights) takes {_duration(plan.seconds)} and "
-            f"~{_size(plan.peak_bytes, False)} of memory on CPU, once: the graph is cached in {cache} "
-            f"(DLSCHED_CACHE moves the cache)")
+        return export_note.note_threshold()
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def exporting(name: str, cache: Path, export: Callable[[], T], *, say: Callable[[str], None] | None = None,
@@ -81,7 +53,7 @@ def exporting(name: str, cache: Path, export: Callable[[], T], *, say: Callable[
                 live.clear()
                 emit(plan_note(name, plan, cache))
                 announced.append(time.perf_counter())
-            live.text = f"tracing to ONNX (expected {_duration(plan.seconds)})"
+            live.text = f"tracing to ONNX (expected {duration(plan.seconds)})"
 
         t0 = time.perf_counter()
         with on_export(listen):

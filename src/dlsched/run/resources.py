@@ -46,20 +46,64 @@ def announce_zoo_exports(jobs, say: Say = quiet) -> dict[str, str]:
 
 def with_export_progress(resolver, exports: dict[str, str], say: Say = quiet):
     """``resolver`` that prints ``exported k/N: NAME (T s)`` after each zoo export it triggers
-    (``exports``: model reference -> zoo name still to export), so a long first run shows progress."""
+    (``exports``: model reference -> zoo name still to export), so a long first run shows progress;
+    before an export of ``DLSCHED_EXPORT_NOTE_PARAMS`` parameters or more it says what it exports,
+    its rough time and memory and where it is cached, as ``predict`` does (issue 37).
+    A bad ``DLSCHED_EXPORT_NOTE_PARAMS`` is a ValueError naming it, before any export."""
     total = len(set(exports.values()))
     done: set[str] = set()
+    if not exports:
+        return resolver
+    from dlsched.graph.export import on_export
+    from dlsched.graph.export_note import note_threshold, plan_note
+    from dlsched.graph.zoo.cache import entry_path
+
+    limit = note_threshold()
 
     def resolve(ref: str):
         name = exports.get(ref)
+        if name is None or name in done:
+            return resolver(ref)
+
+        def listen(plan) -> None:
+            if plan.params >= limit:
+                say(plan_note(name, plan, entry_path(name)))
+
         t0 = time.perf_counter()
-        result = resolver(ref)
-        if name is not None and name not in done:
-            done.add(name)
-            say(f"exported {len(done)}/{total}: {name} ({time.perf_counter() - t0:.0f} s)")
+        with on_export(listen):
+            result = resolver(ref)
+        done.add(name)
+        say(f"exported {len(done)}/{total}: {name} ({time.perf_counter() - t0:.0f} s)")
         return result
 
     return resolve
+
+
+def export_first(jobs, say: Say = quiet) -> None:
+    """Export the zoo models of ``jobs`` that are not cached yet, each with its progress line (and the
+    note before a big one), for a predictor that resolves models without a word (the workloads'
+    :func:`~dlsched.workloads.attach_predictions`). A model that fails to export is named in a
+    note: its jobs then get what the predictor gives unresolved models."""
+    exports = announce_zoo_exports(jobs, say)
+    if not exports:
+        return
+    from dlsched.graph.zoo import model_path
+
+    failed: list[str] = []
+
+    def export(ref: str):
+        try:
+            return model_path(exports[ref])
+        except Exception as exc:  # noqa: BLE001 - reported, and the predictor treats the model as unresolved
+            failed.append(f"{exports[ref]} ({type(exc).__name__}: {exc})")
+            return None
+
+    resolve = with_export_progress(export, exports, say)
+    for ref in sorted(exports, key=lambda r: exports[r]):
+        resolve(ref)
+    if failed:
+        say(f"note: could not export {'; '.join(failed[:3])}" + (f" (+{len(failed) - 3} more)" if len(failed) > 3
+                                                                 else ""))
 
 
 def predict_resources(jobs, gpu: str, predictor_dir: Path | None = None, say: Say = quiet,

@@ -103,6 +103,10 @@ def load_workload(name: str, seed: int, profiles: str, gpu: str | None, nodes: i
                               topology)
     else:
         cluster = cluster_for(job_list, wl.vc_nodes, None, wl.gpus_per_node, topology)
+    if predict and not perfect:
+        from dlsched.run.resources import export_first
+
+        export_first(job_list, say)   # first use: progress and a note before a big export, not minutes of silence
     if perfect or predict:
         counts = give_predictions(job_list, name, seed, jobs, truth, gpu, perfect)
     if counts is not None:
