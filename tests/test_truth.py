@@ -65,8 +65,8 @@ class _Halved:
     def predict_util(self, feats, gpu):
         return self.inner.predict_util(feats, gpu)
 
-    def predict_mem_mib(self, feats, gpu):
-        m = self.inner.predict_mem_mib(feats, gpu)
+    def predict_mem_mib(self, feats, gpu, **kw):
+        m = self.inner.predict_mem_mib(feats, gpu, **kw)
         return None if m is None else tuple(0.5 * v for v in m)
 
 
@@ -87,10 +87,14 @@ def test_swapping_the_predictor_changes_predictions_and_decisions_not_the_truth(
         workload_predictions.cache_clear()
     truth = [(j.job_id, true_util(j), true_mem(j), true_duration(j)) for j in before.trace.jobs]
     assert truth == [(j.job_id, true_util(j), true_mem(j), true_duration(j)) for j in after.trace.jobs]
-    # halved, except where the physical floor (weights, gradients, optimizer state, saved
-    # activations, the loss transient, the context) holds a prediction up: never below its bytes
-    pairs = [(a.pred_gpu_mem_mib, b.pred_gpu_mem_mib) for a, b in zip(after.trace.jobs, before.trace.jobs)]
-    assert sum(a < b - 1 for a, b in pairs) >= len(pairs) // 2   # most are lower: the predictor changed
+    # the wrapper is asked with the same stack (unknown) as the shipped predictor, so each of its
+    # predictions is half the shipped one (before issue 36's path fix it was asked for the fit
+    # stack's larger context: resnet18_cifar@16 got 1,075 MiB halved against 929 MiB shipped)
+    pairs = [(a.pred_gpu_mem_mib, b.pred_gpu_mem_mib) for a, b in zip(after.trace.jobs, before.trace.jobs)
+             if not math.isnan(b.pred_gpu_mem_mib)]
+    by_predictor = [(a, b) for a, b in pairs if a == pytest.approx(0.5 * b, rel=1e-9)]
+    assert len(by_predictor) >= len(pairs) // 2   # the predictor changed (the rest: the noisy prior)
+    assert all(a < b for a, b in by_predictor)
     assert runs_after["decisions"] != runs_before["decisions"]
     assert runs_after["failures"] > runs_before["failures"]  # halved requests overfill GPUs more often
     speed = resolve_truth().speed_model()
