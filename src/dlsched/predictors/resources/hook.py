@@ -36,7 +36,8 @@ def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: Mod
     reference is resolved once. The job's ``optimizer``, ``amp``, ``attention`` and ``stack``
     reach the memory model; with ``calibration`` (a
     :class:`~dlsched.predictors.resources.stack_calibration.StackCalibration`) the memory
-    prediction is recorded there and replaced by its calibrated value.
+    prediction is recorded there, under the job's GPU type, stack and model family, and replaced
+    by its calibrated value.
     """
     if predictor is None:
         return 0
@@ -67,12 +68,15 @@ def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: Mod
         if mem is not None:
             job.pred_gpu_mem_mib = float(mem[0])
             if calibration is not None:
-                from dlsched.predictors.resources.stack_calibration import job_signature
+                from dlsched.predictors.resources.stack_calibration import job_signature, model_family
 
                 sig = job_signature(ref, batch, int(feats.get("seq", 0)), getattr(job, "optimizer", ""), amp,
                                     getattr(job, "attention", ""))
+                # per gpu|stack|family, as `predictor calibrate` keys its corrections: a CNN's peaks
+                # say little about a transformer's (issue 36 point 6)
                 job.pred_gpu_mem_mib = float(calibration.record(job.job_id, float(mem[0]), gpu,
-                                                                getattr(job, "stack", ""), sig))
+                                                                getattr(job, "stack", ""), sig,
+                                                                model_family(feats)))
         if util is not None or mem is not None:
             filled += 1
     return filled
