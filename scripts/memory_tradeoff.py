@@ -127,7 +127,7 @@ def score(rows, share: float, label: Callable | str | None) -> dict[str, float]:
         mode = label if isinstance(label, str) else label is not None
         pred[te] = fit_predict(X[~te], y[~te], w[~te], fam[~te], lab[~te], X[te], lab[te], share, mode)
     r = pred / y
-    return {"under0": 100 * np.mean(r < 1), "under10": 100 * np.mean(r * 1.1 < 1), "median": np.median(r),
+    return {"under0": 100 * np.mean(r < 1), "under10": 100 * np.mean(r < 0.9), "median": np.median(r),
             "mape": 100 * np.mean(np.abs(r - 1)), "p90": np.quantile(r, 0.9)}
 
 

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = [stack, f"{ctx:,.0f}"]
         for X, y in sets.values():
             p = model.predict(X, ctx)
-            cells += [f"{100 * np.mean(p < y):.1f} %", f"{100 * np.mean(p * 1.1 < y):.1f} %",
+            cells += [f"{100 * np.mean(p < y):.1f} %", f"{100 * np.mean(p < 0.9 * y):.1f} %",
                       f"{np.median(p / y):.2f}"]
         if not args.no_sim:
             for truth in ("builtin", "lucid"):
