@@ -34,7 +34,7 @@ def test_calibrate_runs_on_the_example(tmp_path) -> None:
     # one correction per (GPU type, stack, model family): the six are CNNs; raw predictions made as
     # `predict --stack unknown` makes them (issue 36)
     assert result.output.startswith("a100 / stack unknown / cnn: 6 observed jobs; intercept ")
-    assert "error 20.1 % before -> 27.8 % after" in result.output
+    assert "error 49.3 % before -> 33.9 % after" in result.output   # unknown: the largest known context
     assert "no observed transformer, other jobs; their predictions stay uncorrected" in result.output
     assert (tmp_path / "cal" / "manifest.json").is_file()
 

@@ -65,8 +65,8 @@ class _Halved:
     def predict_util(self, feats, gpu):
         return self.inner.predict_util(feats, gpu)
 
-    def predict_mem_mib(self, feats, gpu):
-        m = self.inner.predict_mem_mib(feats, gpu)
+    def predict_mem_mib(self, feats, gpu, **kw):
+        m = self.inner.predict_mem_mib(feats, gpu, **kw)
         return None if m is None else tuple(0.5 * v for v in m)
 
 
@@ -87,10 +87,14 @@ def test_swapping_the_predictor_changes_predictions_and_decisions_not_the_truth(
         workload_predictions.cache_clear()
     truth = [(j.job_id, true_util(j), true_mem(j), true_duration(j)) for j in before.trace.jobs]
     assert truth == [(j.job_id, true_util(j), true_mem(j), true_duration(j)) for j in after.trace.jobs]
-    # halved, except where the physical floor (weights, gradients, optimizer state, saved
-    # activations, the loss transient, the context) holds a prediction up: never below its bytes
-    pairs = [(a.pred_gpu_mem_mib, b.pred_gpu_mem_mib) for a, b in zip(after.trace.jobs, before.trace.jobs)]
-    assert sum(a < b - 1 for a, b in pairs) >= len(pairs) // 2   # most are lower: the predictor changed
+    # the wrapper is asked with the same stack (unknown) as the shipped predictor, so each of its
+    # predictions is half the shipped one (before issue 36's path fix it was asked for the fit
+    # stack's larger context: resnet18_cifar@16 got 1,075 MiB halved against 929 MiB shipped)
+    pairs = [(a.pred_gpu_mem_mib, b.pred_gpu_mem_mib) for a, b in zip(after.trace.jobs, before.trace.jobs)
+             if not math.isnan(b.pred_gpu_mem_mib)]
+    by_predictor = [(a, b) for a, b in pairs if a == pytest.approx(0.5 * b, rel=1e-9)]
+    assert len(by_predictor) >= len(pairs) // 2   # the predictor changed (the rest: the noisy prior)
+    assert all(a < b for a, b in by_predictor)
     assert runs_after["decisions"] != runs_before["decisions"]
     assert runs_after["failures"] > runs_before["failures"]  # halved requests overfill GPUs more often
     speed = resolve_truth().speed_model()
@@ -114,15 +118,19 @@ def test_lucid_truth_is_measured(shared):
     assert all(true_mem(j) <= 8 * 1024 for j in wl.trace.jobs)  # only types that fit an RTX 2080 alone
 
 
-@pytest.mark.xfail(strict=True, reason="issue 36 refit the memory model (exact terms at >= 1, asymmetric loss, "
-                   "2 % lift): the measurement now gives (-2.383, -1.263, -0.781, -0.238, -0.129, -0.053, "
-                   "-0.025, 0.084, 0.165, 0.37, 1.316); re-deriving the built-in truth's deciles moves the "
-                   "sharing figures, which is the lead's call (issue 36 point 5)")
-def test_the_memory_error_deciles_are_what_the_measurement_gives(shared):
-    """MEMORY_LOG_ERROR_DECILES is recomputed from Lucid's measured jobs, not typed in."""
+#: today's model's out-of-fold Lucid errors (issue 36's asymmetric fit with its <= 2 % lift)
+TODAYS_DECILES = (-2.383, -1.263, -0.781, -0.238, -0.129, -0.053, -0.025, 0.084, 0.165, 0.37, 1.316)
+
+
+def test_the_truths_memory_deciles_are_a_definition_not_todays_model(shared):
+    """MEMORY_LOG_ERROR_DECILES is issue 24's measurement and defines the built-in truth; the same
+    measurement on today's model gives its own errors (recorded here, so a refit that moves them is
+    seen), and the truth does not follow them (issue 36 point 5: explained, not re-derived)."""
     from dlsched.models.truth import measure_memory_errors
 
     measured = measure_memory_errors(shared / "profiles" / "lucid" / "single_data.csv")
-    # the deciles are the truth's definition (kept fixed so figures do not move); the memory model's
-    # refit of issue 24 moved the top decile in the third decimal (1.445 -> 1.446), within rounding
-    assert measured == pytest.approx(MEMORY_LOG_ERROR_DECILES, abs=2e-3)
+    assert measured == pytest.approx(TODAYS_DECILES, abs=2e-3)
+    # the asymmetric fit over-predicts: its median error is below zero, issue 24's was above, and
+    # its smallest value is an over-prediction by e^2.38 = 10.8x
+    assert measured[5] < 0 < MEMORY_LOG_ERROR_DECILES[5] and measured[1] < MEMORY_LOG_ERROR_DECILES[1]
+    assert resolve_truth().memory_error.deciles == MEMORY_LOG_ERROR_DECILES

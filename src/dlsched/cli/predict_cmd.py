@@ -137,8 +137,8 @@ def predict(
                                                   "copy of the gradients)"),
     stack: str = typer.Option("unknown", "--stack",
                               help="software stack, for the memory held before the first tensor: lazy (PyTorch >= "
-                                   "1.13 with CUDA >= 11.7), eager, gpumemnet-a100 (the fit's own), unknown "
-                                   "(default: lazy, band widened to every known stack), or a cluster's own label "
+                                   "1.13 with CUDA >= 11.7), eager, gpumemnet-a100 (the fit's own), lucid, unknown "
+                                   "(default: the largest known context, band down to lazy), or a cluster's own label "
                                    "(predicted as unknown, plus its calibration from `predictor calibrate`)"),
     predictor_dir: Path | None = typer.Option(None, "--predictor",
                                               help="a predictor saved by `dlsched predictor train` (default: shipped)"),

@@ -39,8 +39,12 @@ from dlsched.models.pair_sanity import PairIssue, cap_at_time_slicing
 TRUTH_NAMES = ("builtin", "builtin-raw", "lucid")
 
 #: Deciles (0 %, 10 %, ..., 100 %) of ln(measured / predicted) peak memory of the training-memory
-#: model, out of fold (5 folds by model family), on Lucid's 66 measured jobs. Mean 0.087, std 0.454:
-#: 45 % of jobs need more than 10 % above their prediction. ``measure_memory_errors`` recomputes it.
+#: model **of issue 24** (symmetric fit, the estimator of the table's frozen memory column's era),
+#: out of fold (5 folds by model family), on Lucid's 66 measured jobs. Mean 0.087, std 0.454: 45 %
+#: of jobs need more than 10 % above their prediction. They define the truth and stay fixed: a
+#: truth that moved with each refit would let the predictor under test write its own ground truth
+#: (issue 23). ``measure_memory_errors`` gives today's model's errors, which differ by design
+#: (issue 36's asymmetric, lifted fit over-predicts: see ``docs/sharing-policies.md``).
 MEMORY_LOG_ERROR_DECILES = (-0.812, -0.413, -0.258, -0.236, -0.11, 0.044, 0.184, 0.368, 0.47, 0.611, 1.445)
 
 
@@ -142,8 +146,9 @@ def resolve_truth(source: str | Path | None = None) -> Truth:
 
 
 def measure_memory_errors(lucid_csv: Path) -> tuple[float, ...]:
-    """Recompute :data:`MEMORY_LOG_ERROR_DECILES`: out-of-fold ln(measured / predicted) of the
-    training-memory model on Lucid's measured jobs, 5 folds by family."""
+    """Deciles of the out-of-fold ln(measured / predicted) of today's training-memory model on
+    Lucid's measured jobs, 5 folds by family: the measurement :data:`MEMORY_LOG_ERROR_DECILES` was
+    taken with (issue 24's model gave those; issue 36's gives its own, lower: it over-predicts)."""
     from dlsched.predictors.ml.folds import stable_fold
     from dlsched.predictors.resources import graph_memory_eval as g
     from dlsched.predictors.resources.train_memory import TRAIN_COLUMNS, TrainingMemoryModel

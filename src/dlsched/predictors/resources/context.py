@@ -27,11 +27,20 @@ cannot serve every cluster. The parts, and where each figure comes from:
   memory minus ``torch.cuda.max_memory_reserved``).
 
 A stack is named by a label (the service's ``dlsched.io/stack`` annotation, ``--stack``):
-``gpumemnet-a100`` (the TIMM fit's own stack, whose intercept is fitted), ``lazy`` (PyTorch >= 1.13
-with CUDA >= 11.7: today's default) and ``eager`` (older stacks, or ``CUDA_MODULE_LOADING=EAGER``).
-``unknown`` predicts with ``lazy`` and widens the band to the largest known context, so the band
-holds the truth whichever of these stacks the cluster runs; live calibration
-(:mod:`.stack_calibration`) then learns the cluster's own intercept.
+``gpumemnet-a100`` (the TIMM fit's own stack, whose intercept is fitted), ``lucid`` (the cluster
+behind Lucid's profiles: its smallest measured training jobs, NeuMF at batch 64 and 128 in fp32
+and AMP, hold 2,050 MiB, PPO 2,051 and TD3 2,059 MiB, nvidia-smi, so that floor is its context:
+:data:`LUCID_FLOOR_MIB`), ``lazy`` (PyTorch >= 1.13 with CUDA >= 11.7: today's default) and
+``eager`` (older stacks, or ``CUDA_MODULE_LOADING=EAGER``).
+
+``unknown`` **reserves the largest known context** and spans the band down to the smallest, so
+neither the reserve nor the band is below the truth whichever of these stacks the cluster runs
+(issue 36: reserving the lazy context instead put NeuMF@128 at 557 MiB against Lucid's measured
+2,050, under-predicted 68 % of Lucid's jobs by more than 10 % and 2 of the 6 A100 jobs of
+``docs/examples/observed.csv``, and doubled the simulated OOM crashes of Horus on horus-wlarge;
+see ``docs/predictors.md``). It over-reserves a lazily loading stack by up to ~1.5 GiB a job until
+live calibration (:mod:`.stack_calibration`) learns the cluster's own intercept, or a
+``dlsched.io/stack: lazy`` annotation says which stack it is.
 """
 
 from __future__ import annotations
@@ -46,6 +55,10 @@ CUDA_CONTEXT_MIB = {"lazy": 287_047_680 / MIB, "eager": 666_632_192 / MIB}
 ALLOCATOR_FLOOR_MIB = 2.0 + 20.0
 #: the smallest training job GPUMemNet measured (FC net, 1 neuron, MNIST; A100-40GB, nvidia-smi)
 GPUMEMNET_FLOOR_MIB = 1237.0
+#: the smallest training jobs Lucid measured (NeuMF b64/b128, fp32 and AMP: 2,050 MiB; PPO 2,051;
+#: TD3 2,059), nvidia-smi, on a >= 24 GB card whose type Lucid's release does not record
+LUCID_FLOOR_MIB = 2050.0
+LUCID_STACK = "lucid"
 CUBLAS_DEFAULT_MIB = (4096 * 2 + 16 * 8) / 1024   # :4096:2:16:8
 CUBLAS_HOPPER_MIB = 4096 * 8 / 1024               # :4096:8
 DEFAULT_STACK = "unknown"
@@ -112,11 +125,24 @@ def stack_context(label: str, gpu: str = "unknown", fitted_context_mib: float | 
         return StackContext(key, ctx, workspace_mib("A100"), floor, total - ctx - workspace_mib("A100") - floor,
                             "fitted intercept of the TIMM table (GPUMemNet's stack, A100-40GB); libraries = "
                             "the rest after the documented parts")
+    if key == LUCID_STACK:
+        ctx, floor = CUDA_CONTEXT_MIB["eager"], ALLOCATOR_FLOOR_MIB
+        return StackContext(key, ctx, CUBLAS_DEFAULT_MIB + 4.0, floor,
+                            LUCID_FLOOR_MIB - ctx - CUBLAS_DEFAULT_MIB - 4.0 - floor,
+                            "Lucid's smallest measured jobs (NeuMF, PPO, TD3: 2,050-2,059 MiB, nvidia-smi); "
+                            "their own bytes (< 10 MiB) are counted in it; CUDA context taken as eager, "
+                            "libraries = the rest")
+    if key == DEFAULT_STACK:
+        largest = max(_KNOWN_CONTEXTS, key=lambda s: stack_context(s, gpu, fitted_context_mib).total_mib)
+        ctx = stack_context(largest, gpu, fitted_context_mib)
+        return StackContext(key, ctx.cuda_context_mib, ctx.workspace_mib, ctx.allocator_floor_mib,
+                            ctx.libraries_mib, f"the largest known context ({largest}: {ctx.source}); the band "
+                            "reaches down to the smallest")
     if key == "eager":
         return StackContext(key, CUDA_CONTEXT_MIB["eager"], ws, ALLOCATOR_FLOOR_MIB, eager_lib,
                             "CUDA context: pytorch#86509 (eager); libraries: GPUMemNet's measured floor less "
                             "the documented parts")
-    if key in ("lazy", DEFAULT_STACK):
+    if key == "lazy":
         ratio = CUDA_CONTEXT_MIB["lazy"] / CUDA_CONTEXT_MIB["eager"]
         return StackContext(key, CUDA_CONTEXT_MIB["lazy"], ws, ALLOCATOR_FLOOR_MIB, eager_lib * ratio,
                             "CUDA context: pytorch#86509 (lazy); libraries: the eager figure scaled by the "
@@ -124,15 +150,18 @@ def stack_context(label: str, gpu: str = "unknown", fitted_context_mib: float | 
     raise ValueError(f"unknown stack {label!r}; known: {', '.join(KNOWN_STACKS)}")
 
 
-KNOWN_STACKS = (DEFAULT_STACK, "lazy", "eager", FIT_STACK)
+KNOWN_STACKS = (DEFAULT_STACK, "lazy", "eager", FIT_STACK, LUCID_STACK)
+#: the stacks with a context of their own (``unknown`` is the largest of them)
+_KNOWN_CONTEXTS = ("lazy", "eager", FIT_STACK, LUCID_STACK)
 
 
 @lru_cache(maxsize=1024)
 def context_range(gpu: str, fitted_context_mib: float | None = None) -> tuple[float, float]:
     """(smallest, largest) context of the known stacks on ``gpu``: the band where the stack is unknown."""
-    totals = [stack_context(s, gpu, fitted_context_mib).total_mib for s in ("lazy", "eager", FIT_STACK)]
+    totals = [stack_context(s, gpu, fitted_context_mib).total_mib for s in _KNOWN_CONTEXTS]
     return min(totals), max(totals)
 
 
-__all__ = ["CUDA_CONTEXT_MIB", "DEFAULT_STACK", "FIT_STACK", "KNOWN_STACKS", "StackContext", "context_range",
+__all__ = ["CUDA_CONTEXT_MIB", "DEFAULT_STACK", "FIT_STACK", "KNOWN_STACKS", "LUCID_FLOOR_MIB", "LUCID_STACK",
+           "StackContext", "context_range",
            "gpu_generation", "stack_context", "workspace_mib"]

@@ -36,7 +36,8 @@ def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: Mod
     reference is resolved once. The job's ``optimizer``, ``amp``, ``attention`` and ``stack``
     reach the memory model; with ``calibration`` (a
     :class:`~dlsched.predictors.resources.stack_calibration.StackCalibration`) the memory
-    prediction is recorded there and replaced by its calibrated value.
+    prediction is recorded there, under the job's GPU type, stack and model family, and replaced
+    by its calibrated value.
     """
     if predictor is None:
         return 0
@@ -67,35 +68,58 @@ def fill_job_predictions(jobs: Iterable[Job], predictor: Any, resolve_model: Mod
         if mem is not None:
             job.pred_gpu_mem_mib = float(mem[0])
             if calibration is not None:
-                from dlsched.predictors.resources.stack_calibration import job_signature
+                from dlsched.predictors.resources.stack_calibration import job_signature, model_family
 
                 sig = job_signature(ref, batch, int(feats.get("seq", 0)), getattr(job, "optimizer", ""), amp,
                                     getattr(job, "attention", ""))
+                # per gpu|stack|family, as `predictor calibrate` keys its corrections: a CNN's peaks
+                # say little about a transformer's (issue 36 point 6)
                 job.pred_gpu_mem_mib = float(calibration.record(job.job_id, float(mem[0]), gpu,
-                                                                getattr(job, "stack", ""), sig))
+                                                                getattr(job, "stack", ""), sig,
+                                                                model_family(feats)))
         if util is not None or mem is not None:
             filled += 1
     return filled
 
 
 def _memory(predictor: Any, feats: dict[str, float], gpu: str, job: Any, amp: bool) -> Any:
-    """Memory with the job's optimizer/AMP/attention/stack where the predictor takes them (a
-    Predictor does); an unknown attention mode falls back to the default (fused). A job that
-    names no stack is predicted for stack ``unknown``, the default of ``predict`` and of the live
-    service, so a simulated policy sees the predictions the live one would (a trace or cluster
-    that knows its stack sets ``job.stack``)."""
-    from dlsched.predictors.resources.bundle import Predictor
+    """Memory with the job's optimizer/AMP/attention/stack wherever the predictor's
+    ``predict_mem_mib`` takes them (a Predictor does; so may a wrapper around one); an unknown
+    attention mode falls back to the default (fused). A job that names no stack is predicted for
+    stack ``unknown``, the default of ``predict`` and of the live service, so a simulated policy
+    sees the predictions the live one would (a trace or cluster that knows its stack sets
+    ``job.stack``). Asking by signature, not by class, keeps a wrapper from silently predicting
+    for the fit stack's context instead (issue 36: a halved wrapper's 1,075 MiB above the
+    default's 929 MiB for resnet18_cifar@16)."""
+    from dlsched.predictors.resources.context import DEFAULT_STACK
     from dlsched.predictors.resources.train_memory import ATTENTION_MODES, DEFAULT_OPTIMIZER, JobMeta
 
-    if isinstance(predictor, Predictor):
+    kw = mem_keywords(predictor.predict_mem_mib)
+    if not kw:
+        return predictor.predict_mem_mib(feats, gpu)
+    args: dict[str, Any] = {}
+    if "meta" in kw:
         att = (getattr(job, "attention", "") or "").replace("-", "_").lower()
-        meta = JobMeta(getattr(job, "optimizer", "") or DEFAULT_OPTIMIZER, amp,
-                       attention=att if att in ATTENTION_MODES else "")
-        from dlsched.predictors.resources.context import DEFAULT_STACK
+        args["meta"] = JobMeta(getattr(job, "optimizer", "") or DEFAULT_OPTIMIZER, amp,
+                               attention=att if att in ATTENTION_MODES else "")
+    if "stack" in kw:
+        label = getattr(job, "stack", "") or DEFAULT_STACK
+        stack_for = getattr(predictor, "stack_for", None)
+        args["stack"] = stack_for(label) if callable(stack_for) else label
+    return predictor.predict_mem_mib(feats, gpu, **args)
 
-        return predictor.predict_mem_mib(feats, gpu, meta=meta,
-                                         stack=predictor.stack_for(getattr(job, "stack", "") or DEFAULT_STACK))
-    return predictor.predict_mem_mib(feats, gpu)
+
+def mem_keywords(fn: Callable[..., Any]) -> frozenset[str]:
+    """Which of ``meta`` and ``stack`` ``fn`` takes (both where it takes ``**kwargs``)."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return frozenset()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return frozenset(("meta", "stack"))
+    return frozenset(k for k in ("meta", "stack") if k in params)
 
 
 def graph_resolver(ref: str) -> Any:

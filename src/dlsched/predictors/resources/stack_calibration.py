@@ -1,5 +1,7 @@
 """Memory calibration from observed peaks, per cluster: one intercept and one factor per
-(GPU type, stack label), learnt online as the node agents report peaks.
+(GPU type, stack label, model family), learnt online as the node agents report peaks (the
+simulator's and the service's hook records under the job's family, as ``predictor calibrate``
+does offline: a CNN's peaks say little about a transformer's).
 
 Why an intercept *and* a factor: the shipped constants come from one lab's stack. Another
 stack differs first by a constant (CUDA context with or without lazy module loading, library
@@ -177,7 +179,7 @@ class StackCalibration:
 def memory_calibration_gauge(cal: StackCalibration | None) -> Any:
     """``dlsched_memory_prediction_error_percent{cluster, stage}`` for the service's /metrics:
     the mean relative error of memory predictions against the agents' peaks, before (the model
-    alone) and after calibration (as it stood when each peak arrived), per ``gpu|stack``; plus
+    alone) and after calibration (as it stood when each peak arrived), per ``gpu|stack|family`` key; plus
     the fitted intercept and factor. Empty until a peak of a predicted job arrives."""
     from prometheus_client.core import GaugeMetricFamily
 
