@@ -14,7 +14,7 @@ from dlsched.core.job import Job
 from dlsched.experiments.dlsched.eta import EtaSampler
 from dlsched.kernel.quotas import QueueSpec
 from dlsched.registry import make_policy
-from dlsched.sched.eta import EtaEstimator, quota_manager_of
+from dlsched.sim.eta import EtaEstimator, quota_manager_of
 from dlsched.sim import SimConfig, Simulator
 
 # A may borrow 8 GPUs; B lends at most 4; C lends without a limit; one 8-GPU node each

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("sqlalchemy")
 
 from dlsched.registry import make_policy
-from dlsched.sched.eta import EtaEstimator
+from dlsched.sim.eta import EtaEstimator
 from dlsched.service.core import SchedulerCore
 from dlsched.service.pods import NodeFacts, PodFacts
 from dlsched.service.store import Store
