@@ -13,9 +13,9 @@ from dlsched.core.job import Job
 from dlsched.experiments.dlsched.eta import EtaSampler, Sample, accuracy_rows, sample_times
 from dlsched.kernel.state import ClusterState
 from dlsched.registry import make_policy
-from dlsched.sim.eta import EtaEstimator, predicted_remaining
 from dlsched.sim.config import SimConfig
 from dlsched.sim.engine import Simulator
+from dlsched.sim.eta import EtaEstimator, predicted_remaining
 
 
 def job(jid: str, submit: float, gpus: int, duration: float, pred: float | None = None) -> Job:

@@ -59,6 +59,7 @@ FINISH, LIMIT, POWER, ARRIVAL, TIMER, END = 0, 0.5, 1, 2, 3, 9
 
 INF = math.inf
 SENTINEL = (INF, END, 0, None, None, 0)   # the heap's last event: nothing is left
+_NO_HOOKS = (None, None)   # run_events' arrival and end-of-instant hooks of a run without a power manager
 STALL_LIMIT = 30 * 86400.0  # with a power manager: nothing running and jobs waiting this long = stuck
 
 
@@ -140,7 +141,6 @@ class Simulator:
         list(map(setattr, jobs, repeat("vc_state", len(jobs)), vcs))
 
     def _run(self, jobs: list[Job], progress: Callable[[int, int], None] | None) -> SimResult:
-        power = self.power_manager
         state, rec = self._build_state()
         self._check_jobs(state, jobs)
         jobs = sorted(jobs, key=_SUBMIT)  # stable: keeps input order on ties
@@ -151,23 +151,22 @@ class Simulator:
         # the next one, so it also counts the events (the handled ones are those pushed and gone)
         tiebreak = itertools.count(1)
         kernel = self._kernel(state, jobs, heap, tiebreak, progress)
-        arrived = instant_done = None
-        if power is not None:
-            for t0, what, payload in power.initial_events(state, jobs):
-                heapq.heappush(heap, (t0, POWER, next(tiebreak), self._power_event, payload, what))
-            arrived, instant_done = self._power_hooks(state, rec, jobs, heap, tiebreak)
+        arrived, instant_done = (_NO_HOOKS if self.power_manager is None
+                                 else self._power_hooks(state, rec, jobs, heap, tiebreak))
         rec.begin(jobs[0].submit_time if jobs else 0.0)
-        rebalance = None if kernel.quotas is None else partial(self._rebalance, kernel.quotas)
-        cursor = run_events(kernel, heap, tiebreak, jobs, rebalance=rebalance, arrived=arrived,
-                            instant_done=instant_done)
+        cursor = run_events(kernel, heap, tiebreak, jobs, arrived=arrived, instant_done=instant_done,
+                            rebalance=None if kernel.quotas is None else partial(self._rebalance, kernel.quotas))
         popped = next(tiebreak) - 1 - (len(heap) - 1)  # pushed minus left (the +inf sentinel was never pushed)
         return self._result(state, rec, jobs, cursor + popped, progress)  # arrivals + heap events handled
 
     def _power_hooks(self, state: ClusterState, rec: MetricsRecorder, jobs: list[Job], heap: list[tuple],
                      tiebreak) -> tuple[Callable[[Job, float], None], Callable[[float, int], bool]]:
-        """With a power manager: what an arrival adds to the heap (its power events), and the
-        end-of-instant check (stop when only its timers are left; fail when jobs wait for good)."""
+        """With a power manager: its first events pushed, what an arrival adds to the heap (its
+        power events), and the end-of-instant check (stop when only its timers are left; fail
+        when jobs wait for good)."""
         power, n_jobs = self.power_manager, len(jobs)
+        for t0, what, payload in power.initial_events(state, jobs):
+            heapq.heappush(heap, (t0, POWER, next(tiebreak), self._power_event, payload, what))
         last_progress = [jobs[0].submit_time if jobs else 0.0]
 
         def arrived(job: Job, now: float) -> None:

@@ -121,7 +121,7 @@ class EtaEstimator:
         self.overrun = float(overrun)
         self.default_duration = float(default_duration)
         self.max_events = max_events
-        # the copy's policy is not the one that queued the jobs (a what-if, sched/whatif.py): its
+        # the copy's policy is not the one that queued the jobs (a what-if, sim/whatif.py): its
         # submission hook gives each waiting twin its own keys (QSSF's priority) from predictions
         self.resubmit = resubmit
         # None: the queues the state runs (its QuotaManager, if any); a tuple: these instead
