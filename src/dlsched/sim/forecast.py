@@ -151,7 +151,7 @@ class ForwardRun:
             if job.state is not _RUNNING:
                 self.result.events += 1
 
-    def _stop(self, payload, tag, now: float) -> None:
+    def _stop(self, payload: None, tag: int, now: float) -> None:
         """The instant after the last wanted start: its ends are handled; nothing else runs."""
         del self.heap[:]
         self.heap.append(SENTINEL)
