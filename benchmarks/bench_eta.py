@@ -5,7 +5,7 @@
 
 The state: ``--nodes`` nodes of 8 GPUs in ``--vcs`` VCs, every GPU busy with running jobs (1-16
 GPUs, predicted durations 10 min - 10 h, started at random times in the past) and ``--waiting``
-jobs waiting (the same size mix). The refresh is :meth:`dlsched.sched.eta.EtaEstimator.estimate`:
+jobs waiting (the same size mix). The refresh is :meth:`dlsched.sim.eta.EtaEstimator.estimate`:
 copy the state, then run the policy forward until every waiting job has started. The baseline is
 a plain :class:`~dlsched.sim.engine.Simulator` run of the same jobs (running and waiting ones all
 submitted at once, durations = the predictions) on the same cluster: the same amount of
@@ -26,7 +26,7 @@ from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState
 from dlsched.registry import make_policy
 from dlsched.sim.engine import Simulator
-from dlsched.sched.eta import EtaEstimator
+from dlsched.sim.eta import EtaEstimator
 
 SIZES = (1, 1, 1, 1, 2, 2, 4, 8, 8, 16)
 NOW = 100_000.0

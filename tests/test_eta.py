@@ -1,4 +1,4 @@
-"""Start-time estimates by forward simulation (dlsched.sched.eta): hand-checked, exact with perfect
+"""Start-time estimates by forward simulation (dlsched.sim.eta): hand-checked, exact with perfect
 predictions, never touching the real state or the ground truth."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dlsched.core.job import Job
 from dlsched.experiments.dlsched.eta import EtaSampler, Sample, accuracy_rows, sample_times
 from dlsched.kernel.state import ClusterState
 from dlsched.registry import make_policy
-from dlsched.sched.eta import EtaEstimator, predicted_remaining
 from dlsched.sim.config import SimConfig
 from dlsched.sim.engine import Simulator
+from dlsched.sim.eta import EtaEstimator, predicted_remaining
 
 
 def job(jid: str, submit: float, gpus: int, duration: float, pred: float | None = None) -> Job:
@@ -204,7 +204,7 @@ def test_true_duration_diagnostic_matches_perfect_predictions():
 
 
 def test_calibration_scales_predictions_by_observed_over_predicted():
-    from dlsched.sched.eta import Calibration
+    from dlsched.sim.eta import Calibration
 
     cal = Calibration(min_jobs=2)
     cal.observe(100.0, 300.0)

@@ -24,8 +24,9 @@ def test_whatif_at_a_moment_with_a_running_pod_on_a_cordoned_node():
 
 def test_the_forecast_copy_keeps_the_cordon():
     from dlsched.cli.policy_factory import build_policy
-    from dlsched.sched.eta import EtaEstimator, copy_cordons, copy_state
     from dlsched.service.whatif_log import state_at
+    from dlsched.sim.eta import EtaEstimator
+    from dlsched.sim.twin import copy_cordons, copy_state
 
     policy = build_policy("fifo")
     moment = state_at(EXAMPLE, policy, 60.0)

@@ -14,8 +14,8 @@ from dlsched.core.job import Job
 from dlsched.experiments.dlsched.eta import EtaSampler
 from dlsched.kernel.quotas import QueueSpec
 from dlsched.registry import make_policy
-from dlsched.sched.eta import EtaEstimator, quota_manager_of
 from dlsched.sim import SimConfig, Simulator
+from dlsched.sim.eta import EtaEstimator, quota_manager_of
 
 # A may borrow 8 GPUs; B lends at most 4; C lends without a limit; one 8-GPU node each
 QUEUES = (QueueSpec("A", borrow_limit=8, lend_limit=None), QueueSpec("B", borrow_limit=0, lend_limit=4),

@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("sqlalchemy")
 
 from dlsched.registry import make_policy
-from dlsched.sched.eta import EtaEstimator
 from dlsched.service.core import SchedulerCore
 from dlsched.service.pods import NodeFacts, PodFacts
 from dlsched.service.store import Store
+from dlsched.sim.eta import EtaEstimator
 
 
 def test_a_forecast_closes_the_twin_not_the_live_state():

@@ -25,7 +25,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("traces", "profiles"),           # trace loaders (cluster files use topology's smi parser); profile readers
     ("predictors", "energy"),         # estimators (read traces and profiles); power controllers
     ("models", "sched"),              # simulator ground truth | policies and placement
-    ("sim", "service"),               # the two drivers
+    ("sim",),                         # the simulated driver; the forecast is its engine on a twin
+    ("service",),                     # the live driver (its ETAs and what-if forecast by simulating)
     ("registry",),                    # names -> policies, placers, models, power managers
     ("runner",),                      # one run assembled and simulated
     ("workloads",),                   # the sharing papers' workload generators (need the co-location table)

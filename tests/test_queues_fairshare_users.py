@@ -95,7 +95,7 @@ def test_eta_forward_copy_carries_the_usage_and_is_exact():
     # 30 (alice's running a0 included) and lets its twins accrue as they run: b1 at 50, a1 at 150,
     # the actual starts. The real policy's usage is untouched by the forward run.
     from dlsched.experiments.dlsched.eta import EtaSampler
-    from dlsched.sched.eta import EtaEstimator
+    from dlsched.sim.eta import EtaEstimator
 
     jobs = [Job("a0", "v", 6, 0, 1000, user="alice"), Job("b0", "v", 2, 0, 50, user="bob"),
             Job("a1", "v", 2, 10, 100, user="alice"), Job("b1", "v", 2, 20, 100, user="bob")]

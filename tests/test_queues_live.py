@@ -362,9 +362,9 @@ def test_a_log_of_a_borrowing_service_rebuilds_its_loans_for_a_what_if(tmp_path)
     kernel refused a start outside the job's VC and the what-if failed)."""
     from dlsched.kernel.quotas import QuotaManager
     from dlsched.registry import make_policy as registry_policy
-    from dlsched.sched.eta import EtaEstimator
-    from dlsched.sched.whatif import what_if
     from dlsched.service.whatif_log import state_at
+    from dlsched.sim.eta import EtaEstimator
+    from dlsched.sim.whatif import what_if
 
     core, sent, clock, recorder = recorded_borrow(tmp_path / "events.jsonl")
     clock.t += 1.0

@@ -41,9 +41,6 @@ ALLOWED_IMPORTS: dict[str, tuple[frozenset[str], str]] = {
     "dlsched.predictors.duration.observed": (
         frozenset({"revealed_duration"}),
         "the estimators' one way to a run time: a finished job's only (a per-job check)"),
-    "dlsched.sched.eta": (
-        frozenset({"forecast", "duration", "remaining", "set_remaining"}),
-        "the start-time estimate's forward run: its copies' truth is the prediction it gave them"),
 }
 
 

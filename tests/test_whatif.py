@@ -1,4 +1,4 @@
-"""What-if (dlsched.sched.whatif): one state run forward under the current and another policy,
+"""What-if (dlsched.sim.whatif): one state run forward under the current and another policy,
 hand-checked per job and per queue; the real state untouched."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job
 from dlsched.kernel.state import ClusterState
 from dlsched.registry import make_policy
-from dlsched.sched.eta import EtaEstimator
-from dlsched.sched.whatif import what_if
+from dlsched.sim.eta import EtaEstimator
+from dlsched.sim.whatif import what_if
 
 
 def job(jid: str, vc: str, gpus: int, pred: float, submit: float = 0.0) -> Job:

@@ -1,4 +1,4 @@
-"""What-if on quotas (dlsched.sched.whatif with other queues): hand-checked per job and per queue,
+"""What-if on quotas (dlsched.sim.whatif with other queues): hand-checked per job and per queue,
 in the library, through ``dlsched whatif LOG --queues FILE`` on the shipped example log and through
 ``POST /api/v1/whatif`` on the live state; bad input named."""
 
@@ -16,8 +16,8 @@ from dlsched.core.job import Job
 from dlsched.kernel.quotas import QueueSpec, QuotaManager
 from dlsched.kernel.state import ClusterState
 from dlsched.registry import make_policy
-from dlsched.sched.eta import EtaEstimator
-from dlsched.sched.whatif import what_if
+from dlsched.sim.eta import EtaEstimator
+from dlsched.sim.whatif import what_if
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = str(ROOT / "src")

@@ -59,11 +59,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Start time of every pending pod under the recorded policy and under --policy and/or --queues, from the log."""
         from dlsched.cli.policy_factory import build_policy
-        from dlsched.sched.eta import EtaEstimator
-        from dlsched.sched.whatif import never_reasons, what_if
         from dlsched.service.log import read_log, recorded_params
         from dlsched.service.whatif import split_params
         from dlsched.service.whatif_log import state_at
+        from dlsched.sim.eta import EtaEstimator
+        from dlsched.sim.whatif import never_reasons, what_if
 
         with clear_errors():
             if not log.is_file():

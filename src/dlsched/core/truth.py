@@ -13,10 +13,10 @@ backend and the ground-truth models touch those slots by name (``tests/test_trut
 
 Who may not come here at all: policies (``dlsched.sched``; an oracle policy reads its view's
 truth grant), estimators (``dlsched.predictors``; they learn from :func:`revealed_duration`),
-the kernel and the live service -- checked statically by the same test. Two listed exceptions:
-the estimators' :func:`revealed_duration` (a per-job check: only a finished job's run time) and
-the start-time estimate's forward run (``dlsched.sched.eta``), whose copies of the jobs get a
-*prediction* as their truth (:func:`forecast`).
+the kernel and the live service -- checked statically by the same test. One listed exception:
+the estimators' :func:`revealed_duration` (a per-job check: only a finished job's run time). The
+start-time forecast is the simulated backend run on a twin (``dlsched.sim.forecast``), whose
+copies of the jobs get a *prediction* as their truth (:func:`forecast`, :mod:`dlsched.sim.twin`).
 
 The readers are C ``attrgetter`` s: ``map(duration, jobs)`` costs what the slot read did.
 """
@@ -83,7 +83,7 @@ def set_remaining(job: Job, seconds: float) -> None:
 
 def forecast(twin: Job, seconds: float) -> None:
     """Make the prediction ``seconds`` the truth of ``twin``, a copy the start-time estimate runs
-    forward (:mod:`dlsched.sched.eta`): it runs exactly that long and has nothing measured. The
+    forward (:mod:`dlsched.sim.forecast`): it runs exactly that long and has nothing measured. The
     original job's truth is neither read nor changed."""
     twin._duration = twin._remaining = twin._start_remaining = seconds
     twin._measured = NO_MEASURE

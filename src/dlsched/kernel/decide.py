@@ -3,7 +3,7 @@ transitions and reported to the backend that drives the kernel.
 
 Every driver decides through :class:`Decider` — the simulator's event loop
 (``sim/engine.py``), the live service (through :class:`dlsched.kernel.entry.Kernel`), the ETA
-forward run (``sched/eta.py``) and the queue manager's borrowing and reclaim rounds
+forecast (``sim/forecast.py``, the engine on a twin) and the queue manager's borrowing and reclaim rounds
 (``kernel/quotas.py``: :meth:`Decider.pass_over`, :meth:`Decider.reclaim`,
 :meth:`Decider.start_borrowed`, reported to the same backend as every pass).
 ``grep -n "is Start" src/dlsched`` finds the one place a decision's type is looked at:

@@ -99,11 +99,12 @@ class Kernel:
     (``sched.indexes.attach_plugins``, as the simulator and the service do). ``backend``: what
     hears of carried-out decisions (default: an :class:`ActionLog`, whose actions ``handle``
     returns; the simulator gives its :class:`~dlsched.sim.backend.SimulatedBackend`). The
-    policy's hooks (``job_submitted``, ``job_finished``) are read once, here."""
+    policy's hooks (``job_submitted``, ``job_finished``) are read once, here; ``hooks=False``
+    leaves them out (a forecast: the policy must not learn from predicted ends)."""
 
     def __init__(self, state: ClusterState, policy, assume: bool = True, oracle: bool = False,
                  view: SchedulingView | None = None, quotas: QuotaManager | None = None,
-                 backend=None, check: bool = False) -> None:
+                 backend=None, check: bool = False, hooks: bool = True) -> None:
         self.state = state
         self.policy = policy
         self.quotas = quotas   # borrowing and reclaim between VCs after each pass (None: fixed VCs)
@@ -117,6 +118,8 @@ class Kernel:
         self._dirty = self.decider.dirty
         self._submit, self._finish = state.submit, state.finish
         self._job_submitted, self._job_finished = policy.job_submitted, policy.job_finished
+        if not hooks:
+            self._job_submitted = self._job_finished = None
         if self._job_submitted is None:
             self.on_submitted = self._submitted_unhooked
         if self._job_finished is None:

@@ -73,7 +73,7 @@ class FastEntry:
     """``place`` on the fast path: the lone scorer's ``fast_place`` itself for every job but one
     of several pods (:mod:`dlsched.sched.pods`), which gets pod-sized pieces when the fast
     choice does not split into its pods. A class, not a closure: a deep copy of the pipeline
-    (the forward runs of ``sched/eta.py``) gets an entry bound to the copy."""
+    (the forecasts of ``sim/forecast.py``) gets an entry bound to the copy."""
 
     __slots__ = ("fast", "pipeline")
 
@@ -135,7 +135,7 @@ class PlacementPipeline:
 
     def fresh(self) -> PlacementPipeline:
         """The same placement with new plug-in instances (no index bound to any state yet): a
-        forward copy of the cluster (start-time estimates, ``sched/eta.py``) gets its own indexes
+        forward copy of the cluster (start-time estimates, ``sim/eta.py``) gets its own indexes
         without going back to the registry."""
         import copy
 

@@ -5,9 +5,9 @@ every transition (submit, start, finish, forget, withdraw, node change) bumps a 
 returns the cached ETAs while the version is unchanged and the cache is younger than ``max_age``
 seconds (a running job that outlives its prediction moves the estimates as time passes);
 predictions are scaled by the finished pods' run time over their predictions (a
-:class:`~dlsched.sched.eta.Calibration`, from 50 finished pods on);
+:class:`~dlsched.sim.eta.Calibration`, from 50 finished pods on);
 otherwise it refreshes: the state is copied under the service lock
-(:meth:`~dlsched.sched.eta.EtaEstimator.snapshot`) and the forward run happens outside it, so filter
+(:meth:`~dlsched.sim.eta.EtaEstimator.snapshot`) and the forward run happens outside it, so filter
 and bind requests never wait for a refresh. One refresh at a time; a caller that finds one
 under way gets the last ETAs. The filter's reason for a waiting pod quotes the last refresh's ETA
 (:meth:`reason`), never refreshing.
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from dlsched.core.job import JobState
-from dlsched.sched.eta import Calibration, EtaEstimator
+from dlsched.sim.eta import Calibration, EtaEstimator
 
 log = logging.getLogger("dlsched.service")
 ETA_ANNOTATION = "dlsched.io/eta"

@@ -1,14 +1,14 @@
 """What-if on the live state (``GET /api/v1/whatif``, ``POST /api/v1/whatif`` with queues): the
 pending pods' estimated starts under the running policy and queues and under another policy built
 from the registry, other queues (a ``[[queues]]`` TOML body, as in the cluster file), or both
-(:mod:`dlsched.sched.whatif`). Both copies are taken under the core's lock, the two forward runs
+(:mod:`dlsched.sim.whatif`). Both copies are taken under the core's lock, the two forward runs
 happen outside it; one what-if at a time (a second caller is told to retry)."""
 
 from __future__ import annotations
 
 import threading
 
-from dlsched.sched.whatif import compare_runs, describe_queues, snapshots
+from dlsched.sim.whatif import compare_runs, describe_queues, snapshots
 
 
 def split_params(items: list[str], what: str = "param") -> dict[str, str]:

@@ -20,7 +20,7 @@ import gc
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import repeat
@@ -58,6 +58,8 @@ _NOT_NONE = partial(is_not, None)
 FINISH, LIMIT, POWER, ARRIVAL, TIMER, END = 0, 0.5, 1, 2, 3, 9
 
 INF = math.inf
+SENTINEL = (INF, END, 0, None, None, 0)   # the heap's last event: nothing is left
+_NO_HOOKS = (None, None)   # run_events' arrival and end-of-instant hooks of a run without a power manager
 STALL_LIMIT = 30 * 86400.0  # with a power manager: nothing running and jobs waiting this long = stuck
 
 
@@ -139,84 +141,50 @@ class Simulator:
         list(map(setattr, jobs, repeat("vc_state", len(jobs)), vcs))
 
     def _run(self, jobs: list[Job], progress: Callable[[int, int], None] | None) -> SimResult:
-        policy, power = self.policy, self.power_manager
         state, rec = self._build_state()
         self._check_jobs(state, jobs)
         jobs = sorted(jobs, key=_SUBMIT)  # stable: keeps input order on ties
-        n_jobs = len(jobs)
-        # Sentinels keep the hot loop free of bounds checks: arrival times end with +inf, and the
-        # heap always holds one event at +inf (the loop stops when both are reached).
-        times = list(map(_SUBMIT, jobs))
-        times.append(INF)
-        heap: list[tuple] = [(INF, END, 0, None, None, 0)]
+        # the heap always holds one event at +inf, a sentinel (the loop stops when it is the head
+        # and no arrival is left)
+        heap: list[tuple] = [SENTINEL]
         # the heap's third key: events at equal (time, priority) keep push order; every push takes
         # the next one, so it also counts the events (the handled ones are those pushed and gone)
         tiebreak = itertools.count(1)
         kernel = self._kernel(state, jobs, heap, tiebreak, progress)
-        view, decider = kernel.view, kernel.decider
-        if power is not None:
-            for t0, what, payload in power.initial_events(state, jobs):
-                heapq.heappush(heap, (t0, POWER, next(tiebreak), self._power_event, payload, what))
+        arrived, instant_done = (_NO_HOOKS if self.power_manager is None
+                                 else self._power_hooks(state, rec, jobs, heap, tiebreak))
         rec.begin(jobs[0].submit_time if jobs else 0.0)
-        wakeups = view._wakeups
-        # hot loop: bind methods and constants to locals
-        heappop, heappush = heapq.heappop, heapq.heappush
-        on_submitted, on_timer = kernel.on_submitted, kernel.on_timer
-        dirty, decide, quotas = decider.dirty, decider.decide, kernel.quotas
-        cursor = 0
-        last_progress = jobs[0].submit_time if jobs else 0.0
-        while True:
-            t_arr = times[cursor]
-            t_ev = heap[0][0]
-            now = t_arr if t_arr < t_ev else t_ev
-            if now == INF:
-                break
-            view.now = now
-            # 1. completions, max-runtime kills, failures and power events: every heap event due
-            # now whose priority comes before arrivals, each handled by the handler it carries
-            if t_ev == now:
-                arrivals = (now, ARRIVAL)
-                while heap[0] < arrivals:
-                    _, _, _, handler, payload, tag = heappop(heap)
-                    handler(payload, tag, now)
-            # 2. arrivals
-            while times[cursor] == now:
-                job = jobs[cursor]
-                cursor += 1
-                on_submitted(job, now)
-                if power is not None:
-                    for t1, what, payload in power.on_arrival(job, state, now):
-                        heappush(heap, (t1, POWER, next(tiebreak), self._power_event, payload, what))
-            # 3. timers (policy wake-ups); a timer is never pushed for the current instant, so
-            # one at ``now`` was the heap's head when the instant began
-            if t_ev == now:
-                while heap[0][0] == now and heap[0][1] == TIMER:
-                    on_timer(heappop(heap)[4], now)  # the VC's pass runs even with nothing pending
-            # 4. one scheduling pass per changed VC: the kernel's one pass function
-            if dirty:
-                try:
-                    decide(now)  # clears dirty and woken
-                except StateError as exc:
-                    raise SimulationError(f"policy {policy.name}: {exc}") from exc
-                if quotas is not None:
-                    self._rebalance(quotas, now)
-            if wakeups:
-                for t1, vid in wakeups:
-                    if t1 <= now:
-                        raise SimulationError(f"policy {policy.name} asked for a wake-up in the past")
-                    heappush(heap, (t1, TIMER, next(tiebreak), None, (VC_TIMER, vid), 0))
-                wakeups.clear()
-            if power is not None:
-                running, queued = rec.running, rec.queued
-                if running == 0 and queued == 0 and cursor >= n_jobs:
-                    break  # only the power manager's timers are left
-                if running or cursor < n_jobs and jobs[cursor].submit_time <= now:
-                    last_progress = now
-                elif now - last_progress > STALL_LIMIT:
-                    raise SimulationError(f"{queued} jobs have waited {STALL_LIMIT / 86400:.0f} days with "
-                                          "nothing running: the power manager never woke nodes for them")
+        cursor = run_events(kernel, heap, tiebreak, jobs, arrived=arrived, instant_done=instant_done,
+                            rebalance=None if kernel.quotas is None else partial(self._rebalance, kernel.quotas))
         popped = next(tiebreak) - 1 - (len(heap) - 1)  # pushed minus left (the +inf sentinel was never pushed)
         return self._result(state, rec, jobs, cursor + popped, progress)  # arrivals + heap events handled
+
+    def _power_hooks(self, state: ClusterState, rec: MetricsRecorder, jobs: list[Job], heap: list[tuple],
+                     tiebreak) -> tuple[Callable[[Job, float], None], Callable[[float, int], bool]]:
+        """With a power manager: its first events pushed, what an arrival adds to the heap (its
+        power events), and the end-of-instant check (stop when only its timers are left; fail
+        when jobs wait for good)."""
+        power, n_jobs = self.power_manager, len(jobs)
+        for t0, what, payload in power.initial_events(state, jobs):
+            heapq.heappush(heap, (t0, POWER, next(tiebreak), self._power_event, payload, what))
+        last_progress = [jobs[0].submit_time if jobs else 0.0]
+
+        def arrived(job: Job, now: float) -> None:
+            for t1, what, payload in power.on_arrival(job, state, now):
+                heapq.heappush(heap, (t1, POWER, next(tiebreak), self._power_event, payload, what))
+
+        def instant_done(now: float, cursor: int) -> bool:
+            running, queued = rec.running, rec.queued
+            if running == 0 and queued == 0 and cursor >= n_jobs:
+                return True  # only the power manager's timers are left
+            if running or cursor < n_jobs and jobs[cursor].submit_time <= now:
+                last_progress[0] = now
+            elif now - last_progress[0] > STALL_LIMIT:
+                raise SimulationError(f"{queued} jobs have waited {STALL_LIMIT / 86400:.0f} days with "
+                                      "nothing running: the power manager never woke nodes for them")
+            return False
+
+        return arrived, instant_done
 
     def _kernel(self, state: ClusterState, jobs: list[Job], heap: list[tuple], tiebreak,
                 progress: Callable[[int, int], None] | None) -> Kernel:
@@ -396,6 +364,77 @@ class Simulator:
                 out["jobs_slowed_over_5pct"] = int((slow > 1.05 + 1e-9).sum())
         return out
 
+
+
+def run_events(kernel: Kernel, heap: list[tuple], tiebreak: Iterator[int], jobs: Sequence[Job], *,
+               rebalance: Callable[[float], None] | None = None,
+               arrived: Callable[[Job, float], None] | None = None,
+               instant_done: Callable[[float, int], bool] | None = None,
+               drop_past_wakeups: bool = False) -> int:
+    """THE event loop, the one every simulated run goes through: a simulation (:class:`Simulator`)
+    and a forecast (:mod:`dlsched.sim.forecast`, the same loop on a twin of a state). It owns only
+    the clock: ``heap`` holds ``(time, priority, seq, handler, payload, tag)`` events (with the
+    +inf :data:`SENTINEL` last), ``jobs`` arrive in time order (read with a cursor, not pushed),
+    and every stimulus goes to ``kernel``'s handler for it. An instant is handled in a fixed
+    order: heap events due before arrivals (finishes, max-runtime kills, power), arrivals, timers,
+    then one pass per changed VC (``rebalance(now)`` after it: the queues' borrowing and reclaim),
+    then the policy's wake-ups become timers and ``instant_done(now, arrivals so far)`` may end
+    the run (True). A wake-up asked for in the past is an error (SimulationError), or dropped
+    with ``drop_past_wakeups``. Returns how many jobs arrived."""
+    view, decider = kernel.view, kernel.decider
+    times = list(map(_SUBMIT, jobs))
+    times.append(INF)   # a sentinel: no bounds check on the cursor
+    wakeups = view._wakeups
+    # hot loop: bind methods and constants to locals
+    heappop, heappush = heapq.heappop, heapq.heappush
+    on_submitted, on_timer = kernel.on_submitted, kernel.on_timer
+    dirty, decide = decider.dirty, decider.decide
+    cursor = 0
+    while True:
+        t_arr = times[cursor]
+        t_ev = heap[0][0]
+        now = t_arr if t_arr < t_ev else t_ev
+        if now == INF:
+            break
+        view.now = now
+        # 1. completions, max-runtime kills, failures and power events: every heap event due
+        # now whose priority comes before arrivals, each handled by the handler it carries
+        if t_ev == now:
+            arrivals = (now, ARRIVAL)
+            while heap[0] < arrivals:
+                _, _, _, handler, payload, tag = heappop(heap)
+                handler(payload, tag, now)
+        # 2. arrivals
+        while times[cursor] == now:
+            job = jobs[cursor]
+            cursor += 1
+            on_submitted(job, now)
+            if arrived is not None:
+                arrived(job, now)
+        # 3. timers (policy wake-ups); a timer is never pushed for the current instant, so
+        # one at ``now`` was the heap's head when the instant began
+        if t_ev == now:
+            while heap[0][0] == now and heap[0][1] == TIMER:
+                on_timer(heappop(heap)[4], now)  # the VC's pass runs even with nothing pending
+        # 4. one scheduling pass per changed VC: the kernel's one pass function
+        if dirty:
+            try:
+                decide(now)  # clears dirty and woken
+            except StateError as exc:
+                raise SimulationError(f"policy {kernel.policy.name}: {exc}") from exc
+            if rebalance is not None:
+                rebalance(now)
+        if wakeups:
+            for t1, vid in wakeups:
+                if t1 <= now:
+                    if drop_past_wakeups:
+                        continue
+                    raise SimulationError(f"policy {kernel.policy.name} asked for a wake-up in the past")
+                heappush(heap, (t1, TIMER, next(tiebreak), None, (VC_TIMER, vid), 0))
+            wakeups.clear()
+        if instant_done is not None and instant_done(now, cursor):
+            break
+    return cursor
 
 def simulate(jobs: list[Job], cluster: ClusterSpec, policy, config: SimConfig | None = None, **kw) -> SimResult:
     """One-call convenience wrapper around :class:`Simulator`."""

@@ -1,7 +1,7 @@
 """ETA accuracy in the simulator: how close is "when will my job start?" to the actual start?
 
 During one simulation a kernel clock observer (:class:`EtaSampler`) takes, at ``samples`` evenly
-spaced times, the forward-simulation ETA (:class:`~dlsched.sched.eta.EtaEstimator`) of every waiting
+spaced times, the forward-simulation ETA (:class:`~dlsched.sim.eta.EtaEstimator`) of every waiting
 job, and beside it a naive estimate: ``(position in its VC's queue + 1) x mean duration / jobs
 running in the VC`` (the queue drains at about one job per mean duration per running job; the mean
 is over the jobs finished so far, the queue's mean prediction before any has). When the run ends,
@@ -10,7 +10,7 @@ share within 10 % of the actual wait from the sample time, share within one hour
 (1 GPU, 2-8, >8 GPUs).
 
 Calibration (on by default): the predictions are scaled by the run time of the jobs finished so
-far over their predictions (:class:`~dlsched.sched.eta.Calibration`), since a start time sums the
+far over their predictions (:class:`~dlsched.sim.eta.Calibration`), since a start time sums the
 durations ahead and duration predictors aim at the median.
 
 Predictions: the policy's own where it sets them (QSSF's online estimator writes
@@ -32,7 +32,7 @@ from dlsched.core.job import Job, JobState
 from dlsched.core.truth import duration as true_duration
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.stop import StopReason
-from dlsched.sched.eta import Calibration, EtaEstimator
+from dlsched.sim.eta import Calibration, EtaEstimator
 
 GROUPS: tuple[tuple[str, int, int], ...] = (("all", 1, 1 << 30), ("1 GPU", 1, 1), ("2-8 GPUs", 2, 8),
                                             (">8 GPUs", 9, 1 << 30))

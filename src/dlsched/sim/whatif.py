@@ -1,8 +1,8 @@
 """What-if: the same state run forward under the current policy and queues and under another
 policy, other queues (quotas), or both.
 
-Both forward runs (:mod:`dlsched.sched.eta`) start from one copy of the same moment, with the
-same predicted durations (one :class:`~dlsched.sched.eta.Calibration`, one fallback), so the
+Both forward runs (:mod:`dlsched.sim.eta`, the engine on a twin: :mod:`dlsched.sim.forecast`) start from one copy of the same moment, with the
+same predicted durations (one :class:`~dlsched.sim.eta.Calibration`, one fallback), so the
 only difference between them is what was changed: the policy (its queue order, placement,
 parameters) and/or the queues (the cluster file's ``[[queues]]``: borrow and lend limits,
 cohorts, weights), "what if this queue ran under another policy or quota from now on?". The
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from dlsched.kernel.quotas import QueueSpec, borrowing_possible
 from dlsched.kernel.state import ClusterState
-from dlsched.sched.eta import EtaEstimator, EtaResult, ForwardRun
+from dlsched.sim.eta import EtaEstimator, EtaResult, ForwardRun
 
 
 @dataclass(frozen=True, slots=True)
