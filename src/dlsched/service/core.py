@@ -84,7 +84,14 @@ def gpu_list(mask: int) -> list[int]:
 
 
 class SchedulerCore:
-    """Pods -> jobs, passes -> nominations, binds -> confirmed starts; one lock around it all."""
+    """Pods -> jobs, passes -> nominations, binds -> confirmed starts; one lock around it all.
+
+    Seams a driver may set: ``nudge(pod, node, gpus, True)`` (tell kube-scheduler to retry a pod
+    it was told to wait), ``evictor(intent)`` (the Eviction API caller), and
+    ``on_nomination(pod, node, gpus)``: called under the lock for every nomination -- a pod on
+    its own, and each pod of a gang -- after its store write, with the node's name and the GPU
+    indices as text ("0,1"); the scheduler-mode driver binds from it.
+    """
 
     def __init__(self, policy, store: Store, vc_mapping: VcMapping | None = None, max_jobs_per_gpu: int = 1,
                  clock: Callable[[], float] = time.time, default_gpu: GpuType | None = None,
@@ -132,6 +139,9 @@ class SchedulerCore:
         # told of a nomination of a pod kube-scheduler was told to wait (pod, node, GPU text, True):
         # the service annotates the pending pod, and the update makes kube-scheduler retry it
         self.nudge: Callable[[PodFacts, str, str, bool], None] | None = None
+        # told of every nomination (pod, node, GPU text) once it is in the store: a pod on its own
+        # and each pod of a gang; the scheduler-mode driver binds from it (None: nobody listens)
+        self.on_nomination: Callable[[PodFacts, str, str], None] | None = None
         # False until the service answers extender calls (runtime.start): a pod seen before then may
         # have had its last call answered 503 or refused, and sit in kube-scheduler's unschedulable
         # queue until its 60-s flush; its last outcome is "unknown" and it is nudged once nominated
@@ -875,6 +885,8 @@ class SchedulerCore:
             return "nominations refused by the store", str(exc)
         self.waiting.pop(uid, None)
         self._record("start", uid=uid, node=st.node_ids[idx], gpus=[g for g, _ in slots], shared=bool(shared))
+        if self.on_nomination is not None:
+            self.on_nomination(pod, st.node_ids[idx], ",".join(str(g) for g, _ in slots))
         outcome = self.last_outcome.get(uid, "nominated")
         if self.nudge is not None and uid != self._answering and outcome != "nominated" \
                 and (self.serving or outcome != "unknown"):
