@@ -20,7 +20,7 @@ from dlsched.kernel.entry import Kernel
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.indexes import attach_plugins
-from dlsched.service.gangs import is_gang_id
+from dlsched.service.gang_members import is_gang_id
 
 
 def live_kernel(policy, max_jobs_per_gpu: int, offered: Mapping[str, frozenset[str]]) -> tuple[Kernel, bool]:
