@@ -41,6 +41,7 @@ from dlsched.kernel.stimuli import (
     BindFailed,
     BindSucceeded,
     Evict,
+    JobAdopted,
     JobEvicted,
     JobFailed,
     JobFinished,
@@ -98,7 +99,7 @@ class Kernel:
             BindFailed: self._bind_failed, JobFinished: self._finished, JobFailed: self._failed,
             JobEvicted: self._evicted, JobWithdrawn: self._withdrawn,
             PredictionCorrected: self._corrected, NodeChanged: self._node, PowerChanged: self._power,
-            TimerFired: self._timer,
+            TimerFired: self._timer, JobAdopted: self._adopted,
         }
 
     def prepare(self) -> None:
@@ -180,6 +181,28 @@ class Kernel:
         self.decider.dirty[vc] = None
         self.decider.woken.add(vc)
         self._pass(PassRequested(), now)
+
+    def _adopted(self, s: JobAdopted, now: float) -> None:
+        """A running job this kernel did not place: booked as it stands. A node cordoned after
+        the job was bound there still runs it: opened for the booking and closed again."""
+        st, job, placement = self.state, s.job, s.placement
+        host = st.vcs[st.node_vc[placement[0][0]]]
+        closed = [n for n, _ in placement if st.node_cordoned[n]]
+        for n in closed:
+            st.uncordon(n, now)
+        try:
+            if s.borrowed:
+                if self.quotas is None:
+                    raise StateError(f"job {job.job_id} adopted as a loan, but no queues borrow")
+                st.start_borrowed(job, host, placement, now)
+                self.quotas.adopt(job)
+            else:
+                shared = any(st.node_mask[n] & mask for n, mask in placement)
+                st.start(job, placement, now, shared=shared, confirm=True)
+        finally:
+            for n in closed:
+                st.cordon(n, now)
+        self.decider.dirty[host] = None
 
     def _bound(self, s: BindSucceeded, now: float) -> None:
         self.state.confirm(s.job, now)

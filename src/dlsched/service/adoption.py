@@ -5,7 +5,7 @@ stands -- its node, its GPUs (its annotation when valid and free), a borrowed po
 from __future__ import annotations
 
 from dlsched.core.job import Job, JobState
-from dlsched.kernel.stimuli import BindSucceeded, JobSubmitted, JobWithdrawn
+from dlsched.kernel.stimuli import BindSucceeded, JobAdopted, JobSubmitted, JobWithdrawn
 from dlsched.service.host import LiveHost
 from dlsched.service.pods import GPUS_ANNOTATION, PodFacts, parse_gpu_list
 from dlsched.service.store import DoubleAssignment
@@ -52,26 +52,17 @@ def bound_pod(host: LiveHost, pod: PodFacts, job: Job | None) -> None:
         job = host.new_job(pod, host_vc.name if lender is None else host.vcs.vc_of(pod))
         book.add(pod, job)
         host.handle(JobSubmitted(job), now)
-    # a pod bound outside this process is not a decision: its start is booked as it stands
-    # (the "adopted" line lets a replay book it the same way)
+    # a pod bound outside this process is not a decision: its start is booked as it stands, by
+    # the kernel (JobAdopted: on a node cordoned since, too; a borrowed pod found running at a
+    # restart has its loan booked again); the "adopted" line is for the readers of starts
     host.record("adopted", uid=pod.uid, node=pod.node_name, gpus=gpu_list(mask), borrowed=lender is not None)
-    reclose = st.node_cordoned[idx]
-    if reclose:  # a pod bound before its node was cordoned still runs there
-        st.uncordon(idx, now)
-    if lender is not None:   # a borrowed pod found running (a restart): its loan is booked again
-        st.start_borrowed(job, lender, ((idx, mask),), now)
-        host.kernel.quotas.adopt(job)
-    else:
-        st.start(job, ((idx, mask),), now, shared=bool(st.node_mask[idx] & mask), confirm=True)
-    if reclose:
-        st.cordon(idx, now)
+    host.handle(JobAdopted(job, ((idx, mask),), lender is not None), now)
     slots = host.noms.take_slots(pod.uid, idx, mask)
     host.record("start", uid=pod.uid, node=pod.node_name, gpus=gpu_list(mask), adopted=True)
     try:
         host.store.adopt(pod.uid, pod.key, pod.node_name, slots, now, detail="bound pod seen")
     except DoubleAssignment:
         host.counters["adopt conflicts in the store"] += 1
-    host.mark(st.node_vc[idx])
 
 
 def lender_of(host: LiveHost, pod: PodFacts, node_vc) -> object | None:
