@@ -7,7 +7,7 @@ means, marks the VC that changed, and on :class:`PassRequested` or :class:`Timer
 the policy's decisions come back as :class:`Bind` / :class:`Evict` / :class:`Postponed` actions
 and its wake-up requests as :class:`WakeAt`.
 
-The live service (``service/core.py``) and ``replay`` of a recorded log drive the kernel through
+The live service (``service/adapter.py``) and ``replay`` of a recorded log drive the kernel through
 here. The simulator's event loop calls the same transitions and the same
 :attr:`Decider.decide` directly, without allocating a stimulus per event (it handles millions);
 ``tests/test_kernel_entry.py`` checks that a simulation fed through :meth:`handle` makes the same
