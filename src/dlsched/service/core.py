@@ -76,7 +76,7 @@ class SchedulerCore:
         self.slots, self.startup_nudges, self.timers = ad.noms.slots, ad.noms.startup_nudges, self.passes_part.timers
         self.counters, self.gangs, self.evictions = ad.counters, ad.gangs, ad.evictions.book
         self.filter_outcomes, self.recent_filters = self.answers.filter_outcomes, self.answers.recent_filters
-        self.default_grace, self.keyed = ad.evictions.default_grace, ad.reasons.keyed
+        self.keyed = ad.reasons.keyed
         if not ad.restricted:
             self.counters["placements not restricted to offered nodes"] += 1
         from dlsched.service.eta import LiveEta
@@ -119,6 +119,15 @@ class SchedulerCore:
     @may_nominate.setter
     def may_nominate(self, fn: Callable[[], bool]) -> None:
         self.passes_part.may_nominate = fn
+
+    @property
+    def default_grace(self) -> int:
+        """Seconds of an eviction's grace period for a pod without ``dlsched.io/grace-seconds``."""
+        return self.adapter.evictions.default_grace
+
+    @default_grace.setter
+    def default_grace(self, seconds: int) -> None:
+        self.adapter.evictions.default_grace = seconds
 
     @property
     def serving(self) -> bool:
