@@ -99,7 +99,7 @@ class Kernel:
             BindFailed: self._bind_failed, JobFinished: self._finished, JobFailed: self._failed,
             JobEvicted: self._evicted, JobWithdrawn: self._withdrawn,
             PredictionCorrected: self._corrected, NodeChanged: self._node, PowerChanged: self._power,
-            TimerFired: self._timer, JobAdopted: self._adopted,
+            TimerFired: self._timer, JobAdopted: lambda s, now: self.on_adopted(*s, now),
         }
 
     def prepare(self) -> None:
@@ -182,16 +182,17 @@ class Kernel:
         self.decider.woken.add(vc)
         self._pass(PassRequested(), now)
 
-    def _adopted(self, s: JobAdopted, now: float) -> None:
-        """A running job this kernel did not place: booked as it stands. A node cordoned after
-        the job was bound there still runs it: opened for the booking and closed again."""
-        st, job, placement = self.state, s.job, s.placement
+    def on_adopted(self, job: Job, placement, borrowed: bool, now: float) -> None:
+        """``JobAdopted``: a running job this kernel did not place, booked as it stands. A node
+        cordoned after the job was bound there still runs it: opened for the booking and closed
+        again."""
+        st = self.state
         host = st.vcs[st.node_vc[placement[0][0]]]
         closed = [n for n, _ in placement if st.node_cordoned[n]]
         for n in closed:
             st.uncordon(n, now)
         try:
-            if s.borrowed:
+            if borrowed:
                 if self.quotas is None:
                     raise StateError(f"job {job.job_id} adopted as a loan, but no queues borrow")
                 st.start_borrowed(job, host, placement, now)
