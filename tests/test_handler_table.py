@@ -19,7 +19,8 @@ from dlsched.sim import engine
 HANDLERS = {"JobSubmitted": "on_submitted", "PassRequested": "on_pass", "BindSucceeded": "on_bound",
             "BindFailed": "on_bind_failed", "JobFinished": "on_finished", "JobFailed": "on_failed",
             "JobEvicted": "on_evicted", "JobWithdrawn": "on_withdrawn", "PredictionCorrected": "on_corrected",
-            "NodeChanged": "on_node", "PowerChanged": "on_power", "TimerFired": "on_timer"}
+            "NodeChanged": "on_node", "PowerChanged": "on_power", "TimerFired": "on_timer",
+            "JobAdopted": "on_adopted"}
 
 
 def kernel() -> Kernel:

@@ -7,7 +7,7 @@ means, marks the VC that changed, and on :class:`PassRequested` or :class:`Timer
 the policy's decisions come back as :class:`Bind` / :class:`Evict` / :class:`Postponed` actions
 and its wake-up requests as :class:`Timer` actions keyed ``("vc", vid)``.
 
-The live service (``service/core.py``) and ``replay`` of a recorded log drive the kernel through
+The live service (``service/adapter.py``) and ``replay`` of a recorded log drive the kernel through
 here. The simulator's event loop calls the same transitions and the same
 :attr:`Decider.decide` directly, without allocating a stimulus per event (it handles millions);
 ``tests/test_kernel_entry.py`` checks that a simulation fed through :meth:`handle` makes the same
@@ -45,6 +45,7 @@ from dlsched.kernel.stimuli import (
     BindFailed,
     BindSucceeded,
     Evict,
+    JobAdopted,
     JobEvicted,
     JobFailed,
     JobFinished,
@@ -129,7 +130,7 @@ class Kernel:
             BindFailed: self.on_bind_failed, JobFinished: self.on_finished, JobFailed: self.on_failed,
             JobEvicted: self.on_evicted, JobWithdrawn: self.on_withdrawn,
             PredictionCorrected: self.on_corrected, NodeChanged: self.on_node, PowerChanged: self.on_power,
-            TimerFired: self._timer_then_pass,
+            TimerFired: self._timer_then_pass, JobAdopted: self.on_adopted,
         }
 
     def prepare(self) -> None:
@@ -238,6 +239,29 @@ class Kernel:
     def _timer_then_pass(self, key: TimerKey, now: float) -> None:
         self.on_timer(key, now)
         self.on_pass(now)
+
+    def on_adopted(self, job: Job, placement, borrowed: bool, now: float) -> None:
+        """``JobAdopted``: a running job this kernel did not place, booked as it stands. A node
+        cordoned after the job was bound there still runs it: opened for the booking and closed
+        again."""
+        st = self.state
+        host = st.vcs[st.node_vc[placement[0][0]]]
+        closed = [n for n, _ in placement if st.node_cordoned[n]]
+        for n in closed:
+            st.uncordon(n, now)
+        try:
+            if borrowed:
+                if self.quotas is None:
+                    raise StateError(f"job {job.job_id} adopted as a loan, but no queues borrow")
+                st.start_borrowed(job, host, placement, now)
+                self.quotas.adopt(job)
+            else:
+                shared = any(st.node_mask[n] & mask for n, mask in placement)
+                st.start(job, placement, now, shared=shared, confirm=True)
+        finally:
+            for n in closed:
+                st.cordon(n, now)
+        self._dirty[host] = None
 
     def on_bound(self, job: Job, now: float) -> None:
         """The driver carried out a :class:`Bind` (live: the pod is bound): the job runs."""

@@ -834,9 +834,12 @@ class ClusterState:
         asks it live, where a reclaimed job keeps its GPUs until its pod is gone (would the
         lender's head fit once the evictions in flight are done?) and where a per-type loan
         limit leaves only some of a lender's nodes. No observer hears of it, no level is
-        integrated, the jobs' holder lists are untouched; exclusive GPUs only (borrowing's rule)."""
-        if self.cap != 1:
-            raise StateError("as_if needs exclusive GPUs (max_jobs_per_gpu = 1)")
+        integrated, the jobs' holder lists are untouched. Releasing jobs needs exclusive GPUs
+        (borrowing's rule); closing nodes does not (the live rule of kube-scheduler's offered
+        nodes asks it with shared GPUs too)."""
+        released = tuple(released)
+        if released and self.cap != 1:
+            raise StateError("as_if needs exclusive GPUs (max_jobs_per_gpu = 1) to release jobs")
         shut = [n for n in closed if self.node_slot[n] >= 0]
         lifted = [(job, self.hosts.get(job, job.vc_state)) for job in released]
         node_free, node_mask, node_slot = self.node_free, self.node_mask, self.node_slot
@@ -858,13 +861,15 @@ class ClusterState:
         finally:
             for node in reversed(shut):
                 if node_slot[node] >= 0:
-                    continue   # reopened meanwhile (the live placer's own cordon / uncordon of unoffered nodes)
+                    continue   # reopened meanwhile (a node uncordoned while the question was asked)
                 node_slot[node] = self.node_vc[node]   # as _reopen: free recomputed from the mask
                 vc = self.vcs[self.node_vc[node]]
                 free = self.node_gpus[node] - node_mask[node].bit_count()
                 node_free[node] = free
                 vc.buckets[free] |= 1 << self.node_local[node]
                 vc.free += free
+                if self.node_share[node]:
+                    vc.share_nodes |= 1 << self.node_local[node]
             for job, host in reversed(lifted):
                 for node, mask in job.placement:
                     n = mask.bit_count()

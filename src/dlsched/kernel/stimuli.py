@@ -94,6 +94,17 @@ class PowerChanged(NamedTuple):
     on: bool
 
 
+class JobAdopted(NamedTuple):
+    """A job found running where no decision of this kernel put it (live: a pod bound by someone
+    else, or before a restart): its start is booked as it stands, on ``placement``, even on a
+    node cordoned since; ``borrowed``: it runs on the node's VC as a loan of its own queue (the
+    queue manager books the loan)."""
+
+    job: Job
+    placement: Placement
+    borrowed: bool = False
+
+
 class TimerFired(NamedTuple):
     """A :class:`Timer` came due. ``key`` says whose: ``("vc", vid)`` gives the VC a pass even with
     nothing new (a policy's wake-up); ``("limit", job_id)`` is the job's max runtime."""
@@ -102,7 +113,7 @@ class TimerFired(NamedTuple):
 
 
 Stimulus = (JobSubmitted | PassRequested | BindSucceeded | BindFailed | JobFinished | JobFailed | JobEvicted
-            | JobWithdrawn | PredictionCorrected | NodeChanged | PowerChanged | TimerFired)
+            | JobWithdrawn | PredictionCorrected | NodeChanged | PowerChanged | TimerFired | JobAdopted)
 
 
 # -- actions ------------------------------------------------------------------------------------

@@ -16,8 +16,6 @@ answers when the FastAPI app is called directly; everything else goes through Fa
 from __future__ import annotations
 
 import gc
-import json
-import math
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -25,8 +23,7 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
-from fastapi.routing import APIRoute
+from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 
 from dlsched.service.extender import (
@@ -41,6 +38,7 @@ from dlsched.service.extender import (
     scores_reply,
 )
 from dlsched.service.runtime import LiveService
+from dlsched.service.strict_json import StrictJsonRoute, validation_error
 
 EXTENDER_MAX_BYTES = 32 * 1024 * 1024   # a NodeList of ~10,000 full node objects
 OPERATOR_MAX_BYTES = 64 * 1024
@@ -55,63 +53,6 @@ NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"   # a DNS label (namespace, pod n
 # operator calls that need the token: refused (403) before their body is read, so an
 # unauthenticated caller learns nothing from validation errors
 GUARDED_PATHS = frozenset({"/api/v1/jobs", "/api/v1/observations", "/api/v1/predictions"})
-
-
-def _not_finite(text: str) -> float:
-    raise json.JSONDecodeError(f"{text} is not a finite number (JSON has none)", text, 0)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise json.JSONDecodeError(f"{text} is out of the range of a float", text, 0)
-    return value
-
-
-def strict_loads(raw: bytes | str) -> object:
-    """JSON as the RFC has it: ``NaN``, ``Infinity`` and numbers beyond a float (``1e400``) are
-    refused (a 422 from FastAPI's JSON-error path, instead of a value that later fails to encode
-    in an answer: the 500s of issue 22)."""
-    return json.loads(raw, parse_constant=_not_finite, parse_float=_finite_float)
-
-
-class StrictJsonRequest(Request):
-    """A request whose JSON body is read with :func:`strict_loads`."""
-
-    async def json(self) -> object:
-        if not hasattr(self, "_json"):
-            self._json = strict_loads(await self.body())
-        return self._json
-
-
-class StrictJsonRoute(APIRoute):
-    """Every FastAPI route reads its body through :class:`StrictJsonRequest`."""
-
-    def get_route_handler(self) -> Callable:
-        handler = super().get_route_handler()
-
-        async def route(request: Request) -> Response:
-            return await handler(StrictJsonRequest(request.scope, request.receive))
-        return route
-
-
-def _encodable(obj: object) -> object:
-    """``obj`` with every non-finite float written as text, so that an error answer that echoes
-    the input always encodes."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return repr(obj)
-    if isinstance(obj, dict):
-        return {k: _encodable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_encodable(v) for v in obj]
-    return obj
-
-
-async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """FastAPI's 422, with inputs it could not encode (NaN, inf) written as text."""
-    from fastapi.encoders import jsonable_encoder
-
-    return JSONResponse(status_code=422, content={"detail": jsonable_encoder(_encodable(exc.errors()))})
 
 
 class SubmitJob(BaseModel):

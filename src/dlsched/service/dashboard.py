@@ -56,7 +56,7 @@ def dashboard_data(service, decisions: int = 50) -> dict:
         pvo = [{k: (_num(v) if isinstance(v, float) else v) for k, v in r.items()} for r in predicted_vs_observed(core)]
         policy = core.policy.name
         filters = list(reversed(core.recent_filters))
-        gangs = core.gangs.rows(core)   # gangs: one row each, with its pods (service/gangs.py)
+        gangs = core.gangs.rows()   # gangs: one row each, with its pods (service/gangs.py)
     log = core.store.recent_decisions(decisions)
     return {"policy": policy, "nodes": nodes, "queue": queue,
             "decisions": [{"id": d["id"], "at": d["at"], "kind": d["kind"], "pod": d["pod"], "node": d["node"],

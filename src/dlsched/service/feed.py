@@ -1,6 +1,6 @@
 """Replay of stimuli: a service log's recorded stimuli fed through the kernel's entry point.
 
-The live core hands the kernel typed stimuli (``service/core.py``) and the recorder writes each
+The live adapter hands the kernel typed stimuli (``service/adapter.py``) and the recorder writes each
 one as a ``stimulus`` line (:func:`dlsched.service.record.stimulus_fields`). This module rebuilds
 them, in order, and hands them to a fresh :class:`~dlsched.kernel.entry.Kernel` (``assume=True``,
 as live) with the recorded policy or another; the kernel's ``Bind`` actions are then compared with
@@ -14,8 +14,9 @@ error naming the log's file and line.
 
 What a replay cannot know: the nodes kube-scheduler offered a pod (its selectors and taints),
 which restrict live placements; a log of pods that were offered every node replays exactly.
-Pods bound outside the service (``adopted`` lines) are booked as they stood, as the service did
-(a borrowed one as a loan of its own queue). The queue configuration the service enforced
+Pods bound outside the service (``JobAdopted`` stimuli; ``adopted`` lines in logs recorded
+before adoption was a stimulus, fed as one) are booked as they stood by the kernel's handler,
+as the service did (a borrowed one as a loan of its own queue). The queue configuration the service enforced
 (``queues`` lines, written when a ConfigMap version installs or removes a queue manager) is
 enforced from the same moment, so borrowed nominations and reclaims replay too.
 """
@@ -116,26 +117,14 @@ class _Feeder:
         self.kernel.use_queues(parse_queues_text(text, f"{where}: its queues") if text else (), float(e["at"]))
 
     def adopted(self, e: dict) -> None:
-        """A pod bound outside the service: its start booked as it stood (as the core does)."""
-        st, at = self.state, float(e["at"])
+        """An ``adopted`` line of a log recorded before adoption was a stimulus: fed as the
+        ``JobAdopted`` the service hands the kernel now (the same handler)."""
         uid = str(e["uid"])
         if uid not in self.jobs:
             raise ValueError(f"adopts {uid!r}, which no earlier JobSubmitted submitted")
-        job, idx = self.jobs[uid], st.node_index.get(str(e["node"]))
-        if idx is None:
-            raise ValueError(f"adopts {uid} on node {e['node']!r}, which no earlier NodeChanged added")
-        mask = sum(1 << g for g in e["gpus"])
-        reclose = st.node_cordoned[idx]
-        if reclose:
-            st.uncordon(idx, at)
-        if e.get("borrowed") and self.kernel.quotas is not None:   # a loan of its own queue
-            st.start_borrowed(job, st.vcs[st.node_vc[idx]], ((idx, mask),), at)
-            self.kernel.quotas.adopt(job)
-        else:
-            st.start(job, ((idx, mask),), at, shared=bool(st.node_mask[idx] & mask), confirm=True)
-        if reclose:
-            st.cordon(idx, at)
-        self.kernel.mark(st.node_vc[idx])
+        borrowed = bool(e.get("borrowed")) and self.kernel.quotas is not None   # a loan of its own queue
+        fields = {"stimulus": "JobAdopted", "uid": uid, "node": e["node"], "gpus": e["gpus"], "borrowed": borrowed}
+        self.kernel.handle(stimulus_from_fields(fields, self.jobs, self.state, self.log.gpu), float(e["at"]))
 
 
 def replay_stimuli(path: str | Path, make_policy: Callable, policy: str | None = None,
@@ -160,6 +149,8 @@ def replay_stimuli(path: str | Path, make_policy: Callable, policy: str | None =
         raise ValueError(f"{log.where}: line {log.lines[0] if log.events else 1} (config): the recorded policy "
                          f"{name} with placement {placement or 'its own'} cannot be rebuilt ({exc})") from None
     feeder = _Feeder(pol, cap, log)
+    # logs recorded since adoption is a stimulus have a JobAdopted line after each 'adopted' one
+    adoption_lines = not any(e.get("stimulus") == "JobAdopted" for e in log.events)
     recorded: list[Nomination] = []
     evicted: list[str] = []
     count = 0
@@ -169,7 +160,7 @@ def replay_stimuli(path: str | Path, make_policy: Callable, policy: str | None =
             if kind == "stimulus":
                 count += 1
                 feeder.stimulus(e)
-            elif kind == "adopted":
+            elif kind == "adopted" and adoption_lines:
                 feeder.adopted(e)
             elif kind == "queues":
                 feeder.queues(e, log.place(i))

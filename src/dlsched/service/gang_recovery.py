@@ -64,7 +64,7 @@ def recover(service) -> dict[str, int]:
                 break
             completed.append(r)
             with core.lock:   # the pod leaves the forming gang and is adopted where it was bound
-                gangs.member_gone(core, pod.uid, "bound at start-up to complete its gang")
+                gangs.member_gone(pod.uid, "bound at start-up to complete its gang")
                 core.pod_seen(replace(pod, node_name=r["node"],
                                       annotations={**pod.annotations, GPUS_ANNOTATION: r["gpus"]}))
         if ok:

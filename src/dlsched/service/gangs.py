@@ -20,6 +20,11 @@ without it is an error the pod waits with; ``dlsched.io/job`` or an owner withou
 (its pods are scheduled one by one, as before; ``dlsched.io/job`` alone names a single-pod job,
 which is how a preempted job's re-created pod is matched to it: service/evictions.py).
 
+The parts: membership and the split of a placement (:mod:`~dlsched.service.gang_members`), the
+permit barrier (:mod:`~dlsched.service.gang_permit`), the API calls (:mod:`~dlsched.service.gang_kube`);
+this table ties N pods to one kernel job through the adapter's small interface
+(:class:`~dlsched.service.host.LiveHost`).
+
 Crash safety: the nomination records every pod's node and GPUs (``gang_members`` in the store).
 At start-up (:func:`dlsched.service.gang_recovery.recover`), a gang with some pods bound and some not is *completed*: the rest
 are bound to their recorded nodes and GPUs; when that is not possible (a pod gone, its GPUs
@@ -30,152 +35,43 @@ simply decided again.
 from __future__ import annotations
 
 import logging
-import threading
-import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from dlsched.core.job import JobState
 from dlsched.kernel.decisions import Fit, Status
 from dlsched.kernel.stimuli import BindSucceeded
-from dlsched.sched.pods import no_room_reason, place_sizes, pod_room
+from dlsched.sched.pods import no_room_reason, pod_room
+from dlsched.service.gang_kube import delete_pod, kube_warner
+from dlsched.service.gang_members import (
+    GANG_PREFIX,
+    Gang,
+    GangError,
+    Membership,
+    cut_into_pods,
+    is_gang_id,
+    membership,
+    split_placement,
+    vc_room,
+)
+from dlsched.service.gang_permit import OUTCOMES_KEPT, Permit
+from dlsched.service.host import LiveHost
+from dlsched.service.nominations import BindError, gpu_text
 from dlsched.service.pods import PodFacts
 
-if TYPE_CHECKING:   # the core imports this module; only its type is needed here
-    from dlsched.service.core import SchedulerCore
-
 log = logging.getLogger("dlsched.service")
-
-GROUP_KEYS = ("scheduling.k8s.io/group-name", "pod-group.scheduling.sigs.k8s.io/name",
-              "pod-group.scheduling.sigs.k8s.io", "scheduling.x-k8s.io/pod-group")
-JOB_LABEL = "dlsched.io/job"
-MIN_MEMBER_KEYS = ("dlsched.io/min-member", "pod-group.scheduling.sigs.k8s.io/min-available")
-JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
-INDEX_KEYS = ("batch.kubernetes.io/job-completion-index",)
-GANG_PREFIX = "gang:"
-MAX_MEMBERS = 1024
-OUTCOMES_KEPT = 1000
 
 ASSUMED, RUNNING, PENDING = JobState.ASSUMED, JobState.RUNNING, JobState.PENDING
 
 
-class GangError(ValueError):
-    """A pod's gang labels cannot be read, or a placement cannot be split into its pods."""
-
-
-@dataclass(frozen=True, slots=True)
-class Membership:
-    """Which gang a pod belongs to: ``namespace/name``, its size (pods), and by which convention."""
-
-    key: str
-    size: int
-    source: str
-
-
-def _value(pod: PodFacts, keys: tuple[str, ...]) -> str:
-    for key in keys:
-        for where in (pod.labels, pod.annotations):
-            value = where.get(key)
-            if isinstance(value, str) and value.strip():
-                return value.strip()
-    return ""
-
-
-def membership(pod: PodFacts) -> Membership | None:
-    """The gang of ``pod``, or None when it is a pod on its own. Raises :class:`GangError` with
-    the label at fault when a gang is named but its size is missing or malformed."""
-    group, source = _value(pod, GROUP_KEYS), "group-name"
-    if not group:
-        group, source = _value(pod, (JOB_LABEL,)), JOB_LABEL
-    named = source == "group-name" and bool(group)   # a coscheduling group must say its size
-    if not group and _value(pod, (JOBSET_LABEL,)):
-        group, source = _value(pod, (JOBSET_LABEL,)), "jobset"
-    if not group and pod.owner.startswith("Job/") and _value(pod, INDEX_KEYS):
-        group, source = pod.owner.split("/")[1], "indexed job"
-    if not group:
-        return None
-    text = _value(pod, MIN_MEMBER_KEYS)
-    if not text:
-        if named:
-            raise GangError(f"pod {pod.key} names gang {group!r} but has no {MIN_MEMBER_KEYS[0]} (its size)")
-        return None   # an owner without a size: its pods are scheduled one by one
-    if not text.isdigit() or not 1 <= int(text) <= MAX_MEMBERS:
-        raise GangError(f"pod {pod.key}: {MIN_MEMBER_KEYS[0]}={text!r} is not a whole number in 1..{MAX_MEMBERS}")
-    return Membership(f"{pod.namespace}/{group}", int(text), source)
-
-
-def split_placement(placement, pods: list[tuple[str, int]]) -> dict[str, tuple[int, int]]:
-    """A kernel placement ``((node, GPU mask), ...)`` of a gang -> each pod's (node, GPU mask).
-    Pods (largest request first, then in the given order) fill the nodes in placement order,
-    lowest GPU indices first; each pod must fit inside one node's share. Raises
-    :class:`GangError` when the shares cannot be cut into the pods' requests."""
-    shares = [[node, [g for g in range(mask.bit_length()) if mask >> g & 1]] for node, mask in placement]
-    if sum(len(s[1]) for s in shares) != sum(n for _, n in pods):
-        raise GangError(f"the placement holds {sum(len(s[1]) for s in shares)} GPUs, the pods request "
-                        f"{sum(n for _, n in pods)}")
-    out: dict[str, tuple[int, int]] = {}
-    for uid, need in sorted(pods, key=lambda p: -p[1]):
-        share = next((s for s in shares if len(s[1]) >= need), None)
-        if share is None:
-            raise GangError(f"a pod of {need} GPUs fits in no node's share of the placement "
-                            f"({', '.join(str(len(s[1])) for s in shares)} GPUs left per node)")
-        taken, share[1] = share[1][:need], share[1][need:]
-        out[uid] = (share[0], sum(1 << g for g in taken))
-    return out
-
-
-@dataclass(eq=False)
-class Gang:
-    """One instance of a gang: its pods, and once all arrived its kernel job and nomination."""
-
-    key: str
-    size: int
-    source: str
-    seq: int
-    members: dict[str, PodFacts] = field(default_factory=dict)   # uid -> pod, in arrival order
-    first_at: float = 0.0
-    last_at: float = 0.0
-    job_id: str = ""                                           # the kernel job, once all arrived
-    places: dict[str, tuple[int, int]] = field(default_factory=dict)   # uid -> (node, mask) nominated
-    nominated_at: float = 0.0
-    told_wait: set[str] = field(default_factory=set)           # pods kube-scheduler was told to wait
-    late: bool = False                                         # reported: not all pods arrived in time
-    warned: bool = False                                       # its Warning event (no room for its pods) sent
-
-    @property
-    def id(self) -> str:
-        return f"{GANG_PREFIX}{self.key}#{self.seq}"
-
-    @property
-    def gpus(self) -> int:
-        return sum(p.gpus for p in self.members.values())
-
-    @property
-    def gpus_per_pod(self) -> int:
-        """The pods' GPU request when every pod that asks for GPUs asks for the same (0-GPU pods,
-        e.g. a launcher, need no piece); 0 when they differ (the gang is placed as one job)."""
-        sizes = {p.gpus for p in self.members.values() if p.gpus > 0}
-        return sizes.pop() if len(sizes) == 1 else 0
-
-    def forming_reason(self) -> str:
-        late = " (reported late)" if self.late else ""
-        return (f"gang {self.key}: {len(self.members)} of {self.size} pods arrived{late}; dlsched places "
-                f"a gang once all its pods are pending")
-
-
-def is_gang_id(uid: str) -> bool:
-    return uid.startswith(GANG_PREFIX)
-
-
 class GangTable:
     """The service's gangs: membership, the kernel jobs of complete gangs, nominations split into
-    pods, arrival time-outs and the permit barrier of their binds. Called by the core under its
-    lock (the hooks marked ``gang hook`` in ``service/core.py``), except :meth:`bind`, which
-    takes the lock itself and waits outside it."""
+    pods, arrival time-outs and the permit barrier of their binds. Called by the adapter under the
+    service's lock (the hooks marked ``gang hook``), except :meth:`bind`, which takes the lock
+    itself and waits outside it (:class:`~dlsched.service.gang_permit.Permit`)."""
 
-    def __init__(self, arrival_timeout: float = 120.0, permit_timeout: float = 8.0) -> None:
+    def __init__(self, host: LiveHost, arrival_timeout: float = 120.0, permit_timeout: float = 8.0) -> None:
+        self.host, self.book, self.noms = host, host.book, host.noms
         self.arrival_timeout = arrival_timeout   # seconds until a gang still missing pods is reported
         self.permit_timeout = permit_timeout     # seconds a gang pod's bind waits for the others
         self.forming: dict[str, Gang] = {}       # key -> the instance whose pods are arriving
@@ -193,12 +89,10 @@ class GangTable:
         # leader): kube-scheduler's last answer for them was not ours (a 503, a refused call), so
         # they may sit in its unschedulable queue; uid -> (when last nudged, nudges sent)
         self.unknown: dict[str, tuple[float, int]] = {}
-        self._cond = threading.Condition()
-        self._arrived: dict[tuple, dict[str, float]] = {}
-        self._outcomes: OrderedDict[tuple, dict[str, str] | None] = OrderedDict()
+        self.permit = Permit(self)   # the barrier of the gangs' binds
 
     # -- membership ---------------------------------------------------------------------
-    def admit(self, core: SchedulerCore, pod: PodFacts) -> bool:
+    def admit(self, pod: PodFacts) -> bool:
         """A pending pod the core would submit: True when it is a gang's (kept here, and the
         gang's job submitted once it is complete), False for a pod on its own."""
         if is_gang_id(pod.uid):
@@ -210,31 +104,31 @@ class GangTable:
         try:
             m = membership(pod)
         except GangError as exc:
-            core.parked[pod.uid] = pod
-            core.waiting[pod.uid] = str(exc)
+            self.book.parked[pod.uid] = pod
+            self.book.waiting[pod.uid] = str(exc)
             self.counters["gang pods with bad labels"] += 1
             return True
         if m is None:
             return False
-        now = core.now()
+        now = self.host.now()
         gang = self.forming.get(m.key)
         if gang is None:
             self.seq[m.key] += 1
             gang = self.forming[m.key] = Gang(m.key, m.size, m.source, self.seq[m.key], first_at=now)
         elif gang.size != m.size:
             self.counters["gang pods disagreeing on the size"] += 1
-        core.parked.pop(pod.uid, None)
+        self.book.parked.pop(pod.uid, None)
         gang.members[pod.uid] = pod
-        if not core.serving:
+        if not self.noms.serving:
             self.unknown.setdefault(pod.uid, (0.0, 0))
         gang.last_at = now
         self.by_uid[pod.uid] = gang
-        core.waiting[pod.uid] = gang.forming_reason()
+        self.book.waiting[pod.uid] = gang.forming_reason()
         if len(gang.members) >= gang.size:
-            self._submit(core, gang)
+            self._submit(gang)
         return True
 
-    def _submit(self, core: SchedulerCore, gang: Gang) -> None:
+    def _submit(self, gang: Gang) -> None:
         """All pods arrived: one kernel job (the gang's synthetic pod) enters the queue."""
         del self.forming[gang.key]
         first = next(iter(gang.members.values()))
@@ -244,44 +138,29 @@ class GangTable:
         pod = PodFacts(gang.id, ns, name, gang.gpus, created=max(p.created for p in gang.members.values()),
                        labels=first.labels, annotations=first.annotations)
         for uid in gang.members:
-            core.waiting.pop(uid, None)
-        core.store.log("gang", gang.id, gang.key, core.now(),
+            self.book.waiting.pop(uid, None)
+        self.host.store.log("gang", gang.id, gang.key, self.host.now(),
                        detail=f"{len(gang.members)} pods, {gang.gpus} GPUs ({gang.source}): "
                               + " ".join(p.key for p in gang.members.values()))
-        core._submit(pod)
+        self.host.submit(pod)
 
-    def vc_problem(self, core: SchedulerCore, vc: str, gang_id: str) -> str | None:
-        """Why the gang's job cannot enter its VC's queue (the VC too small for it), or None."""
+    def vc_problem(self, vc: str, gang_id: str) -> str | None:
+        """Why the gang's job cannot enter its VC's queue (the VC too small for it), or None; a
+        gang its VC's nodes cannot hold even when empty is warned of once."""
         gang = self.by_job[gang_id]
-        st = core.state
-        vid = st.vc_index.get(vc)
-        if vid is None or not st.vcs[vid].total_gpus:
-            return f"VC {vc} has no GPU nodes"
-        nodes = [n for n in st.vcs[vid].nodes if not st.node_removed[n]]
-        biggest = max((st.node_gpus[n] for n in nodes), default=0)
-        widest = max(p.gpus for p in gang.members.values())
-        if widest > biggest:
-            return f"a pod of gang {gang.key} needs {widest} GPUs on one node; the largest node of VC {vc} has {biggest}"
-        total = sum(st.node_gpus[n] for n in nodes)
-        if gang.gpus > total:
-            return f"gang {gang.key} needs {gang.gpus} GPUs; VC {vc} has {total}"
-        per = gang.gpus_per_pod
-        room = sum(st.node_gpus[n] // per for n in nodes) if per else 0
-        if per and room * per < gang.gpus:
-            why = (f"gang {gang.key} of {gang.gpus // per} x {per} GPUs needs {gang.gpus // per} pods of {per} GPUs "
-                   f"on one node each; the nodes of VC {vc} hold {room} such pods even when empty")
-            self._warn_once(core, gang, why)
-            return why
-        return None
+        why, warn = vc_room(gang, self.host.state, vc)
+        if warn:
+            self._warn_once(gang, why)
+        return why
 
-    def _warn_once(self, core: SchedulerCore, gang: Gang, why: str) -> None:
+    def _warn_once(self, gang: Gang, why: str) -> None:
         """A gang that cannot be placed is said once (counter, decision log, log line and a
         Warning event on its first pod), not on every pass or filter call."""
         if gang.warned:
             return
         gang.warned = True
         self.counters["gangs warned: no room for their pods"] += 1
-        core.store.log("gang_unschedulable", gang.id, gang.key, core.now(), detail=why)
+        self.host.store.log("gang_unschedulable", gang.id, gang.key, self.host.now(), detail=why)
         log.warning("%s", why)
         event = (next(iter(gang.members.values())), "GangUnschedulable", why)
         if self.warn is not None:
@@ -297,23 +176,23 @@ class GangTable:
                 warn(*event)
             self.unsent.clear()
 
-    def wrap_placement(self, core: SchedulerCore) -> None:
+    def wrap_placement(self) -> None:
         """Every fit of a gang's job goes through :meth:`placed` (the policy's placer wrapped,
         around whatever wrapped it already); counted when the placer cannot be wrapped."""
-        placer = getattr(core.policy, "placer", None)
+        placer = getattr(self.host.policy, "placer", None)
         inner = getattr(placer, "place", None)
         if inner is None:
             return
 
         def place(view, vc, job):
             fit = inner(view, vc, job)
-            return self.placed(core, placer, view, vc, job, fit) if is_gang_id(job.job_id) else fit
+            return self.placed(placer, view, vc, job, fit) if is_gang_id(job.job_id) else fit
         try:
             placer.place = place
         except AttributeError:
             self.counters["gang placements not cut into pods by dlsched"] += 1
 
-    def placed(self, core: SchedulerCore, placer, view, vc, job, fit: Fit) -> Fit:
+    def placed(self, placer, view, vc, job, fit: Fit) -> Fit:
         """A gang's fit as its pods (:meth:`wrap_placement`): a gang of equal
         pods was placed as them (``Job.gpus_per_pod``); one whose pods differ keeps the policy's fit
         when it cuts into them, else gets pieces of its pods' sizes (``sched/pods.place_sizes``),
@@ -323,22 +202,9 @@ class GangTable:
             return fit
         if fit.status is not Status.FITS and placer.single_node_only and job.gpus <= vc.max_node_gpus:
             return fit   # the policy never spans a job that fits one node (consolidate)
-        pods = [(uid, p.gpus) for uid, p in gang.members.items()]
-        try:
-            if fit.placement is not None:
-                split_placement(fit.placement, pods)
-                return fit
-        except GangError:
-            pass
-        pieces = place_sizes(placer, view, vc, job, [g for _, g in pods])
-        if pieces.status is Status.FITS:
-            for plugin in placer.permits:
-                pieces = plugin.permit(view, vc, job, pieces)
-                if pieces.status is not Status.FITS:
-                    break
-        if pieces.status is Status.UNSCHEDULABLE and view is core.view:   # not a forward run's copy
-            self.unsplit[job.job_id] = f"gang {gang.key} of pods of {'+'.join(str(g) for _, g in pods)} GPUs: " \
-                                       + pieces.reason
+        pieces, why = cut_into_pods(placer, view, vc, job, fit, gang)
+        if why and view is self.host.view:   # not a forward run's copy
+            self.unsplit[job.job_id] = why
         return pieces
 
     def pod_shape(self, gang_id: str) -> int:
@@ -346,81 +212,84 @@ class GangTable:
         differ, and it is placed as one job)."""
         return self.by_job[gang_id].gpus_per_pod
 
-    def after_pass(self, core: SchedulerCore) -> None:
+    def after_pass(self) -> None:
         """After a pass: each pending gang job whose pods find no room has a waiting reason that
         says so (``why_waiting``, GET /api/v1/queue), and its first pod one Warning event per gang
         (not one per pass or per filter call); a gang that has room again loses that reason."""
         for gang_id, gang in self.by_job.items():
-            job = core.jobs.get(gang_id)
+            job = self.book.jobs.get(gang_id)
             if job is None or job.state is not PENDING:
                 continue
             if not job.gpus_per_pod:   # pods of different sizes: what the last placement found
                 why = self.unsplit.pop(gang_id, None)
                 if why:
-                    core.waiting[gang_id] = why
-                    self._warn_once(core, gang, why)
+                    self.book.waiting[gang_id] = why
+                    self._warn_once(gang, why)
                 continue
-            reason = core.waiting.get(gang_id, "")
-            _, room = pod_room(core.view, job.vc_state, job.gpus_per_pod)
+            reason = self.book.waiting.get(gang_id, "")
+            _, room = pod_room(self.host.view, job.vc_state, job.gpus_per_pod)
             if room * job.gpus_per_pod >= job.gpus:
                 if reason.startswith(f"gang {gang.key} of "):
-                    del core.waiting[gang_id]
+                    del self.book.waiting[gang_id]
                 continue
-            why = f"gang {gang.key} of " + no_room_reason(core.view, job.vc_state, job).removeprefix("gang of ")
-            core.waiting[gang_id] = why
-            self._warn_once(core, gang, why)
+            why = f"gang {gang.key} of " + no_room_reason(self.host.view, job.vc_state, job).removeprefix("gang of ")
+            self.book.waiting[gang_id] = why
+            self._warn_once(gang, why)
 
     def owns(self, uid: str) -> bool:
         return uid in self.by_uid
 
     # -- the pass: nominations -------------------------------------------------------------
-    def nominate(self, core: SchedulerCore, decision, now: float) -> tuple[str, str] | None:
+    def nominate(self, decision, now: float) -> tuple[str, str] | None:
         """The policy started the gang's job: every pod nominated to its node and GPUs, written
         in one store transaction. Returns None, or (counter, why) when refused."""
         job, placement, _ = decision
         gang = self.by_job[job.job_id]
-        st = core.state
+        st = self.host.state
         try:
             places = split_placement(placement, [(uid, p.gpus) for uid, p in gang.members.items()])
         except GangError as exc:
             return "gang placements that do not split into pods", f"gang {gang.key}: {exc}"
         rows = []
         for uid, (idx, mask) in places.items():
-            slots = core._take_slots(uid, idx, mask)
+            slots = self.noms.take_slots(uid, idx, mask)
             rows.append((uid, gang.members[uid].key, st.node_ids[idx], slots))
         try:
-            core.store.assume_gang(gang.id, rows, now, detail=f"policy={core.policy.name}")
+            self.host.store.assume_gang(gang.id, rows, now, detail=f"policy={self.host.policy.name}")
         except Exception as exc:   # DoubleAssignment: the constraint fired for one of its pods
             for uid in places:
-                core.slots.pop(uid, None)
+                self.noms.slots.pop(uid, None)
             return "nominations refused by the store", str(exc)
         gang.places, gang.nominated_at = places, now
-        core.waiting.pop(gang.id, None)
+        self.book.waiting.pop(gang.id, None)
         self.unsplit.pop(gang.id, None)
         per_node: dict[str, list[int]] = {}
         for _, _, node, slots in rows:
             per_node.setdefault(node, []).extend(g for g, _ in slots)
         first = next(iter(per_node))   # node/gpus as a one-node start has them; the whole placement beside
-        core._record("start", uid=gang.id, node=first, gpus=sorted(per_node[first]), gang=gang.key,
+        self.host.record("start", uid=gang.id, node=first, gpus=sorted(per_node[first]), gang=gang.key,
                      placement=[{"node": n, "gpus": sorted(g)} for n, g in per_node.items()])
-        if core.nudge is not None:
+        if self.noms.on_nomination is not None:
+            for uid, _pod_key, node, slots in rows:
+                self.noms.on_nomination(gang.members[uid], node, gpu_text(slots))
+        if self.noms.nudge is not None:
             for uid, _pod_key, node, slots in rows:
                 # a pod unknown to this process is nudged by due_nudges once the service answers
                 # calls (a nudge now would reach a server not yet listening)
-                if uid in gang.told_wait and uid != core._answering and (core.serving or uid not in self.unknown):
-                    core.nudge(gang.members[uid], node, ",".join(str(g) for g, _ in slots), True)
+                if uid in gang.told_wait and uid != self.noms.answering and (self.noms.serving or uid not in self.unknown):
+                    self.noms.nudge(gang.members[uid], node, gpu_text(slots), True)
         return None
 
-    def nudge_wanted(self, core: SchedulerCore, uid: str, node: str) -> bool:
+    def nudge_wanted(self, uid: str, node: str) -> bool:
         """Whether a queued nudge of the gang pod ``uid`` is still worth its API write: the pod is
         still nominated on ``node`` and was not told "nominated" since (it was told to wait, or this
         process never answered it)."""
         gang = self.by_uid.get(uid)
         place = gang.places.get(uid) if gang is not None else None
-        return (place is not None and core.state.node_ids[place[0]] == node
+        return (place is not None and self.host.state.node_ids[place[0]] == node
                 and (uid in gang.told_wait or uid in self.unknown))
 
-    def due_nudges(self, core: SchedulerCore, now: float, again_after: float, tries: int) -> int:
+    def due_nudges(self, now: float, again_after: float, tries: int) -> int:
         """Nudge the nominated member pods this process never answered (seen before it served:
         a restart, a new leader), once it serves, and again after ``again_after`` seconds without
         a filter call for them, ``tries`` times in all; as the core does for pods on their own.
@@ -434,31 +303,31 @@ class GangTable:
             place = gang.places.get(uid)
             if place is None or (times and now - at < again_after):
                 continue   # not nominated yet (its nomination nudges it), or nudged a moment ago
-            slots = core.slots.get(uid) or []
-            core.nudge(gang.members[uid], core.state.node_ids[place[0]], ",".join(str(g) for g, _ in slots), True)
+            slots = self.noms.slots.get(uid) or []
+            self.noms.nudge(gang.members[uid], self.host.state.node_ids[place[0]], gpu_text(slots), True)
             self.unknown[uid] = (now, times + 1)
             sent += 1
         return sent
 
-    def released(self, core: SchedulerCore, gang_id: str, why: str) -> None:
+    def released(self, gang_id: str, why: str) -> None:
         """The gang's nomination was forgotten (or its job ended): its pods' slots and rows go."""
         gang = self.by_job.get(gang_id)
         if gang is None:
             return
         uids = list(gang.places or gang.members)
         for uid in uids:
-            core.slots.pop(uid, None)
+            self.noms.slots.pop(uid, None)
         gang.places = {}
-        core.store.release_gang(gang_id, uids, core.now(), detail=why)
+        self.host.store.release_gang(gang_id, uids, self.host.now(), detail=why)
 
     # -- the extender's questions -----------------------------------------------------------
-    def verdict(self, core: SchedulerCore, uid: str, node_names: list[str]) -> tuple[str, list[str], str] | None:
+    def verdict(self, uid: str, node_names: list[str]) -> tuple[str, list[str], str] | None:
         """The filter's answer for a gang's pod: (outcome, nodes that pass, why the others fail),
         or None when ``uid`` is no gang's pod."""
         gang = self.by_uid.get(uid)
         if gang is None:
             return None
-        answer = self._verdict(core, gang, uid, node_names)
+        answer = self._verdict(gang, uid, node_names)
         self.unknown.pop(uid, None)   # kube-scheduler asked and this process answered: known now
         if answer[0] == "nominated":
             gang.told_wait.discard(uid)
@@ -466,162 +335,53 @@ class GangTable:
             gang.told_wait.add(uid)
         return answer
 
-    def _verdict(self, core: SchedulerCore, gang: Gang, uid: str, node_names: list[str]) -> tuple[str, list[str], str]:
+    def _verdict(self, gang: Gang, uid: str, node_names: list[str]) -> tuple[str, list[str], str]:
         if not gang.job_id:
             return "waiting", [], gang.forming_reason()
-        job = core.jobs.get(gang.job_id)
+        job = self.book.jobs.get(gang.job_id)
         head = f"gang {gang.key} ({len(gang.members)} pods, {gang.gpus} GPUs)"
         if job is None:
-            return "waiting", [], f"{head}: {core.waiting.get(gang.job_id, 'not queued')}"
+            return "waiting", [], f"{head}: {self.book.waiting.get(gang.job_id, 'not queued')}"
         if job.state is ASSUMED and uid in gang.places:
-            node = core.state.node_ids[gang.places[uid][0]]
+            node = self.host.state.node_ids[gang.places[uid][0]]
             if node in node_names:
-                return "nominated", [node], f"dlsched ({core.policy.name}) nominated {node} for this pod of {head}"
+                return "nominated", [node], f"dlsched ({self.host.policy.name}) nominated {node} for this pod of {head}"
             return "waiting", [], (f"{head}: nominated {node} for this pod, which kube-scheduler did not offer "
                                    f"(its selector, affinity or taints)")
         if job.state is RUNNING:
             return "waiting", [], f"{head} is running"
-        return "waiting", [], f"{head}: {core.why_waiting(gang.job_id)}"
+        return "waiting", [], f"{head}: {self.host.why_waiting(gang.job_id)}"
 
-    def begin_bind(self, core: SchedulerCore, uid: str, node: str) -> tuple[PodFacts, list[int]]:
+    def begin_bind(self, uid: str, node: str) -> tuple[PodFacts, list[int]]:
         """Check a gang pod's bind against its nomination: (pod, GPU indices)."""
-        from dlsched.service.core import BindError
-
         gang = self.by_uid[uid]
         pod = gang.members[uid]
-        job = core.jobs.get(gang.job_id)
+        job = self.book.jobs.get(gang.job_id)
         if job is None or job.state is not ASSUMED or uid not in gang.places:
             raise BindError(f"pod {pod.key} of gang {gang.key} is not nominated")
-        nominated = core.state.node_ids[gang.places[uid][0]]
+        nominated = self.host.state.node_ids[gang.places[uid][0]]
         if nominated != node:
             raise BindError(f"pod {pod.key} of gang {gang.key} is nominated for {nominated}, not {node}")
-        return pod, [g for g, _ in core.slots[uid]]
+        return pod, [g for g, _ in self.noms.slots[uid]]
 
-    # -- the permit stage -----------------------------------------------------------------
     def bind(self, service, namespace: str, name: str, uid: str, node: str) -> str:
-        """The bind verb of a gang's pod: waits (at most ``permit_timeout``) until every pod of
-        the gang has reached bind; the last to arrive binds them all, deletes the bound ones if
-        any bind fails, and every waiting call returns its own pod's outcome."""
-        from dlsched.service.core import BindError
+        """The bind verb of a gang's pod: the permit stage (:meth:`Permit.bind`)."""
+        return self.permit.bind(service, namespace, name, uid, node)
 
-        core = service.core
-        with core.lock:
-            try:
-                pod, _ = self.begin_bind(core, uid, node)
-            except BindError as exc:
-                return str(exc)
-            if (pod.namespace, pod.name) != (namespace, name):
-                return f"uid {uid} is pod {pod.key}, not {namespace}/{name}"
-            gang = self.by_uid[uid]
-            ticket = (gang.id, gang.nominated_at)
-            size = len(gang.places)
-        deadline = time.monotonic() + self.permit_timeout
-        with self._cond:
-            decided = self._outcomes.get(ticket)
-            if decided is not None:   # released or bound already: this call comes too late
-                return decided.get(uid, decided.get("*", ""))
-            arrived = self._arrived.setdefault(ticket, {})
-            arrived[uid] = time.time()
-            lead = len(arrived) == size and ticket not in self._outcomes
-            if lead:
-                self._outcomes[ticket] = None   # in progress
-            else:
-                while self._outcomes.get(ticket, None) is None:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or not self._cond.wait(left):
-                        break
-                outcome = self._outcomes.get(ticket)
-                if outcome is not None:
-                    return outcome.get(uid, outcome.get("*", ""))
-                if ticket in self._outcomes:   # the leader is binding: wait for it without a limit
-                    while self._outcomes.get(ticket) is None:
-                        self._cond.wait(1.0)
-                    outcome = self._outcomes[ticket]
-                    return outcome.get(uid, outcome.get("*", ""))
-                self._outcomes[ticket] = None   # timed out first: this call releases the gang
-        if lead:
-            outcome = self._bind_all(service, gang, ticket, arrived)
-        else:
-            why = (f"gang {gang.key}: {len(arrived)} of {size} pods reached bind within "
-                   f"{self.permit_timeout:g} s; the gang's nomination is released")
-            self.counters["gang permits timed out"] += 1
-            with core.lock:
-                job = core.jobs.get(gang.job_id)
-                if job is not None and job.state is ASSUMED and gang.nominated_at == ticket[1]:
-                    core._forget(job, why)
-            outcome = {"*": why}
-        with self._cond:
-            self._outcomes[ticket] = outcome
-            self._arrived.pop(ticket, None)
-            while len(self._outcomes) > OUTCOMES_KEPT:
-                self._outcomes.popitem(last=False)
-            self._cond.notify_all()
-        return outcome.get(uid, outcome.get("*", ""))
-
-    def _bind_all(self, service, gang: Gang, ticket: tuple, arrived: dict[str, float]) -> dict[str, str]:
-        """Bind every pod of the gang (the permit passed); all-or-nothing."""
-        core, bridge = service.core, service.bridge
-        with core.lock:
-            job = core.jobs.get(gang.job_id)
-            if job is None or job.state is not ASSUMED or gang.nominated_at != ticket[1]:
-                return {"*": f"gang {gang.key}: its nomination was withdrawn while its pods reached bind"}
-            todo = []
-            for uid, (idx, _) in gang.places.items():
-                pod = gang.members[uid]
-                seen = uid not in core.unseen and core.key_uid.get(pod.key) == uid
-                todo.append((pod, core.state.node_ids[idx], [g for g, _ in core.slots[uid]], seen))
-        errors: dict[str, str] = {}
-        done: list[PodFacts] = []
-        for pod, node, gpus, seen in todo:
-            if bridge is None:
-                error = "no API server connected"
-            elif seen:
-                error = bridge.bind(pod.namespace, pod.name, pod.uid, node, gpus, annotate=False)
-            else:
-                error = bridge.bind(pod.namespace, pod.name, pod.uid, node, gpus, bool(pod.annotations))
-            if error:
-                errors[pod.uid] = error
-                break
-            done.append(pod)
-        bound_at = time.time()
-        if not errors:
-            with core.lock:
-                self.confirm(core, gang, "bind")
-            self.counters["gangs bound"] += 1
-            service.stats["binds"] += len(done)
-            self.last_bind[gang.key] = {"pods": len(done), "last_arrival": max(p.created for p in gang.members.values()),
-                                        "first_bind_call": min(arrived.values()), "bound": bound_at}
-            return {p.uid: "" for p in done}
-        (failed_uid, error), = errors.items()
-        failed = next(p for p, *_ in todo if p.uid == failed_uid)
-        why = f"gang {gang.key}: the bind of pod {failed.key} failed ({error}); all its pods are released"
-        deleted = [p for p in done if not delete_pod(bridge, p)]
-        self.counters["gang binds failed"] += 1
-        service.stats["bind_failures"] += 1
-        with core.lock:
-            job = core.jobs.get(gang.job_id)
-            if job is not None and job.state is ASSUMED:
-                core._forget(job, why)
-            for p in done:   # deleted: their controller makes new pods, which form the gang again
-                self.member_gone(core, p.uid, why)
-        if deleted:
-            log.warning("%s; could not delete %s", why, ", ".join(p.key for p in deleted))
-        return {"*": why}
-
-    def confirm(self, core: SchedulerCore, gang: Gang, kind: str) -> None:
+    def confirm(self, gang: Gang, kind: str) -> None:
         """Every pod of the gang is bound: its job runs."""
-        job = core.jobs.get(gang.job_id)
+        job = self.book.jobs.get(gang.job_id)
         if job is None or job.state is not ASSUMED:
             return
-        now = core.now()
-        core._handle(BindSucceeded(job), now)   # the kernel's entry point: the job runs
-        rows = [(uid, gang.members[uid].key, core.state.node_ids[idx], ",".join(str(g) for g, _ in core.slots[uid]))
+        now = self.host.now()
+        self.host.handle(BindSucceeded(job), now)   # the kernel's entry point: the job runs
+        rows = [(uid, gang.members[uid].key, self.host.state.node_ids[idx], gpu_text(self.noms.slots[uid]))
                 for uid, (idx, _) in gang.places.items()]
-        core.store.bound_gang(gang.id, rows, now, kind=kind)
-        core._record("confirm", uid=gang.id)
+        self.host.store.bound_gang(gang.id, rows, now, kind=kind)
+        self.host.record("confirm", uid=gang.id)
 
     # -- pod events -----------------------------------------------------------------------
-    def bound_seen(self, core: SchedulerCore, pod: PodFacts) -> bool:
+    def bound_seen(self, pod: PodFacts) -> bool:
         """The API server shows a gang's pod bound. True when the gang accounts for it (its
         nomination, or its running job); False when it was bound elsewhere by someone else (it
         leaves the gang and the core adopts it as a pod on its own)."""
@@ -629,17 +389,17 @@ class GangTable:
         if gang is None:
             return False
         gang.members[pod.uid] = pod
-        job = core.jobs.get(gang.job_id) if gang.job_id else None
+        job = self.book.jobs.get(gang.job_id) if gang.job_id else None
         if job is not None and job.state is RUNNING:
             return True
         if job is not None and job.state is ASSUMED and pod.uid in gang.places \
-                and core.state.node_ids[gang.places[pod.uid][0]] == pod.node_name:
+                and self.host.state.node_ids[gang.places[pod.uid][0]] == pod.node_name:
             return True   # its bind is under way; the binder confirms the gang
-        self.member_gone(core, pod.uid, f"pod {pod.key} was bound to {pod.node_name} outside its gang's nomination")
+        self.member_gone(pod.uid, f"pod {pod.key} was bound to {pod.node_name} outside its gang's nomination")
         self.counters["gang pods bound by someone else"] += 1
         return False
 
-    def member_gone(self, core: SchedulerCore, uid: str, why: str) -> None:
+    def member_gone(self, uid: str, why: str) -> None:
         """A gang's pod ended or left the gang: a running gang ends with its last pod; one not
         running yet is incomplete again (its job withdrawn, the rest form the gang anew)."""
         gang = self.by_uid.pop(uid, None)
@@ -647,33 +407,33 @@ class GangTable:
             return
         gang.members.pop(uid, None)
         gang.told_wait.discard(uid)
-        core.waiting.pop(uid, None)
-        job = core.jobs.get(gang.job_id) if gang.job_id else None
+        self.book.waiting.pop(uid, None)
+        job = self.book.jobs.get(gang.job_id) if gang.job_id else None
         if job is not None and job.state is RUNNING:
-            core.store.release_pods([uid], "finish", core.now(), detail=why)
-            core.slots.pop(uid, None)
+            self.host.store.release_pods([uid], "finish", self.host.now(), detail=why)
+            self.noms.slots.pop(uid, None)
             if not gang.members:
-                core._end(job, core.pods[gang.job_id], "every pod of the gang ended")
+                self.host.end(job, self.book.pods[gang.job_id], "every pod of the gang ended")
                 self.by_job.pop(gang.job_id, None)
             return
         if gang.job_id:
             if job is not None:
-                core._end(job, core.pods[gang.job_id], why)   # forgets a nomination, withdraws the job
-            core.parked.pop(gang.job_id, None)
-            core.waiting.pop(gang.job_id, None)
+                self.host.end(job, self.book.pods[gang.job_id], why)   # forgets a nomination, withdraws the job
+            self.book.parked.pop(gang.job_id, None)
+            self.book.waiting.pop(gang.job_id, None)
             self.by_job.pop(gang.job_id, None)
             for other in gang.places:
-                core.slots.pop(other, None)
+                self.noms.slots.pop(other, None)
             gang.job_id, gang.places = "", {}
-            self._reform(core, gang)
+            self._reform(gang)
         elif not gang.members:
             if self.forming.get(gang.key) is gang:
                 del self.forming[gang.key]
         else:
             for other in gang.members:
-                core.waiting[other] = gang.forming_reason()
+                self.book.waiting[other] = gang.forming_reason()
 
-    def _reform(self, core: SchedulerCore, gang: Gang) -> None:
+    def _reform(self, gang: Gang) -> None:
         """An incomplete gang's pods wait again (merged into the instance forming meanwhile)."""
         if not gang.members:
             return
@@ -685,101 +445,52 @@ class GangTable:
         for uid, pod in gang.members.items():
             into.members[uid] = pod
             self.by_uid[uid] = into
-            core.waiting[uid] = into.forming_reason()
+            self.book.waiting[uid] = into.forming_reason()
         into.last_at = max(into.last_at, gang.last_at)
         if len(into.members) >= into.size:   # replacements had arrived meanwhile: whole again
-            self._submit(core, into)
+            self._submit(into)
 
     # -- time-outs --------------------------------------------------------------------------
-    def expire(self, core: SchedulerCore) -> int:
+    def expire(self) -> int:
         """Reports gangs whose pods have not all arrived within ``arrival_timeout`` (once each:
         counter, decision log, warning, and the pods' waiting reason says so); forgets the
         nominations of gangs whose pods have not all reached bind within that time (the GPUs
         return to the queue). Returns how many gangs were reported."""
-        now = core.now()
+        now = self.host.now()
         late = [g for g in self.forming.values() if not g.late and now - g.first_at >= self.arrival_timeout]
         for gang in late:
             gang.late = True
             why = f"{len(gang.members)} of {gang.size} pods after {self.arrival_timeout:g} s"
             self.counters["gangs incomplete after the arrival timeout"] += 1
-            core.store.log("gang_late", gang.id, gang.key, now, detail=why)
+            self.host.store.log("gang_late", gang.id, gang.key, now, detail=why)
             log.warning("gang %s is incomplete: %s", gang.key, why)
             for uid in gang.members:
-                core.waiting[uid] = gang.forming_reason()
+                self.book.waiting[uid] = gang.forming_reason()
         for gang in list(self.by_job.values()):
-            job = core.jobs.get(gang.job_id)
-            if job is not None and job.state is ASSUMED and now - gang.nominated_at >= self.arrival_timeout:
-                with self._cond:
-                    binding = any(t[0] == gang.id for t in self._arrived) or \
-                        any(t[0] == gang.id and o is None for t, o in self._outcomes.items())
-                if not binding:
-                    self.counters["gang nominations expired before bind"] += 1
-                    core._forget(job, f"gang {gang.key}: no pod reached bind within {self.arrival_timeout:g} s")
+            job = self.book.jobs.get(gang.job_id)
+            if job is not None and job.state is ASSUMED and now - gang.nominated_at >= self.arrival_timeout \
+                    and not self.permit.binding(gang.id):
+                self.counters["gang nominations expired before bind"] += 1
+                self.host.forget(job, f"gang {gang.key}: no pod reached bind within {self.arrival_timeout:g} s")
         return len(late)
 
     # -- the operator's view ------------------------------------------------------------------
-    def rows(self, core: SchedulerCore) -> list[dict]:
+    def rows(self) -> list[dict]:
         """Every gang as one row with its pods (the dashboard's and /api/v1/state's gangs)."""
         out = []
         for gang in [*self.by_job.values(), *self.forming.values()]:
-            job = core.jobs.get(gang.job_id) if gang.job_id else None
+            job = self.book.jobs.get(gang.job_id) if gang.job_id else None
             state = "forming" if not gang.job_id else job.state.name.lower() if job is not None else "parked"
             pods = []
             for uid, pod in gang.members.items():
                 place = gang.places.get(uid)
                 pods.append({"pod": pod.key, "uid": uid, "gpus": pod.gpus,
-                             "node": core.state.node_ids[place[0]] if place else "",
-                             "gpu_indices": [g for g, _ in core.slots.get(uid, ())]})
+                             "node": self.host.state.node_ids[place[0]] if place else "",
+                             "gpu_indices": [g for g, _ in self.noms.slots.get(uid, ())]})
             out.append({"gang": gang.key, "id": gang.id, "size": gang.size, "source": gang.source, "state": state,
                         "gpus": gang.gpus, "pods": pods, "late": gang.late})
         return out
 
 
-def kube_warner(service) -> Callable[[PodFacts, str, str], None] | None:
-    """``warn(pod, reason, message)``: a Warning Event on ``pod`` through the service's API server,
-    written by a thread of its own (the caller holds the core's lock) and only while this
-    replica leads; None without an API client."""
-    api = getattr(service.bridge, "api", None)
-    if api is None:
-        return None
-    core = service.core
-
-    def write(pod: PodFacts, reason: str, message: str) -> None:
-        if not core.may_nominate():   # a replica that lost its lease writes nothing
-            return
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        body = {"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{pod.name}.",
-                                                                  "namespace": pod.namespace},
-                "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace,
-                                   "name": pod.name, "uid": pod.uid},
-                "reason": reason, "message": message[:1024], "type": "Warning", "source": {"component": "dlsched"},
-                "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
-        try:
-            api.create_namespaced_event(pod.namespace, body, _preload_content=False).release_conn()
-            core.gangs.counters["gang warning events"] += 1
-        except Exception as exc:  # noqa: BLE001 - an event is best effort; counted and logged
-            core.gangs.counters["gang warning events failed"] += 1
-            log.warning("gang warning event on %s failed: %s", pod.key, exc)
-
-    def warn(pod: PodFacts, reason: str, message: str) -> None:
-        threading.Thread(target=write, args=(pod, reason, message), name="gang-warn", daemon=True).start()
-    return warn
-
-
-def delete_pod(bridge, pod: PodFacts) -> bool:
-    """Delete a bound pod of a gang that could not be bound whole (precondition: its uid), so that
-    its controller recreates it; True when deleted (or already gone)."""
-    if bridge is None or not hasattr(bridge, "api"):
-        return bridge is not None and bool(getattr(bridge, "delete", lambda p: False)(pod))
-    from kubernetes.client import V1DeleteOptions, V1Preconditions
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        resp = bridge.api.delete_namespaced_pod(pod.name, pod.namespace, body=V1DeleteOptions(
-            grace_period_seconds=0, preconditions=V1Preconditions(uid=pod.uid)), _preload_content=False)
-        resp.release_conn()
-        return True
-    except ApiException as exc:
-        return exc.status in (404, 409)   # gone already, or another pod now has the name
-    except Exception:  # noqa: BLE001 - the API server unreachable: reported by the caller
-        return False
+__all__ = ["GANG_PREFIX", "BindError", "Gang", "GangError", "GangTable", "Membership", "delete_pod", "is_gang_id",
+           "kube_warner", "membership", "split_placement", "OUTCOMES_KEPT"]

@@ -20,7 +20,7 @@ from dlsched.kernel.entry import Kernel
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
 from dlsched.sched.indexes import attach_plugins
-from dlsched.service.gangs import is_gang_id
+from dlsched.service.gang_members import is_gang_id
 
 
 def live_kernel(policy, max_jobs_per_gpu: int, offered: Mapping[str, frozenset[str]]) -> tuple[Kernel, bool]:
@@ -46,7 +46,7 @@ def restrict_placement(policy, state: ClusterState, offered: Mapping[str, frozen
     spans nodes, one pod per share: service/gangs.py), and the placement of a job
     kube-scheduler filtered is restricted to the nodes it offered (its node selector, affinity
     and taint tolerations are honoured): a fit off those nodes is tried again with the other
-    nodes closed. False when the placer cannot be wrapped (it has no settable ``place``)."""
+    nodes out of placement (``ClusterState.as_if``, not a cordon inside the pass). False when the placer cannot be wrapped (it has no settable ``place``)."""
     placer = getattr(policy, "placer", None)
     inner = getattr(placer, "place", None)
     if inner is None:
@@ -62,15 +62,11 @@ def restrict_placement(policy, state: ClusterState, offered: Mapping[str, frozen
         allowed = offered.get(job.job_id)
         if allowed is None or fit.placement is None or all(st.node_ids[n] in allowed for n, _ in fit.placement):
             return fit
-        closed = [n for n in vc.nodes if st.node_ids[n] not in allowed and not st.node_cordoned[n]
-                  and not st.node_removed[n]]
-        for n in closed:
-            st.cordon(n, view.now)
-        try:
+        # the other nodes out of placement for this one question (ClusterState.as_if: no
+        # cordon, so no observer hears of a node change that never happened, and the books are
+        # restored exactly)
+        with st.as_if(closed=[n for n in vc.nodes if st.node_ids[n] not in allowed]):
             return inner(view, vc, job)
-        finally:
-            for n in closed:
-                st.uncordon(n, view.now)
 
     try:
         placer.place = place

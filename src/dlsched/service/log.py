@@ -30,6 +30,7 @@ STIMULI = {
     "JobSubmitted": ("uid",), "PassRequested": (), "TimerFired": (), "NodeChanged": ("node",),
     "BindSucceeded": ("uid",), "BindFailed": ("uid",), "JobFinished": ("uid",), "JobFailed": ("uid",),
     "JobEvicted": ("uid",), "JobWithdrawn": ("uid",), "PredictionCorrected": ("uid",),
+    "JobAdopted": ("uid", "node"),
 }
 NODE_CHANGES = ("added", "removed", "cordoned", "uncordoned")
 KINDS = frozenset({"config", "node", "node_gone", "submit", "start", "confirm", "forget", "finish", "withdraw",

@@ -37,6 +37,7 @@ from dlsched.kernel.stimuli import (
     VC_TIMER,
     BindFailed,
     BindSucceeded,
+    JobAdopted,
     JobEvicted,
     JobFailed,
     JobFinished,
@@ -90,7 +91,28 @@ def stimulus_fields(stimulus: object, state) -> dict:
             out["node"] = state.node_ids[stimulus.node]
     elif name == "TimerFired":
         out["vid"] = stimulus.key[1]   # the live kernel's timers are VC wake-ups, keyed ("vc", vid)
+    elif name == "JobAdopted":
+        (idx, mask), *more = stimulus.placement
+        out.update(node=state.node_ids[idx], gpus=_bits(mask), borrowed=stimulus.borrowed)
+        if more:
+            out["placement"] = [{"node": state.node_ids[n], "gpus": _bits(m)} for n, m in stimulus.placement]
     return {k: _clean(v) for k, v in out.items()}
+
+
+def _bits(mask: int) -> list[int]:
+    return [g for g in range(mask.bit_length()) if mask >> g & 1]
+
+
+def _placement(e: dict, state) -> tuple:
+    """A recorded JobAdopted's placement ((node index, GPU mask), ...), nodes by name."""
+    parts = e.get("placement") or [{"node": e["node"], "gpus": e["gpus"]}]
+    out = []
+    for part in parts:
+        idx = state.node_index.get(str(part["node"]))
+        if idx is None:
+            raise ValueError(f"a job adopted on node {part['node']!r}, which no earlier NodeChanged added")
+        out.append((idx, sum(1 << int(g) for g in part["gpus"])))
+    return tuple(out)
 
 
 def _num(value: object) -> float:
@@ -153,6 +175,8 @@ def stimulus_from_fields(e: dict, jobs: dict[str, Job], state, gpu: Callable[[ob
     if kind == "PredictionCorrected":
         set_predictions(job, e)
         return PredictionCorrected(job)
+    if kind == "JobAdopted":
+        return JobAdopted(job, _placement(e, state), bool(e.get("borrowed")))
     if kind in _WITH_REASON:
         return _WITH_REASON[kind](job, str(e.get("why") or ""))
     return _JOB_ONLY[kind](job)

@@ -121,7 +121,7 @@ class FairSharePolicy(OrderingPolicy):
         return self.tracker.at(user, self.now)
 
     def fork(self, now: float) -> FairSharePolicy:
-        """A copy for the start-time estimate's forward run (:func:`dlsched.sched.eta.fork_policy`)
+        """A copy for the start-time estimate's forward run (:func:`dlsched.sim.twin.fork_policy`)
         with its own usage as of ``now``: the forward run's twins accrue usage as they run, and
         the original's is untouched."""
         clone = copy.copy(self)

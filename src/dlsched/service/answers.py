@@ -1,0 +1,119 @@
+"""The extender's questions answered: filter (the nominated node, or none and why), and
+prioritize (the nominated node first, the policy's placement scores for the others)."""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from itertools import repeat
+
+from dlsched.core.job import Job, JobState
+from dlsched.service.adapter import Adapter
+from dlsched.service.passes import Passes
+from dlsched.service.pods import PodFacts
+
+PENDING, RUNNING, ASSUMED = JobState.PENDING, JobState.RUNNING, JobState.ASSUMED
+MAX_SCORE = 10  # the extender protocol's highest host priority
+PRIORITY_TOP = MAX_SCORE - 2   # policy scores map to 1..9, below the nominated node's MAX_SCORE
+
+
+class Answers:
+    """Filter and prioritize, with the outcomes counted and the latest kept for the operator."""
+
+    def __init__(self, adapter: Adapter, passes: Passes) -> None:
+        self.adapter, self.passes = adapter, passes
+        self.filter_outcomes: Counter[str] = Counter()   # nominated / waiting / refused (a uid the API server does not have)
+        self.recent_filters: deque[dict] = deque(maxlen=50)   # the last answers, with the reasons given
+        self.offered_last: tuple[list[str], frozenset[str]] = ([], frozenset())
+
+    def verdict(self, pod: PodFacts, node_names: list[str]) -> tuple[list[str], str]:
+        """The filter's answer: (nodes that pass, the one reason every other node fails with)."""
+        ad = self.adapter
+        if pod.gpus == 0:
+            ad.book.zero_gpu_seen(pod)
+            return list(node_names), ""
+        refused = ad.pod_offered(pod)
+        if refused:
+            return self.answer(pod, "refused", [], node_names, refused)
+        self.note_offered(pod.uid, node_names)
+        ad.noms.answering = pod.uid
+        try:
+            self.passes.run_pass()
+            gang = ad.gangs.verdict(pod.uid, node_names)   # gang hook
+            if gang is not None:
+                return self.answer(pod, gang[0], gang[1], node_names, gang[2])
+            job = ad.book.jobs.get(pod.uid)
+            if job is not None and job.state is ASSUMED:
+                node = ad.state.node_ids[job.placement[0][0]]
+                if node not in node_names:
+                    # nominated before kube-scheduler said where the pod may go (its selector,
+                    # affinity, taints): decided again at once, on the nodes it offered
+                    ad.forget(job, f"nominated {node}, which the scheduler did not offer")
+                    ad.counters["nominations moved to an offered node"] += 1
+                    self.passes.run_pass()
+            if job is not None and job.state is ASSUMED:
+                node = ad.state.node_ids[job.placement[0][0]]
+                why = f"dlsched ({ad.policy.name}) nominated {node} for this pod"
+                return self.answer(pod, "nominated", [node], node_names, why)
+        finally:
+            ad.noms.answering = ""
+        why = ad.why_waiting(pod.uid)
+        return self.answer(pod, "waiting", [], node_names, why)
+
+    def note_offered(self, uid: str, node_names: list[str]) -> None:
+        """Remember the nodes kube-scheduler offered for this pod (the set is shared while
+        kube-scheduler sends the same list for pod after pod)."""
+        book = self.adapter.book
+        last_names, last_set = self.offered_last
+        if node_names != last_names:
+            last_set = frozenset(node_names)
+            self.offered_last = (list(node_names), last_set)
+        if uid in book.jobs and book.offered.get(uid) is not last_set:
+            book.offered[uid] = last_set
+            job = book.jobs[uid]
+            if job.state is PENDING:
+                self.adapter.mark(job.vc_state.vid)   # other nodes now: worth another pass
+
+    def answer(self, pod: PodFacts, outcome: str, passed: list[str], node_names: list[str],
+               why: str) -> tuple[list[str], str]:
+        """Count a filter answer and keep it (with the reason the other nodes were rejected)."""
+        self.filter_outcomes[outcome] += 1
+        if pod.uid in self.adapter.book.jobs:
+            self.adapter.book.last_outcome[pod.uid] = outcome
+        self.recent_filters.append({"at": self.adapter.last_now, "pod": pod.key, "outcome": outcome,
+                                    "passed": passed, "rejected": len(node_names) - len(passed), "reason": why})
+        return passed, why
+
+    def priorities(self, pod: PodFacts, node_names: list[str]) -> list[int]:
+        """The score of each of ``node_names``, in order: the nominated node MAX_SCORE (10); every
+        other node the policy's placement scores for this pod on it, mapped to 1..9
+        (:meth:`policy_scores`), or 0 where the pod cannot go (no room, the placement's filters,
+        another VC, unknown to dlsched). A list of ints, not of pairs: the reply is written from it."""
+        ad = self.adapter
+        job = ad.book.jobs.get(pod.uid)
+        if job is None or job.state is RUNNING:
+            return [0] * len(node_names)
+        scores = self.policy_scores(job)
+        if job.state is ASSUMED:
+            scores[ad.state.node_ids[job.placement[0][0]]] = MAX_SCORE
+        return list(map(scores.get, node_names, repeat(0, len(node_names))))
+
+    def policy_scores(self, job: Job) -> dict[str, int]:
+        """The placement's score stage for ``job`` (``PlacementPipeline.scores``: every node of
+        its VC that could take it now and passes the filters -> the weighted mean of the scorers
+        in [0, 1]) as ``1 + floor(8 * s + 0.5)`` in 1..9, so that any node the policy would accept
+        outranks one it would not, and the nominated node (10) outranks them all. A node the job
+        holds GPUs on (its nomination) is scored as it stands, the job's GPUs taken."""
+        ad = self.adapter
+        scores = getattr(getattr(ad.policy, "placer", None), "scores", None)
+        if scores is None:
+            return {}
+        ad.view.now = ad.now()
+        ids = ad.state.node_ids
+        raw = scores(ad.view, job.vc_state, job)
+        mapped = {total: priority(total) for total in set(raw.values())}   # few distinct scores, many nodes
+        return {ids[node]: mapped[total] for node, total in raw.items()}
+
+
+def priority(total: float) -> int:
+    """A placement score in [0, 1] (clipped) as an extender priority in 1..PRIORITY_TOP + 1."""
+    return 1 + int(PRIORITY_TOP * (0.0 if total < 0.0 else 1.0 if total > 1.0 else total) + 0.5)

@@ -1,0 +1,48 @@
+"""Queues that borrow, live: the queue ConfigMap's specs (service/queues.py) enforced by a
+queue manager the kernel builds on the live state (``Kernel.use_queues``), or refused with the
+reason, and recorded so that a replay enforces the same queues from the same moment."""
+
+from __future__ import annotations
+
+from dlsched.service.host import LiveHost
+
+
+class QueueSetting:
+    """The configured queue specs and why borrowing is off although they allow it ('' when on
+    or when they do not allow it)."""
+
+    def __init__(self, host: LiveHost) -> None:
+        self.host = host
+        self.specs: tuple = ()
+        self.refused = ""
+
+    def apply(self, specs: tuple) -> str:
+        """Enforce ``specs``: when some queue may borrow, the kernel gets a queue manager built on
+        the live state (loans re-derived from what runs where); otherwise none. Returns '' or why
+        borrowing stays off although the queues allow it: as in the simulator, borrowing needs an
+        ordering policy that does not preempt on its own (reclaims are the manager's
+        preemptions) and exclusive GPUs."""
+        from dlsched.kernel.quotas import borrowing_possible
+        from dlsched.traces.cluster_queues import queues_to_toml
+
+        host = self.host
+        policy = host.policy
+        self.specs = tuple(specs)
+        self.refused = ""
+        if self.specs and borrowing_possible(self.specs):
+            if getattr(policy, "preemptive", False):
+                self.refused = (f"queues that borrow need a non-preemptive ordering policy; "
+                                f"{policy.name} preempts on its own: borrowing and reclaim are off")
+            elif host.state.cap != 1:
+                self.refused = (f"queues that borrow need exclusive GPUs (--max-jobs-per-gpu 1, "
+                                f"not {host.state.cap}): borrowing and reclaim are off")
+        enforced = self.specs if not self.refused else ()
+        try:
+            manager = host.kernel.use_queues(enforced, host.now())
+        except ValueError as exc:
+            self.refused = f"queues: {exc}: borrowing and reclaim are off"
+            manager = None
+        if manager is not None:
+            host.counters["queue managers built"] += 1
+        host.record("queues", toml=queues_to_toml(enforced) if manager is not None else "")
+        return self.refused
