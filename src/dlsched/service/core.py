@@ -132,6 +132,9 @@ class SchedulerCore:
         # told of a nomination of a pod kube-scheduler was told to wait (pod, node, GPU text, True):
         # the service annotates the pending pod, and the update makes kube-scheduler retry it
         self.nudge: Callable[[PodFacts, str, str, bool], None] | None = None
+        # told of every nomination once it is in the store (pod, node, GPU text), single pods and
+        # each pod of a gang alike, under the lock: the scheduler mode's binder queues its Binding
+        self.on_nomination: Callable[[PodFacts, str, str], None] | None = None
         # False until the service answers extender calls (runtime.start): a pod seen before then may
         # have had its last call answered 503 or refused, and sit in kube-scheduler's unschedulable
         # queue until its 60-s flush; its last outcome is "unknown" and it is nudged once nominated
@@ -875,6 +878,8 @@ class SchedulerCore:
             return "nominations refused by the store", str(exc)
         self.waiting.pop(uid, None)
         self._record("start", uid=uid, node=st.node_ids[idx], gpus=[g for g, _ in slots], shared=bool(shared))
+        if self.on_nomination is not None:
+            self.on_nomination(pod, st.node_ids[idx], ",".join(str(g) for g, _ in slots))
         outcome = self.last_outcome.get(uid, "nominated")
         if self.nudge is not None and uid != self._answering and outcome != "nominated" \
                 and (self.serving or outcome != "unknown"):

@@ -403,6 +403,9 @@ class GangTable:
         first = next(iter(per_node))   # node/gpus as a one-node start has them; the whole placement beside
         core._record("start", uid=gang.id, node=first, gpus=sorted(per_node[first]), gang=gang.key,
                      placement=[{"node": n, "gpus": sorted(g)} for n, g in per_node.items()])
+        if core.on_nomination is not None:   # the scheduler mode's binder: each pod's Binding
+            for uid, _pod_key, node, slots in rows:
+                core.on_nomination(gang.members[uid], node, ",".join(str(g) for g, _ in slots))
         if core.nudge is not None:
             for uid, _pod_key, node, slots in rows:
                 # a pod unknown to this process is nudged by due_nudges once the service answers
