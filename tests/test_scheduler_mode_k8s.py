@@ -179,3 +179,40 @@ def test_a_cordoned_node_is_not_used_until_it_is_uncordoned(plane):
                content_type="application/strategic-merge-patch+json")
     assert _wait(lambda: _bound(cp, names[2]), 20, "bound after the uncordon")["spec"]["nodeName"] == "gpu-2"
     _delete(cp, *names)
+
+
+def test_kill9_of_the_leader_the_new_leader_binds_the_waiting_pod_within_2s_of_being_ready(shared, tmp_path):
+    from support.postgres import Postgres, pg_bindir
+
+    if pg_bindir() is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
+    pytest.importorskip("psycopg")
+    with extender_control_plane(shared) as (cp, _port):
+        for i in range(2):
+            add_gpu_node(cp, f"ha-{i}", GPUS_PER_NODE)
+        pg = Postgres().start()
+        a = b = None
+        try:
+            election = ("--leader-elect", "--lease-namespace", "default")
+            a = _service(cp, tmp_path, "replica-a", pg.url, *election, "--leader-id", "replica-a").start()
+            _wait(lambda: a.get("/api/v1/leader")["ready"], 30, "replica-a leads")
+            b = _service(cp, tmp_path, "replica-b", pg.url, *election, "--leader-id", "replica-b").start()
+            _wait(lambda: b.get("/api/v1/leader")["leader"] == "replica-a", 10, "replica-b follows")
+            _create(cp, _pod("before", 2))
+            _wait(lambda: _bound(cp, "before"), 20, "bound by replica-a")
+            a.kill9()
+            _create(cp, _pod("after", 2))    # no replica leads now
+            _wait(lambda: b.get("/api/v1/leader")["ready"], 30, "replica-b takes over")
+            ready = time.time()
+            pod = _wait(lambda: _bound(cp, "after"), 20, "bound by replica-b")
+            bound = next(d["at"] for d in b.decisions() if d["kind"] in ("bind", "confirm") and d["pod"] == "default/after")
+            leadership = b.get("/api/v1/leader")
+        finally:
+            for svc in (b, a):
+                if svc is not None:
+                    svc.stop()
+            pg.stop()
+    print(f"\nfirst bind of the new leader {bound - ready:.2f} s after it was ready")
+    assert leadership["identity"] == "replica-b" and leadership["is_leader"]
+    assert bound - ready <= FIRST_BIND_LIMIT_S
+    assert len(pod["metadata"]["annotations"]["dlsched.io/gpus"].split(",")) == 2
