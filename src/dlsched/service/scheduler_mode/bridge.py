@@ -118,6 +118,7 @@ class SchedulerBridge(KubeBridge):
             target = self.nodes.get(node)
             if pod is None or target is None:
                 return f"node {node} is gone" if target is None else ""
+            self.assumed.pop(uid, None)   # a reservation of its own from an earlier try is not room taken
             result = fit.feasible(pod, [target], self._pods_by_node([node]))
             if not result.nodes:
                 return result.reasons.get(node) or result.message or f"the pod no longer fits {node}"

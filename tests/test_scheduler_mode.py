@@ -1,0 +1,232 @@
+"""The scheduler mode without a control plane: the node checks' stand-in, the GPU request left
+to the kernel, the watch's back-off, and the bridge + binder against a fake API (what is
+written for a pod of dlsched's, for a pod of another scheduler, and for a pod no node passes)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+pytest.importorskip("kubernetes")
+
+from dlsched.registry import make_policy  # noqa: E402
+from dlsched.service.core import SchedulerCore  # noqa: E402
+from dlsched.service.runtime import LiveService  # noqa: E402
+from dlsched.service.scheduler_mode import fit, nodefit_standin  # noqa: E402
+from dlsched.service.scheduler_mode.bridge import SchedulerBridge  # noqa: E402
+from dlsched.service.scheduler_mode.watch import BACKOFF_MAX_S, BACKOFF_MIN_S, backoff  # noqa: E402
+from dlsched.service.store import Store  # noqa: E402
+
+
+def node(name: str, gpus: int = 8, cpu: str = "64", labels: dict | None = None, **spec) -> dict:
+    cap = {"cpu": cpu, "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    return {"metadata": {"name": name, "labels": labels or {}}, "spec": spec,
+            "status": {"capacity": cap, "allocatable": cap}}
+
+
+def pod(uid: str, gpus: int = 1, cpu: str = "", scheduler: str = "dlsched", node_name: str = "", **spec) -> dict:
+    req = {"nvidia.com/gpu": str(gpus), **({"cpu": cpu} if cpu else {})}
+    return {"metadata": {"uid": uid, "name": f"pod-{uid}", "namespace": "default",
+                         "creationTimestamp": "2026-01-01T00:00:00Z", "resourceVersion": "1"},
+            "spec": {"schedulerName": scheduler, "nodeName": node_name or None, **spec,
+                     "containers": [{"name": "m", "resources": {"limits": req, "requests": req}}]},
+            "status": {"phase": "Running" if node_name else "Pending"}}
+
+
+# -- the node checks -----------------------------------------------------------------------------
+def test_the_stand_in_rejects_each_node_for_its_reason_and_sums_them_up():
+    nodes = [node("cordoned", unschedulable=True),
+             node("tainted", taints=[{"key": "gpu", "value": "a100", "effect": "NoSchedule"}]),
+             node("labelled", labels={"zone": "x"}),
+             node("small", cpu="2"),
+             {**node("down"), "status": {**node("down")["status"],
+                                         "conditions": [{"type": "Ready", "status": "False"}]}}]
+    by_node = {"small": [pod("running", cpu="1500m", node_name="small")]}
+    result = nodefit_standin.feasible(pod("p", cpu="1"), nodes, by_node)
+    assert result.nodes == ["labelled"]
+    assert result.reasons == {"cordoned": "node(s) were unschedulable",
+                              "tainted": "node(s) had taint that the pod didn't tolerate",
+                              "small": "Insufficient cpu", "down": "node(s) were not ready"}
+    assert result.message == ""
+    tolerant = pod("t", cpu="500m",
+                   tolerations=[{"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"}])
+    got = nodefit_standin.feasible(tolerant, nodes, by_node)
+    assert got.nodes == ["tainted", "labelled", "small"]   # half a cpu is left on "small"
+    none = nodefit_standin.feasible(pod("n", nodeSelector={"zone": "nowhere"}), nodes[:3], {})
+    assert none.nodes == [] and none.message == ("0/3 nodes are available: 2 node(s) didn't match node selector, "
+                                                 "1 node(s) were unschedulable.")
+
+
+def test_gpus_are_left_to_the_kernel_and_unsupported_terms_are_named():
+    full = node("n", gpus=1)
+    holder = pod("h", gpus=1, node_name="n")
+    # the device plugin's count says no room; the kernel (which may share GPUs) decides that
+    assert nodefit_standin.feasible(pod("p"), [full], {"n": [holder]}).nodes == []
+    assert fit.feasible(pod("p"), [full], {"n": [holder]}).nodes == ["n"]
+    assert fit.without_gpus(pod("p", cpu="2"))["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "2"}
+    odd = pod("o", affinity={"podAntiAffinity": {"x": 1}}, topologySpreadConstraints=[{"maxSkew": 1}])
+    assert fit.unsupported(odd) == ["inter-pod anti-affinity", "topology spread constraints"]
+    cond = fit.unschedulable_condition("0/3 nodes are available")
+    assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "Unschedulable")
+    event = fit.failed_scheduling_event(pod("p"), "why", "dlsched")
+    assert (event["reason"], event["type"], event["source"], event["involvedObject"]["uid"]) == \
+        ("FailedScheduling", "Warning", {"component": "dlsched"}, "p")
+
+
+def test_the_watch_backs_off_doubling_within_its_bounds():
+    waits, w = [], 0.0
+    for _ in range(8):
+        w = backoff(w)
+        waits.append(w)
+    assert waits[:3] == [BACKOFF_MIN_S, 2 * BACKOFF_MIN_S, 4 * BACKOFF_MIN_S]
+    assert max(waits) == BACKOFF_MAX_S and waits[-1] == BACKOFF_MAX_S
+
+
+# -- bridge + binder on a fake API ----------------------------------------------------------------
+class Raw:
+    def __init__(self, obj: dict) -> None:
+        self.data = json.dumps(obj).encode()
+
+    def release_conn(self) -> None:
+        pass
+
+
+class FakeApi:
+    """Lists what the test put there; records every write."""
+
+    def __init__(self, nodes: list[dict], pods: list[dict]) -> None:
+        self.nodes, self.pods = nodes, pods
+        self.writes: list[tuple] = []
+
+    def list_node(self, _preload_content=False, **kw):
+        return Raw({"metadata": {"resourceVersion": "10"}, "items": self.nodes})
+
+    def list_pod_for_all_namespaces(self, _preload_content=False, **kw):
+        return Raw({"metadata": {"resourceVersion": "20"}, "items": self.pods})
+
+    def create_namespaced_pod_binding(self, name, namespace, body, _preload_content=False):
+        self.writes.append(("binding", name, body.target.name, dict(body.metadata.annotations or {})))
+        return Raw({})
+
+    def patch_namespaced_pod_status(self, name, namespace, body, _preload_content=False):
+        self.writes.append(("status", name, body["status"]["conditions"][0]))
+        return Raw({})
+
+    def create_namespaced_event(self, namespace, body, _preload_content=False):
+        self.writes.append(("event", body["involvedObject"]["name"], body["reason"], body["message"]))
+        return Raw({})
+
+
+def _service(api: FakeApi, workers: bool = True) -> tuple[LiveService, SchedulerBridge]:
+    core = SchedulerCore(make_policy("fifo", "consolidate"), Store("sqlite://"))
+    bridge = SchedulerBridge(api, core, "dlsched")
+    service = LiveService(core, bridge, "t", "dlsched", mode="scheduler", nudge=False)
+    if workers:
+        service.start_binder()
+    else:   # the test binds the queued nominations itself
+        from dlsched.service.scheduler_mode.binder import Binder
+
+        service.binder = Binder(service)
+        core.on_nomination = service.binder.submit
+    return service, bridge
+
+
+def _settle(api: FakeApi, count: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(api.writes) < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.1)   # nothing more arrives
+
+
+def test_a_pod_of_dlscheds_is_bound_once_with_its_gpus_and_another_schedulers_pod_never():
+    api = FakeApi([node("a", labels={"zone": "x"}), node("b")],
+                  [pod("mine", 2, nodeSelector={"zone": "x"}), pod("theirs", 2, scheduler="default-scheduler")])
+    service, bridge = _service(api)
+    try:
+        bridge.reconcile()
+        service.core.run_pass()
+        _settle(api, 1)
+        assert api.writes == [("binding", "pod-mine", "a", {"dlsched.io/gpus": "0,1"})]
+        assert service.core.offered["mine"] == frozenset({"a"})
+        assert "theirs" not in service.core.jobs and "theirs" not in bridge.pending
+        assert service.mode_state()["binder"] == {"queued": 1, "bound": 1, "failed": 0, "refit": 0}
+    finally:
+        service.stop()
+
+
+def test_a_pod_no_node_passes_is_reported_once_then_bound_when_a_node_passes():
+    api = FakeApi([node("a")], [pod("p", 1, nodeSelector={"zone": "x"})])
+    service, bridge = _service(api)
+    import threading
+
+    threading.Thread(target=bridge._reporter, daemon=True).start()
+    try:
+        bridge.reconcile()
+        service.core.run_pass()
+        _settle(api, 2)
+        (kind, name, cond), event = api.writes
+        assert (kind, name, cond["reason"]) == ("status", "pod-p", "Unschedulable")
+        assert cond["message"] == "0/1 nodes are available: 1 node(s) didn't match node selector."
+        assert event == ("event", "pod-p", "FailedScheduling", cond["message"])
+        bridge._pod_event("MODIFIED", pod("p", 1, nodeSelector={"zone": "x"}))   # its own status patch
+        bridge.refit("p")                                                       # same message, within a minute
+        _settle(api, 3, timeout=0.5)
+        assert len(api.writes) == 2
+        bridge._node_event("ADDED", node("z", labels={"zone": "x"}))
+        service.core.run_pass()
+        _settle(api, 3)
+        assert api.writes[2] == ("binding", "pod-p", "z", {"dlsched.io/gpus": "0"})
+    finally:
+        service.stop()
+
+
+def test_a_nomination_whose_node_filled_meanwhile_is_decided_again_on_the_nodes_that_pass():
+    api = FakeApi([node("a", cpu="2"), node("b", cpu="2")], [])
+    service, bridge = _service(api, workers=False)
+    core = service.core
+    try:
+        bridge.reconcile()
+        bridge._pod_event("ADDED", pod("p", 1, cpu="2"))
+        core.run_pass()
+        nominated = core.state.node_ids[core.jobs["p"].placement[0][0]]
+        # another scheduler's pod takes the node's cpu before the Binding is sent
+        bridge._pod_event("ADDED", pod("other", 0, cpu="2", scheduler="default-scheduler", node_name=nominated))
+        facts = core.pods["p"]
+        error = service.binder.bind_one(facts, nominated)
+        assert error == f"node {nominated} no longer fits the pod: Insufficient cpu"
+        assert core.offered["p"] == frozenset({"a", "b"} - {nominated})
+        assert api.writes == []
+        other = core.state.node_ids[core.jobs["p"].placement[0][0]]
+        assert other != nominated
+        assert service.binder.bind_one(facts, other) == ""
+        assert api.writes == [("binding", "pod-p", other, {"dlsched.io/gpus": "0"})]
+    finally:
+        service.stop()
+
+
+# -- the command line ------------------------------------------------------------------------------
+def test_mode_flag_bad_value_is_one_error_line_and_the_default_name_follows_the_mode(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from dlsched.cli import main
+    from dlsched.cli.serve_config import service_config
+    from dlsched.run.config import PredictionConfig, ServiceTimings
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    res = CliRunner().invoke(main.app, ["serve", "--mode", "kube", "--api-server", "https://127.0.0.1:1",
+                                        "--db", f"sqlite:///{tmp_path}/s.db"])
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert lines[-1] == "error: --mode: 'kube' is not one of extender, scheduler" and "Traceback" not in res.output
+
+    def config(mode: str, name: str = ""):
+        return service_config("fifo", False, {}, None, placement=None, max_jobs_per_gpu=1,
+                              predictions=PredictionConfig(), timings=ServiceTimings(), note=print,
+                              scheduler_name=name, vc_map="", default_vc="default", queues_configmap="",
+                              nudge=True, record=None, mode=mode)
+    ext, own, named = config("extender"), config("scheduler"), config("scheduler", "gpu-sched")
+    assert (ext.scheduler_name, ext.nudge, ext.describe()["mode"]) == ("default-scheduler", True, "extender")
+    assert (own.scheduler_name, own.nudge, own.describe()["mode"]) == ("dlsched", False, "scheduler")
+    assert named.scheduler_name == "gpu-sched"
