@@ -230,3 +230,29 @@ def test_mode_flag_bad_value_is_one_error_line_and_the_default_name_follows_the_
     assert (ext.scheduler_name, ext.nudge, ext.describe()["mode"]) == ("default-scheduler", True, "extender")
     assert (own.scheduler_name, own.nudge, own.describe()["mode"]) == ("dlsched", False, "scheduler")
     assert named.scheduler_name == "gpu-sched"
+
+
+# -- deploy/ ---------------------------------------------------------------------------------------
+def test_deploy_runs_the_scheduler_mode_with_two_replicas_and_grants_what_it_writes():
+    from pathlib import Path
+
+    yaml = pytest.importorskip("yaml")
+    from dlsched.service.pods import pod_facts
+
+    deploy = Path(__file__).resolve().parents[1] / "deploy"
+
+    def docs(name: str) -> list[dict]:
+        return [d for d in yaml.safe_load_all((deploy / name).read_text()) if d]
+    role = next(d for d in docs("rbac-scheduler-mode.yaml") if d["kind"] == "ClusterRole")
+    assert [(r["resources"], r["verbs"]) for r in role["rules"]] == [(["pods/status"], ["patch"])]
+    base = next(d for d in docs("rbac.yaml") if d["kind"] == "ClusterRole")
+    granted = {(res, verb) for r in base["rules"] + role["rules"] for res in r["resources"] for verb in r["verbs"]}
+    # every write this mode makes: the Binding, the Unschedulable condition, the FailedScheduling event
+    assert {("pods/binding", "create"), ("pods/status", "patch"), ("events", "create")} <= granted
+    dep, = docs("deployment-scheduler-mode.yaml")
+    argv = dep["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert dep["spec"]["replicas"] == 2 and "--leader-elect" in argv
+    assert argv[argv.index("--mode") + 1] == "scheduler" and argv[argv.index("--scheduler-name") + 1] == "dlsched"
+    example, = docs("example-pod-scheduler-mode.yaml")
+    facts = pod_facts({**example, "metadata": {**example["metadata"], "uid": "u", "namespace": "default"}})
+    assert (facts.scheduler_name, facts.gpus) == ("dlsched", 4)
