@@ -110,6 +110,10 @@ class FakeApi:
         self.writes.append(("binding", name, body.target.name, dict(body.metadata.annotations or {})))
         return Raw({})
 
+    def patch_namespaced_pod(self, name, namespace, body, _preload_content=False):
+        self.writes.append(("patch", name, [op["op"] for op in body]))
+        return Raw({})
+
     def patch_namespaced_pod_status(self, name, namespace, body, _preload_content=False):
         self.writes.append(("status", name, body["status"]["conditions"][0]))
         return Raw({})
@@ -131,6 +135,20 @@ def _service(api: FakeApi, workers: bool = True) -> tuple[LiveService, Scheduler
         service.binder = Binder(service)
         core.on_nomination = service.binder.submit
     return service, bridge
+
+
+def test_a_pod_of_dlscheds_that_requests_no_gpu_is_bound_to_the_emptiest_node_that_passes():
+    api = FakeApi([node("a", cpu="1"), node("b"), node("c")],
+                  [pod("busy", 0, scheduler="default-scheduler", node_name="b"), pod("plain", 0, cpu="2")])
+    service, bridge = _service(api)
+    try:
+        bridge.reconcile()
+        _settle(api, 2)
+        # the uid test of the patch (nothing to annotate), then the Binding, on "c": "a" has 1 cpu, "b" a pod
+        assert api.writes == [("patch", "pod-plain", ["test", "test"]), ("binding", "pod-plain", "c", {})]
+        assert "plain" not in service.core.zero_gpu and "plain" not in service.core.jobs
+    finally:
+        service.stop()
 
 
 def _settle(api: FakeApi, count: int, timeout: float = 10.0) -> None:

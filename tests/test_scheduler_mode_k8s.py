@@ -216,3 +216,43 @@ def test_kill9_of_the_leader_the_new_leader_binds_the_waiting_pod_within_2s_of_b
     assert leadership["identity"] == "replica-b" and leadership["is_leader"]
     assert bound - ready <= FIRST_BIND_LIMIT_S
     assert len(pod["metadata"]["annotations"]["dlsched.io/gpus"].split(",")) == 2
+
+
+def test_the_extender_modes_fifo_and_qssf_scenario_runs_the_same_in_scheduler_mode(plane, tmp_path):
+    """test_service_k8s.py's FIFO / QSSF scenario (50 pods of 1-8 GPUs created at once, each
+    deleted 0.5 s after it is bound) with the same checks, through a second dlsched in scheduler
+    mode under another scheduler name (the module's dlsched leaves its pods alone)."""
+    from test_service_k8s import Workload, _check_bound_as_decided, _first_assume_order, _settled, _sizes
+
+    cp, _ = plane
+
+    class Named(Workload):
+        def create(self, gap: float = 0.0) -> None:
+            for i, gpus in enumerate(self.sizes):
+                _create(cp, {**(body := gpu_pod(f"{self.tag}-{i:03d}", gpus, self.tag)),
+                             "spec": {**body["spec"], "schedulerName": "dlsched-b"}})
+                self.created += 1
+
+    orders = {}
+    sizes = _sizes(50, seed=3)
+    for policy in ("fifo", "qssf"):
+        svc = ServiceProcess(free_port(), cp.api_url, cp.token, f"sqlite:///{tmp_path / policy}.db", policy,
+                             tmp_path / f"{policy}.log",
+                             extra=("--mode", "scheduler", "--scheduler-name", "dlsched-b")).start()
+        try:
+            work = Named(cp, f"b{policy}", sizes)
+            work.create()
+            work.run(timeout=240)
+            state = _settled(svc)
+            decisions = svc.decisions()
+        finally:
+            svc.stop()
+        assert not work.overlaps, work.overlaps[:5]
+        assert len(work.bound) == len(sizes)
+        by_pod = _check_bound_as_decided(work, decisions)
+        assert state["running"] == 0 and state["pending"] == 0, state
+        orders[policy] = [int(n.rpartition("-")[2]) for n in _first_assume_order(by_pod)]
+    assert orders["fifo"] == list(range(50))      # first come, first nominated
+    assert orders["qssf"] != orders["fifo"]
+    first = 25
+    assert sum(sizes[i] for i in orders["qssf"][:first]) < sum(sizes[i] for i in orders["fifo"][:first])

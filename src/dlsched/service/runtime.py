@@ -131,6 +131,7 @@ class LiveService:
 
             self.binder = Binder(self)
             self.core.on_nomination = self.binder.submit
+            self.bridge.binder = self.binder   # pods that request no GPU are bound by it too
             self.binder.start(self._done)
 
     def mode_state(self) -> dict:

@@ -62,7 +62,9 @@ class Binder:
             error = f"node {node} no longer fits the pod: {why}"
             log.info("%s: %s; decided again", pod.key, error)
             self.bridge.refit(pod.uid)
-            if not core.gangs.owns(pod.uid):
+            if pod.gpus == 0:   # no kernel job: placed again by the bridge on a node that passes
+                self.bridge._place_plain(pod.uid)
+            elif not core.gangs.owns(pod.uid):
                 core.end_bind(pod.uid, node, error)   # the GPUs return; a gang's permit times out instead
             core.run_pass()
             return error

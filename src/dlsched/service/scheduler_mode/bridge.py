@@ -56,6 +56,7 @@ class SchedulerBridge(KubeBridge):
         self.counts: dict[str, int] = {"unschedulable_reported": 0, "report_failures": 0, "refits": 0}
         self.watch_counts: dict[str, int] = {}
         self._reports: queue.SimpleQueue = queue.SimpleQueue()
+        self.binder = None   # the Binder (runtime.start_binder): binds the pods that request no GPU too
 
     # -- node checks ------------------------------------------------------------------------
     def _pods_by_node(self, names) -> dict[str, list[dict]]:
@@ -101,6 +102,26 @@ class SchedulerBridge(KubeBridge):
                     changes.append((uid, have | {name} if ok else have - {name}))
         for uid, allowed in changes:
             self._offer(uid, frozenset(allowed))
+            if allowed and uid in self.core.zero_gpu:
+                self._place_plain(uid)
+
+    def _place_plain(self, uid: str) -> None:
+        """A pending pod of dlsched's that requests no GPU is no kernel job (nothing to decide
+        about GPUs): it is bound to the node that passes with the fewest pods (ties by name)."""
+        from dlsched.service.pods import PodError, pod_facts
+
+        allowed = self.core.offered.get(uid)
+        with self.cache_lock:
+            pod = self.pending.get(uid)
+            if pod is None or not allowed or self.binder is None or uid in self.assumed:
+                return
+            node = min(allowed, key=lambda n: (len(self.on_node.get(n, {})), n))
+        try:
+            facts = pod_facts(pod)
+        except PodError:
+            return
+        if facts.gpus == 0:
+            self.binder.submit(facts, node, "")
 
     def _offer(self, uid: str, allowed: frozenset[str]) -> None:
         core = self.core
@@ -206,6 +227,8 @@ class SchedulerBridge(KubeBridge):
         if new:
             self.refit(uid)   # before the core sees the pod: its first pass is already restricted
         super()._pod_event(kind, obj)
+        if new and uid in self.core.zero_gpu:
+            self._place_plain(uid)
         if freed:
             self._recheck_node(freed)
 
