@@ -61,7 +61,7 @@ class Binder:
             self.counts["refit"] += 1
             error = f"node {node} no longer fits the pod: {why}"
             log.info("%s: %s; decided again", pod.key, error)
-            self.bridge.refit(pod.uid)
+            self.bridge.refit(pod.uid, full=True)
             if pod.gpus == 0:   # no kernel job: placed again by the bridge on a node that passes
                 self.bridge._place_plain(pod.uid)
             elif not core.gangs.owns(pod.uid):

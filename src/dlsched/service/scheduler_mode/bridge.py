@@ -10,6 +10,7 @@ pod and message). Pods of any other scheduler are read, never written.
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -57,6 +58,9 @@ class SchedulerBridge(KubeBridge):
         self.watch_counts: dict[str, int] = {}
         self._reports: queue.SimpleQueue = queue.SimpleQueue()
         self.binder = None   # the Binder (runtime.start_binder): binds the pods that request no GPU too
+        self.shape_of: dict[str, str] = {}                # uid -> what the checks read of the pending pod
+        self._static: dict[str, tuple[int, frozenset[str], str]] = {}   # shape -> (node_gen, nodes, message)
+        self.node_gen = 0                                 # bumped whenever a node's checked parts change
 
     # -- node checks ------------------------------------------------------------------------
     def _pods_by_node(self, names) -> dict[str, list[dict]]:
@@ -67,41 +71,78 @@ class SchedulerBridge(KubeBridge):
                 out[node].append(pod)
         return out
 
-    def refit(self, uid: str) -> None:
-        """Check the pending pod ``uid`` against every node; its placement is restricted to those
-        that pass, and a pod no node passes is reported Unschedulable."""
+    def _shape(self, uid: str, pod: dict) -> str:
+        """Under cache_lock: what the checks read of a pod (its namespace and spec): replicas of
+        one job share it, and are checked once for all of them."""
+        key = self.shape_of.get(uid)
+        if key is None:
+            key = self.shape_of[uid] = json.dumps([_meta(pod).get("namespace"), pod.get("spec")],
+                                                  sort_keys=True, default=str)
+        return key
+
+    def _verdict(self, uid: str, pod: dict, full: bool) -> tuple[frozenset[str], str]:
+        """Under cache_lock: the nodes the pod passes and, when none, why. Not ``full``: without
+        the room other pods take (the nodes' static checks, cached per shape until a node
+        changes); that room is checked for the one nominated node before its Binding
+        (:meth:`reserve`), and a pod that finds none there is checked ``full``."""
+        missing = fit.unsupported(pod)
+        if missing:
+            return frozenset(), ("dlsched does not evaluate " + ", ".join(missing)
+                                 + ": the pod is not placed (use kube-scheduler for it)")
+        key = self._shape(uid, pod)
+        if not full:
+            cached = self._static.get(key)
+            if cached is not None and cached[0] == self.node_gen:
+                return cached[1], cached[2]
+        result = fit.feasible(pod, list(self.nodes.values()), self._pods_by_node(self.nodes) if full else {})
+        verdict = frozenset(result.nodes), result.message
+        if not full:
+            self._static[key] = (self.node_gen, *verdict)
+            if len(self._static) > 10_000:
+                self._static.clear()
+        return verdict
+
+    def refit(self, uid: str, full: bool = False) -> None:
+        """Check the pending pod ``uid`` against every node (``full``: with the room the pods on
+        them take; see :meth:`_verdict`); its placement is restricted to those that pass, and a
+        pod no node passes is reported Unschedulable."""
         with self.cache_lock:
             pod = self.pending.get(uid)
             if pod is None:
                 return
-            missing = fit.unsupported(pod)
-            if missing:
-                allowed, message = frozenset(), ("dlsched does not evaluate " + ", ".join(missing)
-                                                 + ": the pod is not placed (use kube-scheduler for it)")
-            else:
-                nodes = list(self.nodes.values())
-                result = fit.feasible(pod, nodes, self._pods_by_node(self.nodes))
-                allowed, message = frozenset(result.nodes), result.message
+            allowed, message = self._verdict(uid, pod, full)
         self.counts["refits"] += 1
         self._offer(uid, allowed)
         if not allowed:
             self._report(uid, pod, message or f"0/{len(self.nodes)} nodes are available")
 
-    def _recheck_node(self, name: str) -> None:
-        """Node ``name`` changed or freed room: each pending pod's verdict on it is read again."""
+    def _recheck_node(self, name: str, freed: bool = False) -> None:
+        """Node ``name`` changed (its static checks are read again for every pending pod), or
+        ``freed`` room (a pod that lost it for want of room gets it back if it fits now); one
+        check per shape of pending pod."""
         changes: list[tuple[str, frozenset[str]]] = []
         with self.cache_lock:
             node = self.nodes.get(name)
-            by_node = self._pods_by_node([name]) if node is not None else {}
+            by_node = self._pods_by_node([name]) if node is not None and freed else {}
+            verdicts: dict[str, bool] = {}
+            made: dict[int, frozenset[str]] = {}   # id(old set) -> new set: pods that shared one share the next
+            empty: frozenset[str] = frozenset()
             for uid, pod in self.pending.items():
-                if fit.unsupported(pod):
+                have = self.core.offered.get(uid, empty)
+                if freed and name in have:
                     continue
-                have = self.core.offered.get(uid, frozenset())
-                ok = node is not None and bool(fit.feasible(pod, [node], by_node).nodes)
-                if ok != (name in have):
-                    changes.append((uid, have | {name} if ok else have - {name}))
+                key = self._shape(uid, pod)
+                ok = verdicts.get(key)
+                if ok is None:
+                    ok = verdicts[key] = (node is not None and not fit.unsupported(pod)
+                                          and bool(fit.feasible(pod, [node], by_node).nodes))
+                if ok != (name in have) and (ok or not freed):
+                    new = made.get(id(have))
+                    if new is None:
+                        new = made[id(have)] = have | {name} if ok else have - {name}
+                    changes.append((uid, new))
+        self._offer_many(changes)
         for uid, allowed in changes:
-            self._offer(uid, frozenset(allowed))
             if allowed and uid in self.core.zero_gpu:
                 self._place_plain(uid)
 
@@ -124,12 +165,21 @@ class SchedulerBridge(KubeBridge):
             self.binder.submit(facts, node, "")
 
     def _offer(self, uid: str, allowed: frozenset[str]) -> None:
+        self._offer_many([(uid, allowed)])
+
+    def _offer_many(self, changes: list[tuple[str, frozenset[str]]]) -> None:
+        """Restrict each pod's placement to its nodes (under the core's lock, once for all)."""
+        if not changes:
+            return
         core = self.core
         with core.lock:
-            core.offered[uid] = allowed
-            job = core.jobs.get(uid)
-            if job is not None and job.state is JobState.PENDING:
-                core.kernel.mark(job.vc_state.vid)   # other nodes now: worth another pass
+            marked: set[int] = set()
+            for uid, allowed in changes:
+                core.offered[uid] = allowed
+                job = core.jobs.get(uid)
+                if job is not None and job.state is JobState.PENDING and job.vc_state.vid not in marked:
+                    marked.add(job.vc_state.vid)
+                    core.kernel.mark(job.vc_state.vid)   # other nodes now: worth another pass
 
     def reserve(self, uid: str, node: str, pod: dict | None = None) -> str:
         """Before a Binding: '' when the pod still fits ``node`` (its room then counted as taken
@@ -193,6 +243,7 @@ class SchedulerBridge(KubeBridge):
                     key = _node_key(obj)
                     changed = self.node_keys.get(name) != key
                     self.nodes[name], self.node_keys[name] = obj, key
+                self.node_gen += changed
         super()._node_event(kind, obj)
         if changed:
             self._recheck_node(name)
@@ -224,13 +275,14 @@ class SchedulerBridge(KubeBridge):
             else:
                 self.pending.pop(uid, None)
                 self.reported.pop(uid, None)
+                self.shape_of.pop(uid, None)
         if new:
             self.refit(uid)   # before the core sees the pod: its first pass is already restricted
         super()._pod_event(kind, obj)
         if new and uid in self.core.zero_gpu:
             self._place_plain(uid)
         if freed:
-            self._recheck_node(freed)
+            self._recheck_node(freed, freed=True)
 
     # -- watching -------------------------------------------------------------------------------
     def start(self, node_rv: str, pod_rv: str) -> None:
@@ -259,6 +311,7 @@ class SchedulerBridge(KubeBridge):
             if kind == "nodes":
                 self.nodes.clear()
                 self.node_keys.clear()
+                self.node_gen += 1
             else:
                 self.on_node.clear()
                 self.bound_at.clear()
