@@ -321,7 +321,8 @@ class SchedulerBridge(KubeBridge):
     def describe(self) -> dict:
         """The mode's figures for the state view."""
         with self.cache_lock:
-            return {"mode": "scheduler", "scheduler_name": self.scheduler_name, "nodes": len(self.nodes),
+            return {"mode": "scheduler", "scheduler_name": self.scheduler_name, "node_checks": fit.NODEFIT,
+                    "nodes": len(self.nodes),
                     "pending_pods": len(self.pending), "being_bound": len(self.assumed),
                     "unschedulable": sum(1 for u in self.pending if not self.core.offered.get(u)),
                     **self.counts, "watch": dict(self.watch_counts), "resyncs": self.resyncs}

@@ -8,12 +8,16 @@ checks, which then judge everything else a node must have for it.
 
 from __future__ import annotations
 
-try:   # the real checks, once the nodefit branch is merged
-    from dlsched.service import nodefit
-except ImportError:   # until then: the stand-in with the same names
-    from dlsched.service.scheduler_mode import nodefit_standin as nodefit
+import importlib
+import importlib.util
 
 from dlsched.service.pods import GPU_RESOURCE
+
+# the real checks once the nodefit branch is merged (an error inside it is raised, not hidden);
+# until then the stand-in with the same names
+NODEFIT = ("dlsched.service.nodefit" if importlib.util.find_spec("dlsched.service.nodefit") is not None
+           else "dlsched.service.scheduler_mode.nodefit_standin")
+nodefit = importlib.import_module(NODEFIT)
 
 FitResult = nodefit.FitResult
 
