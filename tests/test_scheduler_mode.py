@@ -274,3 +274,51 @@ def test_deploy_runs_the_scheduler_mode_with_two_replicas_and_grants_what_it_wri
     example, = docs("example-pod-scheduler-mode.yaml")
     facts = pod_facts({**example, "metadata": {**example["metadata"], "uid": "u", "namespace": "default"}})
     assert (facts.scheduler_name, facts.gpus) == ("dlsched", 4)
+
+
+def test_the_watch_resumes_from_its_last_version_and_lists_again_only_on_410(monkeypatch):
+    import threading
+
+    from kubernetes import watch as kwatch
+
+    from dlsched.service.scheduler_mode.watch import watch_kind
+
+    stop = threading.Event()
+    calls: list[str] = []
+    seen: list[tuple[str, str]] = []
+
+    def event(kind: str, rv: str) -> dict:
+        return {"type": kind, "object": {"metadata": {"name": f"n{rv}", "resourceVersion": rv}}}
+
+    script = [
+        [event("ADDED", "5"), ConnectionError("dropped")],               # reconnect from 5, no relist
+        [event("MODIFIED", "6"), {"type": "ERROR", "object": {"code": 410, "message": "too old"}}],
+        [event("DELETED", "12")],                                        # from the relist's version
+        [],
+    ]
+
+    class FakeWatch:
+        def stream(self, lister, resource_version, **kw):
+            calls.append(resource_version)
+            if len(calls) > len(script) - 1:
+                stop.set()
+            for item in script[min(len(calls), len(script)) - 1]:
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(kwatch, "Watch", FakeWatch)
+    counts: dict[str, int] = {}
+    relists: list[int] = []
+
+    def relist() -> str:
+        relists.append(1)
+        return "11"
+    watch_kind(lambda **kw: None, "1", lambda kind, obj: seen.append((kind, obj["metadata"]["name"])),
+               relist, stop, counts)
+    assert calls == ["1", "5", "11", "12"]
+    assert seen == [("ADDED", "n5"), ("MODIFIED", "n6"), ("DELETED", "n12")]
+    assert relists == [1] and counts["relists"] == 1 and counts["reconnects"] == 1 and counts["errors"] == 1
