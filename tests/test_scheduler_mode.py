@@ -322,3 +322,32 @@ def test_the_watch_resumes_from_its_last_version_and_lists_again_only_on_410(mon
     assert calls == ["1", "5", "11", "12"]
     assert seen == [("ADDED", "n5"), ("MODIFIED", "n6"), ("DELETED", "n12")]
     assert relists == [1] and counts["relists"] == 1 and counts["reconnects"] == 1 and counts["errors"] == 1
+
+
+def test_a_binding_the_api_server_keeps_refusing_is_retried_with_a_back_off_not_in_a_loop(monkeypatch):
+    from kubernetes.client.exceptions import ApiException
+
+    from dlsched.service.scheduler_mode import binder
+
+    monkeypatch.setattr(binder, "RETRY_MIN_S", 0.2)
+
+    class Refusing(FakeApi):
+        def create_namespaced_pod_binding(self, name, namespace, body, _preload_content=False):
+            self.writes.append(("binding", name, body.target.name))
+            raise ApiException(status=403, reason="Forbidden")
+
+    api = Refusing([node("a")], [pod("p", 1)])
+    service, bridge = _service(api)
+    try:
+        bridge.reconcile()
+        service.core.run_pass()
+        time.sleep(1.0)   # back-offs 0.2 + 0.4 s: three tries, not hundreds
+        tries = len(api.writes)
+        assert 2 <= tries <= 4, api.writes
+        assert service.binder.failures["p"] == tries and service.binder.counts["failed"] == tries
+        deadline = time.monotonic() + 1.0   # between two tries its GPU is back (not held by a failed bind)
+        while service.core.jobs["p"].state.name != "PENDING" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert service.core.jobs["p"].state.name == "PENDING"
+    finally:
+        service.stop()

@@ -21,6 +21,8 @@ from dlsched.service.pods import PodFacts
 
 log = logging.getLogger("dlsched.service")
 WORKERS = 8   # Bindings in flight at once (each is one HTTP round trip)
+RETRY_MIN_S = 0.5    # a pod whose Binding failed is held out of placement this long, doubling per failure
+RETRY_MAX_S = 30.0
 
 
 class Binder:
@@ -31,6 +33,7 @@ class Binder:
         self.bridge = service.bridge
         self.workers = workers
         self.counts = {"queued": 0, "bound": 0, "failed": 0, "refit": 0}
+        self.failures: dict[str, int] = {}   # uid -> Bindings that failed in a row
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
 
     def submit(self, pod: PodFacts, node: str, gpus: str) -> None:
@@ -76,8 +79,30 @@ class Binder:
         if error:
             self.bridge.unreserve(pod.uid)
             self.counts["failed"] += 1
-            log.info("bind of %s to %s failed: %s", pod.key, node, error)
-            core.run_pass()
+            self._hold(pod, error)
         else:
+            self.failures.pop(pod.uid, None)
             self.counts["bound"] += 1
         return error
+
+    def _hold(self, pod: PodFacts, error: str) -> None:
+        """A failed Binding (a refusal, RBAC, the API server away): the pod is offered no node
+        for a back-off that doubles per failure in a row (RETRY_MIN_S .. RETRY_MAX_S), then
+        checked again; without it the next pass would nominate it at once, and a Binding the
+        API server keeps refusing would be sent in a tight loop."""
+        n = self.failures[pod.uid] = self.failures.get(pod.uid, 0) + 1
+        if len(self.failures) > 100_000:
+            self.failures.pop(next(iter(self.failures)))
+        wait = min(RETRY_MAX_S, RETRY_MIN_S * 2 ** (n - 1))
+        log.warning("Binding of %s failed (%d in a row): %s; tried again in %.1f s", pod.key, n, error, wait)
+        self.bridge._offer(pod.uid, frozenset())
+        core = self.service.core
+
+        def again() -> None:
+            self.bridge.refit(pod.uid)
+            if pod.gpus == 0:
+                self.bridge._place_plain(pod.uid)
+            core.run_pass()
+        timer = threading.Timer(wait, again)
+        timer.daemon = True
+        timer.start()
