@@ -99,6 +99,8 @@ class Binder:
         core = self.service.core
 
         def again() -> None:
+            if self.service._done.is_set():   # the service stopped meanwhile
+                return
             self.bridge.refit(pod.uid)
             if pod.gpus == 0:
                 self.bridge._place_plain(pod.uid)
