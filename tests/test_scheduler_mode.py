@@ -14,7 +14,6 @@ pytest.importorskip("kubernetes")
 from dlsched.registry import make_policy  # noqa: E402
 from dlsched.service.core import SchedulerCore  # noqa: E402
 from dlsched.service.runtime import LiveService  # noqa: E402
-from dlsched.service.scheduler_mode import fit, nodefit_standin  # noqa: E402
 from dlsched.service.scheduler_mode.bridge import SchedulerBridge  # noqa: E402
 from dlsched.service.scheduler_mode.watch import BACKOFF_MAX_S, BACKOFF_MIN_S, backoff  # noqa: E402
 from dlsched.service.store import Store  # noqa: E402
@@ -33,46 +32,6 @@ def pod(uid: str, gpus: int = 1, cpu: str = "", scheduler: str = "dlsched", node
             "spec": {"schedulerName": scheduler, "nodeName": node_name or None, **spec,
                      "containers": [{"name": "m", "resources": {"limits": req, "requests": req}}]},
             "status": {"phase": "Running" if node_name else "Pending"}}
-
-
-# -- the node checks -----------------------------------------------------------------------------
-def test_the_stand_in_rejects_each_node_for_its_reason_and_sums_them_up():
-    nodes = [node("cordoned", unschedulable=True),
-             node("tainted", taints=[{"key": "gpu", "value": "a100", "effect": "NoSchedule"}]),
-             node("labelled", labels={"zone": "x"}),
-             node("small", cpu="2"),
-             {**node("down"), "status": {**node("down")["status"],
-                                         "conditions": [{"type": "Ready", "status": "False"}]}}]
-    by_node = {"small": [pod("running", cpu="1500m", node_name="small")]}
-    result = nodefit_standin.feasible(pod("p", cpu="1"), nodes, by_node)
-    assert result.nodes == ["labelled"]
-    assert result.reasons == {"cordoned": "node(s) were unschedulable",
-                              "tainted": "node(s) had taint that the pod didn't tolerate",
-                              "small": "Insufficient cpu", "down": "node(s) were not ready"}
-    assert result.message == ""
-    tolerant = pod("t", cpu="500m",
-                   tolerations=[{"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"}])
-    got = nodefit_standin.feasible(tolerant, nodes, by_node)
-    assert got.nodes == ["tainted", "labelled", "small"]   # half a cpu is left on "small"
-    none = nodefit_standin.feasible(pod("n", nodeSelector={"zone": "nowhere"}), nodes[:3], {})
-    assert none.nodes == [] and none.message == ("0/3 nodes are available: 2 node(s) didn't match node selector, "
-                                                 "1 node(s) were unschedulable.")
-
-
-def test_gpus_are_left_to_the_kernel_and_unsupported_terms_are_named():
-    full = node("n", gpus=1)
-    holder = pod("h", gpus=1, node_name="n")
-    # the device plugin's count says no room; the kernel (which may share GPUs) decides that
-    assert nodefit_standin.feasible(pod("p"), [full], {"n": [holder]}).nodes == []
-    assert fit.feasible(pod("p"), [full], {"n": [holder]}).nodes == ["n"]
-    assert fit.without_gpus(pod("p", cpu="2"))["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "2"}
-    odd = pod("o", affinity={"podAntiAffinity": {"x": 1}}, topologySpreadConstraints=[{"maxSkew": 1}])
-    assert fit.unsupported(odd) == ["inter-pod anti-affinity", "topology spread constraints"]
-    cond = fit.unschedulable_condition("0/3 nodes are available")
-    assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "Unschedulable")
-    event = fit.failed_scheduling_event(pod("p"), "why", "dlsched")
-    assert (event["reason"], event["type"], event["source"], event["involvedObject"]["uid"]) == \
-        ("FailedScheduling", "Warning", {"component": "dlsched"}, "p")
 
 
 def test_the_watch_backs_off_doubling_within_its_bounds():
@@ -119,13 +78,16 @@ class FakeApi:
         return Raw({})
 
     def create_namespaced_event(self, namespace, body, _preload_content=False):
-        self.writes.append(("event", body["involvedObject"]["name"], body["reason"], body["message"]))
+        # a core v1 Event (involvedObject, message) or an events.k8s.io/v1 one (regarding, note)
+        about = body.get("involvedObject") or body.get("regarding")
+        self.writes.append(("event", about["name"], body["reason"], body.get("message") or body.get("note")))
         return Raw({})
 
 
 def _service(api: FakeApi, workers: bool = True) -> tuple[LiveService, SchedulerBridge]:
     core = SchedulerCore(make_policy("fifo", "consolidate"), Store("sqlite://"))
     bridge = SchedulerBridge(api, core, "dlsched")
+    bridge.events_api = api   # events.k8s.io/v1 events, where the node checks build those, to the fake too
     service = LiveService(core, bridge, "t", "dlsched", mode="scheduler", nudge=False)
     if workers:
         service.start_binder()
@@ -186,7 +148,7 @@ def test_a_pod_no_node_passes_is_reported_once_then_bound_when_a_node_passes():
         _settle(api, 2)
         (kind, name, cond), event = api.writes
         assert (kind, name, cond["reason"]) == ("status", "pod-p", "Unschedulable")
-        assert cond["message"] == "0/1 nodes are available: 1 node(s) didn't match node selector."
+        assert cond["message"].startswith("0/1 nodes are available: 1 node(s) didn't match node")
         assert event == ("event", "pod-p", "FailedScheduling", cond["message"])
         bridge._pod_event("MODIFIED", pod("p", 1, nodeSelector={"zone": "x"}))   # its own status patch
         bridge.refit("p")                                                       # same message, within a minute
@@ -262,7 +224,8 @@ def test_deploy_runs_the_scheduler_mode_with_two_replicas_and_grants_what_it_wri
     def docs(name: str) -> list[dict]:
         return [d for d in yaml.safe_load_all((deploy / name).read_text()) if d]
     role = next(d for d in docs("rbac-scheduler-mode.yaml") if d["kind"] == "ClusterRole")
-    assert [(r["resources"], r["verbs"]) for r in role["rules"]] == [(["pods/status"], ["patch"])]
+    assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in role["rules"]] == \
+        [([""], ["pods/status"], ["patch"]), (["events.k8s.io"], ["events"], ["create"])]
     base = next(d for d in docs("rbac.yaml") if d["kind"] == "ClusterRole")
     granted = {(res, verb) for r in base["rules"] + role["rules"] for res in r["resources"] for verb in r["verbs"]}
     # every write this mode makes: the Binding, the Unschedulable condition, the FailedScheduling event

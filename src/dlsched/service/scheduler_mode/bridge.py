@@ -58,6 +58,7 @@ class SchedulerBridge(KubeBridge):
         self.watch_counts: dict[str, int] = {}
         self._reports: queue.SimpleQueue = queue.SimpleQueue()
         self.binder = None   # the Binder (runtime.start_binder): binds the pods that request no GPU too
+        self.events_api = None   # EventsV1Api, made on the first events.k8s.io/v1 event
         self.shape_of: dict[str, str] = {}                # uid -> what the checks read of the pending pod
         self._static: dict[str, tuple[int, frozenset[str], str]] = {}   # shape -> (node_gen, nodes, message)
         self.node_gen = 0                                 # bumped whenever a node's checked parts change
@@ -87,8 +88,7 @@ class SchedulerBridge(KubeBridge):
         (:meth:`reserve`), and a pod that finds none there is checked ``full``."""
         missing = fit.unsupported(pod)
         if missing:
-            return frozenset(), ("dlsched does not evaluate " + ", ".join(missing)
-                                 + ": the pod is not placed (use kube-scheduler for it)")
+            return frozenset(), fit.unsupported_text(missing, self.scheduler_name)
         key = self._shape(uid, pod)
         if not full:
             cached = self._static.get(key)
@@ -192,7 +192,7 @@ class SchedulerBridge(KubeBridge):
             self.assumed.pop(uid, None)   # a reservation of its own from an earlier try is not room taken
             result = fit.feasible(pod, [target], self._pods_by_node([node]))
             if not result.nodes:
-                return result.reasons.get(node) or result.message or f"the pod no longer fits {node}"
+                return fit.reason_of(result, node) or f"the pod no longer fits {node}"
             self.assumed[uid] = (node, pod)
             return ""
 
@@ -223,12 +223,27 @@ class SchedulerBridge(KubeBridge):
             try:
                 body = {"status": {"conditions": [fit.unschedulable_condition(message)]}}
                 _read(self.api.patch_namespaced_pod_status(name, ns, body, _preload_content=False))
-                _read(self.api.create_namespaced_event(
-                    ns, fit.failed_scheduling_event(pod, message, self.scheduler_name), _preload_content=False))
+                self._post_event(ns, fit.failed_scheduling_event(pod, message, self.scheduler_name))
                 self.counts["unschedulable_reported"] += 1
             except Exception as exc:  # noqa: BLE001 - a report is best effort; the pod keeps waiting
                 self.counts["report_failures"] += 1
                 log.info("Unschedulable report of %s/%s failed: %s", ns, name, exc)
+
+    def _post_event(self, namespace: str, body: dict) -> None:
+        """POST an event in the API group its body names: core ``v1`` or ``events.k8s.io/v1``
+        (through the same write fence as every other write of a replica)."""
+        if body.get("apiVersion") != "events.k8s.io/v1":
+            _read(self.api.create_namespaced_event(namespace, body, _preload_content=False))
+            return
+        if self.events_api is None:
+            from kubernetes import client
+
+            from dlsched.service.kube import FencedApi
+
+            events = client.EventsV1Api(self.api.api_client)
+            fence = getattr(self.api, "_may_write", None)   # a FencedApi: leader election
+            self.events_api = FencedApi(events, fence) if fence is not None else events
+        _read(self.events_api.create_namespaced_event(namespace, body, _preload_content=False))
 
     # -- events -------------------------------------------------------------------------------
     def _node_event(self, kind: str, obj: dict) -> None:

@@ -47,6 +47,20 @@ def unsupported(pod: dict) -> list[str]:
     return list(nodefit.unsupported(pod))
 
 
+def reason_of(result: FitResult, node: str) -> str:
+    """Why ``node`` failed, as one line (nodefit lists every check a node fails)."""
+    why = result.reasons.get(node) or result.message
+    return "; ".join(why) if isinstance(why, (list, tuple)) else str(why)
+
+
+def unsupported_text(items: list[str], scheduler_name: str) -> str:
+    """The condition/event message for a pod left pending because of ``items``."""
+    own = getattr(nodefit, "unsupported_message", None)
+    if own is not None:
+        return own(items, scheduler_name)
+    return f"{scheduler_name} does not evaluate {', '.join(items)}: the pod is not placed (use kube-scheduler for it)"
+
+
 def unschedulable_condition(message: str) -> dict:
     return nodefit.unschedulable_condition(message)
 
