@@ -148,7 +148,7 @@ def test_a_pod_no_node_passes_is_reported_once_then_bound_when_a_node_passes():
         _settle(api, 2)
         (kind, name, cond), event = api.writes
         assert (kind, name, cond["reason"]) == ("status", "pod-p", "Unschedulable")
-        assert cond["message"].startswith("0/1 nodes are available: 1 node(s) didn't match node")
+        assert cond["message"] == "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity."
         assert event == ("event", "pod-p", "FailedScheduling", cond["message"])
         bridge._pod_event("MODIFIED", pod("p", 1, nodeSelector={"zone": "x"}))   # its own status patch
         bridge.refit("p")                                                       # same message, within a minute

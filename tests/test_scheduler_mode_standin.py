@@ -27,7 +27,7 @@ def test_the_stand_in_rejects_each_node_for_its_reason_and_sums_them_up():
     got = nodefit_standin.feasible(tolerant, nodes, by_node)
     assert got.nodes == ["tainted", "labelled", "small"]   # half a cpu is left on "small"
     none = nodefit_standin.feasible(pod("n", nodeSelector={"zone": "nowhere"}), nodes[:3], {})
-    assert none.nodes == [] and none.message == ("0/3 nodes are available: 2 node(s) didn't match node selector, "
+    assert none.nodes == [] and none.message == ("0/3 nodes are available: 2 node(s) didn't match Pod's node affinity, "
                                                  "1 node(s) were unschedulable.")
 
 

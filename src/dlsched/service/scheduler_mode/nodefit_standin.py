@@ -79,7 +79,7 @@ def _why_not(pod: dict, need: dict[str, float], node: dict, on_node: list[dict])
             return "node(s) were not ready"
     for key, value in (spec.get("nodeSelector") or {}).items():
         if labels.get(key) != value:
-            return "node(s) didn't match node selector"
+            return "node(s) didn't match Pod's node affinity"   # v1.20's words for a selector too
     tolerations = spec.get("tolerations") or []
     for taint in nspec.get("taints") or []:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(taint, tolerations):
