@@ -120,10 +120,14 @@ class BindWatch:
         self._stop = True
 
 
-def pod_body(name: str, gpus: int, labels: dict[str, str] | None = None) -> dict:
+def pod_body(name: str, gpus: int, labels: dict[str, str] | None = None, scheduler: str = "") -> dict:
+    """A benchmark pod (``scheduler``: its spec.schedulerName; '' : the default scheduler's)."""
     res = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+    spec: dict = {"containers": [{"name": "main", "image": "example.invalid/train", "resources": res}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"bench": "1", **(labels or {})}},
-            "spec": {"containers": [{"name": "main", "image": "example.invalid/train", "resources": res}]}}
+            "spec": spec}
 
 
 @dataclass
@@ -154,11 +158,12 @@ def cordon_all(cp) -> None:
                                            content_type="application/strategic-merge-patch+json"), names))
 
 
-def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[int, int] | None = None) -> Phase:
+def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[int, int] | None = None,
+              scheduler: str = "") -> Phase:
     """Create ``pods`` pods at once; their create-to-bind seconds, how many never bound, the
     seconds the creates took (the API server's pace on this machine) and the pods/s. ``drain``
     (nodes, GPUs per node): the nodes there are cordoned first, and that many new nodes are added
-    once the pods were created and tried (3 s)."""
+    once the pods were created and tried (3 s). ``scheduler``: the pods' spec.schedulerName."""
     began = time.time()
     if drain is not None:
         cordon_all(cp)
@@ -169,7 +174,7 @@ def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[i
 
     def create(i: int) -> None:
         name = f"{tag}-{i:04d}"
-        st, body = cp.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(name, gpus))
+        st, body = cp.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(name, gpus, scheduler=scheduler))
         if st != 201:
             raise RuntimeError(f"create {name}: {st} {body}")
         created[name] = time.monotonic()

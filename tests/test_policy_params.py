@@ -79,7 +79,7 @@ def test_params_round_trip_through_param_flags_sweep_and_library(tmp_path, name)
 
 def test_an_undeclared_param_names_the_policy_and_what_it_declares(tmp_path):
     with pytest.raises(OptionError, match=r"--param beta: not a parameter of pab \(pab declares warmup, max_drop, "
-                                          r"t_wait, profile, min_run_s, max_evictions, grace_s\); it is one of horus, horus-f's"):
+                                          r"t_wait, profile, min_run_s, max_evictions, grace_s\); it is a parameter of horus and horus-f"):
         configs_from_options({"policy": "pab", "param": ["beta=3"]})
     with pytest.raises(OptionError, match=r"not a parameter of fifo \(fifo declares no parameters\)"):
         configs_from_options({"policy": "fifo", "param": ["nope=1"]})

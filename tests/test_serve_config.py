@@ -93,6 +93,24 @@ CASES: dict[str, list[tuple[list[str], dict]]] = {
                         {"pairing_seed": (lambda p: p.seed, 7), "window": (lambda p: p.window, 9)})],
 }
 
+def _reserving_cases() -> list[tuple[list[str], dict]]:
+    """easy / conservative: their queue order's own parameters and the estimate's, set live."""
+    return [(["--param", "order=fairshare", "--param", "half_life=3600", "--param", "estimate=limit",
+              "--param", "correction=double"],
+             {"order": (lambda p: p.order.name, "fairshare"), "half_life": (lambda p: p.order.tracker.half_life, 3600.0),
+              "estimate": (lambda p: p.estimates.kind, "limit"),
+              "correction": (lambda p: p.estimates.correction, "double")}),
+            (["--param", "order=qssf", "--param", "lam=0.2", "--param", "refit_every=3600"],
+             {"order": (lambda p: p.order.name, "qssf"), "lam": (lambda p: p.estimator.lam, 0.2),
+              "refit_every": (lambda p: p.estimator.refit_every, 3600.0)})]
+
+
+CASES["easy"] = _reserving_cases()
+CASES["conservative"] = _reserving_cases()
+
+#: parameters whose only other value is refused (one error line, tested below), so no case sets them
+REFUSED: dict[str, dict[str, str]] = {"easy": {"on_overrun": "stop"}, "conservative": {"on_overrun": "stop"}}
+
 
 def _live_policies_with_params() -> dict[str, set[str]]:
     """Registered policies that can run live (not oracles) and declare parameters: name -> fields."""
@@ -109,12 +127,19 @@ def test_every_parameter_is_covered():
     want = _live_policies_with_params()
     assert set(CASES) == set(want)
     for name, fields in want.items():
-        covered = {key for _, checks in CASES[name] for key in checks}
+        covered = {key for _, checks in CASES[name] for key in checks} | set(REFUSED.get(name, {}))
         assert covered == fields, name
         defaults = {f.name: f.default for f in dataclasses.fields(policy_params(name))}
         for _, checks in CASES[name]:
             for key, (_, expected) in checks.items():
                 assert expected != defaults[key], (name, key)   # a non-default value, or the test proves nothing
+
+
+@pytest.mark.parametrize("policy, key, value", [(p, k, v) for p, kv in REFUSED.items() for k, v in kv.items()])
+def test_a_refused_parameter_value_is_one_error_line(serve, policy, key, value):
+    res, service, _ = serve("--policy", policy, "--param", f"{key}={value}")
+    assert res.exit_code == 2 and "error: " in res.output and key in res.output, res.output
+    assert "Traceback" not in res.output and service is None
 
 
 @pytest.mark.parametrize("policy, index", [(p, i) for p, cases in CASES.items() for i in range(len(cases))])
@@ -200,7 +225,7 @@ def _one_error(res, *parts: str) -> None:
     (["--policy", "las", "--param", "threshold=soon"], ("--param threshold expects a number, got 'soon'",)),
     (["--policy", "las", "--param", "threshold"], ("--param expects NAME=VALUE, got 'threshold'",)),
     (["--policy", "las", "--threshold", "5", "--param", "threshold=6"], ("--param threshold is also given",)),
-    (["--policy", "fifo", "--param", "lam=0.2"], ("--param lam: not a parameter of fifo", "it is one of qssf's")),
+    (["--policy", "fifo", "--param", "lam=0.2"], ("--param lam: not a parameter of fifo", "it is a parameter of qssf, easy and conservative")),
     (["--policy", "fifo", "--priority-file", "x.csv"], ("--priority-file is for the policies",)),
     (["--policy", "qssf", "--lam", "7"], ("--lam",)),
 ])

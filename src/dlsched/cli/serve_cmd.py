@@ -59,7 +59,11 @@ def register(app: typer.Typer) -> None:
         port: int = typer.Option(8888, min=1, max=65535),
         token: str | None = typer.Option(None, envvar="DLSCHED_TOKEN",
                                             help="operator API bearer token (generated and printed when absent)"),
-        scheduler_name: str = typer.Option("default-scheduler", help="the scheduler profile whose pods are ours"),
+        mode: str = typer.Option("extender", help="extender: kube-scheduler calls dlsched (filter, prioritize, "
+                                 "bind); scheduler: dlsched watches the pods whose spec.schedulerName is "
+                                 "--scheduler-name and binds them itself (docs/service.md)"),
+        scheduler_name: str = typer.Option("", show_default=False, help="the scheduler name whose pods are ours "
+                                           "(default: default-scheduler as an extender, dlsched as a scheduler)"),
         vc_map: str = typer.Option("", help="namespace=VC,... (a pod's dlsched.io/vc label wins)"),
         default_vc: str = typer.Option("default", help="VC of pods and nodes with no mapping"),
         max_jobs_per_gpu: int = typer.Option(1, min=1, max=16, help="jobs that may share one GPU"),
@@ -111,7 +115,8 @@ def register(app: typer.Typer) -> None:
         param: list[str] | None = PARAM,
         **policy_flags: object,
     ) -> None:
-        """Run the kube-scheduler extender (filter, prioritize, bind) and the operator API."""
+        """Run the kube-scheduler extender (filter, prioritize, bind), or with --mode scheduler a
+        scheduler of its own, and the operator API."""
         from dlsched.cli.serve_config import given_policy_flags, service_config
 
         with clear_errors():
@@ -123,7 +128,7 @@ def register(app: typer.Typer) -> None:
                                        gang_arrival_timeout, grace_seconds),
                 note=lambda text: console.print(f"note: {text}", soft_wrap=True, highlight=False, markup=False),
                 scheduler_name=scheduler_name, vc_map=vc_map, default_vc=default_vc,
-                queues_configmap=queues_configmap, nudge=nudge, record=record)
+                queues_configmap=queues_configmap, nudge=nudge, record=record, mode=mode)
             election = None
             if leader_elect:
                 from dlsched.cli.serve_ha import check_election
@@ -175,7 +180,7 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
                   observe_after: float = 60.0, election=None, unseen_pod_ttl: float = 30.0,
                   nudge: bool = True, eta_interval: float = 5.0, eta_threshold: float = 60.0,
                   queues_configmap: str = "dlsched/dlsched-queues", grace_seconds: int | None = None,
-                  params: dict[str, object] | None = None):
+                  params: dict[str, object] | None = None, mode: str = "extender"):
     """:func:`start_service` from ``serve``'s flags as values (in-process callers: tests);
     ``params``: the policy's parameters by name, as ``--param`` takes them."""
     from dlsched.run.config import PlacementConfig
@@ -185,7 +190,8 @@ def build_service(policy: str, placement: str | None, backfill: bool, kubeconfig
                            PlacementConfig(placement, max_jobs_per_gpu),
                            PredictionConfig(predict_resources, gpu, model_dir, observe_after),
                            ServiceTimings(unseen_pod_ttl, eta_interval, eta_threshold, grace_seconds=grace_seconds),
-                           scheduler_name, vc_map, default_vc, queues_configmap, nudge, record)
+                           scheduler_name, vc_map, default_vc, queues_configmap, nudge and mode != "scheduler",
+                           record, mode)
     return start_service(config, Connection(kubeconfig, api_server, api_token, insecure, db, token), election)
 
 
@@ -258,11 +264,16 @@ def assemble(config: ServiceConfig, conn: Connection, election=None):
     except Exception as exc:  # noqa: BLE001 - YAML errors, ConfigException, bad URLs: all a bad kubeconfig
         where = f"--kubeconfig {kubeconfig}" if kubeconfig else f"--api-server {conn.api_server}"
         raise ValueError(f"{where}: not a usable kubeconfig ({str(exc).splitlines()[0][:200]})") from None
-    bridge = KubeBridge(api, core, config.scheduler_name, config.default_vc)
+    if config.mode == "scheduler":   # dlsched binds the pods named for it (service/scheduler_mode/)
+        from dlsched.service.scheduler_mode.bridge import SchedulerBridge
+
+        bridge = SchedulerBridge(api, core, config.scheduler_name, config.default_vc)
+    else:
+        bridge = KubeBridge(api, core, config.scheduler_name, config.default_vc)
     service = LiveService(core, bridge, conn.token or secrets.token_urlsafe(24), config.scheduler_name,
                           pred.model_dir, observe_after=pred.observe_after, unseen_ttl=timings.unseen_pod_ttl,
                           nudge=config.nudge, eta_interval=timings.eta_interval, eta_threshold=timings.eta_threshold,
-                          queues_configmap=config.queues_configmap, config=described)
+                          queues_configmap=config.queues_configmap, config=described, mode=config.mode)
     service.policy_factory = lambda name, params, place: build_policy(name, params, place,
                                                                       share=cap > 1)   # GET /api/v1/whatif
     return service, api

@@ -30,12 +30,19 @@ def given_policy_flags(ctx, values: dict[str, object]) -> dict[str, object]:
 def service_config(policy: str, backfill: bool, flags: dict[str, object], param: list[str] | None, *,
                    placement: str | None, max_jobs_per_gpu: int, predictions: PredictionConfig,
                    timings: ServiceTimings, note: Callable[[str], None], scheduler_name: str, vc_map: str,
-                   default_vc: str, queues_configmap: str, nudge: bool, record: Path | None) -> ServiceConfig:
+                   default_vc: str, queues_configmap: str, nudge: bool, record: Path | None,
+                   mode: str = "extender") -> ServiceConfig:
     """The service's configuration; OptionError (a ValueError) naming the flag for a bad value,
-    ``note`` told of each given policy flag that ``policy`` does not read."""
+    ``note`` told of each given policy flag that ``policy`` does not read. ``scheduler_name``
+    '' : the mode's own (``default-scheduler`` as an extender, ``dlsched`` as a scheduler)."""
     from dlsched.run.options import check_unread, policy_config
     from dlsched.run.params import parse_assignments, readers
 
+    if mode not in MODES:
+        raise ValueError(f"--mode: {mode!r} is not one of {', '.join(MODES)}")
+    scheduler_name = scheduler_name or DEFAULT_SCHEDULER_NAMES[mode]
+    if mode == "scheduler" and nudge:
+        nudge = False   # nudges move pods in kube-scheduler's queue; in this mode dlsched binds them itself
     generic = parse_assignments(param or ())
     chosen, unread = policy_config(policy, flags, generic, backfill)
     check_unread([policy], flags, generic, set(unread))
@@ -44,7 +51,12 @@ def service_config(policy: str, backfill: bool, flags: dict[str, object], param:
         note(f"--{key.replace('_', '-')} is read only by {', '.join(who) or 'no policy'}; {policy} ignores it")
     return ServiceConfig(policy=chosen, placement=PlacementConfig(placement, max_jobs_per_gpu),
                          predictions=predictions, timings=timings, scheduler_name=scheduler_name, vc_map=vc_map,
-                         default_vc=default_vc, queues_configmap=queues_configmap, nudge=nudge, record=record)
+                         default_vc=default_vc, queues_configmap=queues_configmap, nudge=nudge, record=record,
+                         mode=mode)
+
+
+MODES = ("extender", "scheduler")
+DEFAULT_SCHEDULER_NAMES = {"extender": "default-scheduler", "scheduler": "dlsched"}
 
 
 def _s(value: object) -> str:
@@ -68,7 +80,9 @@ def config_lines(described: dict) -> list[str]:
     clocks = (f"timings: ETA every {_s(d['eta_interval'])} (rewritten on a {_s(d['eta_threshold'])} move), "
               f"unseen-pod TTL {_s(d['unseen_pod_ttl'])}, gang permit {_s(d['gang_permit_timeout'])} / arrival "
               f"{_s(d['gang_arrival_timeout'])}, eviction grace {grace}")
-    cluster = (f"pods of {d['scheduler_name']}; VCs {d['vc_map'] or '-'} (default {d['default_vc']}); queues "
+    how = ("as their scheduler (Bindings posted directly)" if d.get("mode") == "scheduler"
+           else "as kube-scheduler's extender")
+    cluster = (f"pods of {d['scheduler_name']} {how}; VCs {d['vc_map'] or '-'} (default {d['default_vc']}); queues "
                f"{d['queues_configmap'] or 'none'}; nudge {'on' if d['nudge'] else 'off'}; "
                f"store {d.get('store', '-')}; record {d['record'] or '-'}")
     return [policy_line, sharing, clocks, cluster]

@@ -326,6 +326,7 @@ class ServiceConfig:
     queues_configmap: str = "dlsched/dlsched-queues"
     nudge: bool = True
     record: Path | None = None
+    mode: str = "extender"   # or "scheduler": dlsched binds the pods named for it itself (docs/service.md)
 
     def describe(self) -> dict:
         """The configuration as plain JSON values (what start-up prints, ``GET /api/v1/state``
@@ -355,4 +356,5 @@ class ServiceConfig:
             "grace_seconds": t.grace_seconds,
             "scheduler_name": self.scheduler_name, "vc_map": self.vc_map, "default_vc": self.default_vc,
             "queues_configmap": self.queues_configmap, "nudge": self.nudge, "record": plain(self.record),
+            "mode": self.mode,
         }

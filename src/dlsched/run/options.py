@@ -250,7 +250,7 @@ def check_unread(names: list[str], given: dict[str, object], generic: dict[str, 
 
         who = readers(left_generic[0])
         raise OptionError("param", f"--param {left_generic[0]}: not a parameter of {', '.join(names)} "
-                                   f"({declared(names)})" + (f"; it is one of {', '.join(who)}'s" if who else ""))
+                                   f"({declared(names)})" + (f"; it is a parameter of {_names(who)}" if who else ""))
 
 
 def configs_from_options(values: dict[str, object], policies: list[str] | None = None
@@ -294,3 +294,8 @@ def configs_from_options(values: dict[str, object], policies: list[str] | None =
                               engine=built["engine"], observe=built["observe"]))
     check_unread(names, given, generic, unread or set())
     return runs, sorted(unread or ())
+
+
+def _names(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

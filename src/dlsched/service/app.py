@@ -42,6 +42,8 @@ from dlsched.service.strict_json import StrictJsonRoute, validation_error
 
 EXTENDER_MAX_BYTES = 32 * 1024 * 1024   # a NodeList of ~10,000 full node objects
 OPERATOR_MAX_BYTES = 64 * 1024
+# in --mode scheduler no pod of another scheduler is ever placed by dlsched: extender calls are refused
+SCHEDULER_MODE_REFUSAL = "dlsched runs with --mode scheduler: it answers no extender calls"
 EXTENDER_PATHS = ("/scheduler/filter", "/scheduler/prioritize")
 TOKEN_REQUIRED = "a valid 'Authorization: Bearer TOKEN' header is required"
 
@@ -193,6 +195,8 @@ def build_app(service: LiveService) -> Front:
 
     # -- extender ------------------------------------------------------------------------
     def answer_filter(raw: bytes) -> tuple[int, bytes]:
+        if service.mode == "scheduler":
+            return 409, dumps({"Error": SCHEDULER_MODE_REFUSAL})
         with timed("filter"):
             try:
                 pod, names, items = parse_args(loads(raw))
@@ -202,6 +206,8 @@ def build_app(service: LiveService) -> Front:
             return 200, filter_reply(passed, why, names, items)
 
     def answer_prioritize(raw: bytes) -> tuple[int, bytes]:
+        if service.mode == "scheduler":
+            return 409, dumps({"Error": SCHEDULER_MODE_REFUSAL})
         with timed("prioritize"):
             try:
                 pod, names, _ = parse_args(loads(raw))
@@ -225,6 +231,8 @@ def build_app(service: LiveService) -> Front:
     @app.post("/scheduler/bind", tags=["extender"], openapi_extra=bind_body)
     def extender_bind(args: dict) -> dict:
         """ExtenderBindingArgs -> ExtenderBindingResult: annotate the GPUs, bind via the API server."""
+        if service.mode == "scheduler":
+            return {"Error": SCHEDULER_MODE_REFUSAL}
         with timed("bind"):
             try:
                 namespace, name, uid, node = parse_bind(args)
@@ -268,7 +276,7 @@ def build_app(service: LiveService) -> Front:
         """Nodes (GPUs, VC, cordon, which pod holds which GPUs), VCs, counters, bind outcomes, and
         the configuration the service runs (``config``: policy, its parameters, placement, sharing...)."""
         return {**core.snapshot(), "binds": dict(service.stats), "leadership": service.leadership(),
-                "config": service.config}
+                "config": service.config, "mode": service.mode_state()}
 
     @app.get("/api/v1/leader", tags=["operator"])
     def leader() -> dict:

@@ -86,6 +86,8 @@ class LiveService:
     _queues_polling: bool = False    # its poller thread runs
     evictor: object | None = None    # the Evictor (service/evictor.py), once started
     config: dict = field(default_factory=dict)   # the effective configuration (ServiceConfig.describe())
+    mode: str = "extender"   # or "scheduler": dlsched binds the pods of its own scheduler name (scheduler_mode/)
+    binder: object | None = None   # the scheduler mode's Binder, once started
     _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
     _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) a nudge wrote
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -105,7 +107,9 @@ class LiveService:
 
         gangs = recover(self)   # gang hook: a gang left partly bound is completed or released
         resumed = self.start_evictor()
-        if self.nudge and hasattr(self.bridge, "touch"):
+        if self.mode == "scheduler":   # every nomination becomes a Binding (no extender, no nudges)
+            self.start_binder()
+        elif self.nudge and hasattr(self.bridge, "touch"):
             self.core.nudge = lambda pod, node, gpus, waited: self._nudges.put((pod, node, gpus, waited))
             threading.Thread(target=self._nudger, name="nudge", daemon=True).start()
         self.core.run_pass()
@@ -118,6 +122,28 @@ class LiveService:
         self.started = True
         return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped, "gangs": gangs,
                 "eviction_intents_resumed": resumed[0], "eviction_intents_closed": resumed[1]}
+
+    def start_binder(self) -> None:
+        """The scheduler mode's bind workers (service/scheduler_mode/binder.py), told of every
+        nomination by the core."""
+        if self.binder is None:
+            from dlsched.service.scheduler_mode.binder import Binder
+
+            self.binder = Binder(self)
+            self.core.on_nomination = self.binder.submit
+            self.bridge.binder = self.binder   # pods that request no GPU are bound by it too
+            self.binder.start(self._done)
+
+    def mode_state(self) -> dict:
+        """How this service reaches Kubernetes, for GET /api/v1/state: the mode, and in scheduler
+        mode its binds, node checks and watches."""
+        if self.mode != "scheduler":
+            return {"mode": self.mode, "scheduler_name": self.scheduler_name}
+        describe = getattr(self.bridge, "describe", None)
+        out = describe() if describe is not None else {"mode": "scheduler", "scheduler_name": self.scheduler_name}
+        if self.binder is not None:
+            out["binder"] = dict(self.binder.counts)
+        return out
 
     def start_evictor(self) -> tuple[int, int]:
         """The thread that carries out eviction intents (service/evictor.py), then the intents a

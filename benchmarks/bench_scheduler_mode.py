@@ -1,0 +1,149 @@
+"""``dlsched serve --mode scheduler`` against kube-scheduler alone, in the same run on the same
+real control plane (issue 34, point 4).
+
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_scheduler_mode.py [--pods 500] [--nodes 100]
+        [--gpus-per-node 8] [--scheduler-qps 1000] [--modes burst,drain] [--timeout 180]
+
+etcd + kube-apiserver + kube-scheduler v1.20.2 from ``../shared/k8s`` (loopback, free ports,
+stopped by PID; kube-scheduler at ``--scheduler-qps``, its client rate raised as a tuned cluster
+has it) with ``--nodes`` kubelet-less nodes of ``--gpus-per-node`` GPUs, and ``dlsched serve
+--mode scheduler --policy fifo`` (a child process, SQLite store in a temporary directory). Each
+phase creates ``--pods`` pods at once (8 client threads) and times each from its create's answer
+to the watch showing its ``spec.nodeName``, on this process's clock. kube-scheduler alone's pods
+request no GPU (kube-scheduler's config names an extender for ``nvidia.com/gpu``, which is not
+listening here); dlsched's pods request one GPU each and name ``schedulerName: dlsched``. Modes:
+*burst* (pods created onto free nodes) and *drain* (every node there cordoned, the pods created
+and tried, then ``--nodes`` new nodes added at once). Prints per phase median / p95 / max
+create-to-bind, pods/s, dlsched's pods/s and p50 over kube-scheduler alone's, and the API writes
+per bound pod by kind from the audit log. Exit 1 when a pod was not bound within ``--timeout``;
+skips (exit 0, with the reason) when the control plane cannot start here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT.parent / "src"))
+sys.path.insert(0, str(ROOT.parent / "tests"))
+sys.path.insert(0, str(ROOT))
+
+from bench_bind_latency import (  # noqa: E402
+    NAMESPACE,
+    Phase,
+    count_writes,
+    run_phase,
+    summary,
+)
+from support.control_plane import (  # noqa: E402
+    add_gpu_node,
+    audit_writes,
+    cleanup,
+    free_port,
+    missing_reason,
+    start_control_plane,
+)
+from support.service_proc import ServiceProcess  # noqa: E402
+
+
+def check_args(args) -> str:
+    """'' or the one error line for bad sizes."""
+    if args.pods < 1 or args.nodes < 1 or args.gpus_per_node < 1:
+        return "error: --pods, --nodes and --gpus-per-node must be >= 1"
+    if args.pods > args.nodes * args.gpus_per_node:
+        return (f"error: --pods {args.pods} is more than the {args.nodes * args.gpus_per_node} GPUs: the burst must "
+                "fit, or the figures measure the wait for free GPUs")
+    if args.scheduler_qps < 0:
+        return f"error: --scheduler-qps must be >= 0, got {args.scheduler_qps}"
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or any(m not in ("burst", "drain") for m in modes):
+        return f"error: --modes {args.modes!r}: give burst, drain or burst,drain"
+    return ""
+
+
+def report(mode: str, args, base: Phase, mine: Phase) -> list[str]:
+    """The lines of one mode: both schedulers, the ratios, the writes."""
+    head = (f"{mode}: {args.pods} pods created at once"
+            f"{f', then {args.nodes} new nodes (the old ones cordoned)' if mode == 'drain' else ''}; create-to-bind:")
+    lines = [head]
+    for label, ph in (("kube-scheduler alone (no GPU)", base), ("dlsched --mode scheduler (1 GPU)", mine)):
+        lines.append(f"  {label:33s} {summary(ph.waits)}   not bound: {ph.left}   {ph.rate:.1f} pods/s   "
+                     f"(created in {ph.span:.2f} s)")
+    ratio = mine.rate / base.rate if base.rate else float("nan")
+    p50 = (statistics.median(mine.waits) / statistics.median(base.waits)
+           if mine.waits and base.waits else float("nan"))
+    lines.append(f"  pods/s dlsched / kube-scheduler alone: {ratio:.2f}x (goal >= 1.0x); "
+                 f"create->bind p50 ratio: {p50:.2f}x (goal <= 2x)")
+    lines.append(f"  API writes per bound pod: dlsched {mine.per_pod('dlsched'):.2f} ({mine.writes.get('dlsched', 0)} "
+                 f"writes, {mine.refused} refused); kube-scheduler alone {base.per_pod('kube-scheduler'):.2f}")
+    lines.append(f"  dlsched's writes: {', '.join(f'{k} {n}' for k, n in sorted(mine.kinds.items())) or 'none'}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pods", type=int, default=500)
+    ap.add_argument("--nodes", type=int, default=100)
+    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--scheduler-qps", type=float, default=1000.0,
+                    help="kube-scheduler's API client rate (burst twice that); 0: its default (50)")
+    ap.add_argument("--modes", default="burst,drain", help="burst, drain or both (comma-separated)")
+    ap.add_argument("--timeout", type=float, default=180.0, help="seconds a phase waits for its pods to bind")
+    ap.add_argument("--shared", type=Path, default=ROOT.parent.parent / "shared")
+    args = ap.parse_args(argv)
+    error = check_args(args)
+    if error:
+        print(error, file=sys.stderr)
+        return 2
+    reason = missing_reason(args.shared / "k8s")
+    if reason:
+        print(f"skipped: {reason}")
+        return 0
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    qps = args.scheduler_qps or None
+    t0 = time.monotonic()
+    # kube-scheduler's extender URL: a port where nothing listens (dlsched answers no extender call)
+    cp = start_control_plane(args.shared / "k8s", f"http://127.0.0.1:{free_port()}/scheduler", qps=qps, audit=True)
+    work = Path(tempfile.mkdtemp(prefix="dlsched-bench-schedmode-"))
+    svc = None
+    phases: list[tuple[str, Phase, Phase]] = []
+    try:
+        st, body = cp.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                             "metadata": {"name": NAMESPACE}})
+        assert st == 201, body
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: add_gpu_node(cp, f"node-{i:03d}", args.gpus_per_node), range(args.nodes)))
+        svc = ServiceProcess(free_port(), cp.api_url, cp.token, f"sqlite:///{work}/bench.db", "fifo",
+                             work / "serve.log", extra=("--mode", "scheduler"))
+        svc.start()
+        print(f"control plane + {args.nodes} nodes x {args.gpus_per_node} GPUs + dlsched serve --mode scheduler "
+              f"ready in {time.monotonic() - t0:.1f} s; kube-scheduler client qps: {qps or 'default (50)'}")
+        for mode in modes:
+            drain = (args.nodes, args.gpus_per_node) if mode == "drain" else None
+            base = run_phase(cp, f"plain-{mode}", args.pods, 0, args.timeout, drain)
+            mine = run_phase(cp, f"gpu-{mode}", args.pods, 1, args.timeout, drain, scheduler="dlsched")
+            phases.append((mode, base, mine))
+        state = svc.get("/api/v1/state")
+    finally:
+        if svc is not None:
+            svc.stop()
+        events = audit_writes(cp)
+        cleanup(cp)
+    ok = True
+    for mode, base, mine in phases:
+        count_writes(events, base)
+        count_writes(events, mine)
+        print("\n".join(report(mode, args, base, mine)))
+        ok = ok and not base.left and not mine.left
+    print(f"  dlsched: binds {state['binds']}, scheduler mode {state['mode']}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
