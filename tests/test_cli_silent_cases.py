@@ -75,7 +75,7 @@ def test_options_that_do_nothing_get_a_note(tmp_path) -> None:
     assert code == 0
     notes = [ln for ln in lines if ln.startswith("note: ")]
     assert notes == [
-        "note: --lam is read only by qssf; fifo ignores it",
+        "note: --lam is read only by qssf, easy, conservative; fifo ignores it",
         "note: --boot-delay does nothing without --energy ces|vanilla",
         "note: --topology sets the node topology for the speed model only: placement consolidate does not "
         "read it (topo-aware, topo-aware-p, socket-best-fit do)"]

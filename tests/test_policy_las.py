@@ -48,7 +48,7 @@ def test_the_command_line_lists_and_sets_its_parameters(tmp_path):
     from dlsched.cli.main import app
 
     listing = CliRunner().invoke(app, ["policies"])
-    assert listing.exit_code == 0 and "threshold=28800.0, queues=3" in listing.output
+    assert listing.exit_code == 0 and "threshold=28800.0," in listing.output and "queues=3" in listing.output
     res = CliRunner().invoke(app, ["simulate", "--jobs", "200", "--policy", "las", "--param", "queues=1",
                                    "--out", str(tmp_path / "one")])
     fifo = CliRunner().invoke(app, ["simulate", "--jobs", "200", "--out", str(tmp_path / "fifo")])

@@ -98,7 +98,7 @@ def test_a_sweep_rejects_what_it_would_not_honour(tmp_path):
         path.write_text(textwrap.dedent(text))
         return load_spec(path)
 
-    with pytest.raises(SpecError, match=r"line 2: .*lam: policy fifo does not read lam \(read by qssf; fifo declares no parameters\)"):
+    with pytest.raises(SpecError, match=r"line 2: .*lam: policy fifo does not read lam \(read by qssf, easy, conservative; fifo declares no parameters\)"):
         validate(spec("base: {jobs: 100}\ngrid: {lam: [0.2]}\n"))
     with pytest.raises(SpecError, match="boot_delay: --boot-delay does nothing without --energy"):
         validate(spec("grid: {boot_delay: [10.0]}\n"))

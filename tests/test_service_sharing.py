@@ -208,7 +208,7 @@ def test_a_replayed_log_keeps_the_memory_label(tmp_path):
 
 
 LIVE_POLICIES = ["fifo", "qssf", "las", "fairshare", "horus", "horus-f", "obp", "ffd-util", "coscheml", "binpack",
-                 "loadbalance", "mystic", "random-pairing"]
+                 "loadbalance", "mystic", "random-pairing", "easy", "conservative"]
 
 
 @pytest.mark.parametrize("cap", [1, 2])
@@ -222,6 +222,10 @@ def test_every_policy_serve_accepts_runs_through_the_extender(policy, cap):
     assert set(LIVE_POLICIES) == set(POLICIES) - {"sjf", "srtf", "srtf-pred", "oracle-pairing", "pab"}
     preds = {"a": (40.0, 6000.0), "b": (70.0, 12000.0)}
     nodes = [NodeFacts("n1", 2, "default", "", False), NodeFacts("n2", 2, "default", "", False)]
+    if cap > 1 and getattr(POLICIES[policy], "exclusive_only", False):   # easy/conservative: refused, said why
+        with pytest.raises(ValueError, match="exclusive GPUs"):
+            make_core(policy, None, nodes, cap=cap, preds=preds)
+        return
     core, service = make_core(policy, None, nodes, cap=cap, preds=preds)
     pods = [pod(core, f"p{i}", 1 + i % 2, "ab"[i % 2]) for i in range(6)]
     placed = [place(core, service, p, ["n1", "n2"]) for p in pods]

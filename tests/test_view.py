@@ -106,9 +106,20 @@ def test_the_checks_catch_what_they_look_for():
     assert view_state_reads(reads, "m") == ["m:2: view.state", "m:3: getattr(..., 'state')"]
 
 
+#: module-level writes that are no run's state, each with why
+STATE_ALLOWED: dict[str, str] = {
+    "order_table.py": "the registry's name -> policy class table, installed once when dlsched.registry is "
+                      "imported (sched may not import the registry); it holds classes, never a run's state",
+}
+
+
 def test_sched_keeps_no_module_level_state():
-    problems = [p for path in _sources() for p in module_state_problems(path.read_text(), path.name)]
+    problems = [p for path in _sources() if path.name not in STATE_ALLOWED
+                for p in module_state_problems(path.read_text(), path.name)]
     assert problems == []
+    allowed = [p for path in _sources() if path.name in STATE_ALLOWED
+               for p in module_state_problems(path.read_text(), path.name)]
+    assert allowed == ["order_table.py:17: global _TABLE in use"]   # exactly the one install, nothing more
 
 
 def test_policies_and_plugins_never_read_the_state_behind_the_view():

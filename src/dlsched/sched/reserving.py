@@ -86,6 +86,7 @@ class ReservingPolicy(PolicyBase):
     name = "reserving"
     Params = BackfillParams
     reserves = True   # holds reservations: refused with queues that borrow (run/build.py)
+    exclusive_only = True   # refuses a sharing placement (a shared GPU has no single job whose end frees it)
 
     @staticmethod
     def from_params(params: BackfillParams, context) -> dict:
@@ -141,6 +142,10 @@ class ReservingPolicy(PolicyBase):
 
     def new_queue(self):
         return self.order.new_queue()
+
+    def key(self, job: Job):
+        """The order's sort key (the live service ranks a waiting pod by it)."""
+        return self.order.key(job)
 
     def prepare(self, view: ClusterView) -> None:
         self.order.prepare(view)
