@@ -32,6 +32,7 @@ from dlsched.core.job import Job
 from dlsched.kernel.decisions import Status
 from dlsched.kernel.queue_tree import DecayedUsage, QueueSpec, QueueTree, allows, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError, VcState
+from dlsched.kernel.stop import FINAL, StopReason
 
 __all__ = ["QueueSpec", "QuotaManager", "borrowing_possible", "head_of", "jain"]
 
@@ -125,7 +126,7 @@ class QuotaManager:
         for q in (vc.name, *self.tree.ancestors[vc.name]):
             self.usage[q].change(job.gpus, now)
 
-    def stopped(self, job: Job, vc: VcState, now: float, why: str) -> None:
+    def stopped(self, job: Job, vc: VcState, now: float, why: StopReason) -> None:
         t0, host = self._since.pop(job)
         area = (now - t0) * job.gpus
         self.used_area[vc.vid] += area
@@ -138,7 +139,7 @@ class QuotaManager:
                 self._book(job, -1)
             self.evicting.pop(job, None)
             self.stranded.discard(job)
-        if why == "finish":
+        if why in FINAL:  # finished or killed at its time limit: it leaves the queue for good
             self._in_system[vc.vid] -= 1
             if not self._in_system[vc.vid]:
                 self.active_time[vc.vid] += now - self._active_since[vc.vid]
