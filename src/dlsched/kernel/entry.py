@@ -18,9 +18,10 @@ run until :class:`BindSucceeded` — and an :class:`Evict` is a request: the job
 until the driver reports :class:`JobEvicted`. With ``assume=False`` both are already carried out
 when they are returned.
 
-Queues that borrow (``kernel/quotas.py``): with a :class:`~dlsched.kernel.quotas.QuotaManager`
-installed, each pass that decided something is followed by its ``rebalance``, as in the
-simulator after an instant's passes. A borrowed start comes out as a :class:`Bind` on the
+Queues that borrow: with a :class:`~dlsched.kernel.quotas.QuotaManager` installed (the books),
+each pass that decided something is followed by the driver's ``rebalance`` function (the
+decisions: ``dlsched.sched.actions.rebalance``, given to the constructor because the kernel does
+not import ``sched``), as in the simulator after an instant's passes. A borrowed start comes out as a :class:`Bind` on the
 lender's node (the loan is booked at once and released by :class:`BindFailed` or a
 withdrawal), a reclaim as :class:`Evict` actions whose ``for_job`` is the lender's blocked head;
 live, the lender's head starts at the pass after the last :class:`JobEvicted`.
@@ -28,7 +29,7 @@ live, the lender's head starts at the pass after the last :class:`JobEvicted`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from dlsched.core.cluster import NodeSpec
 from dlsched.core.job import Job, JobState
@@ -66,6 +67,9 @@ from dlsched.kernel.view import SchedulingView
 
 _RUNNING = JobState.RUNNING
 
+Rebalance = Callable[[QuotaManager, Decider, float], None]
+"""The queues' cycle action after a pass (``dlsched.sched.actions.rebalance``): borrow and reclaim."""
+
 
 class ActionLog:
     """The dispatcher's backend for :class:`Kernel`: every carried-out decision becomes an action."""
@@ -101,14 +105,19 @@ class Kernel:
     hears of carried-out decisions (default: an :class:`ActionLog`, whose actions ``handle``
     returns; the simulator gives its :class:`~dlsched.sim.backend.SimulatedBackend`). The
     policy's hooks (``job_submitted``, ``job_finished``) are read once, here; ``hooks=False``
-    leaves them out (a forecast: the policy must not learn from predicted ends)."""
+    leaves them out (a forecast: the policy must not learn from predicted ends). ``rebalance``:
+    the borrowing and reclaim decisions run after a pass when queues are installed
+    (``dlsched.sched.actions.rebalance``; installing queues without it is a :class:`StateError`)."""
 
     def __init__(self, state: ClusterState, policy, assume: bool = True, oracle: bool = False,
                  view: SchedulingView | None = None, quotas: QuotaManager | None = None,
-                 backend=None, check: bool = False, hooks: bool = True) -> None:
+                 backend=None, check: bool = False, hooks: bool = True,
+                 rebalance: Rebalance | None = None) -> None:
         self.state = state
         self.policy = policy
-        self.quotas = quotas   # borrowing and reclaim between VCs after each pass (None: fixed VCs)
+        self.rebalance = rebalance   # the decisions on the queues' books after a pass
+        self.quotas = None   # the books of borrowing and reclaim between VCs (None: fixed VCs)
+        self.install_quotas(quotas)
         self._queue_specs: tuple = ()   # what use_queues was given (a new VC rebuilds the manager)
         self.view = view if view is not None else SchedulingView(state, oracle)
         self.log = ActionLog()
@@ -163,11 +172,19 @@ class Kernel:
     def install_quotas(self, quotas: QuotaManager | None) -> QuotaManager | None:
         """Use ``quotas`` from the next pass on (None: no borrowing); the live service installs a
         new manager when its queue configuration changes. Returns the one it replaces, which no
-        longer observes the state."""
+        longer observes the state. StateError when the kernel was given no ``rebalance``: the
+        books without the decisions would borrow nothing, silently."""
+        if quotas is not None:
+            self._need_rebalance()
         old, self.quotas = self.quotas, quotas
         if old is not None and old is not quotas:
             self.state.remove_observer(old)
         return old
+
+    def _need_rebalance(self) -> None:
+        if self.rebalance is None:
+            raise StateError("queues that borrow are installed, but the kernel was given no rebalance "
+                             "(Kernel(rebalance=dlsched.sched.actions.rebalance))")
 
     def use_queues(self, specs, now: float) -> QuotaManager | None:
         """Enforce the queues ``specs`` on the state as it is (the live service, a replay of its
@@ -181,6 +198,7 @@ class Kernel:
         if not self._queue_specs or not borrowing_possible(self._queue_specs):
             self.install_quotas(None)
             return None
+        self._need_rebalance()
         try:
             manager = QuotaManager(self._queue_specs, self.state, strict=False)
         except ValueError:
@@ -209,7 +227,7 @@ class Kernel:
         changed = bool(decider.dirty)
         decider.decide(now)
         if changed and self.quotas is not None:
-            self.quotas.rebalance(decider, now)
+            self.rebalance(self.quotas, decider, now)
         wakeups = self.view._wakeups
         if wakeups:
             self.log.actions.extend(Timer(t, (VC_TIMER, vid)) for t, vid in wakeups)
