@@ -27,6 +27,7 @@ from dlsched.kernel.stimuli import (
     JobFinished,
     JobSubmitted,
     PassRequested,
+    QueuesChanged,
     TimerFired,
 )
 from dlsched.registry import make_policy
@@ -301,3 +302,26 @@ def test_the_rebalance_action_decides_on_the_kernels_books():
     assert binds == {"a1": 0, "a2": 1}          # a2 on B's node (B lends at most 4: exactly a2)
     assert quotas.borrowed == [4, 0, 0] and quotas.lent == [0, 4, 0] and quotas.borrow_starts == [1, 0, 0]
     checked(state, quotas)
+
+
+def test_a_change_of_queues_is_a_stimulus_through_the_handler_table():
+    # QueuesChanged(specs) builds the manager on the state as it stands (Kernel.on_queues); specs
+    # that do not fit (a VC named as a parent) are not enforced and the kernel says why; () ends it
+    policy = make_policy("fifo", "consolidate")
+    state = ClusterState(ClusterSpec.from_vc_sizes({"A": 1, "B": 1, "C": 1}), new_queue=policy.new_queue)
+    kernel = Kernel(state, policy, assume=True, rebalance=rebalance)
+    assert kernel.handle(QueuesChanged(QUEUES), 0.0) == []
+    assert kernel.quotas is not None and kernel.queues_refused == ""
+    a1, a2 = Job("a1", "A", 8, 0, 100), Job("a2", "A", 4, 0, 100)
+    kernel.handle(JobSubmitted(a1), 0.0)
+    kernel.handle(JobSubmitted(a2), 0.0)
+    binds = [a for a in kernel.handle(PassRequested(), 0.0) if isinstance(a, Bind)]
+    assert [(b.job.job_id, state.node_vc[b.placement[0][0]]) for b in binds] == [("a1", 0), ("a2", 1)]
+    bad = (QueueSpec("A", borrow_limit=8, lend_limit=None, parent="B"), QueueSpec("B"),
+           QueueSpec("C", borrow_limit=0, lend_limit=None, parent="B"))
+    kernel.handle(QueuesChanged(bad), 1.0)
+    assert kernel.quotas is None and "named as a parent" in kernel.queues_refused
+    kernel.handle(QueuesChanged(QUEUES), 2.0)   # the loan of a2 is booked again by the new manager
+    assert kernel.queues_refused == "" and kernel.quotas.borrowed == [4, 0, 0]
+    kernel.handle(QueuesChanged(()), 3.0)
+    assert kernel.quotas is None and kernel.queues_refused == ""

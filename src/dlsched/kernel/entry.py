@@ -57,6 +57,7 @@ from dlsched.kernel.stimuli import (
     Postponed,
     PowerChanged,
     PredictionCorrected,
+    QueuesChanged,
     Stimulus,
     Timer,
     TimerFired,
@@ -119,6 +120,7 @@ class Kernel:
         self.quotas = None   # the books of borrowing and reclaim between VCs (None: fixed VCs)
         self.install_quotas(quotas)
         self._queue_specs: tuple = ()   # what use_queues was given (a new VC rebuilds the manager)
+        self.queues_refused = ""        # why the last QueuesChanged was not enforced ('' when it was)
         self.view = view if view is not None else SchedulingView(state, oracle)
         self.log = ActionLog()
         self.decider = Decider(state, self.view, policy, self.log if backend is None else backend,
@@ -139,7 +141,7 @@ class Kernel:
             BindFailed: self.on_bind_failed, JobFinished: self.on_finished, JobFailed: self.on_failed,
             JobEvicted: self.on_evicted, JobWithdrawn: self.on_withdrawn,
             PredictionCorrected: self.on_corrected, NodeChanged: self.on_node, PowerChanged: self.on_power,
-            TimerFired: self._timer_then_pass, JobAdopted: self.on_adopted,
+            TimerFired: self._timer_then_pass, JobAdopted: self.on_adopted, QueuesChanged: self.on_queues,
         }
 
     def prepare(self) -> None:
@@ -210,6 +212,18 @@ class Kernel:
         return manager
 
     # -- the handlers: one per stimulus, called with its fields and then ``now`` --------------
+    def on_queues(self, specs: tuple, now: float) -> None:
+        """``QueuesChanged``: enforce ``specs`` from now on (:meth:`use_queues`). Specs that do
+        not fit the state (a VC named as a parent) are not enforced: no queue borrows, and
+        :attr:`queues_refused` says why ('' when they are), for the driver to report; a replay
+        of the stimulus ends in the same place."""
+        try:
+            self.use_queues(specs, now)
+        except ValueError as exc:
+            self.queues_refused = f"queues: {exc}"
+        else:
+            self.queues_refused = ""
+
     def on_submitted(self, job: Job, now: float) -> None:
         """A new job queues in its VC (the policy's ``job_submitted`` hook first: it may set the
         job's key)."""
