@@ -117,8 +117,9 @@ class Kernel:
         self.state = state
         self.policy = policy
         self.rebalance = rebalance   # the decisions on the queues' books after a pass
-        self.quotas = None   # the books of borrowing and reclaim between VCs (None: fixed VCs)
-        self.install_quotas(quotas)
+        if quotas is not None and rebalance is None:
+            self._need_rebalance()
+        self.quotas = quotas   # the books of borrowing and reclaim between VCs (None: fixed VCs)
         self._queue_specs: tuple = ()   # what use_queues was given (a new VC rebuilds the manager)
         self.queues_refused = ""        # why the last QueuesChanged was not enforced ('' when it was)
         self.view = view if view is not None else SchedulingView(state, oracle)
