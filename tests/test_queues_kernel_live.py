@@ -17,7 +17,7 @@ from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.entry import Kernel
 from dlsched.kernel.quotas import QueueSpec, QuotaManager
-from dlsched.kernel.state import ClusterState
+from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.stimuli import (
     Bind,
     BindFailed,
@@ -27,9 +27,11 @@ from dlsched.kernel.stimuli import (
     JobFinished,
     JobSubmitted,
     PassRequested,
+    QueuesChanged,
     TimerFired,
 )
 from dlsched.registry import make_policy
+from dlsched.sched.actions import rebalance
 from dlsched.sim import SimConfig, Simulator
 from dlsched.traces.cluster_file import read_cluster_file
 from dlsched.traces.cluster_queues import read_queues
@@ -46,7 +48,7 @@ def live_kernel(queues=QUEUES):
     policy = make_policy("fifo", "consolidate")
     state = ClusterState(ClusterSpec.from_vc_sizes({"A": 1, "B": 1, "C": 1}), new_queue=policy.new_queue)
     quotas = QuotaManager(queues, state)
-    kernel = Kernel(state, policy, assume=True, quotas=quotas)
+    kernel = Kernel(state, policy, assume=True, quotas=quotas, rebalance=rebalance)
     kernel.prepare()
     return state, quotas, kernel
 
@@ -159,7 +161,7 @@ def drive(jobs, cluster, policy, queues, overhead: float) -> dict[str, tuple[flo
     """A simulation through Kernel.handle alone (``assume=False``: a Bind or an Evict is already
     carried out; tests/support/kernel_driver.py). Returns job id -> (start, end, preemptions)."""
     state = ClusterState(cluster, new_queue=policy.new_queue)
-    kernel = Kernel(state, policy, assume=False, quotas=QuotaManager(queues, state))
+    kernel = Kernel(state, policy, assume=False, quotas=QuotaManager(queues, state), rebalance=rebalance)
     kernel.prepare()
     feed(kernel, jobs, overhead)
     return {j.job_id: (j.start_time, j.end_time, j.preemptions) for j in jobs}
@@ -271,3 +273,55 @@ def test_as_if_answers_on_the_real_books_and_restores_them_exactly():
         state.uncordon(1)
     assert books() == before
     state.check_invariants()
+
+
+def test_queues_installed_without_the_rebalance_action_are_refused_not_ignored():
+    # the kernel holds the books; the decisions are sched/actions' and must be given to it: without
+    # them the queues would silently borrow nothing
+    policy = make_policy("fifo", "consolidate")
+    state = ClusterState(ClusterSpec.from_vc_sizes({"A": 1, "B": 1, "C": 1}), new_queue=policy.new_queue)
+    with pytest.raises(StateError, match="no rebalance"):
+        Kernel(state, policy, assume=True, quotas=QuotaManager(QUEUES, state))
+    kernel = Kernel(state, policy, assume=True)
+    observers = len(state.observers)
+    with pytest.raises(StateError, match="no rebalance"):
+        kernel.use_queues(QUEUES, 0.0)
+    assert kernel.quotas is None and len(state.observers) == observers   # no manager left behind
+    assert kernel.use_queues((QueueSpec("A", borrow_limit=0, lend_limit=0),), 0.0) is None  # none borrows: fine
+
+
+def test_the_rebalance_action_decides_on_the_kernels_books():
+    # A's 8-GPU job borrows B's idle node through sched.actions.rebalance alone: the loan is
+    # booked by the kernel's manager (book_loan) on both paths, and check() agrees with what runs
+    state, quotas, kernel = live_kernel()
+    a1, a2 = Job("a1", "A", 8, 0, 100), Job("a2", "A", 4, 0, 100)
+    kernel.handle(JobSubmitted(a1), 0.0)
+    kernel.handle(JobSubmitted(a2), 0.0)
+    actions = kernel.handle(PassRequested(), 0.0)
+    binds = {a.job.job_id: state.node_vc[a.placement[0][0]] for a in actions if isinstance(a, Bind)}
+    assert binds == {"a1": 0, "a2": 1}          # a2 on B's node (B lends at most 4: exactly a2)
+    assert quotas.borrowed == [4, 0, 0] and quotas.lent == [0, 4, 0] and quotas.borrow_starts == [1, 0, 0]
+    checked(state, quotas)
+
+
+def test_a_change_of_queues_is_a_stimulus_through_the_handler_table():
+    # QueuesChanged(specs) builds the manager on the state as it stands (Kernel.on_queues); specs
+    # that do not fit (a VC named as a parent) are not enforced and the kernel says why; () ends it
+    policy = make_policy("fifo", "consolidate")
+    state = ClusterState(ClusterSpec.from_vc_sizes({"A": 1, "B": 1, "C": 1}), new_queue=policy.new_queue)
+    kernel = Kernel(state, policy, assume=True, rebalance=rebalance)
+    assert kernel.handle(QueuesChanged(QUEUES), 0.0) == []
+    assert kernel.quotas is not None and kernel.queues_refused == ""
+    a1, a2 = Job("a1", "A", 8, 0, 100), Job("a2", "A", 4, 0, 100)
+    kernel.handle(JobSubmitted(a1), 0.0)
+    kernel.handle(JobSubmitted(a2), 0.0)
+    binds = [a for a in kernel.handle(PassRequested(), 0.0) if isinstance(a, Bind)]
+    assert [(b.job.job_id, state.node_vc[b.placement[0][0]]) for b in binds] == [("a1", 0), ("a2", 1)]
+    bad = (QueueSpec("A", borrow_limit=8, lend_limit=None, parent="B"), QueueSpec("B"),
+           QueueSpec("C", borrow_limit=0, lend_limit=None, parent="B"))
+    kernel.handle(QueuesChanged(bad), 1.0)
+    assert kernel.quotas is None and "named as a parent" in kernel.queues_refused
+    kernel.handle(QueuesChanged(QUEUES), 2.0)   # the loan of a2 is booked again by the new manager
+    assert kernel.queues_refused == "" and kernel.quotas.borrowed == [4, 0, 0]
+    kernel.handle(QueuesChanged(()), 3.0)
+    assert kernel.quotas is None and kernel.queues_refused == ""

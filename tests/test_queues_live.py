@@ -354,6 +354,35 @@ def test_a_recorded_log_replays_the_borrowed_nominations_and_the_reclaim(tmp_pat
     assert agreement.first_difference is None and agreement.rate == 1.0
     assert agreement.replayed == [("a0", "a-node", [0, 1, 2, 3, 4, 5, 6, 7]), ("a1", "b-node", [0, 1, 2, 3, 4, 5, 6, 7]),
                                   ("b0", "b-node", [0, 1, 2, 3, 4, 5, 6, 7])]
+    assert agreement.recorded_evictions == agreement.replayed_evictions == ["a1"]
+
+
+def test_a_change_of_queues_is_a_recorded_stimulus_and_an_older_log_still_replays(tmp_path):
+    """The ConfigMap's queues reach the kernel as a QueuesChanged stimulus (recorded with the specs
+    as TOML, then the 'queues' line saying what was enforced); a log recorded before that, with
+    only 'queues' lines, replays the same nominations (each line fed as that stimulus)."""
+    import json
+
+    from dlsched.registry import make_policy as registry_policy
+    from dlsched.service.feed import replay_stimuli
+
+    path = tmp_path / "events.jsonl"
+    core, sent, clock, recorder = recorded_borrow(path)
+    recorder.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    changes = [i for i, e in enumerate(lines) if e.get("stimulus") == "QueuesChanged"]
+    assert len(changes) == 1 and "[[queues]]" in lines[changes[0]]["toml"]
+    assert lines[changes[0] + 1]["kind"] == "queues"   # what was enforced, right after
+    new = replay_stimuli(path, registry_policy)
+    assert new.first_difference is None and new.replayed == new.recorded and len(new.recorded) == 2
+    old = tmp_path / "old.jsonl"   # the same log as written before the stimulus existed
+    old.write_text("".join(json.dumps(e) + "\n" for e in lines if e.get("stimulus") != "QueuesChanged"))
+    assert replay_stimuli(old, registry_policy).replayed == new.replayed
+    no_queues = tmp_path / "none.jsonl"   # without either, a1 cannot borrow: its recorded bind is refused
+    no_queues.write_text("".join(json.dumps(e) + "\n" for e in lines
+                                 if e.get("stimulus") != "QueuesChanged" and e["kind"] != "queues"))
+    with pytest.raises(ValueError, match="BindSucceeded.*a1 confirmed while PENDING"):
+        replay_stimuli(no_queues, registry_policy)
 
 
 def test_a_log_of_a_borrowing_service_rebuilds_its_loans_for_a_what_if(tmp_path):
@@ -386,3 +415,28 @@ def test_a_log_of_a_borrowing_service_rebuilds_its_loans_for_a_what_if(tmp_path)
     (a2,) = result.jobs
     # one hour for every job (none finished before the cut): a2 starts when a0, started first, ends
     assert a2.job_id == "a2" and a2.current == pytest.approx(moment.t0 + 1.0 + 3600.0)
+
+
+def test_a_queues_changed_stimulus_round_trips_through_the_log_encoding():
+    """stimulus_fields / stimulus_from_fields, the one pair: the specs come back equal (parents,
+    weights, per-type limits, namespaces), () as an empty TOML; damaged TOML is the reader's
+    TraceError naming the key."""
+    from dlsched.core.cluster import ClusterSpec
+    from dlsched.kernel.quotas import QueueSpec
+    from dlsched.kernel.state import ClusterState
+    from dlsched.kernel.stimuli import QueuesChanged
+    from dlsched.service.record import stimulus_fields, stimulus_from_fields
+    from dlsched.traces.model import TraceError
+
+    state = ClusterState(ClusterSpec.from_vc_sizes({"A": 1, "B": 1}))
+    specs = (QueueSpec("lab", borrow_limit=8, lend_limit=None, weight=2.5),
+             QueueSpec("A", borrow_limit=None, lend_limit=4, parent="lab", namespaces=("team-a",)),
+             QueueSpec("B", borrow_limit=0, lend_limit=None, parent="lab", lend_types=(("V100", 8),)))
+    fields = stimulus_fields(QueuesChanged(specs), state)
+    assert fields["stimulus"] == "QueuesChanged" and set(fields) == {"stimulus", "toml"}
+    assert stimulus_from_fields(fields, {}, state, None) == QueuesChanged(specs)
+    empty = stimulus_fields(QueuesChanged(()), state)
+    assert empty["toml"] == "" and stimulus_from_fields(empty, {}, state, None) == QueuesChanged(())
+    with pytest.raises(TraceError, match="borrow_limit"):
+        stimulus_from_fields({"stimulus": "QueuesChanged", "toml": '[[queues]]\nname = "A"\nborrow_limit = "x"\n'},
+                             {}, state, None)

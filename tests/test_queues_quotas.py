@@ -126,3 +126,16 @@ def test_active_entitlement_counts_only_time_with_jobs():
     assert q["A"]["share_of_active_guarantee"] == pytest.approx(1260 / 800)
     assert q["C"]["share_of_active_guarantee"] == pytest.approx(160 / 160)
     assert res.extra["queue_fairness_jain_active"] == pytest.approx(jain([1260 / 800, 1.0]))
+
+
+def test_a_job_killed_at_its_time_limit_ends_its_queues_active_time():
+    # "capped" runs 0-40 in A and is killed at its limit (StopReason.TIME_LIMIT): A has no job from
+    # 40 on, so its active time is 40 s, not the whole run (c1 in C keeps the run going to 120)
+    the_jobs = [Job("capped", "A", 8, 0, 1000, time_limit_s=40), Job("c1", "C", 8, 100, 20)]
+    res, starts = run(the_jobs=the_jobs)
+    assert {j.job_id: (j.start_time, j.end_time) for j in res.jobs} == {"capped": (0, 40), "c1": (100, 120)}
+    q = res.extra["per_queue"]
+    assert q["A"]["active_hours"] * 3600.0 == pytest.approx(40.0)
+    assert q["C"]["active_hours"] * 3600.0 == pytest.approx(20.0)
+    assert q["A"]["used_gpu_hours"] * 3600.0 == pytest.approx(8 * 40)
+    assert q["A"]["share_of_active_guarantee"] == pytest.approx(1.0)

@@ -18,9 +18,10 @@ run until :class:`BindSucceeded` — and an :class:`Evict` is a request: the job
 until the driver reports :class:`JobEvicted`. With ``assume=False`` both are already carried out
 when they are returned.
 
-Queues that borrow (``kernel/quotas.py``): with a :class:`~dlsched.kernel.quotas.QuotaManager`
-installed, each pass that decided something is followed by its ``rebalance``, as in the
-simulator after an instant's passes. A borrowed start comes out as a :class:`Bind` on the
+Queues that borrow: with a :class:`~dlsched.kernel.quotas.QuotaManager` installed (the books),
+each pass that decided something is followed by the driver's ``rebalance`` function (the
+decisions: ``dlsched.sched.actions.rebalance``, given to the constructor because the kernel does
+not import ``sched``), as in the simulator after an instant's passes. A borrowed start comes out as a :class:`Bind` on the
 lender's node (the loan is booked at once and released by :class:`BindFailed` or a
 withdrawal), a reclaim as :class:`Evict` actions whose ``for_job`` is the lender's blocked head;
 live, the lender's head starts at the pass after the last :class:`JobEvicted`.
@@ -28,7 +29,7 @@ live, the lender's head starts at the pass after the last :class:`JobEvicted`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from dlsched.core.cluster import NodeSpec
 from dlsched.core.job import Job, JobState
@@ -56,6 +57,7 @@ from dlsched.kernel.stimuli import (
     Postponed,
     PowerChanged,
     PredictionCorrected,
+    QueuesChanged,
     Stimulus,
     Timer,
     TimerFired,
@@ -65,6 +67,9 @@ from dlsched.kernel.stop import StopReason
 from dlsched.kernel.view import SchedulingView
 
 _RUNNING = JobState.RUNNING
+
+Rebalance = Callable[[QuotaManager, Decider, float], None]
+"""The queues' cycle action after a pass (``dlsched.sched.actions.rebalance``): borrow and reclaim."""
 
 
 class ActionLog:
@@ -101,15 +106,22 @@ class Kernel:
     hears of carried-out decisions (default: an :class:`ActionLog`, whose actions ``handle``
     returns; the simulator gives its :class:`~dlsched.sim.backend.SimulatedBackend`). The
     policy's hooks (``job_submitted``, ``job_finished``) are read once, here; ``hooks=False``
-    leaves them out (a forecast: the policy must not learn from predicted ends)."""
+    leaves them out (a forecast: the policy must not learn from predicted ends). ``rebalance``:
+    the borrowing and reclaim decisions run after a pass when queues are installed
+    (``dlsched.sched.actions.rebalance``; installing queues without it is a :class:`StateError`)."""
 
     def __init__(self, state: ClusterState, policy, assume: bool = True, oracle: bool = False,
                  view: SchedulingView | None = None, quotas: QuotaManager | None = None,
-                 backend=None, check: bool = False, hooks: bool = True) -> None:
+                 backend=None, check: bool = False, hooks: bool = True,
+                 rebalance: Rebalance | None = None) -> None:
         self.state = state
         self.policy = policy
-        self.quotas = quotas   # borrowing and reclaim between VCs after each pass (None: fixed VCs)
+        self.rebalance = rebalance   # the decisions on the queues' books after a pass
+        if quotas is not None and rebalance is None:
+            self._need_rebalance()
+        self.quotas = quotas   # the books of borrowing and reclaim between VCs (None: fixed VCs)
         self._queue_specs: tuple = ()   # what use_queues was given (a new VC rebuilds the manager)
+        self.queues_refused = ""        # why the last QueuesChanged was not enforced ('' when it was)
         self.view = view if view is not None else SchedulingView(state, oracle)
         self.log = ActionLog()
         self.decider = Decider(state, self.view, policy, self.log if backend is None else backend,
@@ -130,7 +142,7 @@ class Kernel:
             BindFailed: self.on_bind_failed, JobFinished: self.on_finished, JobFailed: self.on_failed,
             JobEvicted: self.on_evicted, JobWithdrawn: self.on_withdrawn,
             PredictionCorrected: self.on_corrected, NodeChanged: self.on_node, PowerChanged: self.on_power,
-            TimerFired: self._timer_then_pass, JobAdopted: self.on_adopted,
+            TimerFired: self._timer_then_pass, JobAdopted: self.on_adopted, QueuesChanged: self.on_queues,
         }
 
     def prepare(self) -> None:
@@ -163,11 +175,19 @@ class Kernel:
     def install_quotas(self, quotas: QuotaManager | None) -> QuotaManager | None:
         """Use ``quotas`` from the next pass on (None: no borrowing); the live service installs a
         new manager when its queue configuration changes. Returns the one it replaces, which no
-        longer observes the state."""
+        longer observes the state. StateError when the kernel was given no ``rebalance``: the
+        books without the decisions would borrow nothing, silently."""
+        if quotas is not None:
+            self._need_rebalance()
         old, self.quotas = self.quotas, quotas
         if old is not None and old is not quotas:
             self.state.remove_observer(old)
         return old
+
+    def _need_rebalance(self) -> None:
+        if self.rebalance is None:
+            raise StateError("queues that borrow are installed, but the kernel was given no rebalance "
+                             "(Kernel(rebalance=dlsched.sched.actions.rebalance))")
 
     def use_queues(self, specs, now: float) -> QuotaManager | None:
         """Enforce the queues ``specs`` on the state as it is (the live service, a replay of its
@@ -181,6 +201,7 @@ class Kernel:
         if not self._queue_specs or not borrowing_possible(self._queue_specs):
             self.install_quotas(None)
             return None
+        self._need_rebalance()
         try:
             manager = QuotaManager(self._queue_specs, self.state, strict=False)
         except ValueError:
@@ -192,6 +213,18 @@ class Kernel:
         return manager
 
     # -- the handlers: one per stimulus, called with its fields and then ``now`` --------------
+    def on_queues(self, specs: tuple, now: float) -> None:
+        """``QueuesChanged``: enforce ``specs`` from now on (:meth:`use_queues`). Specs that do
+        not fit the state (a VC named as a parent) are not enforced: no queue borrows, and
+        :attr:`queues_refused` says why ('' when they are), for the driver to report; a replay
+        of the stimulus ends in the same place."""
+        try:
+            self.use_queues(specs, now)
+        except ValueError as exc:
+            self.queues_refused = f"queues: {exc}"
+        else:
+            self.queues_refused = ""
+
     def on_submitted(self, job: Job, now: float) -> None:
         """A new job queues in its VC (the policy's ``job_submitted`` hook first: it may set the
         job's key)."""
@@ -209,7 +242,7 @@ class Kernel:
         changed = bool(decider.dirty)
         decider.decide(now)
         if changed and self.quotas is not None:
-            self.quotas.rebalance(decider, now)
+            self.rebalance(self.quotas, decider, now)
         wakeups = self.view._wakeups
         if wakeups:
             self.log.actions.extend(Timer(t, (VC_TIMER, vid)) for t, vid in wakeups)

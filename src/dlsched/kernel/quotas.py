@@ -1,27 +1,30 @@
-"""Queues with quotas that lend and borrow (Kueue-style cohorts) on top of the VC partition.
+"""The accounting of queues with quotas that lend and borrow (Kueue-style cohorts) on top of the
+VC partition.
 
 Each VC is a leaf queue of a tree (:mod:`dlsched.kernel.queue_tree`). Its **guarantee** is its
 own nodes' GPUs (per GPU type), exactly the Helios partition; what the queues add is that idle
 GPUs move between VCs of one tree:
 
-* **Borrow.** After the ordering policy's passes, a VC whose head job (in the policy's order)
-  does not fit on its own nodes may start it on the idle GPUs of another VC of its tree, found
-  by the policy's own placer on the lender's nodes, when the lender has no job waiting and every
-  queue between borrower / lender and their nearest common ancestor stays within its borrow /
-  lend limit (in GPUs of any type, or per GPU type). Blocked heads borrow in fair-share order:
-  the queue with the least time-decayed usage per weight first (compared level by level down
-  the tree). Only the head borrows: a blocked head is not overtaken (the policy's no-backfill
-  rule), and the next head may borrow after it.
-* **Reclaim.** When a VC's head job does not fit on its own nodes while other VCs' jobs hold
-  some of them, and its free GPUs plus those borrowed GPUs would be enough, borrowing jobs on
-  its nodes are preempted (checkpoint, the run's preemption overhead, back to their own queue
-  with their attained service) one by one until the head fits: the borrowing queue with the most
-  decayed usage per weight first, its most recently started job first; then the VC's policy
-  pass runs again.
+* **Borrow.** After the ordering policy's passes, a VC whose head job does not fit on its own
+  nodes may start it on the idle GPUs of another VC of its tree, when the lender has no job
+  waiting and every queue between borrower / lender and their nearest common ancestor stays
+  within its borrow / lend limit (in GPUs of any type, or per GPU type), in fair-share order.
+* **Reclaim.** When a VC's head does not fit on its own nodes while other VCs' jobs hold some of
+  them, borrowing jobs on its nodes are preempted until the head fits.
+
+Those two **decisions** run the policy's placer, so they are policy and live above the kernel,
+in :mod:`dlsched.sched.actions` (``rebalance``: reclaim, then borrow; the rules in detail are
+there). This module is the kernel's half, the **accounting**: :class:`QuotaManager` is a kernel
+observer that books every loan along the queues of its two paths (:meth:`QuotaManager.loan`
+says whether a new one keeps every limit, :meth:`~QuotaManager.allowance` how much room is
+left, :meth:`~QuotaManager.book_loan` books it), checks the books against what runs
+(:meth:`~QuotaManager.check`), integrates per queue the GPU time used, borrowed and lent and
+the decayed usage, counts reclaims, and reports ``summary.json``'s ``per_queue``. The driver
+that installs a manager gives the kernel the rebalance function (``Kernel(rebalance=...)``):
+the kernel cannot import ``sched``.
 
 When no queue may borrow the manager is not installed and the run is today's, decision for
-decision. The manager is a kernel observer: it integrates per queue the GPU time used, borrowed
-and lent and the decayed usage, and counts reclaims, for ``summary.json``'s ``per_queue``.
+decision.
 """
 
 from __future__ import annotations
@@ -29,21 +32,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from dlsched.core.job import Job
-from dlsched.kernel.decisions import Status
 from dlsched.kernel.queue_tree import DecayedUsage, QueueSpec, QueueTree, allows, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError, VcState
+from dlsched.kernel.stop import FINAL, StopReason
 
-__all__ = ["QueueSpec", "QuotaManager", "borrowing_possible", "head_of", "jain"]
+__all__ = ["QueueSpec", "QuotaManager", "borrowing_possible", "jain"]
 
-_FITS = Status.FITS
 DEFAULT_HALF_LIFE = 7 * 86400.0  # seconds: Slurm's PriorityDecayHalfLife default
-
-
-def head_of(vc: VcState, now: float) -> Job | None:
-    """The job the VC's ordering policy looks at first: the queue's head as its last pass left it
-    (a queue that re-sorts itself at each pass is not re-sorted here: its pass has side effects,
-    e.g. the Helios QSSF queue's count of this instant's arrivals)."""
-    return vc.queue.head()
 
 
 def jain(values: list[float]) -> float | None:
@@ -55,7 +50,9 @@ def jain(values: list[float]) -> float | None:
 
 
 class QuotaManager:
-    """Borrowing and reclaim between VCs, driven by the engine once per instant after its passes."""
+    """The books of borrowing and reclaim between VCs: loans per queue, usage, reclaim counts
+    (the decisions are ``sched/actions/``'s, called by the driver once per instant after its
+    passes)."""
 
     def __init__(self, specs: Iterable[QueueSpec], state: ClusterState,
                  half_life: float = DEFAULT_HALF_LIFE, strict: bool = True) -> None:
@@ -125,7 +122,7 @@ class QuotaManager:
         for q in (vc.name, *self.tree.ancestors[vc.name]):
             self.usage[q].change(job.gpus, now)
 
-    def stopped(self, job: Job, vc: VcState, now: float, why: str) -> None:
+    def stopped(self, job: Job, vc: VcState, now: float, why: StopReason) -> None:
         t0, host = self._since.pop(job)
         area = (now - t0) * job.gpus
         self.used_area[vc.vid] += area
@@ -138,7 +135,7 @@ class QuotaManager:
                 self._book(job, -1)
             self.evicting.pop(job, None)
             self.stranded.discard(job)
-        if why == "finish":
+        if why in FINAL:  # finished or killed at its time limit: it leaves the queue for good
             self._in_system[vc.vid] -= 1
             if not self._in_system[vc.vid]:
                 self.active_time[vc.vid] += now - self._active_since[vc.vid]
@@ -170,7 +167,7 @@ class QuotaManager:
                 raise StateError(f"job {job.job_id} of {job.vc_state.name} runs on {host.name}, outside its tree")
             for names, held in ((paths[0], out), (paths[1], into)):
                 for q in names:
-                    for t, n in self._types_of(job.placement).items():
+                    for t, n in self.types_of(job.placement).items():
                         held[q][t] = held[q].get(t, 0) + n
         specs = self.tree.specs
         for name, spec in specs.items():
@@ -196,80 +193,8 @@ class QuotaManager:
             return (job.vc_state.name,), (host.name,)
         return self.tree.below_common(job.vc_state.name, host.name)
 
-    # -- one instant ---------------------------------------------------------------------
-    def rebalance(self, decider, now: float) -> None:
-        """Reclaim for lenders whose head is blocked, then let blocked heads borrow, the queue with
-        the least decayed usage per weight first. Every decision goes through ``decider``, the
-        kernel's one dispatcher, and is reported to its backend as a pass's decisions are: the
-        simulator's schedules finishes, the live kernel's log turns a borrowed start into a
-        ``Bind`` on the lender's node and a reclaim into an ``Evict`` (``decider.assume``)."""
-        view, place = decider.view, decider.policy.placer.place
-        vcs = self.state.vcs[:len(self.specs)]  # live, a VC whose first node just joined waits for a rebuild
-        for vc in vcs:  # a borrowed job that ended freed GPUs of a VC the engine did not pass over
-            if vc.pending and place(view, vc, head_of(vc, now)).status is _FITS:
-                decider.pass_over(vc, now)
-        for vc in vcs:
-            if vc.pending and self.in_total[vc.name]:
-                self._reclaim(decider, vc, now)
-        waiting = set(self.evicting.values())  # live: heads that wait for evictions in flight
-        borrowers = [vc for vc in vcs if vc.pending and self.specs[vc.vid].may_borrow and vc not in waiting]
-        if len(borrowers) > 1:
-            upw = self.usage_per_weight(now)
-            borrowers.sort(key=lambda vc: self.tree.fair_key(vc.name, upw))
-        for vc in borrowers:
-            if vc.pending:
-                self._borrow(decider, vc, now)
-
-    def _borrowers_on(self, vc: VcState, now: float) -> list[Job]:
-        """Other VCs' jobs on ``vc``'s nodes in reclaim order: the borrowing queue with the most
-        decayed usage per weight first, its most recently started job first. Jobs whose eviction
-        is already asked for (live) are not candidates again."""
-        upw = self.usage_per_weight(now)
-        evicting = self.evicting
-        return sorted((j for j, h in self.state.hosts.items() if h is vc and j not in evicting),
-                      key=lambda j: (-upw[j.vc_state.name], -j.run_seq))
-
-    def _fits_once_gone(self, view, place, vc: VcState, head: Job, going: list[Job]) -> bool:
-        """Whether ``head`` fits on ``vc``'s nodes once the jobs ``going`` (evictions in flight,
-        live) have released their GPUs. With none going (always, in the simulator) it is the
-        plain placement question."""
-        if not going:
-            return place(view, vc, head).status is _FITS
-        with self.state.as_if(released=going):
-            return place(view, vc, head).status is _FITS
-
-    def _reclaim(self, decider, vc: VcState, now: float) -> None:
-        """Preempt borrowing jobs on ``vc``'s nodes until its blocked head fits, then pass over
-        ``vc``. Live, a preemption is an eviction request: the victim keeps its GPUs until its
-        pod is gone, so GPUs of evictions in flight count as becoming free (none is asked for
-        twice, and no more victims than the head needs) and the head starts at the pass that
-        follows the last ``JobEvicted``."""
-        view, place = decider.view, decider.policy.placer.place
-        assume = decider.assume
-        while vc.pending and self.in_total[vc.name]:
-            head = head_of(vc, now)
-            if place(view, vc, head).status is _FITS:
-                break  # its own pass starts it (it was not dirty, or it became free just now)
-            going = [j for j, lender in self.evicting.items() if lender is vc]
-            if going and self._fits_once_gone(view, place, vc, head, going):
-                break  # enough is on its way out
-            if vc.free + self.in_total[vc.name] < head.gpus:
-                break  # its own jobs hold the rest: reclaiming would not make it fit
-            reason = f"reclaim for queue {vc.name}: its guaranteed GPUs are lent"
-            for victim in self._borrowers_on(vc, now):
-                self.reclaimed[victim.vc_state.vid] += 1
-                self.reclaims[vc.vid] += 1
-                if assume:  # live: it holds its GPUs until the driver reports it gone (or, a
-                    # nomination not bound yet, until the driver withdraws it)
-                    self.evicting[victim] = vc
-                    going.append(victim)
-                decider.reclaim(victim, now, reason, head)
-                if self._fits_once_gone(view, place, vc, head, going):
-                    break
-            if not decider.pass_over(vc, now):
-                break
-
-    def _loan(self, borrower: str, lender: str, want: dict[str, int]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    # -- loans: the limits a new one must keep, and its booking (sched/actions/ decides) ------
+    def loan(self, borrower: str, lender: str, want: dict[str, int]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
         """The queues on both paths of a loan of ``want`` GPUs (per type), or None when a limit on
         the way (or the trees) forbids it."""
         paths = self.tree.below_common(borrower, lender)
@@ -287,7 +212,7 @@ class QuotaManager:
                 return None
         return outs, ins
 
-    def _allowance(self, paths: tuple[tuple[str, ...], tuple[str, ...]], types: Iterable[str]) -> dict[str, int]:
+    def allowance(self, paths: tuple[tuple[str, ...], tuple[str, ...]], types: Iterable[str]) -> dict[str, int]:
         """GPUs of each type a new loan along ``paths`` may still take: the least room any queue
         on the way has left, under its per-type limit or (without one) its limit in GPUs of any
         type (a type a per-type limit does not name: 0; no limit: unbounded)."""
@@ -311,27 +236,7 @@ class QuotaManager:
             room[t] = 1 << 62 if left is None else max(left, 0)
         return room
 
-    def _lender_nodes(self, vc: VcState, other: VcState, g: int) -> list[int] | None:
-        """Nodes of ``other`` to close before its placer looks for ``g`` GPUs for ``vc``'s head:
-        those whose GPU type the loan's limits leave too little room for (per-type limits are
-        checked before the placer picks, so that a disallowed type it would prefer does not hide
-        an allowed one). [] when every type is allowed; None when no type is."""
-        paths = self.tree.below_common(vc.name, other.name)
-        if paths is None:
-            return None
-        specs = self.state.node_specs
-        types = {specs[n].gpu_type.name for n in other.nodes}
-        room = self._allowance(paths, types)
-        ok = {t for t in types if room[t] >= g}
-        if not ok:  # a placement across types may still fit the room left of several
-            ok = {t for t in types if room[t] > 0}
-            if sum(room[t] for t in ok) < g:
-                return None
-        if len(ok) == len(types):
-            return []
-        return [n for n in other.nodes if specs[n].gpu_type.name not in ok]
-
-    def _types_of(self, placement) -> dict[str, int]:
+    def types_of(self, placement) -> dict[str, int]:
         """GPUs per type a placement takes (per-type limits count them)."""
         specs = self.state.node_specs
         out: dict[str, int] = {}
@@ -340,45 +245,22 @@ class QuotaManager:
             out[t] = out.get(t, 0) + int(mask).bit_count()
         return out
 
-    def _borrow(self, decider, vc: VcState, now: float) -> None:
-        state, view, spec, place = self.state, decider.view, self.specs[vc.vid], decider.policy.placer.place
-        while vc.pending:
-            head = head_of(vc, now)
-            if place(view, vc, head).status is _FITS:
-                if not decider.pass_over(vc, now):  # fits at home after all
-                    break
-                continue
-            g = head.gpus
-            if spec.borrow_types is None and spec.borrow_limit is not None and \
-                    self.out_total[vc.name] + g > spec.borrow_limit:
-                break
-            lender = None
-            for other in sorted(state.vcs, key=lambda o: (-o.free, o.vid)):
-                if other is vc or other.pending or other.free < g or other.vid >= len(self.specs) \
-                        or not self.specs[other.vid].may_lend:
-                    continue
-                closed = self._lender_nodes(vc, other, g)
-                if closed is None:
-                    continue
-                if closed:
-                    with state.as_if(closed=closed):
-                        fit = place(view, other, head)
-                else:
-                    fit = place(view, other, head)
-                if fit.status is not _FITS:
-                    continue
-                want = self._types_of(fit.placement)
-                loan = self._loan(vc.name, other.name, want)
-                if loan is not None:
-                    lender = (other, fit.placement, loan[0], loan[1], want)
-                    break
-            if lender is None:
-                break
-            other, placement, outs, ins, want = lender
-            self._loans[head] = (outs, ins, want)
-            self._book(head, 1)
-            self.borrow_starts[vc.vid] += 1
-            decider.start_borrowed(head, other, placement, now)
+    def book_loan(self, job: Job, outs: tuple[str, ...], ins: tuple[str, ...], want: dict[str, int]) -> None:
+        """Book a new loan: ``job`` is about to start on another VC's nodes taking ``want`` GPUs
+        per type, along the paths :meth:`loan` allowed (released when the job stops); counted as
+        a borrowed start of its VC."""
+        self._loans[job] = (outs, ins, want)
+        self._book(job, 1)
+        self.borrow_starts[job.vc_state.vid] += 1
+
+    def book_reclaim(self, victim: Job, lender: VcState, in_flight: bool) -> None:
+        """Count a reclaim: ``victim`` (a borrowing job) is preempted for ``lender``'s head. With
+        ``in_flight`` (live) it keeps its GPUs until the driver reports it gone, and the lender's
+        head waits for it (:attr:`evicting`)."""
+        self.reclaimed[victim.vc_state.vid] += 1
+        self.reclaims[lender.vid] += 1
+        if in_flight:
+            self.evicting[victim] = lender
 
     # -- live: a manager built on a running state ----------------------------------------
     def rebuild(self, now: float, previous: QuotaManager | None = None) -> None:
@@ -420,7 +302,7 @@ class QuotaManager:
         if paths is None:
             self.stranded.add(job)
             paths = (job.vc_state.name,), (host.name,)
-        self._loans[job] = (paths[0], paths[1], self._types_of(job.placement))
+        self._loans[job] = (paths[0], paths[1], self.types_of(job.placement))
         self._book(job, 1)
 
     def loans(self) -> list[tuple[Job, VcState]]:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 from dlsched.core.cluster import NodeSpec
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Placement
+from dlsched.kernel.queue_tree import QueueSpec
 
 TimerKey = tuple
 """A timer's owner: ``(kind, id)``, e.g. ``("vc", 0)`` or ``("limit", "job-17")``."""
@@ -105,6 +106,14 @@ class JobAdopted(NamedTuple):
     borrowed: bool = False
 
 
+class QueuesChanged(NamedTuple):
+    """The queue configuration changed (live: a new ConfigMap version; ``()``: none): queues that
+    may borrow get a queue manager built on the state as it stands, others none
+    (:meth:`~dlsched.kernel.entry.Kernel.on_queues`)."""
+
+    specs: tuple[QueueSpec, ...]
+
+
 class TimerFired(NamedTuple):
     """A :class:`Timer` came due. ``key`` says whose: ``("vc", vid)`` gives the VC a pass even with
     nothing new (a policy's wake-up); ``("limit", job_id)`` is the job's max runtime."""
@@ -113,7 +122,8 @@ class TimerFired(NamedTuple):
 
 
 Stimulus = (JobSubmitted | PassRequested | BindSucceeded | BindFailed | JobFinished | JobFailed | JobEvicted
-            | JobWithdrawn | PredictionCorrected | NodeChanged | PowerChanged | TimerFired | JobAdopted)
+            | JobWithdrawn | PredictionCorrected | NodeChanged | PowerChanged | TimerFired | JobAdopted
+            | QueuesChanged)
 
 
 # -- actions ------------------------------------------------------------------------------------

@@ -16,9 +16,10 @@ What a replay cannot know: the nodes kube-scheduler offered a pod (its selectors
 which restrict live placements; a log of pods that were offered every node replays exactly.
 Pods bound outside the service (``JobAdopted`` stimuli; ``adopted`` lines in logs recorded
 before adoption was a stimulus, fed as one) are booked as they stood by the kernel's handler,
-as the service did (a borrowed one as a loan of its own queue). The queue configuration the service enforced
-(``queues`` lines, written when a ConfigMap version installs or removes a queue manager) is
-enforced from the same moment, so borrowed nominations and reclaims replay too.
+as the service did (a borrowed one as a loan of its own queue). A change of the queue configuration is
+a stimulus too (``QueuesChanged``, handled by ``Kernel.on_queues`` in both places; logs recorded
+before it was have only ``queues`` lines, fed as one), enforced from the same moment, so
+borrowed nominations and reclaims replay too.
 """
 
 from __future__ import annotations
@@ -109,12 +110,11 @@ class _Feeder:
                 self._inflight.add(a.job.job_id)
                 self.evictions.append(a.job.job_id)
 
-    def queues(self, e: dict, where: str) -> None:
-        """The service started (or stopped) enforcing a queue configuration."""
-        from dlsched.traces.cluster_queues import parse_queues_text
-
-        text = str(e.get("toml") or "")
-        self.kernel.use_queues(parse_queues_text(text, f"{where}: its queues") if text else (), float(e["at"]))
+    def queues(self, e: dict) -> None:
+        """A ``queues`` line of a log recorded before a change of queues was a stimulus: fed as
+        the ``QueuesChanged`` the service hands the kernel now (the same handler)."""
+        fields = {"stimulus": "QueuesChanged", "toml": e.get("toml") or ""}
+        self.kernel.handle(stimulus_from_fields(fields, self.jobs, self.state, self.log.gpu), float(e["at"]))
 
     def adopted(self, e: dict) -> None:
         """An ``adopted`` line of a log recorded before adoption was a stimulus: fed as the
@@ -151,6 +151,8 @@ def replay_stimuli(path: str | Path, make_policy: Callable, policy: str | None =
     feeder = _Feeder(pol, cap, log)
     # logs recorded since adoption is a stimulus have a JobAdopted line after each 'adopted' one
     adoption_lines = not any(e.get("stimulus") == "JobAdopted" for e in log.events)
+    # ... and a QueuesChanged line before each 'queues' one (which then only says what was enforced)
+    queue_lines = not any(e.get("stimulus") == "QueuesChanged" for e in log.events)
     recorded: list[Nomination] = []
     evicted: list[str] = []
     count = 0
@@ -162,10 +164,10 @@ def replay_stimuli(path: str | Path, make_policy: Callable, policy: str | None =
                 feeder.stimulus(e)
             elif kind == "adopted" and adoption_lines:
                 feeder.adopted(e)
-            elif kind == "queues":
-                feeder.queues(e, log.place(i))
-        except TraceError as exc:
-            raise ValueError(str(exc)) from None
+            elif kind == "queues" and queue_lines:
+                feeder.queues(e)
+        except TraceError as exc:   # the queues' TOML, edited by hand
+            raise ValueError(f"{log.place(i)}: {exc}") from None
         except (StateError, ValueError, KeyError, TypeError, IndexError) as exc:
             # a log the kernel cannot follow (edited, cut in the middle, from another version)
             what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)

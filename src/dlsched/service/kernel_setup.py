@@ -19,6 +19,7 @@ from dlsched.kernel.decisions import Fit, Status
 from dlsched.kernel.entry import Kernel
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.actions import rebalance
 from dlsched.sched.indexes import attach_plugins
 from dlsched.service.gang_members import is_gang_id
 
@@ -30,7 +31,7 @@ def live_kernel(policy, max_jobs_per_gpu: int, offered: Mapping[str, frozenset[s
     kube-scheduler offered (read at each placement; a replay passes an empty one)."""
     state = ClusterState(ClusterSpec([], {}), new_queue=policy.new_queue, max_jobs_per_gpu=max_jobs_per_gpu)
     view = SchedulingView(state, oracle=False, indexes=attach_plugins(state, policy))
-    kernel = Kernel(state, policy, assume=True, view=view)
+    kernel = Kernel(state, policy, assume=True, view=view, rebalance=rebalance)
     shape = getattr(getattr(policy, "placer", None), "shape_pods", None)
     if shape is not None:   # a gang's job is cut into its pods (before the live rules wrap ``place``)
         shape()

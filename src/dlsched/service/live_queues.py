@@ -1,9 +1,11 @@
 """Queues that borrow, live: the queue ConfigMap's specs (service/queues.py) enforced by a
-queue manager the kernel builds on the live state (``Kernel.use_queues``), or refused with the
-reason, and recorded so that a replay enforces the same queues from the same moment."""
+queue manager the kernel builds on the live state (the ``QueuesChanged`` stimulus,
+``Kernel.on_queues``), or refused with the reason; the stimulus is recorded like every other, so
+that a replay enforces the same queues from the same moment through the same handler."""
 
 from __future__ import annotations
 
+from dlsched.kernel.stimuli import QueuesChanged
 from dlsched.service.host import LiveHost
 
 
@@ -37,11 +39,11 @@ class QueueSetting:
                 self.refused = (f"queues that borrow need exclusive GPUs (--max-jobs-per-gpu 1, "
                                 f"not {host.state.cap}): borrowing and reclaim are off")
         enforced = self.specs if not self.refused else ()
-        try:
-            manager = host.kernel.use_queues(enforced, host.now())
-        except ValueError as exc:
-            self.refused = f"queues: {exc}: borrowing and reclaim are off"
-            manager = None
+        # a stimulus like any other (recorded, so a replay applies it through the same handler)
+        host.handle(QueuesChanged(enforced))
+        manager = host.kernel.quotas
+        if host.kernel.queues_refused:   # specs that do not fit the state: none enforced
+            self.refused = f"{host.kernel.queues_refused}: borrowing and reclaim are off"
         if manager is not None:
             host.counters["queue managers built"] += 1
         host.record("queues", toml=queues_to_toml(enforced) if manager is not None else "")

@@ -30,7 +30,7 @@ STIMULI = {
     "JobSubmitted": ("uid",), "PassRequested": (), "TimerFired": (), "NodeChanged": ("node",),
     "BindSucceeded": ("uid",), "BindFailed": ("uid",), "JobFinished": ("uid",), "JobFailed": ("uid",),
     "JobEvicted": ("uid",), "JobWithdrawn": ("uid",), "PredictionCorrected": ("uid",),
-    "JobAdopted": ("uid", "node"),
+    "JobAdopted": ("uid", "node"), "QueuesChanged": (),
 }
 NODE_CHANGES = ("added", "removed", "cordoned", "uncordoned")
 KINDS = frozenset({"config", "node", "node_gone", "submit", "start", "confirm", "forget", "finish", "withdraw",
@@ -278,6 +278,8 @@ class _Checker:
             _number_or_null(event, ("pred_gpu_util", "pred_gpu_mem_mib", "pred_duration"), where)
         elif name == "TimerFired":
             _count(event, "vid", 0, where)
+        elif name == "QueuesChanged" and not isinstance(event.get("toml", ""), str):
+            raise ValueError(f"{where}: 'toml' must be a text, got {event.get('toml')!r}")
         elif name == "NodeChanged":
             change = event.get("change")
             if change not in NODE_CHANGES:

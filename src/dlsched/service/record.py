@@ -16,7 +16,9 @@ why: the evicted pod is gone), ``requeue`` (uid, pod, replaces, attained, evicti
 submit_time: a controller's new pod took an evicted job over).
 Every line has ``at``: the service's clock.
 
-``stimulus`` lines are what the service handed the kernel (:func:`stimulus_fields`), in order:
+``stimulus`` lines are what the service handed the kernel (:func:`stimulus_fields`), in order
+(a change of queues too: ``QueuesChanged`` with the specs as TOML; the ``queues`` line after it
+says what was enforced, for ``whatif LOG``):
 ``dlsched replay --stimuli`` feeds them through the same entry point and compares its Bind actions
 with the recorded ``start`` lines. :func:`stimulus_fields` encodes a stimulus and
 :func:`stimulus_from_fields` decodes it: the one pair.
@@ -46,6 +48,7 @@ from dlsched.kernel.stimuli import (
     NodeChanged,
     PassRequested,
     PredictionCorrected,
+    QueuesChanged,
     Stimulus,
     TimerFired,
 )
@@ -91,6 +94,10 @@ def stimulus_fields(stimulus: object, state) -> dict:
             out["node"] = state.node_ids[stimulus.node]
     elif name == "TimerFired":
         out["vid"] = stimulus.key[1]   # the live kernel's timers are VC wake-ups, keyed ("vc", vid)
+    elif name == "QueuesChanged":   # the specs as the ConfigMap's TOML (empty: no queues)
+        from dlsched.traces.cluster_queues import queues_to_toml
+
+        out["toml"] = queues_to_toml(stimulus.specs) if stimulus.specs else ""
     elif name == "JobAdopted":
         (idx, mask), *more = stimulus.placement
         out.update(node=state.node_ids[idx], gpus=_bits(mask), borrowed=stimulus.borrowed)
@@ -161,6 +168,11 @@ def stimulus_from_fields(e: dict, jobs: dict[str, Job], state, gpu: Callable[[ob
         return PassRequested()
     if kind == "TimerFired":
         return TimerFired((VC_TIMER, int(e["vid"])))
+    if kind == "QueuesChanged":   # TraceError (the TOML's line and key) for queues edited by hand
+        from dlsched.traces.cluster_queues import parse_queues_text
+
+        text = str(e.get("toml") or "")
+        return QueuesChanged(parse_queues_text(text, "its queues") if text else ())
     if kind == "NodeChanged":
         if e["change"] == "added":
             return NodeChanged("added", spec=NodeSpec(str(e["node"]), str(e["vc"]), int(e["gpus"]),

@@ -38,6 +38,7 @@ from dlsched.kernel.stimuli import VC_TIMER
 from dlsched.kernel.stop import StopReason
 from dlsched.kernel.view import SchedulingView
 from dlsched.metrics.recorder import MetricsRecorder
+from dlsched.sched.actions import rebalance
 from dlsched.sched.indexes import attach_plugins
 from dlsched.sched.protocols import FailureModel, Policy, SpeedModel
 from dlsched.sim.backend import SimulatedBackend
@@ -233,7 +234,7 @@ class Simulator:
 
         backend = SimulatedBackend(physics, push_finish, push_failure, push_start_tick if tick else push_start)
         kernel = Kernel(state, policy, assume=False, view=view, quotas=self._quotas(state), backend=backend,
-                        check=cfg.check_invariants)
+                        check=cfg.check_invariants, rebalance=rebalance)
         on_finished = kernel.on_finished
         rerate = None if backend.plain else physics.finished  # None: a finish moves no other job
         if rerate is None and progress is None:
@@ -295,10 +296,11 @@ class Simulator:
         return power_event
 
     def _rebalance(self, quotas: QuotaManager, now: float) -> None:
-        """Borrowing and reclaim between VCs, after every VC's own pass (kernel/quotas.py); its
-        starts and preemptions reach the backend as a pass's do (finish events)."""
+        """Borrowing and reclaim between VCs, after every VC's own pass (``sched/actions/`` on
+        the books of ``kernel/quotas.py``); its starts and preemptions reach the backend as a
+        pass's do (finish events)."""
         try:
-            quotas.rebalance(self.decider, now)
+            rebalance(quotas, self.decider, now)
         except StateError as exc:
             raise SimulationError(f"queues: {exc}") from exc
         if self.config.check_invariants:

@@ -42,6 +42,7 @@ from dlsched.kernel.limits import LimitClock
 from dlsched.kernel.quotas import QuotaManager
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.view import SchedulingView
+from dlsched.sched.actions import rebalance as rebalance_queues
 from dlsched.sim.engine import FINISH, LIMIT, SENTINEL, TIMER, run_events
 
 INF = math.inf
@@ -167,7 +168,7 @@ class ForwardRun:
         if physics.left_to_start:
             view = SchedulingView(twin, getattr(policy, "oracle", False), indexes=self.indexes)
             kernel = self.kernel = Kernel(twin, policy, assume=False, view=view, quotas=self.quotas,
-                                          backend=physics, hooks=False)
+                                          backend=physics, hooks=False, rebalance=rebalance_queues)
             for vc in twin.vcs:
                 if vc.pending:
                     kernel.mark(vc.vid)
@@ -182,7 +183,7 @@ class ForwardRun:
             done = self._instant_done(physics)
             if not done(now, 0):
                 quotas = self.quotas
-                rebalance = None if quotas is None else partial(quotas.rebalance, kernel.decider)
+                rebalance = None if quotas is None else partial(rebalance_queues, quotas, kernel.decider)
                 run_events(kernel, heap, tiebreak, (), rebalance=rebalance, instant_done=done,
                            drop_past_wakeups=True)
         for job in origin.values():  # never started in the forward run
