@@ -365,5 +365,6 @@ class Adapter:
             self.forget(job, f"bind failed: {error}")
             return
         self.handle(BindSucceeded(job))
-        self.store.bound(uid, self.book.pods[uid].key, node, self.noms.gpus_text(uid), self.now(), kind="bind")
+        self.store.bound_later(uid, self.book.pods[uid].key, node, self.noms.gpus_text(uid), self.now(),
+                               kind="bind")   # written after the core's lock (SchedulerCore.end_bind)
         self.record("confirm", uid=uid)

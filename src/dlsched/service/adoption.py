@@ -24,8 +24,8 @@ def bound_pod(host: LiveHost, pod: PodFacts, job: Job | None) -> None:
         node = st.node_ids[job.placement[0][0]]
         if node == pod.node_name:
             host.handle(BindSucceeded(job))
-            host.store.bound(pod.uid, pod.key, node, host.noms.gpus_text(pod.uid), host.now(), kind="confirm",
-                             detail="seen bound by the API server")
+            host.store.bound_later(pod.uid, pod.key, node, host.noms.gpus_text(pod.uid), host.now(),
+                                   kind="confirm", detail="seen bound by the API server")
             host.record("confirm", uid=pod.uid)
             return
         host.forget(job, f"bound to {pod.node_name} by someone else")

@@ -202,6 +202,7 @@ class SchedulerCore:
         """Any news about a pod (watch event, start-up list, or the pod inside a filter call)."""
         with self.lock:
             self.adapter.pod_seen(pod)
+        self.store.write_behind()   # a confirm's rows, committed outside the lock (store.py)
 
     def pod_offered(self, pod: PodFacts) -> str:
         """A pod inside a filter call (:meth:`Adapter.pod_offered`); returns why it is refused, or ''."""
@@ -307,9 +308,13 @@ class SchedulerCore:
             return self.adapter.begin_bind(uid, node)
 
     def end_bind(self, uid: str, node: str, error: str) -> None:
-        """The API server answered the bind: confirm the start, or forget it (GPUs return)."""
+        """The API server answered the bind: confirm the start, or forget it (GPUs return). The
+        bind's rows are committed after the lock is let go (Store.write_behind): a flushed commit
+        under it held back every filter and every other bind; a crash before the commit leaves
+        the pod to start-up's adoption of bound pods (docs/service.md)."""
         with self.lock:
             self.adapter.end_bind(uid, node, error)
+        self.store.write_behind()
 
     def observe(self, uid: str, util: float, mem_mib: float, warmup: float, speed: float = float("nan")) -> str:
         """A node agent's reading of a running pod (:meth:`Readings.observe`); returns what happened."""

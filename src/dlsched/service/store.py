@@ -16,6 +16,15 @@ adopt, release, reconcile, an eviction intent and its completion) waits for the 
 everything committed before it. An eviction intent is committed before the Eviction API is called,
 so a restart completes it rather than deciding it again (docs/service.md).
 
+A bind (and a watch's confirm) is recorded in memory by :meth:`Store.bound_later`, which waits
+for no commit, and written by :meth:`Store.write_behind` once the caller has let go of the core's
+lock (several binds in one durable transaction), or else by the next transaction or read. Why:
+under the core's lock a bind's flushed commit (10 ms alone, far more under load) held back every
+filter and every other bind. Safe because the API server, not the store, is the truth for a
+bound pod: a crash before the write leaves the pod's rows ``assumed``, and start-up adopts the
+pod bound and rewrites them (docs/service.md). Nominations, releases and eviction intents are
+never written behind: they commit before their effect.
+
 SQLite's checkpoints (the WAL copied into the database file, with an fsync of each) run in a
 thread of their own every second, not inside whichever commit crossed the WAL's size limit: that
 commit, on the extender's path, used to wait 20-70 ms for it. Durability is the same: a commit is
@@ -190,15 +199,20 @@ class Store:
         metadata.create_all(self.engine)
         in_file = url.startswith("sqlite") and "poolclass" not in kw   # an in-memory database has no WAL
         self._checkpointer = Checkpointer(self.engine) if in_file else None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()   # one writer at a time; held through a commit
         self._dialect = self.engine.dialect.name
-        self._deferred: list[dict] = []   # log-only entries not written yet (under _lock)
+        # entries not written yet, in order: (log entry, True for a bind whose rows become bound);
+        # under _pending_lock, which no commit holds, so that recording one never waits for the disk
+        self._deferred: list[tuple[dict, bool]] = []
+        self._pending_lock = threading.Lock()
+        self._binds_pending = 0   # binds among _deferred
 
     @contextmanager
     def _write(self, durable: bool = True) -> Iterator:
         """One transaction (the caller holds ``_lock``), starting with the deferred log entries;
         ``durable=False`` commits without waiting for the disk (see above)."""
-        deferred = self._deferred
+        with self._pending_lock:
+            deferred = list(self._deferred)
         with self.engine.begin() as conn:
             if self._dialect == "sqlite":   # a pragma runs outside pysqlite's implicit transaction
                 want, info = "FULL" if durable else "NORMAL", conn.connection.info
@@ -208,18 +222,37 @@ class Store:
             elif self._dialect == "postgresql" and not durable:
                 conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
             if deferred:
-                conn.execute(INSERT_DECISION, deferred)
+                binds = [entry["pod_uid"] for entry, bind in deferred if bind]
+                if binds:
+                    conn.execute(update(assignments).where(assignments.c.pod_uid.in_(binds)).values(state="bound"))
+                conn.execute(INSERT_DECISION, [entry for entry, _ in deferred])
             yield conn
         if deferred:   # committed (a rolled-back transaction leaves them deferred)
-            self._deferred = self._deferred[len(deferred):]
+            with self._pending_lock:
+                del self._deferred[:len(deferred)]
+                self._binds_pending -= sum(bind for _, bind in deferred)
 
     def _flush(self) -> None:
-        """Write the deferred log entries (before a read, so that it sees them)."""
+        """Write the deferred entries (before a read, so that it sees them); durably when a bind
+        is among them."""
         if self._deferred:
             with self._lock:
                 if self._deferred:
-                    with self._write(durable=False):
+                    with self._write(durable=self._binds_pending > 0):
                         pass
+
+    def write_behind(self) -> int:
+        """Commit the binds recorded by :meth:`bound_later` (and the log entries before them) in
+        one durable transaction; returns how many binds it wrote (0: none waiting, or another
+        thread's commit took them). Call it without holding the core's lock."""
+        if not self._binds_pending:
+            return 0
+        with self._lock:
+            n = self._binds_pending
+            if n:
+                with self._write():
+                    pass
+            return n
 
     def close(self) -> None:
         self._flush()
@@ -247,6 +280,14 @@ class Store:
             conn.execute(update(assignments).where(assignments.c.pod_uid == pod_uid).values(state="bound"))
             conn.execute(INSERT_DECISION, _decision(now, kind, pod_uid, pod, node, gpus, detail))
 
+    def bound_later(self, pod_uid: str, pod: str, node: str, gpus: str, now: float, kind: str = "bound",
+                    detail: str = "") -> None:
+        """:meth:`bound`, recorded in memory now and written by :meth:`write_behind`, the next
+        transaction or the next read (see above): it never waits for a commit."""
+        with self._pending_lock:
+            self._deferred.append((_decision(now, kind, pod_uid, pod, node, gpus, detail), True))
+            self._binds_pending += 1
+
     def release(self, pod_uid: str, pod: str, kind: str, now: float, detail: str = "") -> None:
         with self._lock, self._write() as conn:
             conn.execute(delete(assignments).where(assignments.c.pod_uid == pod_uid))
@@ -255,8 +296,8 @@ class Store:
     def log(self, kind: str, pod_uid: str, pod: str, now: float, node: str = "", gpus: str = "",
             detail: str = "") -> None:
         """A log-only entry (``submit``): written by the next transaction or read (see above)."""
-        with self._lock:
-            self._deferred.append(_decision(now, kind, pod_uid, pod, node, gpus, detail))
+        with self._pending_lock:
+            self._deferred.append((_decision(now, kind, pod_uid, pod, node, gpus, detail), False))
 
     def adopt(self, pod_uid: str, pod: str, node: str, slots: Slots, now: float, detail: str = "") -> None:
         """A bound pod found at start-up or through the watch: its slots, as bound, replacing any
