@@ -142,6 +142,10 @@ class ReservingPolicy(PolicyBase):
     def new_queue(self):
         return self.order.new_queue()
 
+    def key(self, job: Job):
+        """The order's key of ``job`` (the live service ranks waiting pods by it)."""
+        return self.order.key(job)
+
     def prepare(self, view: ClusterView) -> None:
         self.order.prepare(view)
         if self.own_estimator:
@@ -179,7 +183,9 @@ class ReservingPolicy(PolicyBase):
 
     # -- shared by the passes ---------------------------------------------------------------
     def pass_order(self, view: ClusterView, vc) -> list[Job]:
-        """The waiting jobs of ``vc`` in the order's order at this instant."""
+        """The waiting jobs of ``vc`` in the order's order at this instant (the pass begins: the
+        VC's earlier reservations are void)."""
+        self.book.begin(vc.vid)
         begin = getattr(self.order, "begin_pass", None)
         if begin is not None:
             begin(view)
