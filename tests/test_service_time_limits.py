@@ -219,3 +219,28 @@ def test_the_event_log_records_limits_limit_timers_and_stops_for_replay():
     assert stimulus_from_fields(fired, jobs, core.state, None) == TimerFired(("limit", "u"))
     assert stimulus_from_fields(stimulus_fields(JobTimedOut(job), core.state), jobs, core.state, None) == \
         JobTimedOut(jobs["u"])
+
+
+def test_the_event_of_an_eviction_at_the_limit_says_time_limit_not_preempted():
+    pytest.importorskip("kubernetes")
+    from dlsched.service.kube import KubeBridge
+
+    bodies: list[dict] = []
+
+    class Resp:
+        data = b"{}"
+
+        def release_conn(self) -> None:
+            return None
+
+    class Api:
+        def create_namespaced_event(self, namespace, body, _preload_content=True):
+            bodies.append(body)
+            return Resp()
+
+    bridge = KubeBridge(Api(), core=None)
+    assert bridge.preempted_event(Intent(1, "j", "default", "j", "", "time limit", 5)) == ""
+    assert bridge.preempted_event(Intent(2, "l", "default", "l", "default/s", "preempted by the policy", 7)) == ""
+    assert [(b["reason"], b["message"]) for b in bodies] == [
+        ("TimeLimitExceeded", "stopped by dlsched at its time limit (grace 5 s)"),
+        ("Preempted", "evicted by dlsched for default/s: preempted by the policy (grace 7 s)")]
