@@ -244,3 +244,16 @@ def test_the_event_of_an_eviction_at_the_limit_says_time_limit_not_preempted():
     assert [(b["reason"], b["message"]) for b in bodies] == [
         ("TimeLimitExceeded", "stopped by dlsched at its time limit (grace 5 s)"),
         ("Preempted", "evicted by dlsched for default/s: preempted by the policy (grace 7 s)")]
+
+
+def test_a_pod_that_succeeds_before_its_limit_eviction_takes_effect_finished():
+    core, sent, clock = make_core()
+    start(core, clock, "s", limit="30")
+    clock.t = 1030.0
+    core.fire_timers()
+    assert len(sent) == 1
+    clock.t = 1031.0
+    core.pod_seen(pod("s", limit="30", node="n", phase="Succeeded"))
+    kinds = core.store.decision_counts()
+    assert kinds.get("finish") == 1 and "time_limit" not in kinds
+    assert core.adapter.limits.stopping == set()

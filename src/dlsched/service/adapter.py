@@ -313,7 +313,6 @@ class Adapter:
         uid = job.job_id
         if job.state is RUNNING and self.limits.timed_out(job, pod):
             detail = self.limits.why(job, pod)
-            self.limits.stopping.discard(uid)
             self.handle(JobTimedOut(job), now)   # StopReason.TIME_LIMIT: it will not run again
             self.store.release(uid, pod.key, "time_limit", now, detail=detail)
             self.record("time_limit", uid=uid, why=detail)
@@ -328,6 +327,7 @@ class Adapter:
             self.record("withdraw", uid=uid, why=why)
             if job.state is ASSUMED and is_gang_id(uid):   # gang hook: its pods' nominations go
                 self.gangs.released(uid, why)
+        self.limits.stopping.discard(uid)
         self.handle(JobWithdrawn(job, why), now)   # an assumed start is forgotten; the id is free again
         book.drop(uid, pod.key)
         self.noms.slots.pop(uid, None)

@@ -76,6 +76,7 @@ class LiveEvictions:
         if pod.phase == "Succeeded":
             self.book.inflight.pop(pod.uid, None)
             self.book.terminating.discard(pod.uid)
+            self.host.limits.stopping.discard(pod.uid)   # it finished before its stop at the limit
             return pod
         if pod.deleting:
             self.book.terminating.add(pod.uid)
