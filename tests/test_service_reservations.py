@@ -59,6 +59,13 @@ def test_the_reservation_is_the_eta_and_the_long_pod_is_held_back_for_it(policy)
                                       f"but reserved for ml/big from {AT_T1}")
     assert "reserved for ml/big from " + AT_T1 in core.why_waiting("long")
     assert f"reserved to start at {AT_T1} (in 2 min, {policy})" in core.why_waiting("big")
+    # the dashboard's queue shows the same (it reads the queue's rows)
+    from types import SimpleNamespace
+
+    from dlsched.service.dashboard import dashboard_data
+
+    board = {q["uid"]: q for q in dashboard_data(SimpleNamespace(core=core))["queue"]}
+    assert board["big"]["eta_in_s"] == 100.0 and "reserved for ml/big" in board["long"]["reason"]
     # the ETA annotation writes the reservation too
     assert dict((p.uid, t) for p, t in pending_etas(core, {"big": 5.0, "long": 7.0}))["big"] == T0 + 100
 
