@@ -13,7 +13,8 @@ batch_size, pred_gpu_util, pred_gpu_mem_mib), ``start`` (uid, node, gpus), ``con
 node, gpus: a pod bound outside the service, booked as it stands), ``evict`` (uid, pod, for,
 why, grace_s: an eviction intent, written before the Eviction API is called), ``evicted`` (uid,
 why: the evicted pod is gone), ``requeue`` (uid, pod, replaces, attained, evictions,
-submit_time: a controller's new pod took an evicted job over).
+submit_time: a controller's new pod took an evicted job over), ``time_limit`` (uid, why: the job
+stopped at its time limit), ``limit_due`` (uid, pod, by: a limit the kubelet enforces came due).
 Every line has ``at``: the service's clock.
 
 ``stimulus`` lines are what the service handed the kernel (:func:`stimulus_fields`), in order:
