@@ -20,7 +20,8 @@ HANDLERS = {"JobSubmitted": "on_submitted", "PassRequested": "on_pass", "BindSuc
             "BindFailed": "on_bind_failed", "JobFinished": "on_finished", "JobFailed": "on_failed",
             "JobEvicted": "on_evicted", "JobWithdrawn": "on_withdrawn", "PredictionCorrected": "on_corrected",
             "NodeChanged": "on_node", "PowerChanged": "on_power", "TimerFired": "on_timer",
-            "JobAdopted": "on_adopted", "QueuesChanged": "on_queues"}
+            "JobAdopted": "on_adopted", "QueuesChanged": "on_queues",
+            "JobTimedOut": "on_timed_out"}
 
 
 def kernel() -> Kernel:

@@ -40,6 +40,7 @@ from dlsched.kernel.quotas import QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.stimuli import (
     LIMIT_TIMER,
+    TIME_LIMIT_REASON,
     VC_TIMER,
     Action,
     Bind,
@@ -51,6 +52,7 @@ from dlsched.kernel.stimuli import (
     JobFailed,
     JobFinished,
     JobSubmitted,
+    JobTimedOut,
     JobWithdrawn,
     NodeChanged,
     PassRequested,
@@ -143,7 +145,9 @@ class Kernel:
             JobEvicted: self.on_evicted, JobWithdrawn: self.on_withdrawn,
             PredictionCorrected: self.on_corrected, NodeChanged: self.on_node, PowerChanged: self.on_power,
             TimerFired: self._timer_then_pass, JobAdopted: self.on_adopted, QueuesChanged: self.on_queues,
+            JobTimedOut: self.on_timed_out,
         }
+        self.assume = assume
 
     def prepare(self) -> None:
         """Let the policy see the view once before the first stimulus (its ``prepare`` hook)."""
@@ -253,7 +257,9 @@ class Kernel:
         (the policy asked for it). ``("limit", job_id)``: the job has run its max runtime
         (``Job.time_limit_s``, counted in run time: :func:`~dlsched.kernel.limits.run_time`) and is killed
         (:attr:`StopReason.TIME_LIMIT`); a limit timer that outlived its run (the job stopped,
-        or restarted with time left) changes nothing."""
+        or restarted with time left) changes nothing. Live (``assume=True``) the job still runs
+        on its node, so it is not killed here: an :class:`Evict` with reason ``"time limit"``
+        asks the driver to stop it (the eviction path), which reports :class:`JobTimedOut`."""
         kind, ident = key
         if kind == VC_TIMER:
             vc = self.state.vcs[ident]
@@ -262,12 +268,21 @@ class Kernel:
         elif kind == LIMIT_TIMER:
             job = self.state.jobs.get(ident)
             if job is not None and job.state is JobState.RUNNING and over_limit(job, now):
-                self.state.terminate(job, now, StopReason.TIME_LIMIT)
-                self._dirty[job.vc_state] = None
-                if self._job_finished is not None:
-                    self._job_finished(job, now)
+                if self.assume:
+                    self.log.actions.append(Evict(job, TIME_LIMIT_REASON))
+                else:
+                    self.on_timed_out(job, now)
         else:
             raise StateError(f"unknown timer {key!r}")
+
+    def on_timed_out(self, job: Job, now: float) -> None:
+        """The job was stopped at its max runtime (the simulator: its limit timer; live: its pod
+        failed ``DeadlineExceeded`` or dlsched's eviction at the limit is done): it ends for good
+        (:attr:`StopReason.TIME_LIMIT`), then the policy's ``job_finished`` hook."""
+        self.state.terminate(job, now, StopReason.TIME_LIMIT)
+        self._dirty[job.vc_state] = None
+        if self._job_finished is not None:
+            self._job_finished(job, now)
 
     def _timer_then_pass(self, key: TimerKey, now: float) -> None:
         self.on_timer(key, now)

@@ -452,6 +452,7 @@ class ClusterState:
             raise StateError(f"job {job.job_id} withdrawn while {job.state.name} (forget or finish it first)")
         if self.jobs.get(job.job_id) is job:
             del self.jobs[job.job_id]
+        self.terminated.pop(job, None)   # a long-lived service forgets its stops with the job
         job.state = _CREATED
 
     def finish(self, job: Job, now: float) -> VcState:

@@ -21,6 +21,7 @@ TimerKey = tuple
 
 VC_TIMER = "vc"        # the first item of a policy's wake-up key: ("vc", vid)
 LIMIT_TIMER = "limit"  # the first item of a job's max-runtime key: ("limit", job_id)
+TIME_LIMIT_REASON = "time limit"  # the reason of the live kernel's Evict at a job's max runtime
 
 
 # -- stimuli ------------------------------------------------------------------------------------
@@ -63,6 +64,14 @@ class JobFailed(NamedTuple):
 class JobEvicted(NamedTuple):
     """An :class:`Evict` was carried out (live: the pod is gone after its grace period): the job
     releases its GPUs and queues again with its attained service."""
+
+    job: Job
+
+
+class JobTimedOut(NamedTuple):
+    """The job was stopped at its max runtime (``Job.time_limit_s``) and will not run again
+    (live: its pod failed with reason ``DeadlineExceeded``, or dlsched's eviction at the limit
+    is carried out); the simulator's kernel stops it at its limit timer instead."""
 
     job: Job
 
@@ -123,7 +132,7 @@ class TimerFired(NamedTuple):
 
 Stimulus = (JobSubmitted | PassRequested | BindSucceeded | BindFailed | JobFinished | JobFailed | JobEvicted
             | JobWithdrawn | PredictionCorrected | NodeChanged | PowerChanged | TimerFired | JobAdopted
-            | QueuesChanged)
+            | QueuesChanged | JobTimedOut)
 
 
 # -- actions ------------------------------------------------------------------------------------
@@ -137,7 +146,8 @@ class Bind(NamedTuple):
 
 class Evict(NamedTuple):
     """Stop ``job`` so that it queues again (live: through the Eviction API, with a grace period
-    to checkpoint); the driver reports :class:`JobEvicted` once it is gone. ``for_job``: the job
+    to checkpoint); the driver reports :class:`JobEvicted` once it is gone (:class:`JobTimedOut`
+    for an eviction at the job's time limit, reason :data:`TIME_LIMIT_REASON`). ``for_job``: the job
     the policy makes room for, when it says."""
 
     job: Job

@@ -81,17 +81,25 @@ class Estimates:
 
 
 class ReservationBook:
-    """Per job: first and last reserved start, when the reservation was first made, actual start."""
+    """Per job: first and last reserved start, when the reservation was first made, actual start;
+    and per VC the reservations its latest pass made (``current``: what the live service shows
+    as a waiting job's ETA and why another waits; a pass of the VC replaces them)."""
 
-    __slots__ = ("records", "backfilled")
+    __slots__ = ("records", "backfilled", "current")
 
     def __init__(self) -> None:
         self.records: dict[Job, list[float]] = {}   # job -> [first, last, made at, started (nan: not yet)]
         self.backfilled = 0                         # starts ahead of a waiting job that held a reservation
+        self.current: dict[int, dict[Job, float]] = {}   # vid -> job -> reserved start, from its latest pass
 
     def clear(self) -> None:
         self.records.clear()
         self.backfilled = 0
+        self.current.clear()
+
+    def begin(self, vid: int) -> None:
+        """A pass of VC ``vid`` begins: its earlier reservations are void (it makes them afresh)."""
+        self.current.pop(vid, None)
 
     def reserve(self, job: Job, start: float, now: float) -> None:
         record = self.records.get(job)
@@ -99,11 +107,25 @@ class ReservationBook:
             self.records[job] = [start, start, now, math.nan]
         else:
             record[1] = start
+        vid = job.vc_state.vid
+        held = self.current.get(vid)
+        if held is None:
+            held = self.current[vid] = {}
+        held[job] = start
 
     def started(self, job: Job, now: float) -> None:
         record = self.records.get(job)
         if record is not None:
             record[3] = now
+            held = self.current.get(job.vc_state.vid)
+            if held:
+                held.pop(job, None)
+
+    def reserved(self, job: Job) -> float | None:
+        """The start the latest pass of the job's VC reserved for it (None: none)."""
+        vc = job.vc_state
+        held = self.current.get(vc.vid) if vc is not None else None
+        return held.get(job) if held else None
 
     def summary(self, corrected: int = 0) -> dict:
         """Counts for ``summary.json``: made, kept, broken, the broken ones' delays, backfills."""

@@ -184,7 +184,9 @@ class ReservingPolicy(PolicyBase):
 
     # -- shared by the passes ---------------------------------------------------------------
     def pass_order(self, view: ClusterView, vc) -> list[Job]:
-        """The waiting jobs of ``vc`` in the order's order at this instant."""
+        """The waiting jobs of ``vc`` in the order's order at this instant (the pass begins: the
+        VC's earlier reservations are void)."""
+        self.book.begin(vc.vid)
         begin = getattr(self.order, "begin_pass", None)
         if begin is not None:
             begin(view)

@@ -24,6 +24,7 @@ from dlsched.kernel.stimuli import (
     BindSucceeded,
     JobFinished,
     JobSubmitted,
+    JobTimedOut,
     JobWithdrawn,
     NodeChanged,
     Stimulus,
@@ -32,6 +33,7 @@ from dlsched.service.adoption import bound_pod
 from dlsched.service.gangs import GangTable, is_gang_id
 from dlsched.service.kernel_setup import live_kernel
 from dlsched.service.live_evictions import LiveEvictions
+from dlsched.service.live_limits import LiveLimits
 from dlsched.service.nominations import BindError, Nominations
 from dlsched.service.podbook import PodBook, job_of
 from dlsched.service.pods import NodeFacts, PodFacts, VcMapping
@@ -67,6 +69,7 @@ class Adapter:
         self.gangs = GangTable(self)   # gang hook: the pods of one distributed job (service/gangs.py)
         self.gangs.wrap_placement()    # gang hook: a gang's placement as its pods
         self.evictions = LiveEvictions(self)   # preemptions carried out through the Eviction API
+        self.limits = LiveLimits(self)         # time limits: left to the kubelet, or stopped by eviction
         self.reasons = Reasons(self)           # why a pod waits (the filter's and the queue's reason)
 
     # -- the kernel --------------------------------------------------------------------
@@ -308,7 +311,13 @@ class Adapter:
         """The pod ended (or is dropped): the job finishes or is withdrawn, its rows released."""
         st, now, book = self.state, self.now(), self.book
         uid = job.job_id
-        if job.state is RUNNING:
+        if job.state is RUNNING and self.limits.timed_out(job, pod):
+            detail = self.limits.why(job, pod)
+            self.handle(JobTimedOut(job), now)   # StopReason.TIME_LIMIT: it will not run again
+            self.store.release(uid, pod.key, "time_limit", now, detail=detail)
+            self.record("time_limit", uid=uid, why=detail)
+            self.counters["jobs stopped at their time limit"] += 1
+        elif job.state is RUNNING:
             # the time it ran (job.attained_at: the kernel's run record), which the estimators read
             self.handle(JobFinished(job), now)
             self.store.release(uid, pod.key, "finish", now, detail=why)
@@ -318,6 +327,7 @@ class Adapter:
             self.record("withdraw", uid=uid, why=why)
             if job.state is ASSUMED and is_gang_id(uid):   # gang hook: its pods' nominations go
                 self.gangs.released(uid, why)
+        self.limits.stopping.discard(uid)
         self.handle(JobWithdrawn(job, why), now)   # an assumed start is forgotten; the id is free again
         book.drop(uid, pod.key)
         self.noms.slots.pop(uid, None)

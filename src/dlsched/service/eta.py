@@ -186,13 +186,17 @@ class EtaAnnotator:
 
 
 def pending_etas(core, etas: dict[str, float]) -> list[tuple[object, float]]:
-    """(pod facts, ETA) of the core's pods that are still pending, read under its lock."""
+    """(pod facts, ETA) of the core's pods that are still pending, read under its lock; a pod
+    that holds a reservation (``easy``, ``conservative``) has it as its ETA."""
+    from dlsched.service.reserved import reserved_start
+
     with core.lock:
         out = []
         for uid, t in etas.items():
             job = core.jobs.get(uid)
             if job is not None and job.state is JobState.PENDING and uid in core.pods:
-                out.append((core.pods[uid], t))
+                reserved = reserved_start(core.policy, job)
+                out.append((core.pods[uid], t if reserved is None else reserved))
         return out
 
 

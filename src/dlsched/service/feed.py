@@ -36,7 +36,7 @@ from dlsched.service.log import EventLog, read_log
 from dlsched.service.record import stimulus_from_fields
 
 Nomination = tuple[str, str, list[int]]
-_ENDS = ("JobEvicted", "JobFinished", "JobFailed", "JobWithdrawn")   # an eviction in flight is over
+_ENDS = ("JobEvicted", "JobFinished", "JobFailed", "JobWithdrawn", "JobTimedOut")   # an eviction in flight is over
 
 
 @dataclass
@@ -174,7 +174,7 @@ def replay_stimuli(path: str | Path, make_policy: Callable, policy: str | None =
             raise ValueError(f"{log.place(i)}: the kernel cannot follow it: {what}") from None
         if kind in ("start", "refused") and not e.get("adopted"):
             recorded.append((str(e["uid"]), str(e["node"]), list(e["gpus"])))
-        elif kind == "evict":
+        elif kind in ("evict", "limit_due"):   # limit_due: an Evict at a time limit left to the kubelet
             evicted.append(str(e["uid"]))
     if not count:
         raise ValueError(f"{log.where}: the log has no stimulus lines (recorded before stimuli were logged)")

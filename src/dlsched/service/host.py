@@ -33,6 +33,8 @@ class LiveHost(Protocol):
     passes: int
     last_now: float   # the clock at the latest now(), read without advancing it
     vcs: VcMapping
+    evictions: Any   # service.live_evictions.LiveEvictions
+    limits: Any      # service.live_limits.LiveLimits
 
     def now(self) -> float: ...
 

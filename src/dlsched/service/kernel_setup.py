@@ -22,6 +22,7 @@ from dlsched.kernel.view import SchedulingView
 from dlsched.sched.actions import rebalance
 from dlsched.sched.indexes import attach_plugins
 from dlsched.service.gang_members import is_gang_id
+from dlsched.service.live_limits import limit_clock
 
 
 def live_kernel(policy, max_jobs_per_gpu: int, offered: Mapping[str, frozenset[str]]) -> tuple[Kernel, bool]:
@@ -32,6 +33,8 @@ def live_kernel(policy, max_jobs_per_gpu: int, offered: Mapping[str, frozenset[s
     state = ClusterState(ClusterSpec([], {}), new_queue=policy.new_queue, max_jobs_per_gpu=max_jobs_per_gpu)
     view = SchedulingView(state, oracle=False, indexes=attach_plugins(state, policy))
     kernel = Kernel(state, policy, assume=True, view=view, rebalance=rebalance)
+    # max runtimes: each start of a limited job arms its ("limit", uid) timer as a Timer action
+    state.add_observer(limit_clock(lambda: kernel.log.actions))
     shape = getattr(getattr(policy, "placer", None), "shape_pods", None)
     if shape is not None:   # a gang's job is cut into its pods (before the live rules wrap ``place``)
         shape()

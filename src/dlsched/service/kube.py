@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from dlsched.kernel.stimuli import TIME_LIMIT_REASON
 from dlsched.service.pods import GPUS_ANNOTATION, NOMINATED_ANNOTATION, PodError, node_facts, pod_facts
 
 log = logging.getLogger("dlsched.service")
@@ -409,15 +410,19 @@ class KubeBridge:
 
     def preempted_event(self, intent, component: str = "dlsched") -> str:
         """A ``Preempted`` event on the evicted pod (kube-scheduler's reason for its own
-        preemptions), naming the pod it was evicted for and why; '' or the error."""
+        preemptions), naming the pod it was evicted for and why (``TimeLimitExceeded`` for an
+        eviction at the pod's time limit); '' or the error."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         message = (f"evicted by {component} for {intent.for_pod or 'a pending pod'}: {intent.reason} "
                    f"(grace {intent.grace_s} s)")
+        reason = "Preempted"
+        if intent.reason == TIME_LIMIT_REASON and not intent.for_pod:   # a stop at its max runtime, for no one
+            message, reason = f"stopped by {component} at its time limit (grace {intent.grace_s} s)", "TimeLimitExceeded"
         body = {"apiVersion": "v1", "kind": "Event",
                 "metadata": {"generateName": f"{intent.name}.", "namespace": intent.namespace},
                 "involvedObject": {"kind": "Pod", "apiVersion": "v1", "namespace": intent.namespace,
                                    "name": intent.name, "uid": intent.uid},
-                "reason": "Preempted", "message": message[:1024], "type": "Normal",
+                "reason": reason, "message": message[:1024], "type": "Normal",
                 "source": {"component": component}, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
         try:
             _read(self.api.create_namespaced_event(intent.namespace, body, _preload_content=False))

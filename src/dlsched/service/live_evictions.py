@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from dlsched.core.job import Job, JobState
-from dlsched.kernel.stimuli import Evict, JobEvicted, JobSubmitted, JobWithdrawn
+from dlsched.kernel.stimuli import TIME_LIMIT_REASON, Evict, JobEvicted, JobSubmitted, JobWithdrawn
 from dlsched.service.evictions import EvictionBook, Intent, grace_of, match_key, policy_grace
 from dlsched.service.host import LiveHost
 from dlsched.service.pods import PodFacts
@@ -76,6 +76,7 @@ class LiveEvictions:
         if pod.phase == "Succeeded":
             self.book.inflight.pop(pod.uid, None)
             self.book.terminating.discard(pod.uid)
+            self.host.limits.stopping.discard(pod.uid)   # it finished before its stop at the limit
             return pod
         if pod.deleting:
             self.book.terminating.add(pod.uid)
@@ -92,6 +93,10 @@ class LiveEvictions:
         pod = host.book.pods[uid]
         self.book.inflight.pop(uid, None)
         self.book.terminating.discard(uid)
+        if uid in host.limits.stopping:   # an eviction at its time limit: the job ends (JobTimedOut)
+            host.end(job, pod, why)
+            self.resubmit_parked(pod)
+            return
         if job.state is RUNNING:
             host.handle(JobEvicted(job), now)
         host.store.release(uid, pod.key, "preempted", now, detail=why)
@@ -107,6 +112,13 @@ class LiveEvictions:
         host.noms.slots.pop(uid, None)
         self.book.keep(key, job)
         host.counters["evicted jobs awaiting their new pod"] += 1
+        self.resubmit_parked(pod)
+
+    def resubmit_parked(self, pod: PodFacts) -> None:
+        """Pods parked as the replacement of ``pod`` while it checkpointed are submitted now."""
+        key, host = match_key(pod), self.host
+        if key is None:
+            return
         for _other, waiting in list(host.book.parked.items()):   # a new pod seen while this one checkpointed
             if match_key(waiting) == key and not waiting.node_name:
                 host.submit(waiting)
@@ -131,6 +143,7 @@ class LiveEvictions:
         host.book.unpark(pod.uid)
         previous = job.job_id
         job.job_id = pod.uid   # its name (the duration key) is the evicted pod's: the same job
+        host.limits.carried(job, pod)   # its time limit: the new pod's (a deadline counts from its start)
         host.book.add(pod, job)
         host.handle(JobSubmitted(job), now)
         host.counters["evicted jobs re-queued"] += 1
@@ -146,6 +159,8 @@ class LiveEvictions:
         there, so that their deletion reads as an eviction and none is asked for again."""
         for row in rows:
             self.book.inflight[row["pod_uid"]] = row["id"]
+            if row["reason"] == TIME_LIMIT_REASON:   # a stop at the time limit: it ends, is not re-queued
+                self.host.limits.stopping.add(row["pod_uid"])
             if row["state"] == "pending":
                 self.book.resume.append(row)
 

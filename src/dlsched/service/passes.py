@@ -1,6 +1,7 @@
 """Policy passes live, and the actions they return carried out: a ``Bind`` becomes a nomination
 (store first), a ``Postponed`` the pod's waiting reason, a ``Timer`` a timer (fired as
-``TimerFired``), an ``Evict`` an eviction through the Eviction API."""
+``TimerFired``), an ``Evict`` an eviction through the Eviction API (one at a job's time limit
+goes to :class:`~dlsched.service.live_limits.LiveLimits`: the kubelet's, or that eviction)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ import heapq
 from collections.abc import Callable
 
 from dlsched.core.job import JobState
-from dlsched.kernel.stimuli import Bind, BindFailed, Evict, PassRequested, Postponed, Timer, TimerFired
+from dlsched.kernel.stimuli import (
+    TIME_LIMIT_REASON,
+    Bind,
+    BindFailed,
+    Evict,
+    PassRequested,
+    Postponed,
+    Timer,
+    TimerFired,
+)
 from dlsched.service.adapter import Adapter
 from dlsched.service.adoption import gpu_list
 from dlsched.service.gangs import is_gang_id
@@ -62,6 +72,8 @@ class Passes:
                 ad.book.waiting[action.job.job_id] = f"postponed by the policy: {action.reason}"
             elif kind is Timer:
                 heapq.heappush(self.timers, (action.time, action.key))   # kept until fire_timers
+            elif kind is Evict and action.reason == TIME_LIMIT_REASON and action.for_job is None:
+                ad.limits.due(action, now)   # the kubelet's, or an eviction at the limit
             elif kind is Evict:
                 ad.evictions.evict(action, now)
         for action, counter, why in refused:

@@ -21,6 +21,7 @@ from dlsched.service.pods import (
     USER_ANNOTATION,
     PodFacts,
     job_name,
+    pod_limit,
     training_annotations,
 )
 
@@ -84,7 +85,8 @@ class PodBook:
 def job_of(pod: PodFacts, vc: str, now: Callable[[], float], predict: Callable[[Job], None] | None,
            counters: Counter[str]) -> Job:
     """The kernel job of a pod: its GPUs, submit time, user, name (the duration key), model and
-    batch size from its annotations, and the predictions of ``predict`` when it names a model.
+    batch size from its annotations, its time limit (service/live_limits.py), and the
+    predictions of ``predict`` when it names a model.
     Bad annotations are counted in ``counters``, not refused."""
     ann = pod.annotations
     model = str(ann.get(MODEL_ANNOTATION) or "")
@@ -99,6 +101,9 @@ def job_of(pod: PodFacts, vc: str, now: Callable[[], float], predict: Callable[[
     meta, bad = training_annotations(ann)
     job.attention, job.stack = meta["attention"], meta["stack"]
     counters.update(["bad attention annotations"] * len(bad))
+    job.time_limit_s, _, bad_limit = pod_limit(pod)   # its max runtime: none unless the pod gives one
+    if bad_limit:
+        counters["bad time-limit annotations (ignored)"] += 1
     if predict is not None and model:
         predict(job)
         if job.pred_gpu_mem_mib != job.pred_gpu_mem_mib:

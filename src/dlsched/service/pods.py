@@ -7,6 +7,7 @@ through :func:`pod_facts` so that one pod means one thing whichever way it arriv
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -21,6 +22,10 @@ NAME_ANNOTATION = "dlsched.io/name"            # the job's name for duration pre
 GPU_TYPE_LABEL = "dlsched.io/gpu-type"
 ATTENTION_ANNOTATION = "dlsched.io/attention"  # eager | fused | memory_efficient (memory predictor)
 STACK_ANNOTATION = "dlsched.io/stack"          # software-stack label: memory context and calibration key
+# A max runtime in dlsched's run time (seconds, across evictions), which dlsched enforces itself;
+# without it a pod's limit is its spec.activeDeadlineSeconds (the kubelet's, from the pod's start).
+TIME_LIMIT_ANNOTATION = "dlsched.io/time-limit-seconds"
+DEADLINE_EXCEEDED = "DeadlineExceeded"   # status.reason of a pod the kubelet stopped at its activeDeadlineSeconds
 # Node labels for GPU sharing: memory per GPU (MiB; else the GPU type's), and how many units of
 # nvidia.com/gpu one physical GPU is advertised as (a time-slicing device plugin's replicas).
 # dlsched's own labels win over those NVIDIA's GPU feature discovery writes.
@@ -106,6 +111,9 @@ class PodFacts:
     owner_uid: str = ""        # the controlling owner's uid (a Job, ReplicaSet ...): matches a re-created pod
     generate_name: str = ""    # metadata.generateName: the name prefix a controller gives its pods
     owner: str = ""   # the controller owner as "Kind/name/uid" (a gang by owner: service/gangs.py)
+    deadline_s: int | None = None   # spec.activeDeadlineSeconds (None: none)
+    reason: str = ""                # status.reason (``DeadlineExceeded``: the kubelet stopped it at its deadline)
+    started: float = 0.0            # status.startTime (0: no kubelet has started it)
 
     @property
     def key(self) -> str:
@@ -115,6 +123,28 @@ class PodFacts:
     def terminal(self) -> bool:
         """The pod no longer holds its GPUs: finished, failed or being deleted."""
         return self.phase in ("Succeeded", "Failed") or self.deleting
+
+
+ANNOTATION, DEADLINE = "annotation", "deadline"   # where a pod's time limit comes from
+
+
+def pod_limit(pod: PodFacts) -> tuple[float | None, str, str]:
+    """``(seconds, source, bad)``: the pod's limit (None: none), where it comes from
+    (:data:`ANNOTATION`, :data:`DEADLINE` or ''), and the annotation's bad value ('' when fine;
+    a bad one is not a limit: the deadline, if any, applies)."""
+    raw = pod.annotations.get(TIME_LIMIT_ANNOTATION)
+    bad = ""
+    if raw is not None and str(raw).strip() != "":
+        try:
+            value = float(str(raw).strip())
+        except ValueError:
+            value = math.nan
+        if value > 0 and math.isfinite(value):
+            return value, ANNOTATION, ""
+        bad = f"{TIME_LIMIT_ANNOTATION}={raw!r} (not a number of seconds > 0)"
+    if pod.deadline_s is not None:
+        return float(pod.deadline_s), DEADLINE, bad
+    return None, "", bad
 
 
 def pod_facts(pod: object) -> PodFacts:
@@ -145,10 +175,17 @@ def pod_facts(pod: object) -> PodFacts:
     if not isinstance(node, str) or not isinstance(phase, str):
         raise PodError("Pod.spec.nodeName and Pod.status.phase must be strings")
     owner = _controller(meta.get("ownerReferences"))
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int) or deadline < 1):
+        raise PodError(f"Pod.spec.activeDeadlineSeconds: {deadline!r} is not a whole number of seconds >= 1")
+    try:
+        started = parse_time(status.get("startTime"))
+    except PodError:
+        raise PodError(f"Pod.status.startTime: {status.get('startTime')!r} is not an RFC 3339 time") from None
     return PodFacts(uid, ns, name, gpus, node, phase, bool(meta.get("deletionTimestamp")),
                     parse_time(meta.get("creationTimestamp")), str(spec.get("schedulerName") or "default-scheduler"),
                     labels, annotations, owner.rsplit("/", 1)[-1] if owner else "",
-                    str(meta.get("generateName") or ""), owner)
+                    str(meta.get("generateName") or ""), owner, deadline, str(status.get("reason") or ""), started)
 
 
 def _controller(refs: object) -> str:

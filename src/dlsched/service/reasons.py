@@ -1,5 +1,6 @@
 """Why a pod waits, in words (the filter's answer, GET /api/v1/queue): its place in the
-policy's queue order, the GPUs free, its estimated start, GPUs being reclaimed for its queue."""
+policy's queue order, the GPUs free, its estimated start (its reservation, under a reserving
+policy), GPUs being reclaimed for its queue, or the reservation that holds it back."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from bisect import bisect_left
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.queues import KeyedQueue
 from dlsched.service.host import LiveHost
+from dlsched.service.reserved import clock_text, holder_ahead, reserved_start
 
 RUNNING = JobState.RUNNING
 
@@ -33,13 +35,37 @@ class Reasons:
             return host.book.waiting[uid]
         vc = job.vc_state
         ahead = self.ahead(job)
-        eta = self.eta.reason(uid, host.last_now) if self.eta is not None else ""   # the last refresh's ETA
         name = host.policy.name
+        own = reserved_start(host.policy, job)
+        if own is not None:   # the policy's promise, not a forecast
+            eta = f"; reserved to start at {clock_text(own)} (in {_span(max(0.0, own - host.last_now))}, {name})"
+        else:
+            eta = self.eta.reason(uid, host.last_now) if self.eta is not None else ""   # the last refresh's ETA
+        held = self.held(job)
+        if held:
+            return f"{held}{eta}"
         if not self.keyed:   # e.g. Horus: its own rounds pick among the pending jobs, skipping misfits
             return (f"queued by dlsched ({name}): no room the policy accepts in its last pass; "
                     f"{ahead} of {vc.pending} pending jobs of VC {vc.name} arrived earlier; {vc.free} GPUs free{eta}")
         return (f"queued by dlsched ({name}): {ahead} of {vc.pending} pending jobs of VC {vc.name} "
                 f"go first; {vc.free} GPUs free{eta}{self.reclaiming(vc)}")
+
+    def held(self, job: Job) -> str:
+        """'' or, for a pending job whose GPUs are free but that a reservation ahead of it holds
+        back, ``held back by dlsched (...): ... reserved for NS/POD from T``."""
+        host, vc = self.host, job.vc_state
+        if job.gpus > vc.free:
+            return ""
+        found = holder_ahead(host.policy, job, self.rank, host.book.jobs)
+        if found is None:
+            return ""
+        holder, start = found
+        return (f"held back by dlsched ({host.policy.name}): its {job.gpus} GPUs are free ({vc.free} in VC "
+                f"{vc.name}), but reserved for {host.book.pods[holder.job_id].key} from {clock_text(start)}")
+
+    def reserved(self, job: Job) -> float | None:
+        """The start the policy reserved for a pending job (None: none, or not a reserving policy)."""
+        return reserved_start(self.host.policy, job)
 
     def reclaiming(self, vc) -> str:
         """'' or, for a VC whose lent GPUs are being taken back, how many and from which queues."""
@@ -72,3 +98,7 @@ class Reasons:
         """A pending job's place in the policy's queue order: its key, or for a policy whose
         queue has none (Horus, Horus-f: arrival order, their rounds decide) its arrival."""
         return (self.host.policy.key(job), job.enq_seq) if self.keyed else (job.enq_seq,)
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"

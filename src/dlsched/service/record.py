@@ -13,7 +13,8 @@ batch_size, pred_gpu_util, pred_gpu_mem_mib), ``start`` (uid, node, gpus), ``con
 node, gpus: a pod bound outside the service, booked as it stands), ``evict`` (uid, pod, for,
 why, grace_s: an eviction intent, written before the Eviction API is called), ``evicted`` (uid,
 why: the evicted pod is gone), ``requeue`` (uid, pod, replaces, attained, evictions,
-submit_time: a controller's new pod took an evicted job over).
+submit_time: a controller's new pod took an evicted job over), ``time_limit`` (uid, why: the job
+stopped at its time limit), ``limit_due`` (uid, pod, by: a limit the kubelet enforces came due).
 Every line has ``at``: the service's clock.
 
 ``stimulus`` lines are what the service handed the kernel (:func:`stimulus_fields`), in order
@@ -36,6 +37,7 @@ from typing import IO
 from dlsched.core.cluster import GpuType, NodeSpec
 from dlsched.core.job import Job
 from dlsched.kernel.stimuli import (
+    LIMIT_TIMER,
     VC_TIMER,
     BindFailed,
     BindSucceeded,
@@ -44,6 +46,7 @@ from dlsched.kernel.stimuli import (
     JobFailed,
     JobFinished,
     JobSubmitted,
+    JobTimedOut,
     JobWithdrawn,
     NodeChanged,
     PassRequested,
@@ -73,6 +76,8 @@ def stimulus_fields(stimulus: object, state) -> dict:
         if name == "JobSubmitted":
             out.update(vc=job.vc, gpus=job.gpus, submit_time=job.submit_time, user=job.user, name=job.name,
                        model=job.model_name or job.onnx_ref, batch_size=job.batch_size)
+            if job.time_limit_s is not None:   # its max runtime (the pod's limit)
+                out["time_limit_s"] = job.time_limit_s
             if job.gpus_per_pod:   # a gang's pod shape: its pieces are placed as its pods
                 out["gpus_per_pod"] = job.gpus_per_pod
             if job.preemptions:   # an evicted job's new pod: what it brings along (its run record)
@@ -92,6 +97,8 @@ def stimulus_fields(stimulus: object, state) -> dict:
                        gpu_mem_mib=spec.gpu_type.memory_mib)
         else:
             out["node"] = state.node_ids[stimulus.node]
+    elif name == "TimerFired" and stimulus.key[0] == LIMIT_TIMER:
+        out["limit"] = stimulus.key[1]   # a job's max runtime, keyed ("limit", uid)
     elif name == "TimerFired":
         out["vid"] = stimulus.key[1]   # the live kernel's timers are VC wake-ups, keyed ("vc", vid)
     elif name == "QueuesChanged":   # the specs as the ConfigMap's TOML (empty: no queues)
@@ -143,6 +150,9 @@ def job_from_fields(e: dict) -> Job:
               model_name="" if model.endswith(".onnx") else model,
               onnx_ref=model if model.endswith(".onnx") else "", batch_size=int(e.get("batch_size") or 0))
     set_predictions(job, e)
+    limit = e.get("time_limit_s")
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0:
+        job.time_limit_s = float(limit)
     per = e.get("gpus_per_pod")
     if isinstance(per, int) and not isinstance(per, bool) and per > 0:
         job.gpus_per_pod = per   # ValueError when the GPUs are not whole pods: the reader names the line
@@ -166,6 +176,8 @@ def stimulus_from_fields(e: dict, jobs: dict[str, Job], state, gpu: Callable[[ob
         return JobSubmitted(job)
     if kind == "PassRequested":
         return PassRequested()
+    if kind == "TimerFired" and "limit" in e:
+        return TimerFired((LIMIT_TIMER, str(e["limit"])))
     if kind == "TimerFired":
         return TimerFired((VC_TIMER, int(e["vid"])))
     if kind == "QueuesChanged":   # TraceError (the TOML's line and key) for queues edited by hand
@@ -195,7 +207,8 @@ def stimulus_from_fields(e: dict, jobs: dict[str, Job], state, gpu: Callable[[ob
 
 
 _WITH_REASON = {"BindFailed": BindFailed, "JobFailed": JobFailed, "JobWithdrawn": JobWithdrawn}
-_JOB_ONLY = {"BindSucceeded": BindSucceeded, "JobFinished": JobFinished, "JobEvicted": JobEvicted}
+_JOB_ONLY = {"BindSucceeded": BindSucceeded, "JobFinished": JobFinished, "JobEvicted": JobEvicted,
+             "JobTimedOut": JobTimedOut}
 
 
 class Recorder:

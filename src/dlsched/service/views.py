@@ -30,19 +30,24 @@ def snapshot(ad: Adapter) -> dict:
 
 
 def queue_rows(ad: Adapter, etas: dict) -> list[dict]:
-    """GET /api/v1/queue's rows, in each VC's queue order, then the parked pods (lock held)."""
+    """GET /api/v1/queue's rows, in each VC's queue order, then the parked pods (lock held). A
+    pod's ETA is its reservation under a reserving policy (``eta_source: reservation``), else
+    the forward simulation's estimate (``forecast``)."""
     book = ad.book
     now = ad.now()
     out = []
     for vc in ad.state.vcs:
         jobs = sorted(vc.queue, key=ad.rank)
         for rank, job in enumerate(jobs):
+            reserved = ad.reasons.reserved(job)   # a reserving policy's promise is the ETA
             out.append({"pod": book.pods[job.job_id].key, "uid": job.job_id, "vc": vc.name, "rank": rank,
                         "gpus": job.gpus, "priority": _num(job.priority),
-                        "reason": book.waiting.get(job.job_id, ""), **_eta(etas.get(job.job_id), now)})
+                        "reason": book.waiting.get(job.job_id) or ad.reasons.held(job),
+                        **_eta(etas.get(job.job_id) if reserved is None else reserved, now),
+                        "eta_source": "reservation" if reserved is not None else "forecast"})
     for uid, pod in book.parked.items():
         out.append({"pod": pod.key, "uid": uid, "vc": ad.vcs.vc_of(pod), "rank": -1, "gpus": pod.gpus,
-                    "priority": None, "reason": book.waiting.get(uid, ""), **_eta(None, now)})
+                    "priority": None, "reason": book.waiting.get(uid, ""), **_eta(None, now), "eta_source": None})
     return out
 
 
