@@ -23,8 +23,10 @@ that later picks other nodes moves the plan with it.
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_right
+from collections.abc import Iterator
 
 _INF = math.inf
 
@@ -66,29 +68,34 @@ class NodeProfile:
                 limit: int = 0) -> list[tuple[float, float]]:
         """The starts >= ``after`` (and <= ``until``) at which ``gpus`` stay free for ``run`` s, as
         closed intervals [lo, hi] in time order (the first ``limit`` of them when ``limit``)."""
+        out: list[tuple[float, float]] = []
+        for window in self.iter_windows(gpus, run, after, until):
+            out.append(window)
+            if len(out) == limit:
+                break
+        return out
+
+    def iter_windows(self, gpus: int, run: float, after: float, until: float = _INF) -> Iterator[tuple[float, float]]:
+        """:meth:`windows`, one at a time (a caller that stops early walks no further)."""
         times, free = self.times, self.free
         n = len(times)
         i = max(0, bisect_right(times, after) - 1)
-        out: list[tuple[float, float]] = []
         while i < n:
             if free[i] < gpus:
                 if times[i] > until:
-                    break
+                    return
                 i += 1
                 continue
             lo = max(times[i], after)
             if lo > until:
-                break
+                return
             k = i + 1
             while k < n and free[k] >= gpus:
                 k += 1
             hi = (times[k] if k < n else _INF) - run
             if hi >= lo:
-                out.append((lo, hi))
-                if len(out) == limit:
-                    break
+                yield lo, hi
             i = k + 1
-        return out
 
     def _split(self, t: float) -> int:
         times = self.times
@@ -170,35 +177,35 @@ class NodePlan:
         return self._earliest_gang(shape, run, after)
 
     def _earliest_gang(self, shape: list[int], run: float, after: float):
+        """A sweep over the nodes' windows in time order, each node's drawn only as far as the
+        sweep gets: the first time ``whole`` full nodes and one more with the rest are open."""
         per = self.per
         whole = sum(1 for g in shape if g == per)
         rest = shape[-1] if shape[-1] != per else 0
-        events: list[tuple[float, int, int, int]] = []   # (time, 0 open / 1 close, kind, local)
+        heap: list[tuple[float, int, int, int, Iterator]] = []   # (time, 0 open / 1 close, kind, local, windows)
         for local, prof in enumerate(self.profiles):
-            for lo, hi in prof.windows(per, run, after):
-                events.append((lo, 0, 0, local))
-                events.append((hi, 1, 0, local))
-            if rest:
-                for lo, hi in prof.windows(rest, run, after):
-                    events.append((lo, 0, 1, local))
-                    events.append((hi, 1, 1, local))
-        events.sort()
-        full: set[int] = set()
-        part: set[int] = set()
-        i, n = 0, len(events)
-        while i < n:
-            t = events[i][0]
-            k = i
-            while k < n and events[k][0] == t and events[k][1] == 0:   # opens at t
-                (full if events[k][2] == 0 else part).add(events[k][3])
-                k += 1
-            if t < _INF and len(full) >= whole and (not rest or len(part) >= whole + 1):
+            for kind, gpus in ((0, per), (1, rest)) if rest else ((0, per),):
+                gen = prof.iter_windows(gpus, run, after)
+                first = next(gen, None)
+                if first is not None:
+                    heap.append((first[0], 0, kind, local, gen, first[1]))
+        heapq.heapify(heap)
+        open_: tuple[set[int], set[int]] = (set(), set())
+        while heap:
+            t, close, kind, local, gen, hi = heapq.heappop(heap)
+            if close:
+                open_[kind].discard(local)
+                nxt = next(gen, None)
+                if nxt is not None:
+                    heapq.heappush(heap, (nxt[0], 0, kind, local, gen, nxt[1]))
+                continue
+            open_[kind].add(local)
+            heapq.heappush(heap, (hi, 1, kind, local, gen, hi))
+            if heap and heap[0][0] == t and heap[0][1] == 0:
+                continue   # more windows open at t: count them all first
+            full, part = open_
+            if len(full) >= whole and (not rest or len(part) >= whole + 1):
                 return t, self._gang_nodes(t, full, part, whole, rest)
-            while k < n and events[k][0] == t:   # closes at t (after the check: intervals are closed)
-                if events[k][1] == 1:
-                    (full if events[k][2] == 0 else part).discard(events[k][3])
-                k += 1
-            i = k
         return None
 
     def _gang_nodes(self, t: float, full: set[int], part: set[int], whole: int, rest: int) -> list[tuple[int, int]]:
