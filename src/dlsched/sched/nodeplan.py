@@ -28,6 +28,8 @@ import math
 from bisect import bisect_right
 from collections.abc import Iterator
 
+from dlsched.sched.profile import FreeProfile
+
 _INF = math.inf
 
 
@@ -118,13 +120,16 @@ class NodeProfile:
 class NodePlan:
     """One VC's nodes, each a :class:`NodeProfile`; earliest starts by consolidate's shape rule."""
 
-    __slots__ = ("nodes", "local_of", "profiles", "per", "max_node")
+    __slots__ = ("nodes", "local_of", "profiles", "per", "max_node", "total")
 
     def __init__(self, now: float, nodes: list[int], free: list[int], releases: dict[int, list[tuple[float, int]]],
                  gpus_per_node: int, max_node_gpus: int) -> None:
         self.nodes = nodes
         self.local_of = {node: i for i, node in enumerate(nodes)}
         self.profiles = [NodeProfile(now, f, releases.get(node, ())) for node, f in zip(nodes, free)]
+        # the same plan in GPU counts: no node set has room before the counts do, so its earliest
+        # start is where the per-node search begins (it skips every step before it)
+        self.total = FreeProfile(now, sum(free), [r for node in nodes for r in releases.get(node, ())])
         self.per = gpus_per_node
         self.max_node = max_node_gpus
 
@@ -140,6 +145,7 @@ class NodePlan:
     def take_placement(self, placement, start: float, run: float) -> None:
         for node, mask in placement:
             self.profiles[self.local_of[node]].take(start, run, mask.bit_count())
+            self.total.take(start, run, mask.bit_count())
 
     def shape(self, gpus: int) -> list[int] | None:
         """GPUs per node a job of ``gpus`` takes: [gpus] on one node, or ``whole`` full nodes and
@@ -160,6 +166,10 @@ class NodePlan:
         shape = self.shape(gpus)
         if shape is None:
             return None
+        bound = self.total.earliest(gpus, run, after)
+        if bound is None:
+            return None
+        after = bound
         profiles = self.profiles
         if len(shape) == 1:
             best, pick, pick_free = _INF, -1, 0
@@ -220,3 +230,4 @@ class NodePlan:
     def take(self, start: float, run: float, taken: list[tuple[int, int]]) -> None:
         for local, gpus in taken:
             self.profiles[local].take(start, run, gpus)
+            self.total.take(start, run, gpus)
