@@ -127,8 +127,8 @@ class NodePlan:
         self.nodes = nodes
         self.local_of = {node: i for i, node in enumerate(nodes)}
         self.profiles = [NodeProfile(now, f, releases.get(node, ())) for node, f in zip(nodes, free)]
-        # the same plan in GPU counts: no node set has room before the counts do, so its earliest
-        # start is where the per-node search begins (it skips every step before it)
+        # the same plan in GPU counts (less the starts now): no node set has room before the
+        # counts do, so its earliest start is where the per-node search begins
         self.total = FreeProfile(now, sum(free), [r for node in nodes for r in releases.get(node, ())])
         self.per = gpus_per_node
         self.max_node = max_node_gpus
@@ -145,7 +145,8 @@ class NodePlan:
     def take_placement(self, placement, start: float, run: float) -> None:
         for node, mask in placement:
             self.profiles[self.local_of[node]].take(start, run, mask.bit_count())
-            self.total.take(start, run, mask.bit_count())
+        # not taken from ``total``: a start now would walk all its steps (quadratic in a pass of
+        # many starts), and counts with more free GPUs are still a lower bound
 
     def shape(self, gpus: int) -> list[int] | None:
         """GPUs per node a job of ``gpus`` takes: [gpus] on one node, or ``whole`` full nodes and
