@@ -201,3 +201,65 @@ def test_gangs_run_with_reservations(name):
     Simulator(ClusterSpec.from_vc_sizes({"v": 2}, 4), pol, None).run(jobs)
     assert all(j.end_time > 0 for j in jobs) and len(shares) == len(jobs)
     assert all(n % 2 == 0 for per_node in shares for n in per_node)
+
+
+def _fragmented() -> list[Job]:
+    shape = [("p", 1, 0.0, 10.0), ("q", 1, 0.0, 50.0), ("r", 1, 0.0, 10.0), ("s", 1, 0.0, 50.0),
+             ("d", 2, 1.0, 5.0), ("e", 1, 2.0, 30.0)]
+    return [Job(i, "v", g, t, d, time_limit_s=d) for i, g, t, d in shape]
+
+
+def test_conservative_plans_per_node_so_a_fragmented_start_is_not_promised():
+    """Two nodes of 2 GPUs, consolidate (best fit, lowest index on ties); estimates exact.
+
+    t=0: p (1 GPU, 10 s) -> node 0; q (1, 50 s) -> node 0 (the tightest); r (1, 10 s) -> node 1;
+    s (1, 50 s) -> node 1. At 10 p and r end: one free GPU on each node; at 50 q and s end.
+    t=1: d (2 GPUs, 5 s). A plan in GPU counts has 2 free at 10 and promises d 10 -- but no node
+        has 2 GPUs then, so at 10 d could not start and its reservation would break (first
+        promised 10, started 50: 40 s late). Per node: node 0 and node 1 have 2 free from 50 only:
+        d is reserved at 50 (node 0, lowest index).
+    t=2: e (1 GPU, 30 s): per node, node 0 has 1 free over [10, 50) and e's [10, 40) ends before
+        d's 50: reserved at 10 (node 0, the tightest, lowest index).
+    t=10: e starts on node 0 (ends 40); d waits. t=50: q and s end, d starts on node 0.
+    Starts: p q r s 0, e 10, d 50; both reservations kept.
+    """
+    from dlsched.sched.nodeplan import NodePlan
+    from dlsched.sched.profile import FreeProfile
+
+    counted = FreeProfile(1.0, 0, [(10.0, 1), (10.0, 1), (50.0, 1), (50.0, 1)])
+    assert counted.earliest(2, 5.0, 1.0) == 10.0   # the GPU-count plan's promise, unplaceable at 10
+    per_node = NodePlan(1.0, [0, 1], [0, 0], {0: [(10.0, 1), (50.0, 1)], 1: [(10.0, 1), (50.0, 1)]}, 2, 2)
+    assert per_node.earliest(2, 5.0, 1.0) == (50.0, [(0, 2)])
+    jobs = _fragmented()
+    pol = make_policy("conservative", estimate="limit")
+    nodes: dict[str, list[int]] = {}
+    passes = pol.schedule
+
+    def recorded(view, vc):   # each start's nodes, as the policy decided them
+        for decision in passes(view, vc):
+            if isinstance(decision, Start):
+                nodes[decision.job.job_id] = [node for node, _ in decision.placement]
+            yield decision
+
+    pol.schedule = recorded
+    Simulator(ClusterSpec.from_vc_sizes({"v": 2}, 2), pol, None).run(jobs)
+    assert {j.job_id: j.start_time for j in jobs} == {"p": 0.0, "q": 0.0, "r": 0.0, "s": 0.0, "d": 50.0, "e": 10.0}
+    assert nodes == {"p": [0], "q": [0], "r": [1], "s": [1], "e": [0], "d": [0]}
+    first = {j.job_id: r[0] for j, r in pol.book.records.items()}
+    assert first == {"d": 50.0, "e": 10.0}
+    assert pol.summary()["broken"] == 0 and pol.summary()["backfilled_jobs"] == 1
+
+
+def test_a_gang_larger_than_a_node_is_reserved_on_whole_nodes():
+    """Three nodes of 4 GPUs. A job of 6 GPUs needs one whole free node plus 2 GPUs on another.
+    Node 0 is free from 10, node 1 has 2 free from 5 (4 from 30), node 2 is free from 20: at 10
+    node 0 is whole and node 1 has 2 -> 10, on node 0 (whole) and node 1 (the rest, most free)."""
+    from dlsched.sched.nodeplan import NodePlan
+
+    plan = NodePlan(0.0, [0, 1, 2], [0, 0, 0], {0: [(10.0, 4)], 1: [(5.0, 2), (30.0, 2)], 2: [(20.0, 4)]}, 4, 4)
+    assert plan.earliest(6, 15.0, 0.0) == (10.0, [(0, 4), (1, 2)])
+    # a run of 25 s: node 1's 2 GPUs stay free ([5, inf)), node 0 too -> still 10
+    assert plan.earliest(6, 25.0, 0.0) == (10.0, [(0, 4), (1, 2)])
+    plan.take(10.0, 15.0, [(0, 4), (1, 2)])
+    # the next 8-GPU job (two whole nodes): node 0 free again from 25, node 2 from 20 -> 25
+    assert plan.earliest(8, 5.0, 0.0) == (25.0, [(0, 4), (2, 4)])
