@@ -185,6 +185,22 @@ def borrowing_possible(specs: Iterable[QueueSpec]) -> bool:
     return any(tree.may_lend_between(a, b) for a in leaves if tree.specs[a].may_borrow for b in leaves if b != a)
 
 
+def borrowing_blocker(policy, cap: int, cap_text: str = "max_jobs_per_gpu = 1") -> str:
+    """Why queues that borrow cannot run under ``policy`` with ``cap`` jobs per GPU ('' when they
+    can): the one rule the simulator, a forecast's twin and the live service apply (``run/build.py``
+    checks the same before a run, in the words of the command line). ``cap_text`` is how the
+    driver names the exclusive-GPU setting."""
+    name = getattr(policy, "name", type(policy).__name__)
+    if getattr(policy, "preemptive", False):
+        return f"queues that borrow need a non-preemptive ordering policy; {name} preempts on its own"
+    if getattr(policy, "reserves", False):
+        return (f"queues that borrow need a policy without reservations; {name} holds reservations on "
+                f"its VC's own GPUs, which loans and reclaims do not see")
+    if cap != 1:
+        return f"queues that borrow need exclusive GPUs ({cap_text})"
+    return ""
+
+
 class DecayedUsage:
     """GPU-seconds decayed with a half-life, exact for piecewise-constant GPU counts."""
 

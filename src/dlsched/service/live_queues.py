@@ -24,6 +24,7 @@ class QueueSetting:
         borrowing stays off although the queues allow it: as in the simulator, borrowing needs an
         ordering policy that does not preempt on its own (reclaims are the manager's
         preemptions) and exclusive GPUs."""
+        from dlsched.kernel.queue_tree import borrowing_blocker
         from dlsched.kernel.quotas import borrowing_possible
         from dlsched.traces.cluster_queues import queues_to_toml
 
@@ -32,12 +33,9 @@ class QueueSetting:
         self.specs = tuple(specs)
         self.refused = ""
         if self.specs and borrowing_possible(self.specs):
-            if getattr(policy, "preemptive", False):
-                self.refused = (f"queues that borrow need a non-preemptive ordering policy; "
-                                f"{policy.name} preempts on its own: borrowing and reclaim are off")
-            elif host.state.cap != 1:
-                self.refused = (f"queues that borrow need exclusive GPUs (--max-jobs-per-gpu 1, "
-                                f"not {host.state.cap}): borrowing and reclaim are off")
+            blocker = borrowing_blocker(policy, host.state.cap, f"--max-jobs-per-gpu 1, not {host.state.cap}")
+            if blocker:
+                self.refused = f"{blocker}: borrowing and reclaim are off"
         enforced = self.specs if not self.refused else ()
         # a stimulus like any other (recorded, so a replay applies it through the same handler)
         host.handle(QueuesChanged(enforced))

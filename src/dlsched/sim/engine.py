@@ -32,6 +32,7 @@ from dlsched.core.cluster import ClusterSpec
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.entry import Kernel
 from dlsched.kernel.limits import LimitClock
+from dlsched.kernel.queue_tree import borrowing_blocker
 from dlsched.kernel.quotas import QuotaManager, borrowing_possible
 from dlsched.kernel.state import ClusterState, StateError
 from dlsched.kernel.stimuli import VC_TIMER
@@ -335,11 +336,9 @@ class Simulator:
         specs = self.config.queues
         if not specs or not borrowing_possible(specs):
             return None
-        if getattr(self.policy, "preemptive", False):
-            raise SimulationError(f"queues that borrow need a non-preemptive ordering policy; "
-                                  f"{self.policy.name} preempts on its own")
-        if state.cap != 1:
-            raise SimulationError("queues that borrow need exclusive GPUs (max_jobs_per_gpu = 1)")
+        blocker = borrowing_blocker(self.policy, state.cap)
+        if blocker:
+            raise SimulationError(blocker)
         try:
             return QuotaManager(specs, state, self.config.queue_half_life)
         except ValueError as exc:

@@ -17,6 +17,7 @@ from dlsched.core.cluster import ClusterSpec, VirtualCluster
 from dlsched.core.job import Job, JobState, Predicted
 from dlsched.core.truth import duration as _forecast_duration
 from dlsched.core.truth import forecast
+from dlsched.kernel.queue_tree import borrowing_blocker
 from dlsched.kernel.quotas import QueueSpec, QuotaManager
 from dlsched.kernel.state import ClusterState
 from dlsched.sched.indexes import attach_plugins
@@ -119,10 +120,9 @@ def queue_specs_of(manager: QuotaManager) -> tuple[QueueSpec, ...]:
 def check_borrowing(policy, state: ClusterState) -> None:
     """The simulator's conditions for queues that borrow (``sim/engine.py``), for a twin asked to
     borrow: ValueError naming what stands in the way."""
-    if getattr(policy, "preemptive", False):
-        raise ValueError(f"queues that borrow need a non-preemptive ordering policy; {policy.name} preempts on its own")
-    if state.cap != 1:
-        raise ValueError("queues that borrow need exclusive GPUs (max_jobs_per_gpu = 1)")
+    blocker = borrowing_blocker(policy, state.cap)
+    if blocker:
+        raise ValueError(blocker)
 
 
 def copy_usage(manager: QuotaManager, source: QuotaManager | None, leaves: list[str], now: float) -> None:
