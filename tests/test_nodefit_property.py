@@ -169,12 +169,16 @@ def test_hostile_pods_and_nodes_get_reasons_never_exceptions(data: st.DataObject
     p, n, bound = (mutated if which == "pod" else p, mutated if which == "node" else n,
                    [mutated] if which == "bound" else bound)
     r = feasible(p, [n, node("spare")], {"n": bound})
-    assert set(r.nodes) | set(r.reasons) <= {"n", "spare", "nodes[0]"}
+    meta = mutated.get("metadata") if which == "node" and isinstance(mutated, dict) else None
+    # the first node's name as mutated: a renamed node keeps its new name; without one it is nodes[0]
+    name = meta["name"] if isinstance(meta, dict) and isinstance(meta.get("name"), str) and meta["name"] else \
+        ("n" if which != "node" else "nodes[0]")
+    assert set(r.nodes) | set(r.reasons) <= {"n", "spare", "nodes[0]", name}
     assert all(r.reasons[x] and all(isinstance(s, str) for s in r.reasons[x]) for x in r.reasons)
     assert isinstance(r.message, str) and r.message
     assert all(isinstance(s, str) for s in unsupported(p))
-    if which == "node" and "n" not in r.nodes:
-        assert ("n" in r.reasons) or ("nodes[0]" in r.reasons)
+    if which == "node" and name not in r.nodes:
+        assert name in r.reasons or "nodes[0]" in r.reasons
 
 
 def test_hostile_examples_name_the_field() -> None:
