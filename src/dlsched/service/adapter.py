@@ -22,6 +22,7 @@ from dlsched.core.job import Job, JobState
 from dlsched.kernel.stimuli import (
     BindFailed,
     BindSucceeded,
+    GpuTypeChanged,
     JobFinished,
     JobSubmitted,
     JobTimedOut,
@@ -121,7 +122,7 @@ class Adapter:
                 if spec.gpu_type != gtype:
                     # a type or memory label changed: applied at once, busy or not (the old
                     # figure would let co-located pods overfill the node's GPUs)
-                    st.set_gpu_type(idx, gtype, now)
+                    self.handle(GpuTypeChanged(idx, gtype), now)   # recorded: replay --stimuli follows it
                     self.counters["node GPU types or memory changed in place"] += 1
         if idx is None:
             if node.gpus == 0:
