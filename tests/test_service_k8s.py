@@ -25,6 +25,12 @@ from support.service_proc import ServiceProcess  # noqa: E402
 
 NODES, GPUS_PER_NODE = 6, 8
 HOLD = 0.5          # seconds a bound pod "runs" before the test deletes it
+# The restart and failover tests run without the ETA timer: its dlsched.io/eta patches of pending
+# pods are pod updates, which move them out of kube-scheduler's unschedulable queue as a nudge
+# does. Before the fix (0ecc9b7) they alone bound the parked pods within 5 s of a restart (the
+# restarted process's first ETAs); in the reported run the pods had ETAs already and waited for
+# the 60-s flush. Without them, only the restarted service's nudges can bind the parked pods.
+NO_ETA = ("--eta-interval", "0")
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +192,7 @@ def test_kill9_while_pods_stream_in_then_restart(cluster):
     cp, port, tmp = cluster
     sizes = _sizes(40, seed=11)
     db = f"sqlite:///{tmp}/crash.db"
-    svc = ServiceProcess(port, cp.api_url, cp.token, db, "fifo", tmp / "crash.log").start()
+    svc = ServiceProcess(port, cp.api_url, cp.token, db, "fifo", tmp / "crash.log", extra=NO_ETA).start()
     work = Workload(cp, "crash", sizes)
     creator = threading.Thread(target=work.create, kwargs={"gap": 0.1})
     creator.start()
@@ -232,7 +238,7 @@ def test_a_restarted_service_nudges_the_pods_kube_scheduler_parked_while_it_was_
     only if the restarted service nudges them, within the 2-s backoff, not after the 60-s flush."""
     cp, port, tmp = cluster
     svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{tmp}/restart.db", "fifo",
-                         tmp / "restart.log").start()
+                         tmp / "restart.log", extra=NO_ETA).start()
     work = Workload(cp, "restart", [GPUS_PER_NODE] * (2 * NODES))
     try:
         work.hold = True
