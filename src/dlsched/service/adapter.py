@@ -127,7 +127,9 @@ class Adapter:
         if idx is None:
             if node.gpus == 0:
                 self.counters["nodes without GPUs ignored"] += 1
+                self.book.not_awaited.add(node.name)   # known: a filter naming it waits for nothing
                 return
+            self.book.not_awaited.discard(node.name)
             if not known:
                 self.counters["unknown GPU type labels"] += 1
             self.handle(NodeChanged("added", spec=NodeSpec(node.name, node.vc, node.gpus, gtype)), now)
@@ -157,6 +159,7 @@ class Adapter:
 
     def node_gone(self, name: str) -> None:
         """A node was deleted: closed at once, removed once its pods are gone."""
+        self.book.not_awaited.discard(name)
         idx = self.state.node_index.get(name)
         if idx is None:
             return
