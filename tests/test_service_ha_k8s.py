@@ -22,7 +22,14 @@ pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
 pytest.importorskip("psycopg")
 
-from support.control_plane import add_gpu_node, audit_writes, extender_control_plane, free_port, replica_token
+from support.control_plane import (
+    add_gpu_node,
+    audit_writes,
+    extender_control_plane,
+    free_port,
+    gpu_pod,
+    replica_token,
+)
 from support.postgres import Postgres, pg_bindir
 from support.service_proc import ServiceProcess
 from support.tcp_proxy import TcpProxy
@@ -241,10 +248,11 @@ def test_a_leader_paused_past_its_lease_writes_nothing_when_it_runs_again(shared
     no write of any kind from the old leader after its renew deadline (its last Lease renewal +
     the deadline), until it exits.
 
-    The queue: 24 one-GPU pods wait on six full nodes (answered "wait", parked by kube-scheduler
-    as unschedulable); three 8-GPU pods then succeed (a status update, no event that makes
-    kube-scheduler retry), the leader nominates 24 pods at once and queues a nudge for each, and
-    it is stopped as soon as it has sent the first. Before the fix (0ecc9b7) its worker sent the
+    The queue: FIFO's head (8 GPUs) finds no whole node free, and the 24 one-GPU pods behind it
+    are answered "wait" (kube-scheduler sees 7 free GPUs and asks) and parked as unschedulable;
+    three 8-GPU pods then succeed (a status update, no event that makes kube-scheduler retry),
+    the leader nominates the head and 23 pods at once and queues a nudge for each of those 23,
+    and it is stopped as soon as it has sent the first. Before the fix (0ecc9b7) its worker sent the
     rest on resuming (the pass and the Binding were fenced, the workers were not)."""
     if pg_bindir() is None:
         pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
@@ -267,22 +275,29 @@ def test_a_leader_paused_past_its_lease_writes_nothing_when_it_runs_again(shared
                                       *timing)).start()
             _wait(lambda: _leader(b)["leader"] == "replica-a", 10, "replica-b follows replica-a")
             proxy = TcpProxy(port, [b.port])   # kube-scheduler's calls reach the follower, which forwards them
-            big = Workload(cp, "pause", [GPUS_PER_NODE] * NODES)   # every node full
+            big = Workload(cp, "pause", [GPUS_PER_NODE] * (NODES - 1) + [1])   # 7 GPUs left on one node
             big.hold = True
             big.create()
             _wait(lambda: big.poll() or len(big.bound) == NODES, 60, "6 pods bound by replica-a")
+            # FIFO's head needs a whole node, none has one: the 24 pods behind it are answered
+            # "wait" (kube-scheduler sees 7 free GPUs and asks) and parked as unschedulable
+            status, body = cp.request("POST", "/api/v1/namespaces/default/pods", gpu_pod("pause-head", 8, "pause"))
+            assert status == 201, body
             small = Workload(cp, "pausesmall", [1] * 24)
             small.hold = True
             small.create()
             _wait(lambda: _parked(cp, "pausesmall") == 24, 60, "24 pods parked as unschedulable")
             sent_before = _leader_stats(a).get("nudges", 0)
-            finished = sorted(big.bound)[:3]
-            for name in finished:   # 24 GPUs free: replica-a nominates the 24 pods and queues their nudges
+            finished = sorted(n for n, rec in big.bound.items() if len(rec["gpus"]) == GPUS_PER_NODE)[:3]
+            for name in finished:   # 24 GPUs free: replica-a nominates the head and 23 pods, queues their nudges
                 status, body = cp.request("PATCH", f"/api/v1/namespaces/default/pods/{name}/status",
                                           {"status": {"phase": "Succeeded"}},
                                           content_type="application/merge-patch+json")
                 assert status == 200, body
-            _wait(lambda: _leader_stats(a).get("nudges", 0) > sent_before, 30, "replica-a's first nudge")
+            deadline = time.monotonic() + 30
+            while _leader_stats(a).get("nudges", 0) == sent_before:   # stopped at its first nudge
+                assert time.monotonic() < deadline, "replica-a's first nudge: not within 30 s"
+                time.sleep(0.005)
             os.kill(a.proc.pid, signal.SIGSTOP)
             paused = time.time()
             try:
@@ -317,10 +332,10 @@ def test_a_leader_paused_past_its_lease_writes_nothing_when_it_runs_again(shared
                and e["objectRef"].get("subresource") == "binding"]
     print(f"\npause: replica-a stopped {paused - deadline + 3.0:.2f} s after its last renewal, replica-b ready "
           f"{took_over - paused:.2f} s after the stop, replica-a resumed {resumed - took_over:.2f} s later and "
-          f"exited with {a.proc.returncode}; pods replica-a nudged before its deadline: {len(nudged)} of 24; writes "
+          f"exited with {a.proc.returncode}; pods replica-a nudged before its deadline: {len(nudged)} of 23; writes "
           f"by replica-a: {len(by_a)} in all, {len(late)} after its renew deadline {late[:5]}; Bindings by "
           f"replica-b: {len(b_binds)}")
     assert [e for e in by_a if e["objectRef"].get("subresource") == "binding"]   # it did write while it led
-    assert 1 <= len(nudged) < 24    # it was stopped with nudges queued: what the old code sent on resuming
+    assert 1 <= len(nudged) < 23    # it was stopped with nudges queued: what the old code sent on resuming
     assert b_binds and a.proc.returncode == 1 and "lost the lease" in a.log()
     assert late == []
