@@ -205,10 +205,22 @@ def test_kill9_while_pods_stream_in_then_restart(cluster):
             svc.kill9()
             state["killed"] = True
             state["created_at_kill"] = w.created
-            time.sleep(2.0)         # the scheduler meets a dead extender meanwhile
+            # room for the pending pods at once, while the extender is down (their retries are
+            # refused and kube-scheduler parks them), then no pod is deleted until the restarted
+            # service's first bind: no cluster event makes kube-scheduler retry them, its nudges must
+            w.hold = True
+            for name in [n for n in w.bound if n not in w.deleted]:
+                cp.request("DELETE", f"/api/v1/namespaces/default/pods/{name}?gracePeriodSeconds=0")
+                w.deleted.add(name)
+            state["bound_at_kill"] = len(w.bound)
+            creator.join()          # every pod created while the extender is down (none after the restart)
+            time.sleep(6.0)         # their retries are refused; with a 2-s backoff all are parked
             svc.start()
-            state["ready_wall"] = time.time()
+            state["ready_wall"], state["ready_t"] = time.time(), time.monotonic()
             state["restarted"] = True
+        elif w.hold and state["restarted"] and (len(w.bound) > state["bound_at_kill"]
+                                               or time.monotonic() - state["ready_t"] > 90):
+            w.hold = False   # the first bind after the restart (or the flush's time): churn again
     try:
         work.run(timeout=240, during=crash_once)
         creator.join()
