@@ -21,7 +21,7 @@ HANDLERS = {"JobSubmitted": "on_submitted", "PassRequested": "on_pass", "BindSuc
             "JobEvicted": "on_evicted", "JobWithdrawn": "on_withdrawn", "PredictionCorrected": "on_corrected",
             "NodeChanged": "on_node", "PowerChanged": "on_power", "TimerFired": "on_timer",
             "JobAdopted": "on_adopted", "QueuesChanged": "on_queues",
-            "JobTimedOut": "on_timed_out"}
+            "JobTimedOut": "on_timed_out", "GpuTypeChanged": "on_gpu_type"}
 
 
 def kernel() -> Kernel:

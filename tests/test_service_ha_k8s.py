@@ -22,11 +22,18 @@ pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
 pytest.importorskip("psycopg")
 
-from support.control_plane import add_gpu_node, audit_writes, extender_control_plane, free_port, gpu_pod
+from support.control_plane import (
+    add_gpu_node,
+    audit_writes,
+    extender_control_plane,
+    free_port,
+    gpu_pod,
+    replica_token,
+)
 from support.postgres import Postgres, pg_bindir
 from support.service_proc import ServiceProcess
 from support.tcp_proxy import TcpProxy
-from test_service_k8s import Workload, _settled, _sizes, nomination_to_bind
+from test_service_k8s import NO_ETA, Workload, _settled, _sizes, nomination_to_bind
 
 NODES, GPUS_PER_NODE = 6, 8
 TAKEOVER_LIMIT_S = 15.0
@@ -35,12 +42,19 @@ NOMINATED_BIND_LIMIT_S = 10.0   # a pod nominated by the new leader, to its bind
 
 
 def _replica(cp, tmp, name: str, db: str) -> ServiceProcess:
+    # without the ETA timer (NO_ETA: its patches of pending pods nudge kube-scheduler too), so that
+    # only the new leader's nudges can bring back the pods parked while no replica led
     return ServiceProcess(free_port(), cp.api_url, cp.token, db, "fifo", tmp / f"{name}.log",
-                          extra=("--leader-elect", "--leader-id", name, "--lease-namespace", "default"))
+                          extra=("--leader-elect", "--leader-id", name, "--lease-namespace", "default", *NO_ETA))
 
 
 def _leader(svc: ServiceProcess) -> dict:
     return svc.get("/api/v1/leader")
+
+
+def _leader_stats(svc: ServiceProcess) -> dict:
+    """The replica's bind and nudge counters (``binds`` of /api/v1/state: nudges sent, skipped, failed)."""
+    return svc.get("/api/v1/state")["binds"]
 
 
 def _check_bound_once_as_nominated(work: Workload, decisions: list[dict], kill_wall: float) -> int:
@@ -218,54 +232,85 @@ def _stamp(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
+def _parked(cp, tag: str) -> int:
+    """Pods labelled ``run: tag`` that kube-scheduler marked unschedulable (PodScheduled False):
+    parked in its unschedulable queue, retried only on a cluster event, a pod update or the flush."""
+    status, listing = cp.request("GET", f"/api/v1/namespaces/default/pods?labelSelector=run%3D{tag}")
+    assert status == 200
+    return sum(any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                   for c in (p.get("status") or {}).get("conditions") or []) for p in listing["items"])
+
+
 def test_a_leader_paused_past_its_lease_writes_nothing_when_it_runs_again(shared, tmp_path):
-    """Issue 33, point 4: the leader is stopped (SIGSTOP) past its lease while pods stream in, the
-    follower takes over and binds, and the old leader is resumed 6 s after that. The API server's
-    audit log (every write, with the replica's User-Agent) shows no write of any kind from the old
-    leader after its renew deadline (its last Lease renewal + the deadline), until it exits."""
+    """Issue 33, point 4: the leader is stopped (SIGSTOP) while its nudge worker has writes queued,
+    past its lease; the follower takes over and binds, and the old leader is resumed 6 s after
+    that. The API server's audit log (every write, by user: each replica has its own token) shows
+    no write of any kind from the old leader after its renew deadline (its last Lease renewal +
+    the deadline), until it exits.
+
+    The queue: FIFO's head (8 GPUs) finds no whole node free, and the 24 one-GPU pods behind it
+    are answered "wait" (kube-scheduler sees 7 free GPUs and asks) and parked as unschedulable;
+    three 8-GPU pods then succeed (a status update, no event that makes kube-scheduler retry),
+    the leader nominates the head and 23 pods at once and queues a nudge for each of those 23,
+    and it is stopped as soon as it has sent the first. Before the fix (0ecc9b7) its worker sent the
+    rest on resuming (the pass and the Binding were fenced, the workers were not)."""
     if pg_bindir() is None:
         pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
     import os
     import signal
 
-    timing = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5",
-              "--eta-interval", "1", "--eta-threshold", "0")   # the ETA timer writes whenever it can
+    timing = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5", *NO_ETA)
     with extender_control_plane(shared, audit=True) as (cp, port):
         for i in range(NODES):
             add_gpu_node(cp, f"gpu-{i}", GPUS_PER_NODE)
         pg = Postgres().start()
         a = b = proxy = None
         try:
-            a = ServiceProcess(free_port(), cp.api_url, cp.token, pg.url, "fifo", tmp_path / "a.log",
+            a = ServiceProcess(free_port(), cp.api_url, replica_token("replica-a"), pg.url, "fifo", tmp_path / "a.log",
                                extra=("--leader-elect", "--leader-id", "replica-a", "--lease-namespace", "default",
                                       *timing)).start()
             _wait(lambda: _leader(a)["ready"], 30, "replica-a leads")
-            b = ServiceProcess(free_port(), cp.api_url, cp.token, pg.url, "fifo", tmp_path / "b.log",
+            b = ServiceProcess(free_port(), cp.api_url, replica_token("replica-b"), pg.url, "fifo", tmp_path / "b.log",
                                extra=("--leader-elect", "--leader-id", "replica-b", "--lease-namespace", "default",
                                       *timing)).start()
             _wait(lambda: _leader(b)["leader"] == "replica-a", 10, "replica-b follows replica-a")
             proxy = TcpProxy(port, [b.port])   # kube-scheduler's calls reach the follower, which forwards them
-            work = Workload(cp, "pause", [4] * 16)     # 12 fit, 4 wait
-            work.hold = True
-            work.create()
-            _wait(lambda: work.poll() or len(work.bound) == 12, 60, "12 pods bound by replica-a")
+            big = Workload(cp, "pause", [GPUS_PER_NODE] * (NODES - 1) + [1])   # 7 GPUs left on one node
+            big.hold = True
+            big.create()
+            _wait(lambda: big.poll() or len(big.bound) == NODES, 60, "6 pods bound by replica-a")
+            # FIFO's head needs a whole node, none has one: the 24 pods behind it are answered
+            # "wait" (kube-scheduler sees 7 free GPUs and asks) and parked as unschedulable
+            status, body = cp.request("POST", "/api/v1/namespaces/default/pods", gpu_pod("pause-head", 8, "pause"))
+            assert status == 201, body
+            small = Workload(cp, "pausesmall", [1] * 24)
+            small.hold = True
+            small.create()
+            _wait(lambda: _parked(cp, "pausesmall") == 24, 60, "24 pods parked as unschedulable")
+            sent_before = _leader_stats(a).get("nudges", 0)
+            finished = sorted(n for n, rec in big.bound.items() if len(rec["gpus"]) == GPUS_PER_NODE)[:3]
+            for name in finished:   # 24 GPUs free: replica-a nominates the head and 23 pods, queues their nudges
+                status, body = cp.request("PATCH", f"/api/v1/namespaces/default/pods/{name}/status",
+                                          {"status": {"phase": "Succeeded"}},
+                                          content_type="application/merge-patch+json")
+                assert status == 200, body
+            deadline = time.monotonic() + 30
+            while _leader_stats(a).get("nudges", 0) == sent_before:   # stopped at its first nudge
+                assert time.monotonic() < deadline, "replica-a's first nudge: not within 30 s"
+                time.sleep(0.005)
             os.kill(a.proc.pid, signal.SIGSTOP)
             paused = time.time()
             try:
-                for i in range(6):                   # more pods while it stands still
-                    status, body = cp.request("POST", "/api/v1/namespaces/default/pods",
-                                              gpu_pod(f"pause-late-{i}", 2, "pause"))
-                    assert status == 201, body
                 _wait(lambda: _leader(b)["ready"], 30, "replica-b leads")
                 took_over = time.time()
-                for name in sorted(work.bound)[:4]:     # room: the new leader binds
+                for name in finished:   # the pods are deleted: kube-scheduler retries, the new leader binds
                     cp.request("DELETE", f"/api/v1/namespaces/default/pods/{name}?gracePeriodSeconds=0")
                 time.sleep(6.0)
             finally:
                 os.kill(a.proc.pid, signal.SIGCONT)
             resumed = time.time()
             a.proc.wait(30)                             # it notices that it lost the lease and exits
-            _wait(lambda: work.poll() or len(work.bound) >= 16, 60, "the new leader binds")
+            _wait(lambda: small.poll() or len(small.bound) >= 20, 90, "the new leader binds")
         finally:
             for svc in (b, a):
                 if svc is not None:
@@ -274,19 +319,23 @@ def test_a_leader_paused_past_its_lease_writes_nothing_when_it_runs_again(shared
                 proxy.stop()
             pg.stop()
         events = audit_writes(cp)
-    by_a = [e for e in events if e.get("userAgent", "").startswith("dlsched/replica-a")]
+    by_a = [e for e in events if e.get("user", {}).get("username") == "replica-a"]
     renewals = [e for e in by_a if e["objectRef"]["resource"] == "leases"
                 and e.get("responseStatus", {}).get("code") == 200 and _stamp(e["stageTimestamp"]) < resumed]
     deadline = _stamp(renewals[-1]["stageTimestamp"]) + 3.0
     late = [(e["verb"], e["objectRef"].get("resource"), e["objectRef"].get("subresource"),
              e["objectRef"].get("name"), e.get("responseStatus", {}).get("code"))
             for e in by_a if _stamp(e["requestReceivedTimestamp"]) > deadline]
-    b_binds = [e for e in events if e.get("userAgent", "").startswith("dlsched/replica-b")
+    nudged = [e for e in by_a if e["verb"] == "patch" and e["objectRef"].get("name", "").startswith("pausesmall")
+              and _stamp(e["requestReceivedTimestamp"]) <= deadline]
+    b_binds = [e for e in events if e.get("user", {}).get("username") == "replica-b"
                and e["objectRef"].get("subresource") == "binding"]
     print(f"\npause: replica-a stopped {paused - deadline + 3.0:.2f} s after its last renewal, replica-b ready "
           f"{took_over - paused:.2f} s after the stop, replica-a resumed {resumed - took_over:.2f} s later and "
-          f"exited with {a.proc.returncode}; writes by replica-a: {len(by_a)} in all, {len(late)} after its renew "
-          f"deadline {late[:5]}; Bindings by replica-b: {len(b_binds)}")
+          f"exited with {a.proc.returncode}; pods replica-a nudged before its deadline: {len(nudged)} of 23; writes "
+          f"by replica-a: {len(by_a)} in all, {len(late)} after its renew deadline {late[:5]}; Bindings by "
+          f"replica-b: {len(b_binds)}")
     assert [e for e in by_a if e["objectRef"].get("subresource") == "binding"]   # it did write while it led
+    assert 1 <= len(nudged) < 23    # it was stopped with nudges queued: what the old code sent on resuming
     assert b_binds and a.proc.returncode == 1 and "lost the lease" in a.log()
     assert late == []

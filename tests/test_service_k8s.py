@@ -25,6 +25,12 @@ from support.service_proc import ServiceProcess  # noqa: E402
 
 NODES, GPUS_PER_NODE = 6, 8
 HOLD = 0.5          # seconds a bound pod "runs" before the test deletes it
+# The restart and failover tests run without the ETA timer: its dlsched.io/eta patches of pending
+# pods are pod updates, which move them out of kube-scheduler's unschedulable queue as a nudge
+# does. Before the fix (0ecc9b7) they alone bound the parked pods within 5 s of a restart (the
+# restarted process's first ETAs); in the reported run the pods had ETAs already and waited for
+# the 60-s flush. Without them, only the restarted service's nudges can bind the parked pods.
+NO_ETA = ("--eta-interval", "0")
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +192,7 @@ def test_kill9_while_pods_stream_in_then_restart(cluster):
     cp, port, tmp = cluster
     sizes = _sizes(40, seed=11)
     db = f"sqlite:///{tmp}/crash.db"
-    svc = ServiceProcess(port, cp.api_url, cp.token, db, "fifo", tmp / "crash.log").start()
+    svc = ServiceProcess(port, cp.api_url, cp.token, db, "fifo", tmp / "crash.log", extra=NO_ETA).start()
     work = Workload(cp, "crash", sizes)
     creator = threading.Thread(target=work.create, kwargs={"gap": 0.1})
     creator.start()
@@ -199,10 +205,22 @@ def test_kill9_while_pods_stream_in_then_restart(cluster):
             svc.kill9()
             state["killed"] = True
             state["created_at_kill"] = w.created
-            time.sleep(2.0)         # the scheduler meets a dead extender meanwhile
+            # room for the pending pods at once, while the extender is down (their retries are
+            # refused and kube-scheduler parks them), then no pod is deleted until the restarted
+            # service's first bind: no cluster event makes kube-scheduler retry them, its nudges must
+            w.hold = True
+            for name in [n for n in w.bound if n not in w.deleted]:
+                cp.request("DELETE", f"/api/v1/namespaces/default/pods/{name}?gracePeriodSeconds=0")
+                w.deleted.add(name)
+            state["bound_at_kill"] = len(w.bound)
+            creator.join()          # every pod created while the extender is down (none after the restart)
+            time.sleep(6.0)         # their retries are refused; with a 2-s backoff all are parked
             svc.start()
-            state["ready_wall"] = time.time()
+            state["ready_wall"], state["ready_t"] = time.time(), time.monotonic()
             state["restarted"] = True
+        elif w.hold and state["restarted"] and (len(w.bound) > state["bound_at_kill"]
+                                               or time.monotonic() - state["ready_t"] > 90):
+            w.hold = False   # the first bind after the restart (or the flush's time): churn again
     try:
         work.run(timeout=240, during=crash_once)
         creator.join()
@@ -232,7 +250,7 @@ def test_a_restarted_service_nudges_the_pods_kube_scheduler_parked_while_it_was_
     only if the restarted service nudges them, within the 2-s backoff, not after the 60-s flush."""
     cp, port, tmp = cluster
     svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{tmp}/restart.db", "fifo",
-                         tmp / "restart.log").start()
+                         tmp / "restart.log", extra=NO_ETA).start()
     work = Workload(cp, "restart", [GPUS_PER_NODE] * (2 * NODES))
     try:
         work.hold = True

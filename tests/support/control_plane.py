@@ -26,6 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TOKEN = "dlsched-test-admin-token"
+REPLICAS = ("replica-a", "replica-b")   # users with their own tokens: the audit log tells their writes apart
+
+
+def replica_token(name: str) -> str:
+    """The bearer token of user ``name`` (one of :data:`REPLICAS`, admins too): an audit event's
+    ``user.username`` names the replica whatever User-Agent its version sends."""
+    return f"dlsched-test-{name}-token"
 
 
 def free_port() -> int:
@@ -194,7 +201,8 @@ def start_control_plane(k8s_dir: Path, extender_url: str, cache_capable: bool = 
                        capture_output=True)
         subprocess.run(["openssl", "rsa", "-in", str(work / "sa.key"), "-pubout", "-out", str(work / "sa.pub")],
                        check=True, capture_output=True)
-        (work / "tokens.csv").write_text(f"{TOKEN},admin,admin,system:masters\n")
+        (work / "tokens.csv").write_text(f"{TOKEN},admin,admin,system:masters\n" + "".join(
+            f"{replica_token(r)},{r},{r},system:masters\n" for r in REPLICAS))
         etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
         _spawn(cp, "etcd", ["etcd", "--data-dir", str(work / "etcd"),
                             "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",

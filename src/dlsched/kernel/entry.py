@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from dlsched.core.cluster import NodeSpec
+from dlsched.core.cluster import GpuType, NodeSpec
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.decide import Decider
 from dlsched.kernel.decisions import Postpone, Preempt, Start
@@ -47,6 +47,7 @@ from dlsched.kernel.stimuli import (
     BindFailed,
     BindSucceeded,
     Evict,
+    GpuTypeChanged,
     JobAdopted,
     JobEvicted,
     JobFailed,
@@ -143,7 +144,8 @@ class Kernel:
             JobSubmitted: self.on_submitted, PassRequested: self.on_pass, BindSucceeded: self.on_bound,
             BindFailed: self.on_bind_failed, JobFinished: self.on_finished, JobFailed: self.on_failed,
             JobEvicted: self.on_evicted, JobWithdrawn: self.on_withdrawn,
-            PredictionCorrected: self.on_corrected, NodeChanged: self.on_node, PowerChanged: self.on_power,
+            PredictionCorrected: self.on_corrected, NodeChanged: self.on_node, GpuTypeChanged: self.on_gpu_type,
+            PowerChanged: self.on_power,
             TimerFired: self._timer_then_pass, JobAdopted: self.on_adopted, QueuesChanged: self.on_queues,
             JobTimedOut: self.on_timed_out,
         }
@@ -385,6 +387,14 @@ class Kernel:
             st.uncordon(node, now)
         else:
             raise StateError(f"unknown node change {change!r}")
+        self._dirty[st.vcs[st.node_vc[node]]] = None
+
+    def on_gpu_type(self, node: int, gpu_type: GpuType, now: float) -> None:
+        """``GpuTypeChanged``: the node's GPUs are of ``gpu_type`` from now on, busy or not
+        (:meth:`ClusterState.set_gpu_type`); its VC is decided again (more memory may let a
+        waiting job share a GPU there)."""
+        st = self.state
+        st.set_gpu_type(node, gpu_type, now)
         self._dirty[st.vcs[st.node_vc[node]]] = None
 
     def on_power(self, node: int, on: bool, now: float) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from dlsched.core.cluster import NodeSpec
+from dlsched.core.cluster import GpuType, NodeSpec
 from dlsched.core.job import Job
 from dlsched.kernel.decisions import Placement
 from dlsched.kernel.queue_tree import QueueSpec
@@ -97,6 +97,15 @@ class NodeChanged(NamedTuple):
     spec: NodeSpec | None = None
 
 
+class GpuTypeChanged(NamedTuple):
+    """A node's GPU type or memory per GPU changed while it stays (a label that arrived or was
+    corrected after it joined, busy or not): later placements and sharing checks read the new
+    memory; its jobs keep their GPUs."""
+
+    node: int
+    gpu_type: GpuType
+
+
 class PowerChanged(NamedTuple):
     """A node was powered on or off (Cluster Energy Saving)."""
 
@@ -131,7 +140,7 @@ class TimerFired(NamedTuple):
 
 
 Stimulus = (JobSubmitted | PassRequested | BindSucceeded | BindFailed | JobFinished | JobFailed | JobEvicted
-            | JobWithdrawn | PredictionCorrected | NodeChanged | PowerChanged | TimerFired | JobAdopted
+            | JobWithdrawn | PredictionCorrected | NodeChanged | GpuTypeChanged | PowerChanged | TimerFired | JobAdopted
             | QueuesChanged | JobTimedOut)
 
 

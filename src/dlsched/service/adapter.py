@@ -22,6 +22,7 @@ from dlsched.core.job import Job, JobState
 from dlsched.kernel.stimuli import (
     BindFailed,
     BindSucceeded,
+    GpuTypeChanged,
     JobFinished,
     JobSubmitted,
     JobTimedOut,
@@ -121,12 +122,14 @@ class Adapter:
                 if spec.gpu_type != gtype:
                     # a type or memory label changed: applied at once, busy or not (the old
                     # figure would let co-located pods overfill the node's GPUs)
-                    st.set_gpu_type(idx, gtype, now)
+                    self.handle(GpuTypeChanged(idx, gtype), now)   # recorded: replay --stimuli follows it
                     self.counters["node GPU types or memory changed in place"] += 1
         if idx is None:
             if node.gpus == 0:
                 self.counters["nodes without GPUs ignored"] += 1
+                self.book.not_awaited.add(node.name)   # known: a filter naming it waits for nothing
                 return
+            self.book.not_awaited.discard(node.name)
             if not known:
                 self.counters["unknown GPU type labels"] += 1
             self.handle(NodeChanged("added", spec=NodeSpec(node.name, node.vc, node.gpus, gtype)), now)
@@ -156,6 +159,7 @@ class Adapter:
 
     def node_gone(self, name: str) -> None:
         """A node was deleted: closed at once, removed once its pods are gone."""
+        self.book.not_awaited.discard(name)
         idx = self.state.node_index.get(name)
         if idx is None:
             return

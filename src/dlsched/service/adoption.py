@@ -39,8 +39,7 @@ def bound_pod(host: LiveHost, pod: PodFacts, job: Job | None) -> None:
     if idx is None:
         book.park(pod, f"bound to node {pod.node_name}, which the service does not know (yet)")
         return
-    mask = adopt_mask(host, idx, pod)
-    if mask is None:
+    if room_of(st, idx).bit_count() < pod.gpus:
         host.counters["bound pods without room (over-committed node)"] += 1
         book.park(pod, f"bound to {pod.node_name} but its GPUs are all held")
         return
@@ -52,6 +51,7 @@ def bound_pod(host: LiveHost, pod: PodFacts, job: Job | None) -> None:
         job = host.new_job(pod, host_vc.name if lender is None else host.vcs.vc_of(pod))
         book.add(pod, job)
         host.handle(JobSubmitted(job), now)
+    mask = adopt_mask(host, idx, pod, job.pred_gpu_mem_mib)
     # a pod bound outside this process is not a decision: its start is booked as it stands, by
     # the kernel (JobAdopted: on a node cordoned since, too; a borrowed pod found running at a
     # restart has its loan booked again); the "adopted" line is for the readers of starts
@@ -79,11 +79,21 @@ def lender_of(host: LiveHost, pod: PodFacts, node_vc) -> object | None:
     return node_vc
 
 
-def adopt_mask(host: LiveHost, idx: int, pod: PodFacts) -> int | None:
-    """GPUs of a pod bound outside this process: its annotation when valid and free, else the
-    lowest-numbered GPUs with room."""
+def room_of(st, idx: int) -> int:
+    """GPUs of node ``idx`` that may take one more holder: free ones plus shareable ones."""
+    return (~st.node_mask[idx] & ((1 << st.node_gpus[idx]) - 1)) | st.node_share[idx]
+
+
+def adopt_mask(host: LiveHost, idx: int, pod: PodFacts, mem_mib: float) -> int:
+    """GPUs of a pod bound outside this process (the caller checked that the node has room for
+    ``pod.gpus``): its annotation when valid and free, else GPUs where its predicted memory
+    ``mem_mib`` fits -- free GPUs first (lowest index), then shared ones with the most memory
+    left -- so that a sharing policy's later placements on this node read a true figure; only
+    when none fits, the GPUs with the most memory left, counted. Why memory matters here: the
+    lowest-numbered GPU with room was often a shared one whose holder's memory plus this pod's
+    exceeded the GPU, while a free GPU stood beside it (after a restart, on a sharing policy)."""
     st = host.state
-    room = (~st.node_mask[idx] & ((1 << st.node_gpus[idx]) - 1)) | st.node_share[idx]
+    room = room_of(st, idx)
     text = pod.annotations.get(GPUS_ANNOTATION)
     if isinstance(text, str):
         idx_list = parse_gpu_list(text, st.node_gpus[idx])
@@ -92,7 +102,14 @@ def adopt_mask(host: LiveHost, idx: int, pod: PodFacts) -> int | None:
             if mask & room == mask:
                 return mask
         host.counters["GPU annotations not usable at adoption"] += 1
-    free = [g for g in range(st.node_gpus[idx]) if room >> g & 1]
-    if len(free) < pod.gpus:
-        return None
-    return sum(1 << g for g in free[:pod.gpus])
+    need = mem_mib if mem_mib == mem_mib else st.node_mem[idx]   # no prediction: the whole GPU
+    used = st.node_mask[idx]
+
+    def order(g: int) -> tuple:
+        left = st.gpu_free_mem(idx, g) if used >> g & 1 else st.node_mem[idx]
+        return (left < need, bool(used >> g & 1), -left, g)
+
+    chosen = sorted((g for g in range(st.node_gpus[idx]) if room >> g & 1), key=order)[:pod.gpus]
+    if any(order(g)[0] for g in chosen):
+        host.counters["pods adopted beyond their GPU's memory (no GPU with room for their prediction)"] += 1
+    return sum(1 << g for g in chosen)

@@ -15,8 +15,10 @@ answers when the FastAPI app is called directly; everything else goes through Fa
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated
@@ -37,6 +39,7 @@ from dlsched.service.extender import (
     parse_bind,
     scores_reply,
 )
+from dlsched.service.pods import PodFacts
 from dlsched.service.runtime import LiveService
 from dlsched.service.strict_json import StrictJsonRoute, validation_error
 
@@ -47,7 +50,9 @@ SCHEDULER_MODE_REFUSAL = "dlsched runs with --mode scheduler: it answers no exte
 EXTENDER_PATHS = ("/scheduler/filter", "/scheduler/prioritize")
 TOKEN_REQUIRED = "a valid 'Authorization: Bearer TOKEN' header is required"
 
-Answer = Callable[[bytes], tuple[int, bytes]]   # raw request body -> (status, JSON reply)
+Answer = Callable[[bytes], object]   # raw request body -> (status, JSON reply), or a coroutine giving them
+NODE_WAIT_S = 1.0        # the longest a filter call waits for the node watch to show the nodes it offers
+NODE_WAIT_STEP_S = 0.01
 
 GC_YOUNG_THRESHOLD = 10_000   # gen-0 collection after this many net new containers (CPython's default: 700)
 
@@ -194,7 +199,8 @@ def build_app(service: LiveService) -> Front:
     bind_body = {"requestBody": {"required": True, "content": {"application/json": {"schema": BIND_ARGS_SCHEMA}}}}
 
     # -- extender ------------------------------------------------------------------------
-    def answer_filter(raw: bytes) -> tuple[int, bytes]:
+    def answer_filter(raw: bytes):
+        """(status, reply); a coroutine giving them when the call is held for new nodes."""
         if service.mode == "scheduler":
             return 409, dumps({"Error": SCHEDULER_MODE_REFUSAL})
         with timed("filter"):
@@ -202,8 +208,29 @@ def build_app(service: LiveService) -> Front:
                 pod, names, items = parse_args(loads(raw))
             except WireError as exc:
                 return 400, dumps({"detail": str(exc)})
+            if pod.gpus and core.unknown_nodes(names):
+                return held_filter(pod, names, items)
             passed, why = core.verdict(pod, names)
             return 200, filter_reply(passed, why, names, items)
+
+    async def held_filter(pod: PodFacts, names: list[str], items: list[dict] | None) -> tuple[int, bytes]:
+        await await_offered_nodes(pod, names)
+        with timed("filter_held"):
+            passed, why = core.verdict(pod, names)
+            return 200, filter_reply(passed, why, names, items)
+
+    async def await_offered_nodes(pod: PodFacts, names: list[str]) -> None:
+        """Hold a GPU pod's filter call while it offers a node the node watch has not shown yet
+        (nodes just added: kube-scheduler's cache leads the watch), up to NODE_WAIT_S. Answered
+        "wait" at once, kube-scheduler would park the pod (its unschedulable queue, then its
+        backoff) although dlsched nominates it a moment later; held, the call is answered with
+        the nomination. The event loop goes on meanwhile; kube-scheduler's own cycle waits."""
+        deadline = time.monotonic() + NODE_WAIT_S
+        arrived = False
+        while not arrived and time.monotonic() < deadline:
+            await asyncio.sleep(NODE_WAIT_STEP_S)
+            arrived = not core.unknown_nodes(names)
+        core.held_filter(names, arrived)
 
     def answer_prioritize(raw: bytes) -> tuple[int, bytes]:
         if service.mode == "scheduler":
@@ -221,7 +248,8 @@ def build_app(service: LiveService) -> Front:
     @app.post("/scheduler/filter", tags=["extender"], openapi_extra=ext)
     async def extender_filter(request: Request) -> Response:
         """ExtenderArgs -> ExtenderFilterResult: only the node dlsched nominated passes."""
-        return _response(*answer_filter(await _raw_body(request, EXTENDER_MAX_BYTES)))
+        result = answer_filter(await _raw_body(request, EXTENDER_MAX_BYTES))
+        return _response(*(result if isinstance(result, tuple) else await result))
 
     @app.post("/scheduler/prioritize", tags=["extender"], openapi_extra=ext)
     async def extender_prioritize(request: Request) -> Response:
@@ -434,8 +462,9 @@ class Front:
                 raw = await _read(receive, limit)
                 if raw is None:
                     return   # the client went away
-                await _reply(send, *(answer(raw) if len(raw) <= limit else
-                                     (413, dumps({"detail": f"body larger than {limit} bytes"}))))
+                result = answer(raw) if len(raw) <= limit else (413, dumps({"detail": f"body larger than {limit} "
+                                                                                          "bytes"}))
+                await _reply(send, *(result if isinstance(result, tuple) else await result))   # a held filter
                 return
         await self.app(scope, receive, send)
 

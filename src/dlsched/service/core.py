@@ -284,6 +284,24 @@ class SchedulerCore:
         keep = set(passed)
         return passed, {n: why for n in node_names if n not in keep}
 
+    def unknown_nodes(self, node_names: list[str]) -> bool:
+        """Whether kube-scheduler offers a node this process has not seen yet (its node watch
+        lags the scheduler's: nodes just added). Read without the lock: a hint, not a decision."""
+        known, skip = self.state.node_index, self.adapter.book.not_awaited
+        return any(n not in known and n not in skip for n in node_names)
+
+    def held_filter(self, node_names: list[str], arrived: bool) -> None:
+        """A filter call was held for unknown nodes (counted); when they did not arrive in time,
+        their names are not waited for again (a node the watch never shows must not hold every
+        call), until the watch shows them."""
+        with self.lock:
+            counters = self.adapter.counters
+            counters["filter calls held for nodes the watch had not shown"] += 1
+            if not arrived:
+                counters["filter calls held in vain (the nodes never arrived)"] += 1
+                known, skip = self.state.node_index, self.adapter.book.not_awaited
+                skip.update(n for n in node_names if n not in known)
+
     def verdict(self, pod: PodFacts, node_names: list[str]) -> tuple[list[str], str]:
         """The filter's answer: (nodes that pass, the one reason every other node fails with)."""
         with self.lock:

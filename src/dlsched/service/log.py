@@ -30,7 +30,7 @@ STIMULI = {
     "JobSubmitted": ("uid",), "PassRequested": (), "TimerFired": (), "NodeChanged": ("node",),
     "BindSucceeded": ("uid",), "BindFailed": ("uid",), "JobFinished": ("uid",), "JobFailed": ("uid",),
     "JobEvicted": ("uid",), "JobWithdrawn": ("uid",), "PredictionCorrected": ("uid",),
-    "JobAdopted": ("uid", "node"), "QueuesChanged": (),
+    "JobAdopted": ("uid", "node"), "QueuesChanged": (), "GpuTypeChanged": ("node",),
 }
 NODE_CHANGES = ("added", "removed", "cordoned", "uncordoned")
 KINDS = frozenset({"config", "node", "node_gone", "submit", "start", "confirm", "forget", "finish", "withdraw",
@@ -280,6 +280,8 @@ class _Checker:
             _count(event, "vid", 0, where)
         elif name == "QueuesChanged" and not isinstance(event.get("toml", ""), str):
             raise ValueError(f"{where}: 'toml' must be a text, got {event.get('toml')!r}")
+        elif name == "GpuTypeChanged":
+            self._gpu_type(event, where)
         elif name == "NodeChanged":
             change = event.get("change")
             if change not in NODE_CHANGES:

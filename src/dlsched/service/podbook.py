@@ -38,6 +38,9 @@ class PodBook:
         self.waiting: dict[str, str] = {}          # pod uid -> why it is not placed (no job / postponed)
         self.parked: dict[str, PodFacts] = {}      # pods that cannot be jobs yet (unknown VC or node)
         self.gone_nodes: set[str] = set()          # deleted nodes still holding pods (removed when empty)
+        # names a filter call need not wait for: nodes seen without GPUs (ignored, but not unknown),
+        # and offered nodes that a held call waited for in vain (never waited for again until seen)
+        self.not_awaited: set[str] = set()
         self.ended: OrderedDict[str, None] = OrderedDict()   # uids of pods that ended (the newest ENDED_KEPT)
         self.observed: dict[str, tuple[float, float, float]] = {}   # pod uid -> (util, mem MiB, at) last read
         self.key_uid: dict[str, str] = {}          # namespace/name -> uid, as the API server has it

@@ -41,6 +41,7 @@ from dlsched.kernel.stimuli import (
     VC_TIMER,
     BindFailed,
     BindSucceeded,
+    GpuTypeChanged,
     JobAdopted,
     JobEvicted,
     JobFailed,
@@ -97,6 +98,9 @@ def stimulus_fields(stimulus: object, state) -> dict:
                        gpu_mem_mib=spec.gpu_type.memory_mib)
         else:
             out["node"] = state.node_ids[stimulus.node]
+    elif name == "GpuTypeChanged":   # the node by name, its new type and memory per GPU
+        out.update(node=state.node_ids[stimulus.node], gpu_type=stimulus.gpu_type.name,
+                   gpu_mem_mib=stimulus.gpu_type.memory_mib)
     elif name == "TimerFired" and stimulus.key[0] == LIMIT_TIMER:
         out["limit"] = stimulus.key[1]   # a job's max runtime, keyed ("limit", uid)
     elif name == "TimerFired":
@@ -193,6 +197,11 @@ def stimulus_from_fields(e: dict, jobs: dict[str, Job], state, gpu: Callable[[ob
         if node is None:
             raise ValueError(f"node {e['node']!r} is {e['change']} but no earlier NodeChanged added it")
         return NodeChanged(str(e["change"]), node)
+    if kind == "GpuTypeChanged":
+        node = state.node_index.get(str(e["node"]))
+        if node is None:
+            raise ValueError(f"node {e['node']!r} changed its GPU type but no earlier NodeChanged added it")
+        return GpuTypeChanged(node, gpu(e.get("gpu_type"), e.get("gpu_mem_mib")))
     job = jobs.get(str(e.get("uid")))
     if job is None:
         raise ValueError(f"a {kind} for job {e.get('uid')!r}, which no earlier JobSubmitted submitted")
