@@ -191,3 +191,62 @@ def test_shortcuts_on_a_real_trace_slice(philly_reference, config):
         jobs.append(job)
     cluster = ClusterSpec.from_vc_sizes({vc: n for vc, n in vc_nodes.items() if any(j.vc == vc for j in jobs)})
     assert_same(jobs, cluster, config)
+
+
+# The vectorised gang ranking alone against node-by-node scoring: Horus's cost placement without
+# sharing, with 2 and 3 jobs per GPU, and Horus-f; every other shortcut stays on, so the only
+# difference between the two runs is how the gang stage scores its nodes.
+GANG_CONFIGS = [c for c in CONFIGS if c[0] in ("horus", "horus-f")]
+VECTOR_GANG = tuple(c for c in SHORTCUTS if c.name == "vector gang")
+
+
+def _gang_calls(jobs: list[Job], cluster: ClusterSpec, config: tuple) -> int:
+    """How many gang placements the run asks the vectorised ranking for (the test must reach it)."""
+    calls = 0
+    real = PlacementPipeline._ranked_rows
+
+    def counted(self, view, vc, job):
+        nonlocal calls
+        calls += 1
+        return real(self, view, vc, job)
+
+    PlacementPipeline._ranked_rows = counted
+    try:
+        simulate(jobs, cluster, config, False)
+    finally:
+        PlacementPipeline._ranked_rows = real
+    return calls
+
+
+@pytest.mark.parametrize("config", GANG_CONFIGS, ids=[f"{c[0]}-x{c[2]}" for c in GANG_CONFIGS])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_vector_gang_ranks_as_node_by_node(config, data):
+    jobs, cluster = data.draw(scenes())
+    fast = simulate(jobs, cluster, config, False)
+    with reference_paths(VECTOR_GANG):
+        general = simulate(jobs, cluster, config, False)
+    assert fast == general
+
+
+@pytest.mark.parametrize("cap", [1, 2, 3])
+def test_vector_gang_is_reached_and_agrees_on_a_congested_scene(cap):
+    """A seeded scene of wide jobs on fragmented 4-GPU nodes: many placements go through the gang
+    stage, and every start and stop is the same either way. Without sharing there is no load
+    index and the gang scores node by node (the vectorised ranking is never asked)."""
+    rng = random.Random(7)
+    cluster = ClusterSpec.from_vc_sizes({"v": 6}, 4, gpu_type("V100"))
+    jobs = []
+    for i in range(120):
+        job = Job(f"j{i}", "v", rng.choice([1, 1, 3, 5, 6, 8]), float(i * 20), float(rng.randint(100, 900)),
+                  gpu_util=float(rng.randint(5, 100)), gpu_mem_mib=float(rng.randint(500, 16000)))
+        job.pred_gpu_util = float(rng.randint(5, 100))
+        job.pred_gpu_mem_mib = rng.choice([math.nan, 2000.0, 6000.0, 12000.0])
+        jobs.append(job)
+    config = ("horus", None, cap, cap > 1, {}, False)
+    calls = _gang_calls(jobs, cluster, config)
+    assert calls > 20 if cap > 1 else calls == 0
+    fast = simulate(jobs, cluster, config, False)
+    with reference_paths(VECTOR_GANG):
+        general = simulate(jobs, cluster, config, False)
+    assert fast == general

@@ -94,6 +94,9 @@ class PlacementPipeline:
     # a lone bucket scorer's exact fast_place (and Horus's free_fit) instead of the stages; read
     # when a pipeline is built (False: always the stages, see dlsched.sim.reference)
     fast_paths = True
+    # sharing: the gang stage scores every node at once from the load index when every scorer
+    # can (score_rows) and nothing filters (False: node by node, see dlsched.sim.reference)
+    vector_gang = True
 
     def __init__(self, scorers: Sequence[tuple[object, float]], filters: Sequence[object] = (),
                  share: bool = False, name: str | None = None) -> None:
@@ -316,15 +319,10 @@ class PlacementPipeline:
         need = job.gpus
         if vc.free < need:
             return Fit(_UNSCHED, None, f"{need} GPUs needed, {vc.free} free in VC {vc.name}")
-        ranked: list[tuple[float, int, int]] = []
-        for k in range(vc.max_node_gpus, 0, -1):
-            for local in set_bits(vc.buckets[k]):
-                node = vc.nodes[local]
-                if any(f.filter(view, vc, job, node) for f in self.filters):
-                    continue
-                total = sum(w * s.score(view, vc, job, node) for s, w in self.scorers)
-                ranked.append((-k, -total, local))
-        ranked.sort()
+        if self.vector_gang and self.vector_scores and self.use_index and view.max_jobs_per_gpu > 1:
+            ranked = self._ranked_rows(view, vc, job)
+        else:
+            ranked = self._ranked(view, vc, job)
         out: list[tuple[int, int]] = []
         left = need
         for neg_k, _, local in ranked:
@@ -337,6 +335,44 @@ class PlacementPipeline:
                 placement: Placement = tuple(out)
                 return Fit(_FITS, placement)
         return Fit(_UNSCHED, None, f"{need} GPUs needed, only {need - left} pass the filters")
+
+    def _ranked(self, view: ClusterView, vc: VcState, job: Job) -> list[tuple[int, float, int]]:
+        """The gang's order, node by node: (-free GPUs, -score, VC index) of every node with a
+        free GPU that passes the filters, sorted."""
+        ranked: list[tuple[int, float, int]] = []
+        for k in range(vc.max_node_gpus, 0, -1):
+            for local in set_bits(vc.buckets[k]):
+                node = vc.nodes[local]
+                if any(f.filter(view, vc, job, node) for f in self.filters):
+                    continue
+                total = sum(w * s.score(view, vc, job, node) for s, w in self.scorers)
+                ranked.append((-k, -total, local))
+        ranked.sort()
+        return ranked
+
+    def _ranked_rows(self, view: ClusterView, vc: VcState, job: Job) -> list[tuple[int, float, int]]:
+        """:meth:`_ranked` with every node scored at once (``score_rows``, no filters): the
+        same floats (each ``score_rows`` equals ``score`` float for float, summed from 0 in the
+        same order), so the same tuples in the same order. On a congested VC a gang ranks most
+        of its nodes, and the per-node cost scan was a fifth of a Horus run with sharing."""
+        width = len(vc.nodes)
+        parts, counts = [], []
+        buckets = vc.buckets
+        for k in range(vc.max_node_gpus, 0, -1):
+            if buckets[k]:
+                rows = mask_rows(buckets[k], width)
+                parts.append(rows)
+                counts.append(np.full(len(rows), -k, dtype=np.int64))
+        if not parts:
+            return []
+        rows = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        total = 0
+        for scorer, weight in self.scorers:   # as sum(): 0 + w1 * s1 + w2 * s2 ...
+            total = total + weight * scorer.score_rows(view, vc, job, rows)
+        neg_k = counts[0] if len(counts) == 1 else np.concatenate(counts)
+        ranked = list(zip(neg_k.tolist(), (-total).tolist(), rows.tolist()))
+        ranked.sort()
+        return ranked
 
 
 def _too_small_fit(job: Job) -> Fit:

@@ -17,6 +17,8 @@ lone bucket scorer             ``sched/framework.py``                     the pi
 ``free_fit``                                                              scores, reserve, permit)
 per-GPU load index             ``sched/sharing/index.py``                 the per-node scan
                                (``PlacementPipeline.use_index``)          (``shared_gpu_use``)
+vectorised gang ranking        ``sched/framework.py``                     every node scored on its own
+                               (``PlacementPipeline.vector_gang``)        (``score``)
 room gains + Horus's carried   ``sched/roomgains.py``, ``sched/policies/horus.py`` every pass tries every job
 failures                       (``HorusPolicy.carry_failures``)
 =============================  =========================================  ==============================
@@ -53,6 +55,7 @@ SHORTCUTS: tuple[Shortcut, ...] = (
     Shortcut("plain start/finish", "dlsched.sim.backend", "INLINE_START", False),
     Shortcut("fast_place / free_fit", "dlsched.sched.framework:PlacementPipeline", "fast_paths", False),
     Shortcut("load index", "dlsched.sched.framework:PlacementPipeline", "use_index", False),
+    Shortcut("vector gang", "dlsched.sched.framework:PlacementPipeline", "vector_gang", False),
     Shortcut("carried failures", "dlsched.sched.policies.horus:HorusPolicy", "carry_failures", False),
 )
 
