@@ -91,8 +91,8 @@ def plane(shared, tmp_path_factory):
     cp = start_control_plane(shared / "k8s", "", audit=True)   # kube-scheduler alone
     svc = None
     try:
-        add_gpu_node(cp, "gpu-0", 8)
-        add_gpu_node(cp, "mig-0", 8, labels={"nvidia.com/mig.strategy": "single"})
+        add_gpu_node(cp, "gpu-0", 8, labels={"kubernetes.io/hostname": "gpu-0"})
+        add_gpu_node(cp, "mig-0", 8, labels={"nvidia.com/mig.strategy": "single", "kubernetes.io/hostname": "mig-0"})
         status, out = cp.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                                 "metadata": {"name": RES_NS}})
         assert status == 201, out

@@ -20,6 +20,8 @@ from dlsched.service.pods import GPU_RESOURCE
 from dlsched.service.pods import MOVED_CONFIGMAP_ANNOTATION as CONFIGMAP_ANNOTATION
 from dlsched.service.pods import MOVED_GPUS_ANNOTATION as GPU_REQUEST_ANNOTATION
 
+RESERVATION_LABEL = "dlsched.io/reservation"    # "gpu" on every reservation pod (reservations.py)
+
 __all__ = ["CONFIGMAP_ANNOTATION", "GPU_REQUEST_ANNOTATION", "GPU_RESOURCE", "plan", "review_response"]
 CONFIGMAP_PREFIX = "dlsched-gpus-"
 
@@ -50,6 +52,8 @@ def plan(pod: dict, scheduler_name: str) -> tuple[list[dict], str]:
     annotations = meta.get("annotations") or {}
     if CONFIGMAP_ANNOTATION in annotations:
         return [], ""   # mutated already (a re-invocation)
+    if (meta.get("labels") or {}).get(RESERVATION_LABEL) == "gpu" and spec.get("nodeName"):
+        return [], ""   # dlsched's own reservation pod: it must request the GPU from the device plugin
     containers = spec.get("containers") or []
     counts = [_gpu_count(c) for c in containers]
     if any(n < 0 for n in counts):

@@ -14,9 +14,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-from dlsched.service.gpu_binding.mutation import GPU_RESOURCE
+from dlsched.service.gpu_binding.mutation import GPU_RESOURCE, RESERVATION_LABEL
 
-RESERVATION_LABEL = "dlsched.io/reservation"    # "gpu" on every reservation pod
 RESERVATION_PREFIX = "dlsched-hold-"
 NODE_ANNOTATION, GPU_ANNOTATION = "dlsched.io/node", "dlsched.io/gpu"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"

@@ -1,0 +1,105 @@
+"""The GPU-binding webhook's patch, the ConfigMap, reservation pods and node set-ups, in process
+(service/gpu_binding/; the real API server's side is tests/test_gpu_binding_k8s.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from support.json_patch import apply_patch
+
+from dlsched.service.gpu_binding import setups
+from dlsched.service.gpu_binding.configmap import configmap_body
+from dlsched.service.gpu_binding.mutation import plan, review_response
+from dlsched.service.gpu_binding.reservations import is_reservation, reservation_name, reservation_pod
+from dlsched.service.gpu_binding.setup import GpuBindingOptions
+from dlsched.service.pods import pod_facts
+
+
+def _pod(scheduler: str = "dlsched", gpus: int = 2, annotations: dict | None = None) -> dict:
+    lim = {"nvidia.com/gpu": str(gpus), "cpu": "4"}
+    meta: dict = {"name": "p", "namespace": "ns", "uid": "u1"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"metadata": meta, "spec": {"schedulerName": scheduler, "containers": [
+        {"name": "a", "resources": {"limits": dict(lim), "requests": dict(lim)}},
+        {"name": "side", "resources": {}, "envFrom": [{"secretRef": {"name": "s"}}]}]}}
+
+
+def test_the_patch_moves_the_gpu_request_and_adds_the_configmap_reference():
+    ops, why = plan(_pod(annotations={"keep": "1"}), "dlsched")
+    out = apply_patch(_pod(annotations={"keep": "1"}), ops)
+    a, side = out["spec"]["containers"]
+    assert a["resources"] == {"limits": {"cpu": "4"}, "requests": {"cpu": "4"}}
+    name = out["metadata"]["annotations"]["dlsched.io/gpu-configmap"]
+    assert why == "" and name.startswith("dlsched-gpus-") and len(name) == len("dlsched-gpus-") + 16
+    assert a["envFrom"] == [{"configMapRef": {"name": name, "optional": False}}]
+    assert side == _pod()["spec"]["containers"][1]          # requests no GPU: untouched
+    assert out["metadata"]["annotations"]["keep"] == "1" and out["metadata"]["annotations"]["dlsched.io/gpu-request"] == "2"
+    facts = pod_facts(out)                                   # the service still sees 2 GPUs
+    assert facts.gpus == 2
+    # an existing envFrom list is appended to, a pod without annotations gets the map
+    pod = _pod()
+    pod["spec"]["containers"][0]["envFrom"] = [{"secretRef": {"name": "x"}}]
+    out = apply_patch(pod, plan(pod, "dlsched")[0])
+    assert [list(e) for e in out["spec"]["containers"][0]["envFrom"]] == [["secretRef"], ["configMapRef"]]
+    assert plan(out, "dlsched") == ([], "")                  # mutated already
+
+
+@pytest.mark.parametrize("pod", [_pod(scheduler="default-scheduler"), _pod(gpus=0)])
+def test_other_schedulers_pods_and_pods_without_gpus_are_left_alone(pod):
+    assert plan(pod, "dlsched") == ([], "")
+    review = {"request": {"uid": "r1", "operation": "CREATE", "kind": {"kind": "Pod"}, "object": pod}}
+    body, outcome = review_response(review, "dlsched")
+    assert outcome == "passed" and body["response"] == {"uid": "r1", "allowed": True}
+
+
+def test_a_pod_the_webhook_cannot_mutate_safely_gets_a_warning():
+    pod = _pod()
+    pod["spec"]["initContainers"] = [{"name": "i", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+    body, outcome = review_response({"request": {"uid": "r", "operation": "CREATE", "kind": {"kind": "Pod"},
+                                                 "object": pod}}, "dlsched")
+    assert outcome.startswith("left: an init container") and "patch" not in body["response"]
+    assert body["response"]["warnings"][0].startswith("dlsched: an init container")
+
+
+def test_the_review_carries_the_patch_base64_encoded():
+    body, outcome = review_response({"request": {"uid": "r", "operation": "CREATE", "kind": {"kind": "Pod"},
+                                                 "object": _pod()}}, "dlsched")
+    ops = json.loads(base64.b64decode(body["response"]["patch"]))
+    assert outcome == "mutated" and body["response"]["patchType"] == "JSONPatch"
+    assert ops[0] == {"op": "remove", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu"}
+
+
+def test_configmap_and_reservation_bodies():
+    cm = configmap_body("ns", "dlsched-gpus-1", "p", "u1", "n1", [3, 1])
+    assert cm["data"] == {"NVIDIA_VISIBLE_DEVICES": "3,1"}
+    assert cm["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u1"}]
+    res = reservation_pod("dlsched", "node-a", 5, "dlsched")
+    assert res["metadata"]["name"] == "dlsched-hold-node-a-5" and res["spec"]["nodeName"] == "node-a"
+    assert res["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "1"}
+    assert is_reservation(res["metadata"]["name"], res["metadata"]["labels"])
+    assert plan(res, "dlsched") == ([], "")                 # the webhook never takes a reservation's request
+    long = reservation_name("Node." + "x" * 80, 7)
+    assert len(long) <= 63 and long.endswith("-7") and long != reservation_name("Node." + "x" * 81, 7)
+
+
+@pytest.mark.parametrize(("labels", "alloc", "word"), [
+    ({}, {}, ""), ({"dlsched.io/gpu-binding": "device-plugin"}, {}, ""),
+    ({"nvidia.com/mig.strategy": "mixed"}, {}, "MIG"), ({}, {"nvidia.com/mig-1g.5gb": "7"}, "MIG"),
+    ({"dlsched.io/gpu-binding": "refused"}, {}, "refuses"), ({"dlsched.io/gpu-binding": "cdi"}, {}, "CDI"),
+    ({"dlsched.io/gpu-binding": "odd"}, {}, "none of")])
+def test_node_setups(labels, alloc, word):
+    why = setups.unbindable({"metadata": {"labels": labels}, "status": {"allocatable": alloc}})
+    assert (word in why) if word else why == ""
+
+
+def test_options_are_checked():
+    GpuBindingOptions().check("extender")
+    with pytest.raises(ValueError, match="needs --mode scheduler"):
+        GpuBindingOptions("envvar-configmap").check("extender")
+    with pytest.raises(ValueError, match="--gpu-binding: 'x'"):
+        GpuBindingOptions("x").check("scheduler")
+    with pytest.raises(ValueError, match="https://"):
+        GpuBindingOptions("envvar-configmap", webhook_url="http://a").check("scheduler")
