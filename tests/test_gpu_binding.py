@@ -103,3 +103,115 @@ def test_options_are_checked():
         GpuBindingOptions("x").check("scheduler")
     with pytest.raises(ValueError, match="https://"):
         GpuBindingOptions("envvar-configmap", webhook_url="http://a").check("scheduler")
+
+
+class _Resp:
+    def read(self) -> bytes:
+        return b"{}"
+
+
+class _FakeApi:
+    """The calls GpuBinding makes, recorded in order (ApiException 409 for a second create)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+        self.pods: set[str] = set()
+        self.fail_configmap = False
+
+    def create_namespaced_pod(self, ns, body, **_):
+        from kubernetes.client.exceptions import ApiException
+
+        name = body["metadata"]["name"]
+        self.calls.append(("create pod", name))
+        if name in self.pods:
+            raise ApiException(status=409, reason="AlreadyExists")
+        self.pods.add(name)
+        return _Resp()
+
+    def delete_namespaced_pod(self, name, ns, **_):
+        self.calls.append(("delete pod", name))
+        self.pods.discard(name)
+        return _Resp()
+
+    def create_namespaced_config_map(self, ns, body, **_):
+        if self.fail_configmap:
+            raise RuntimeError("API server away")
+        self.calls.append(("create configmap", body["metadata"]["name"], body["data"]["NVIDIA_VISIBLE_DEVICES"]))
+        return _Resp()
+
+    def create_namespaced_event(self, ns, body, **_):
+        self.calls.append(("event", body["reason"], body["involvedObject"]["name"]))
+        return _Resp()
+
+
+class _Job:
+    placement = ("n1",)
+
+
+class _Core:
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.jobs: dict = {}
+        self.pods: dict = {}
+
+
+def _binding():
+    from types import SimpleNamespace
+
+    from dlsched.service.gpu_binding.binding import GpuBinding
+
+    api, core = _FakeApi(), _Core()
+    nodes = {"n1": {"metadata": {"labels": {}}}, "mig": {"metadata": {"labels": {"nvidia.com/mig.strategy": "single"}}}}
+    return GpuBinding(SimpleNamespace(api=api), core, nodes.get, "hold", "dlsched"), api, core
+
+
+def _seen(core, uid: str, mutated: bool = True) -> None:
+    from types import SimpleNamespace
+
+    core.pods[uid] = SimpleNamespace(annotations={"dlsched.io/gpu-configmap": f"cm-{uid}"} if mutated else {})
+    core.jobs[uid] = _Job()
+
+
+def test_shared_gpus_get_one_reservation_kept_until_the_last_holder_ends():
+    gb, api, core = _binding()
+    _seen(core, "a")
+    _seen(core, "b")
+    assert gb.before_binding("ns", "a", "a", "n1", [0, 1]) == ""
+    assert gb.before_binding("ns", "b", "b", "n1", [1]) == ""    # shares GPU 1 with a
+    assert api.calls == [("create pod", "dlsched-hold-n1-0"), ("create pod", "dlsched-hold-n1-1"),
+                         ("create configmap", "cm-a", "0,1"), ("create configmap", "cm-b", "1")]
+    del core.jobs["a"]                                           # a ended: GPU 0 is free, GPU 1 still b's
+    assert gb.keep() == 1 and api.calls[-1] == ("delete pod", "dlsched-hold-n1-0")
+    del core.jobs["b"]
+    assert gb.keep() == 1 and api.calls[-1] == ("delete pod", "dlsched-hold-n1-1")
+    assert gb.keep() == 0 and gb.state()["reservations"] == 0
+
+
+def test_a_failed_write_fails_the_bind_and_a_failed_binding_holds_nothing():
+    gb, api, core = _binding()
+    _seen(core, "a")
+    api.fail_configmap = True
+    assert gb.before_binding("ns", "a", "a", "n1", [2]).startswith("GPU binding failed before the Binding")
+    assert gb.keep() == 1                                        # its reservation goes
+    api.fail_configmap = False
+    assert gb.before_binding("ns", "a", "a", "n1", [2]) == ""
+    gb.after_binding("a", "API server refused the bind (409)")
+    assert gb.keep() == 1 and gb.state()["write_failures"] == 1
+
+
+def test_unbindable_node_is_refused_and_an_unmutated_pod_is_bound_but_reported():
+    gb, api, core = _binding()
+    _seen(core, "m")
+    _seen(core, "u", mutated=False)
+    assert gb.before_binding("ns", "m", "m", "mig", [0]).startswith("GPU choice cannot bind on node mig: ")
+    assert gb.before_binding("ns", "u", "u", "n1", [0]) == ""
+    assert [c for c in api.calls if c[0] != "event"] == []       # no reservation, no ConfigMap for either
+    assert [c for c in api.calls if c[0] == "event"] == [("event", "GpuChoiceNotBound", "m"),
+                                                          ("event", "GpuChoiceNotBound", "u")]
+    rows = gb.state()["not_bound"]
+    assert [r["pod"] for r in rows] == ["ns/m", "ns/u"] and "MIG" in rows[0]["reason"]
+    assert "did not mutate" in rows[1]["reason"]
+    gb.before_binding("ns", "m", "m", "mig", [0])                # once per pod: no second event
+    assert len([c for c in api.calls if c[0] == "event"]) == 2

@@ -14,13 +14,14 @@ alone. tests/test_gpu_binding.py checks the patch itself.
 Checks: the API server calls the registered webhook for a dlsched pod and another scheduler's
 pod, and the other pod is untouched; the ConfigMap holds the chosen GPUs and is created before the Binding (audit log);
 reservation pods hold those GPUs (kube-scheduler then cannot hand them to its own pod: 8 GPUs
-do not fit, 6 do) and go once the pod is gone; a node whose set-up cannot bind (MIG) is
-refused and reported in the state and by a ``GpuChoiceNotBound`` event.
+do not fit, 5 do) and go once the pod is gone; a node whose set-up cannot bind (MIG) is
+refused and reported in the state, the dashboard and by a ``GpuChoiceNotBound`` event.
 """
 
 from __future__ import annotations
 
 import time
+import urllib.request
 
 import pytest
 
@@ -187,4 +188,8 @@ def test_a_node_whose_setup_cannot_bind_is_refused_and_reported(plane):
                             and e["involvedObject"]["uid"] == pod["metadata"]["uid"]], 10, "event")
     assert events[0]["type"] == "Warning" and "MIG" in events[0]["message"]
     assert not _reservations(cp)
+    assert [r["pod"] for r in svc.get("/api/v1/dashboard")["gpu_binding"]] == ["default/on-mig"]
+    with urllib.request.urlopen(svc.url + "/dashboard", timeout=10) as resp:
+        page = resp.read().decode()
+    assert 'id="gpu-binding"' in page and "default/on-mig" in page
     cp.request("DELETE", "/api/v1/namespaces/default/pods/on-mig?gracePeriodSeconds=0")
