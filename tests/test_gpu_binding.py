@@ -215,3 +215,43 @@ def test_unbindable_node_is_refused_and_an_unmutated_pod_is_bound_but_reported()
     assert "did not mutate" in rows[1]["reason"]
     gb.before_binding("ns", "m", "m", "mig", [0])                # once per pod: no second event
     assert len([c for c in api.calls if c[0] == "event"]) == 2
+
+
+def test_deploy_registers_the_webhook_as_dlsched_does_and_grants_what_it_writes():
+    from pathlib import Path
+
+    import yaml
+
+    from dlsched.service.gpu_binding.webhook import registration
+
+    docs = list(yaml.safe_load_all((Path(__file__).resolve().parents[1] / "deploy/gpu-binding.yaml").read_text()))
+    shipped = next(d for d in docs if d["kind"] == "MutatingWebhookConfiguration")["webhooks"][0]
+    ours = registration("https://127.0.0.1:1/mutate", b"ca")["webhooks"][0]
+    for key in ("name", "admissionReviewVersions", "sideEffects", "failurePolicy", "rules", "reinvocationPolicy"):
+        assert shipped[key] == ours[key], key
+    assert shipped["clientConfig"]["service"]["path"] == "/mutate"
+    verbs = {(r["resources"][0], v) for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]
+             for v in r["verbs"]}
+    # binding.py: ConfigMap create (and update on 409); reservation pods list at start, create, delete
+    assert {("configmaps", "create"), ("configmaps", "update"), ("pods", "list"), ("pods", "create"),
+            ("pods", "delete")} <= verbs
+    role = next(d for d in docs if d["kind"] == "Role")
+    assert role["metadata"]["namespace"] == "dlsched-hold"     # pods are written in the reservation namespace only
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--gpu-binding", "envvar-configmap"], "error: --gpu-binding envvar-configmap needs --mode scheduler"),
+    (["--mode", "scheduler", "--gpu-binding", "envvar-configmap", "--webhook-cert", "/nope"],
+     "error: --webhook-cert, --webhook-key and --webhook-ca go together")])
+def test_serve_refuses_bad_gpu_binding_options_in_one_line(args, message, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "dlsched.cli.main", "serve", "--api-server", "https://127.0.0.1:1",
+                           "--db", f"sqlite:///{tmp_path / 's.db'}", *args], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=str(repo / "src")), cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
