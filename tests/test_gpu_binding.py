@@ -255,3 +255,27 @@ def test_serve_refuses_bad_gpu_binding_options_in_one_line(args, message, tmp_pa
                           timeout=120, env=dict(os.environ, PYTHONPATH=str(repo / "src")), cwd=tmp_path)
     assert done.returncode == 2 and message in done.stdout + done.stderr, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_pod_entered_while_keep_reads_the_core_keeps_its_reservation():
+    """keep() reads the core's jobs, then deletes: a bind that began in between is not undone."""
+    gb, api, core = _binding()
+    _seen(core, "late")
+    del core.jobs["late"]   # its job is not in the snapshot keep() reads
+    real_lock = core.lock
+
+    class _Race:
+        def __enter__(self):
+            real_lock.acquire()
+            if not gb.held:   # a nomination and its before_binding land during the read
+                real_lock.release()
+                gb.before_binding("ns", "late", "late", "n1", [4])
+                real_lock.acquire()
+            return self
+
+        def __exit__(self, *exc):
+            real_lock.release()
+
+    core.lock = _Race()
+    assert gb.keep() == 0
+    assert ("create pod", "dlsched-hold-n1-4") in api.calls and gb.state()["reservations"] == 1

@@ -51,6 +51,8 @@ class GpuBinding:
         self.registration = ""       # 'created' / 'replaced' / '' (registered by the operator)
         self.lock = threading.Lock()  # held around reservation writes: a delete never races a create
         self.held: dict[str, tuple[str, tuple[int, ...]]] = {}   # pod uid -> (node, GPUs) it holds
+        self.entered: dict[str, int] = {}   # pod uid -> when (self.seq) it was entered as held
+        self.seq = 0
         self.reserved: set[tuple[str, int]] = set()              # reservation pods that exist
         self.not_bound: OrderedDict[str, dict] = OrderedDict()   # uid -> {pod, node, gpus, reason}
         self.counts = {"configmaps_written": 0, "reservations_created": 0, "reservations_deleted": 0,
@@ -105,6 +107,8 @@ class GpuBinding:
             return f"GPU choice cannot bind on node {node}: {why}"
         with self.lock:
             self.held[uid] = (node, tuple(gpus))
+            self.seq += 1
+            self.entered[uid] = self.seq
             try:
                 for g in gpus:
                     if (node, g) not in self.reserved:
@@ -113,6 +117,7 @@ class GpuBinding:
                     self._write_configmap(namespace, configmap, name, uid, node, gpus)
             except Exception as exc:  # noqa: BLE001 - any API failure fails the bind; the GPUs return
                 self.held.pop(uid, None)
+                self.entered.pop(uid, None)
                 self.counts["write_failures"] += 1
                 return f"GPU binding failed before the Binding: {exc}"
         return ""
@@ -122,6 +127,7 @@ class GpuBinding:
         if error:
             with self.lock:
                 self.held.pop(uid, None)
+                self.entered.pop(uid, None)
 
     def _create_reservation(self, node: str, gpu: int) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -161,12 +167,15 @@ class GpuBinding:
         how many were deleted."""
         from kubernetes.client.exceptions import ApiException
 
-        with self.core.lock:
+        with self.lock:
+            mark = self.seq   # pods entered after the snapshot below are kept: their bind is under way
+        with self.core.lock:   # never taken inside self.lock (a gang's bind may hold the core's lock)
             live = {uid for uid, job in self.core.jobs.items() if job.placement is not None}
         deleted = 0
         with self.lock:
-            for uid in [u for u in self.held if u not in live]:
+            for uid in [u for u in self.held if u not in live and self.entered.get(u, 0) <= mark]:
                 del self.held[uid]
+                self.entered.pop(uid, None)
             wanted = {(node, g) for node, gpus in self.held.values() for g in gpus}
             for node, g in sorted(self.reserved - wanted):
                 name = reservation_name(node, g)
