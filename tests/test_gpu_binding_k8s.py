@@ -14,7 +14,7 @@ alone. tests/test_gpu_binding.py checks the patch itself.
 Checks: the API server calls the registered webhook for a dlsched pod and another scheduler's
 pod, and the other pod is untouched; the ConfigMap holds the chosen GPUs and is created before the Binding (audit log);
 reservation pods hold those GPUs (kube-scheduler then cannot hand them to its own pod: 8 GPUs
-do not fit, 5 do) and go once the pod is gone; a node whose set-up cannot bind (MIG) is
+do not fit, 4 do) and go once the pod is gone; a node whose set-up cannot bind (MIG) is
 refused and reported in the state, the dashboard and by a ``GpuChoiceNotBound`` event.
 """
 
@@ -158,19 +158,23 @@ def test_configmap_before_binding_reservations_held_and_released(plane):
     res_at = [i for i, w in enumerate(order) if w[:2] == ("create", "pods") and w[2] in held and w[3] is None]
     assert len(res_at) == 3 and max(res_at) < cm_at < bind_at, order
     # kube-scheduler counts the reservations: 8 GPUs no longer fit gpu-0 (the other node is MIG, 8 free);
-    # pinned to gpu-0, 8 stay pending and 5 bind
+    # pinned to gpu-0, 8 stay pending and 4 bind
     _create(cp, _pod("big", 8, scheduler="default-scheduler", node_selector={"kubernetes.io/hostname": "gpu-0"}))
-    _create(cp, _pod("fits", 5, scheduler="default-scheduler", node_selector={"kubernetes.io/hostname": "gpu-0"}))
+    _create(cp, _pod("fits", 4, scheduler="default-scheduler", node_selector={"kubernetes.io/hostname": "gpu-0"}))
     _wait(lambda: _get(cp, "/api/v1/namespaces/default/pods/fits")["spec"].get("nodeName"), 20, "fits bound")
+    # a later bind on gpu-0 sees the device-plugin pod there: the devices are unverified, and said so
+    _create(cp, _pod("later", 1, node_selector={"kubernetes.io/hostname": "gpu-0"}))
+    _wait(lambda: _get(cp, "/api/v1/namespaces/default/pods/later")["spec"].get("nodeName"), 20, "later bound")
+    assert svc.get("/api/v1/state")["mode"]["gpu_binding"]["identity_unverified_nodes"] == {"gpu-0": 1}
     big = _get(cp, "/api/v1/namespaces/default/pods/big")
     assert not big["spec"].get("nodeName")
     cond = [c for c in big["status"].get("conditions") or [] if c["type"] == "PodScheduled"]
     assert cond and cond[0]["reason"] == "Unschedulable" and "nvidia.com/gpu" in cond[0]["message"], cond
-    for name in ("train", "big", "fits"):
+    for name in ("train", "big", "fits", "later"):
         cp.request("DELETE", f"/api/v1/namespaces/default/pods/{name}?gracePeriodSeconds=0")
     _wait(lambda: not _reservations(cp), 15, "reservations deleted")
     state = svc.get("/api/v1/state")["mode"]["gpu_binding"]
-    assert state["reservations_created"] >= 3 and state["reservations_deleted"] >= 3 and state["reservations"] == 0
+    assert state["reservations_created"] >= 4 and state["reservations_deleted"] >= 4 and state["reservations"] == 0
 
 
 def test_a_node_whose_setup_cannot_bind_is_refused_and_reported(plane):

@@ -55,6 +55,7 @@ class GpuBinding:
         self.seq = 0
         self.reserved: set[tuple[str, int]] = set()              # reservation pods that exist
         self.not_bound: OrderedDict[str, dict] = OrderedDict()   # uid -> {pod, node, gpus, reason}
+        self.unverified: dict[str, int] = {}   # node -> device-plugin pods of other schedulers at the last bind
         self.counts = {"configmaps_written": 0, "reservations_created": 0, "reservations_deleted": 0,
                        "binds_refused": 0, "unmutated_binds": 0, "write_failures": 0}
 
@@ -105,6 +106,13 @@ class GpuBinding:
             self.counts["binds_refused"] += 1
             self._not_bound(namespace, name, uid, node, gpus, why + "; not bound there")
             return f"GPU choice cannot bind on node {node}: {why}"
+        others = self._device_plugin_pods(node)
+        if others:   # the count is held; which device each reservation gets is the plugin's (module doc)
+            self.unverified[node] = others
+            log.warning("node %s: %d pod(s) of other schedulers hold GPUs through the device plugin: the "
+                        "reservations hold the count, not necessarily the devices dlsched chose", node, others)
+        else:
+            self.unverified.pop(node, None)
         with self.lock:
             self.held[uid] = (node, tuple(gpus))
             self.seq += 1
@@ -121,6 +129,25 @@ class GpuBinding:
                 self.counts["write_failures"] += 1
                 return f"GPU binding failed before the Binding: {exc}"
         return ""
+
+    def _device_plugin_pods(self, node: str) -> int:
+        """Pods on ``node`` that got GPUs from the device plugin and are not dlsched's reservations
+        (the scheduler mode's bridge keeps the pods bound on each node; 0 when unknown)."""
+        from dlsched.service.gpu_binding.mutation import GPU_RESOURCE
+        from dlsched.service.gpu_binding.reservations import is_reservation
+
+        n = 0
+        for pod in list(getattr(self.bridge, "on_node", {}).get(node, {}).values()):
+            meta = pod.get("metadata") or {}
+            if is_reservation(str(meta.get("name") or ""), meta.get("labels") or {}):
+                continue
+            for c in (pod.get("spec") or {}).get("containers") or []:
+                res = c.get("resources") or {}
+                if str((res.get("limits") or {}).get(GPU_RESOURCE, (res.get("requests") or {}).get(GPU_RESOURCE, "0"))) \
+                        not in ("0", ""):
+                    n += 1
+                    break
+        return n
 
     def after_binding(self, uid: str, error: str) -> None:
         """The Binding's outcome: a failed one holds nothing (its reservations go at the next keep)."""
@@ -220,7 +247,9 @@ class GpuBinding:
         """For ``GET /api/v1/state`` and the dashboard."""
         out: dict = {"mode": "envvar-configmap", "reservation_namespace": self.namespace,
                      "held_pods": len(self.held), "reservations": len(self.reserved), **self.counts,
-                     "not_bound": list(self.not_bound.values())}
+                     "not_bound": list(self.not_bound.values()),
+                     # nodes where other schedulers' pods also hold GPUs: the count is held, the devices unverified
+                     "identity_unverified_nodes": dict(self.unverified)}
         if self.webhook is not None:
             out["webhook"] = {"port": self.webhook.port, "registration": self.registration or "by the operator",
                               **self.webhook.counts, "left_alone_reasons": list(self.webhook.left)}
