@@ -145,8 +145,15 @@ def _http_ok(url: str) -> bool:
 def scheduler_config(extender_url: str, kubeconfig: Path, cache_capable: bool = False,
                      qps: float | None = None) -> dict:
     """The v1beta1 KubeSchedulerConfiguration registering dlsched as the extender (``qps``: the
-    scheduler's API client rate, its default 50/s with bursts of 100 when None)."""
+    scheduler's API client rate, its default 50/s with bursts of 100 when None; ``extender_url``
+    '': kube-scheduler alone, no extender)."""
     conn: dict = {"kubeconfig": str(kubeconfig)}
+    extenders = [] if not extender_url else [{
+        "urlPrefix": extender_url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
+        "bindVerb": "bind", "weight": 1, "enableHTTPS": False, "nodeCacheCapable": cache_capable,
+        "ignorable": False, "httpTimeout": "10s",
+        "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}],
+    }]
     if qps is not None:
         conn.update(qps=qps, burst=int(2 * qps))
     return {
@@ -163,12 +170,7 @@ def scheduler_config(extender_url: str, kubeconfig: Path, cache_capable: bool = 
         # dlsched decides which pods run: kube-scheduler must not evict pods to make room behind its back
         "profiles": [{"schedulerName": "default-scheduler",
                       "plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}}],
-        "extenders": [{
-            "urlPrefix": extender_url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
-            "bindVerb": "bind", "weight": 1, "enableHTTPS": False, "nodeCacheCapable": cache_capable,
-            "ignorable": False, "httpTimeout": "10s",
-            "managedResources": [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}],
-        }],
+        "extenders": extenders,
     }
 
 

@@ -112,6 +112,23 @@ def register(app: typer.Typer) -> None:
         gang_arrival_timeout: float = typer.Option(120.0, min=0.1, help="seconds after which a gang whose pods "
                                                    "have not all arrived is reported, and a nominated gang whose "
                                                    "pods did not reach bind is released"),
+        gpu_binding: str = typer.Option("annotation", help="annotation: the GPUs dlsched chose are written to "
+                                        "dlsched.io/gpus only; envvar-configmap (--mode scheduler): a mutating "
+                                        "webhook and per-pod ConfigMaps make them the container's "
+                                        "NVIDIA_VISIBLE_DEVICES, held by reservation pods (docs/service.md)"),
+        webhook_port: int = typer.Option(8443, min=0, max=65535, help="--gpu-binding envvar-configmap: the "
+                                         "webhook's HTTPS port (0: any free port)"),
+        webhook_host: str = typer.Option("", show_default=False, help="address the webhook listens on "
+                                         "(default: --host)"),
+        webhook_url: str = typer.Option("", show_default=False, help="the URL the API server calls (default "
+                                        "https://WEBHOOK-HOST:PORT/mutate)"),
+        webhook_register: bool = typer.Option(True, help="create or replace the MutatingWebhookConfiguration at "
+                                              "start (off: deploy/ registers it)"),
+        webhook_cert: Path | None = typer.Option(None, help="the webhook's TLS certificate (default: a "
+                                                 "self-signed CA made at start-up)"),
+        webhook_key: Path | None = typer.Option(None, help="its private key"),
+        webhook_ca: Path | None = typer.Option(None, help="the CA certificate the registration's caBundle holds"),
+        reservation_namespace: str = typer.Option("dlsched", help="namespace of the GPU reservation pods"),
         param: list[str] | None = PARAM,
         **policy_flags: object,
     ) -> None:
@@ -136,7 +153,13 @@ def register(app: typer.Typer) -> None:
                 election = check_election(db, host, port, lease_name, lease_namespace, leader_id, advertise_url,
                                           lease_duration, renew_deadline, retry_period)
             connection = Connection(kubeconfig, api_server, api_token, insecure_skip_tls_verify, db, token)
-            service, app = start_service(config, connection, election)
+            from dlsched.service.gpu_binding.setup import GpuBindingOptions
+
+            binding = GpuBindingOptions(gpu_binding, webhook_host or host, webhook_port, webhook_url,
+                                        webhook_register, webhook_cert, webhook_key, webhook_ca,
+                                        reservation_namespace)
+            binding.check(mode)
+            service, app = start_service(config, connection, election, binding)
         import uvicorn
 
         console.print(f"dlsched serve: listening on http://{host}:{port} ({_server_parts()})", soft_wrap=True,
@@ -279,13 +302,18 @@ def assemble(config: ServiceConfig, conn: Connection, election=None):
     return service, api
 
 
-def start_service(config: ServiceConfig, conn: Connection, election=None):
+def start_service(config: ServiceConfig, conn: Connection, election=None, gpu_binding=None):
     """The service and its HTTP app: :func:`assemble`, the effective configuration printed, then
-    reconciled with the API server (or, with ``election``, campaigning for the lease)."""
+    reconciled with the API server (or, with ``election``, campaigning for the lease).
+    ``gpu_binding``: ``GpuBindingOptions`` (service/gpu_binding/setup.py), checked already."""
     from dlsched.cli.serve_config import config_lines
     from dlsched.service.app import build_app
 
     service, api = assemble(config, conn, election)
+    if gpu_binding is not None and gpu_binding.mode != "annotation":
+        from dlsched.service.gpu_binding.setup import attach
+
+        attach(service, api, gpu_binding)
     console.print("dlsched serve: " + "\n  ".join(config_lines(service.config)), soft_wrap=True, highlight=False,
                   markup=False)
     chosen, token = bool(conn.token), service.token

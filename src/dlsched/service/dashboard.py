@@ -61,7 +61,9 @@ def dashboard_data(service, decisions: int = 50) -> dict:
     return {"policy": policy, "nodes": nodes, "queue": queue,
             "decisions": [{"id": d["id"], "at": d["at"], "kind": d["kind"], "pod": d["pod"], "node": d["node"],
                            "gpus": d["gpus"], "detail": d["detail"]} for d in log],
-            "predicted_vs_observed": pvo, "filters": filters, "gangs": gangs}
+            "predicted_vs_observed": pvo, "filters": filters, "gangs": gangs,
+            # --gpu-binding envvar-configmap: the pods whose GPU choice did not reach the container (else None)
+            "gpu_binding": binding.state()["not_bound"] if (binding := getattr(service, "gpu_binding", None)) else None}
 
 
 def _e(x: object) -> str:
@@ -129,6 +131,13 @@ def render_body(data: dict) -> str:
         out.append(f'<tr><td>{_e(x["pod"])}</td><td>{_e(x["outcome"])}</td><td>{_e(",".join(x["passed"]))}</td>'
                    f'<td>{x["rejected"]}</td><td>{_e(x["reason"])}</td></tr>')
     out.append("</table>")
+    if data.get("gpu_binding") is not None:
+        out.append('<h2>GPU choices not bound</h2><table id="gpu-binding"><tr><th>pod</th><th>node</th><th>GPUs</th>'
+                   '<th>why</th></tr>')
+        for r in data["gpu_binding"]:
+            out.append(f'<tr data-pod="{_e(r["pod"])}"><td>{_e(r["pod"])}</td><td>{_e(r["node"])}</td>'
+                       f'<td>{_e(r["gpus"])}</td><td>{_e(r["reason"])}</td></tr>')
+        out.append("</table>")
     return "".join(out)
 
 
@@ -164,6 +173,11 @@ function render(d) {
   o.push('</table><h2>Extender answers</h2><table id="filters"><tr><th>pod</th><th>outcome</th><th>passed</th><th>nodes rejected</th><th>why</th></tr>');
   for (const x of d.filters) o.push(`<tr><td>${e(x.pod)}</td><td>${e(x.outcome)}</td><td>${e(x.passed.join(","))}</td><td>${x.rejected}</td><td>${e(x.reason)}</td></tr>`);
   o.push("</table>");
+  if (d.gpu_binding !== null && d.gpu_binding !== undefined) {
+    o.push('<h2>GPU choices not bound</h2><table id="gpu-binding"><tr><th>pod</th><th>node</th><th>GPUs</th><th>why</th></tr>');
+    for (const r of d.gpu_binding) o.push(`<tr data-pod="${e(r.pod)}"><td>${e(r.pod)}</td><td>${e(r.node)}</td><td>${e(r.gpus)}</td><td>${e(r.reason)}</td></tr>`);
+    o.push("</table>");
+  }
   document.getElementById("main").innerHTML = o.join("");
 }
 async function refresh() {

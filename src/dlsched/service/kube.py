@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from dlsched.kernel.stimuli import TIME_LIMIT_REASON
+from dlsched.service.gpu_binding.reservations import is_reservation
 from dlsched.service.pods import GPUS_ANNOTATION, NOMINATED_ANNOTATION, PodError, node_facts, pod_facts
 
 log = logging.getLogger("dlsched.service")
@@ -190,6 +191,7 @@ class KubeBridge:
         self.bad_objects = 0
         self.resyncs = 0
         self.refused_annotations = 0   # GPU annotations the API server refused (uid changed / bound)
+        self.gpu_binding = None   # --gpu-binding envvar-configmap: a GpuBinding (service/gpu_binding/binding.py)
 
     # -- start-up ---------------------------------------------------------------------
     def reconcile(self) -> tuple[str, str, set[str]]:
@@ -232,6 +234,8 @@ class KubeBridge:
             return
         if not facts.node_name and facts.scheduler_name != self.scheduler_name:
             return   # another scheduler's pending pod: it holds nothing yet
+        if self.gpu_binding is not None and is_reservation(facts.name, facts.labels):
+            return   # a GPU reservation pod: the pod it holds the GPU for is the holder (service/gpu_binding/)
         if kind == "DELETED":
             self.core.pod_gone(facts.uid)
         else:
@@ -335,16 +339,26 @@ class KubeBridge:
                 error = self._annotate(namespace, name, uid, text, annotated)
                 if error:
                     return error
+            if self.gpu_binding is not None and gpus is not None:   # its ConfigMap and reservations first
+                error = self.gpu_binding.before_binding(namespace, name, uid, node, gpus)
+                if error:
+                    return error
             meta = V1ObjectMeta(name=name, namespace=namespace, uid=uid,
                                 annotations=None if text is None else {GPUS_ANNOTATION: text})
             body = V1Binding(metadata=meta,
                              target=V1ObjectReference(kind="Node", name=node, api_version="v1"))
             _read(self.api.create_namespaced_pod_binding(name, namespace, body, _preload_content=False))
         except ApiException as exc:
-            return f"API server refused the bind ({exc.status}): {exc.reason}"
+            return self._bound(uid, f"API server refused the bind ({exc.status}): {exc.reason}")
         except Exception as exc:  # noqa: BLE001 - connection errors: the bind failed, GPUs must return
-            return f"bind failed: {exc}"
-        return ""
+            return self._bound(uid, f"bind failed: {exc}")
+        return self._bound(uid, "")
+
+    def _bound(self, uid: str, error: str) -> str:
+        """The Binding's outcome, told to the GPU binding (a failed one holds no reservation)."""
+        if self.gpu_binding is not None:
+            self.gpu_binding.after_binding(uid, error)
+        return error
 
     def _annotate(self, namespace: str, name: str, uid: str, text: str, annotated: bool) -> str:
         """The GPU annotation, written only to the pending pod with this uid; '' or the error."""

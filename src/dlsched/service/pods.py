@@ -20,6 +20,8 @@ BATCH_ANNOTATION = "dlsched.io/batch-size"
 USER_ANNOTATION = "dlsched.io/user"
 NAME_ANNOTATION = "dlsched.io/name"            # the job's name for duration predictions (else: job_name)
 GPU_TYPE_LABEL = "dlsched.io/gpu-type"
+MOVED_GPUS_ANNOTATION = "dlsched.io/gpu-request"        # the nvidia.com/gpu count the GPU-binding webhook moved
+MOVED_CONFIGMAP_ANNOTATION = "dlsched.io/gpu-configmap"  # the ConfigMap it pointed the containers at
 ATTENTION_ANNOTATION = "dlsched.io/attention"  # eager | fused | memory_efficient (memory predictor)
 STACK_ANNOTATION = "dlsched.io/stack"          # software-stack label: memory context and calibration key
 # A max runtime in dlsched's run time (seconds, across evictions), which dlsched enforces itself;
@@ -170,6 +172,9 @@ def pod_facts(pod: object) -> PodFacts:
             gpus += parse_quantity(value, f"Pod.spec.containers[{i}].resources {GPU_RESOURCE}")
     labels = _dict(meta.get("labels"), "Pod.metadata.labels")
     annotations = _dict(meta.get("annotations"), "Pod.metadata.annotations")
+    if not gpus and MOVED_CONFIGMAP_ANNOTATION in annotations and MOVED_GPUS_ANNOTATION in annotations:
+        # --gpu-binding envvar-configmap: the webhook moved the request here (service/gpu_binding/)
+        gpus = parse_quantity(annotations[MOVED_GPUS_ANNOTATION], f"Pod.metadata.annotations {MOVED_GPUS_ANNOTATION}")
     node = spec.get("nodeName") or ""
     phase = status.get("phase") or "Pending"
     if not isinstance(node, str) or not isinstance(phase, str):

@@ -88,6 +88,7 @@ class LiveService:
     config: dict = field(default_factory=dict)   # the effective configuration (ServiceConfig.describe())
     mode: str = "extender"   # or "scheduler": dlsched binds the pods of its own scheduler name (scheduler_mode/)
     binder: object | None = None   # the scheduler mode's Binder, once started
+    gpu_binding: object | None = None   # --gpu-binding envvar-configmap: a GpuBinding (service/gpu_binding/)
     _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
     _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) a nudge wrote
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -103,6 +104,9 @@ class LiveService:
         self.read_queues_once()   # before the pods: a borrowed pod found bound is adopted as a loan
         node_rv, pod_rv, holding = self.bridge.reconcile()
         dropped = self.core.store.reset_assignments(holding, self.core.now())
+        if self.gpu_binding is not None:   # the reservations that exist and the GPUs bound pods hold
+            self.gpu_binding.recover()
+            self.gpu_binding.start(self._done)
         from dlsched.service.gang_recovery import recover
 
         gangs = recover(self)   # gang hook: a gang left partly bound is completed or released
@@ -137,13 +141,16 @@ class LiveService:
     def mode_state(self) -> dict:
         """How this service reaches Kubernetes, for GET /api/v1/state: the mode, and in scheduler
         mode its binds, node checks and watches."""
+        binding = {"gpu_binding": self.gpu_binding.state() if self.gpu_binding is not None else
+                   {"mode": "annotation", "note": "dlsched.io/gpus records dlsched's choice; the node's device "
+                    "plugin picks the GPUs unless it reads the annotation"}}
         if self.mode != "scheduler":
-            return {"mode": self.mode, "scheduler_name": self.scheduler_name}
+            return {"mode": self.mode, "scheduler_name": self.scheduler_name, **binding}
         describe = getattr(self.bridge, "describe", None)
         out = describe() if describe is not None else {"mode": "scheduler", "scheduler_name": self.scheduler_name}
         if self.binder is not None:
             out["binder"] = dict(self.binder.counts)
-        return out
+        return {**out, **binding}
 
     def start_evictor(self) -> tuple[int, int]:
         """The thread that carries out eviction intents (service/evictor.py), then the intents a
@@ -294,6 +301,9 @@ class LiveService:
 
     def stop(self) -> None:
         self._done.set()
+        webhook = getattr(self.gpu_binding, "webhook", None)
+        if webhook is not None:
+            webhook.stop()
         if self.elector is not None:
             self.elector.stop(release=True)
         if self.bridge is not None:
