@@ -18,7 +18,10 @@ HeliosArtifact simulator's FIFO in the same run (prepared as `bench_whole_comman
         [--reference-dir DIR] [--reference-python PY] [--baseline-src PATH]
 
 `--baseline-src` also times the dlsched of another source tree (e.g. a worktree of main) in the
-same run, alternating with this one.
+same run, alternating with this one. `--bytecodes N` instead counts the Python bytecodes of the
+simulation alone on the window's first N jobs, dlsched's loop (as `bench_bytecodes.py` counts it)
+beside the floor's, with their start times compared: a measure of the loop's per-event overhead that
+a loaded machine does not blur.
 """
 
 from __future__ import annotations
@@ -217,6 +220,45 @@ def same_jobs(dlsched_csv: Path, floor_csv: Path) -> str:
     return ""
 
 
+def bytecodes(n: int) -> None:
+    """Print the bytecodes of dlsched's simulation and of the floor's on the first ``n`` jobs."""
+    import bench_bytecodes as bb
+    import bench_whole_command as whole
+
+    from dlsched.core import truth
+    from dlsched.core.cluster import ClusterSpec
+    from dlsched.traces.api import load_trace
+    from dlsched.traces.vc import load_vc_config
+
+    vcs = load_vc_config(whole.VC_CONFIG)
+    jobs = load_trace(whole.TRACE, "helios-log", start=whole.WINDOW[0], end=whole.WINDOW[1], vcs=list(vcs)).jobs[:n]
+    ours = bb.count(jobs, ClusterSpec.from_vc_sizes(vcs), "fifo")
+    starts = [job.start_time for job in jobs]
+    seen = [0]
+
+    def local(frame, event, arg):
+        if event == "opcode":
+            seen[0] += 1
+        return local
+
+    def enter(frame, event, arg):
+        frame.f_trace_opcodes = True
+        return local
+
+    columns = ([j.vc for j in jobs], [j.gpus for j in jobs], [j.submit_time for j in jobs],
+               [truth.duration(j) for j in jobs], dict(vcs))
+    sys.settrace(enter)
+    try:
+        floor = floor_fifo(*columns)
+    finally:
+        sys.settrace(None)
+    if floor != starts:
+        sys.exit("the floor's start times differ from dlsched's")
+    print(f"simulation of the first {len(jobs):,} jobs (same start times): dlsched {ours:,} bytecodes "
+          f"({ours / len(jobs):,.0f} per job), floor {seen[0]:,} ({seen[0] / len(jobs):,.0f} per job): "
+          f"{ours / seen[0]:.2f}x")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--floor-child"]:  # the floor itself: out, trace, VC config, start, end
         out, trace, vc_config, start, end = sys.argv[2:7]
@@ -230,9 +272,14 @@ def main() -> None:
     ap.add_argument("--reference-dir", type=Path, default=None, help="prepared 'framework/QSSF Service' folder")
     ap.add_argument("--reference-python", type=Path, default=None, help="the reference's Python 3.11")
     ap.add_argument("--baseline-src", type=Path, default=None, help="another tree's src/ to time beside this one")
+    ap.add_argument("--bytecodes", type=int, default=0, metavar="N",
+                    help="count the simulation's bytecodes on the first N jobs instead of timing")
     args = ap.parse_args()
     if not whole.TRACE.exists():
         sys.exit(f"{whole.TRACE} not found (../shared is needed)")
+    if args.bytecodes:
+        bytecodes(args.bytecodes)
+        return
     args.skip_reference = False
     folder, python, why = whole.reference_location(args)
     trees = {"dlsched": whole.REPO / "src"}
