@@ -116,7 +116,8 @@ def _read_raw(path: str, names: list[str] | None) -> _Raw:
     if data.startswith(b"#"):
         first, _, data = data.partition(b"\n")
         comment, skip = first[1:].decode("utf-8", "replace").strip(), 1
-    data = data.rstrip(b"\r\n") + b"\n"
+    if data[-1:] != b"\n" or data[-2:-1] in (b"\n", b"\r"):  # else it already ends in one "\n": no copy
+        data = data.rstrip(b"\r\n") + b"\n"
     if data.strip() == b"":
         raise TraceError(path, "file is empty (no header line)", line=1 + skip)
     raw = list(names) if names else data.partition(b"\n")[0].decode("utf-8", "replace").rstrip("\r").split(",")

@@ -9,6 +9,7 @@ from dlsched.traces._table import open_text
 from dlsched.traces.model import Trace, TraceError
 from dlsched.traces.pipeline import LoadOptions, TimeArg, gc_paused
 from dlsched.traces.registry import formats, get_format
+from dlsched.traces.release import release_freed_memory
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
@@ -93,4 +94,5 @@ def load_trace(path: str | Path, fmt: str = "auto", *, start: TimeArg = None, en
         trace = loader.load(path, opts)
     if not trace.name:
         trace.name = path.name
+    release_freed_memory(len(trace.jobs))
     return trace

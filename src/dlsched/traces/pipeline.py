@@ -22,6 +22,7 @@ import numpy as np
 from dlsched.core.job import SIDE_RECORDS, Job
 from dlsched.core.truth import MEASURED_SLOT
 from dlsched.traces.model import LoadReport, Trace, TraceError
+from dlsched.traces.release import release_freed_memory
 
 _NAN = float("nan")
 
@@ -189,6 +190,7 @@ def finish(cols: Columns, opts: LoadOptions, report: LoadReport, path: str, name
                 submit = submit + float((origin - new) / _SECOND)
             origin = new
     order = np.argsort(submit, kind="stable")
+    release_freed_memory(len(order))  # the reader's freed temporaries, before the jobs are made
     with gc_paused():
         jobs = build_jobs(cols, submit, order)
         return Trace(jobs, _to_datetime(origin) if origin is not None else None, report, name)
