@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.control_plane import (
+from support.control_plane import (  # noqa: E402 - after the sys.path lines above
     add_gpu_node,
     audit_writes,
     cleanup,
@@ -56,7 +56,7 @@ from support.control_plane import (
     missing_reason,
     start_control_plane,
 )
-from support.service_proc import ServiceProcess
+from support.service_proc import ServiceProcess  # noqa: E402
 
 NAMESPACE = "bench"
 

@@ -24,6 +24,7 @@ Needs torch and transformers (``pip install 'dlsched[export]'``); NVML through `
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -187,10 +188,8 @@ class _Nvml:
 
         def loop() -> None:
             while not self._stop.is_set():
-                try:
+                with contextlib.suppress(Exception):  # a failed read loses one sample, nothing else
                     self.samples.append(self._read())
-                except Exception:  # noqa: BLE001, S110 - a failed read loses one sample, nothing else
-                    pass
                 time.sleep(0.05)
         self._thread = threading.Thread(target=loop, daemon=True)
         self._thread.start()
