@@ -152,7 +152,7 @@ class ReservingPolicy(PolicyBase):
         if self.own_estimator:
             self.estimator.reset()
         self.book.clear()
-        self.estimates.corrected.clear()
+        self.estimates.clear()
 
     def job_submitted(self, job: Job, now: float) -> None:
         hook = self.order.job_submitted
@@ -167,6 +167,7 @@ class ReservingPolicy(PolicyBase):
             hook(job, now)
         if self.own_estimator:
             self.estimator.observe_finished(job, now)
+        self.estimates.ended(job)
 
     def job_failed(self, job: Job, now: float, reason: str) -> None:
         self.order.job_failed(job, now, reason)
@@ -186,7 +187,10 @@ class ReservingPolicy(PolicyBase):
     def pass_order(self, view: ClusterView, vc) -> list[Job]:
         """The waiting jobs of ``vc`` in the order's order at this instant (the pass begins: the
         VC's earlier reservations are void)."""
-        self.book.begin(vc.vid)
+        book = self.book
+        if book.keep is not None:   # a bounded (live) book drops the records of jobs gone unstarted
+            book.waiting(vc.vid, vc.queue)
+        book.begin(vc.vid)
         begin = getattr(self.order, "begin_pass", None)
         if begin is not None:
             begin(view)
@@ -196,4 +200,4 @@ class ReservingPolicy(PolicyBase):
 
     def summary(self) -> dict:
         """``summary.json``'s ``reservations`` entry (runner.run_one adds it)."""
-        return self.book.summary(len(self.estimates.corrected))
+        return self.book.summary(self.estimates.n_corrected)
