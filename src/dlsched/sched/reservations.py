@@ -102,11 +102,13 @@ class ReservationBook:
     record of a job that left without starting (its pod deleted) is dropped at the next pass of
     its VC that finds it no longer waiting (counted in ``withdrawn``)."""
 
-    __slots__ = ("records", "backfilled", "current", "keep", "withdrawn", "_started", "_folded", "_open")
+    __slots__ = ("records", "backfilled", "current", "keep", "withdrawn", "stopped", "_started", "_folded",
+                 "_open")
 
     def __init__(self) -> None:
         self.records: dict[Job, list[float]] = {}   # job -> [first, last, made at, started (nan: not yet)]
         self.backfilled = 0                         # starts ahead of a waiting job that held a reservation
+        self.stopped = 0                            # backfilled jobs stopped at a reservation (on_overrun=stop)
         self.current: dict[int, dict[Job, float]] = {}   # vid -> job -> reserved start, from its latest pass
         self.keep: int | None = None   # started records kept as rows (None: all, the simulator)
         self.withdrawn = 0             # records dropped: the job left without starting (bounded book only)
@@ -123,6 +125,7 @@ class ReservationBook:
     def clear(self) -> None:
         self.records.clear()
         self.backfilled = 0
+        self.stopped = 0
         self.current.clear()
         self.withdrawn = 0
         self._started.clear()
@@ -205,6 +208,8 @@ class ReservationBook:
                "mean_delay_broken_s": (sum(delays) + sum_folded) / broken if broken else 0.0,
                "max_delay_broken_s": max(max(delays, default=0.0), max_folded), "backfilled_jobs": self.backfilled,
                "estimates_corrected": corrected}
+        if self.stopped:
+            out["overruns_stopped"] = self.stopped
         if self.keep is not None:
             out["withdrawn"] = self.withdrawn
         return out
