@@ -127,7 +127,7 @@ def test_any_queue_order_runs_to_the_end(order):
 @pytest.mark.parametrize("options, message", [
     ({"estimate": "guess"}, "--param estimate must be one of limit, prediction, capped, truth"),
     ({"correction": "triple"}, "--param correction must be one of off, double, limit"),
-    ({"on_overrun": "stop"}, "on_overrun=stop"),
+    ({"stop_grace": -1.0}, "--param stop_grace must be a number of seconds >= 0"),
     ({"order": "srtf"}, "--param order='srtf' is not a queue order"),
     ({"order": "easy"}, "is not a queue order"),
     ({"backfill": True}, "leave out --backfill"),
@@ -136,6 +136,63 @@ def test_any_queue_order_runs_to_the_end(order):
 def test_what_cannot_work_is_refused_by_name(options, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         make_policy("easy", **options)
+
+
+def _overrunning() -> list[Job]:
+    jobs = [Job("a", "v", 2, 0.0, 10.0), Job("b", "v", 4, 1.0, 10.0), Job("c", "v", 2, 2.0, 20.0)]
+    for job, pred in zip(jobs, (10.0, 10.0, 5.0)):
+        job.pred_duration = pred   # c's prediction is 15 s short
+    return jobs
+
+
+@pytest.mark.parametrize("on_overrun, grace, starts, b_start, c_end, broken", [
+    # run: c runs on to 22; b, reserved at 10, starts at 22 (broken by 12).
+    ("run", 0.0, {"a": 0.0, "c": 2.0}, 22.0, 22.0, 1),
+    # stop: at 10 (a ends; the policy's wake-up) c still runs, b waits and is due: c is stopped
+    # (checkpointed, re-queued with 8 s done) and b starts at its reservation, 10 (kept). c
+    # restarts when b ends at 20 and redoes the 30 s checkpoint overhead of a 2-GPU job
+    # (helios_checkpoint_overhead): 20 + 12 + 30 = 62.
+    ("stop", 0.0, {"a": 0.0, "c": 2.0}, 10.0, 62.0, 0),
+    # stop with 3 s of grace: c is stopped at 13 with 11 s done, and b starts then (broken by 3);
+    # c restarts at b's end, 23: 23 + 9 + 30 = 62.
+    ("stop", 3.0, {"a": 0.0, "c": 2.0}, 13.0, 62.0, 1),
+])
+def test_on_overrun_stop_stops_a_backfilled_job_at_the_reservation_it_delays(on_overrun, grace, starts, b_start,
+                                                                            c_end, broken):
+    """One node of 4 GPUs, QSSF-style predictions set by hand (correction off). a: 2 GPUs, t=0,
+    10 s (predicted 10). b: 4 GPUs, t=1, 10 s: the head, reserved at a's end, 10. c: 2 GPUs, t=2,
+    runs 20 s but predicted 5: estimated to end at 7 <= 10, it backfills at 2 (the 2 free GPUs)."""
+    jobs = _overrunning()
+    got, pol = _run(jobs, "easy", estimate="prediction", on_overrun=on_overrun, stop_grace=grace)
+    assert {k: got[k] for k in starts} == starts and got["b"] == b_start
+    a, b, c = jobs
+    assert c.end_time == c_end and c.preemptions == (0 if on_overrun == "run" else 1)
+    summary = pol.summary()
+    assert summary["broken"] == broken and summary["backfilled_jobs"] == 1
+    assert summary.get("overruns_stopped", 0) == (0 if on_overrun == "run" else 1)
+    assert pol.book.records[b][0] == 10.0   # b's first reservation
+
+
+def test_on_overrun_stop_leaves_a_job_that_ends_in_time_or_does_not_delay_the_head():
+    """c2 is predicted 5 s and runs 5 s (ends at 7, before the reservation): never stopped. And a
+    job that overruns while the head can start anyway (a 1-GPU job beside a 2-GPU head on 4 GPUs:
+    at 10 a ends, 3 are free) is not stopped: it delays nothing."""
+    jobs = _overrunning()
+    jobs[2] = Job("c2", "v", 2, 2.0, 5.0)
+    jobs[2].pred_duration = 5.0
+    _, pol = _run(jobs, "easy", estimate="prediction", on_overrun="stop")
+    assert "overruns_stopped" not in pol.summary() and jobs[2].preemptions == 0
+    jobs = [Job("a", "v", 3, 0.0, 10.0), Job("b", "v", 2, 1.0, 10.0), Job("c", "v", 1, 2.0, 30.0)]
+    for job, pred in zip(jobs, (10.0, 10.0, 5.0)):
+        job.pred_duration = pred
+    got, pol = _run(jobs, "easy", estimate="prediction", on_overrun="stop")
+    # c ends (est.) at 7 <= 10: let in by its end; at 10 a ends, 3 free >= 2: b starts anyway
+    assert got == {"a": 0.0, "b": 10.0, "c": 2.0} and jobs[2].preemptions == 0
+
+
+def test_conservative_refuses_on_overrun_stop():
+    with pytest.raises(ValueError, match="conservative does not stop overrunning jobs"):
+        make_policy("conservative", on_overrun="stop")
 
 
 def test_limit_estimates_need_a_limit_on_every_job():
@@ -157,7 +214,7 @@ def _cli(*argv) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--param", "on_overrun=stop"], "error: --param on_overrun=stop: stopping a backfilled job"),
+    (["--param", "on_overrun=maybe"], "error: --param on_overrun must be run or stop"),
     (["--max-jobs-per-gpu", "2"], "error: easy: reservations need exclusive GPUs"),
     (["--backfill"], "error: easy backfills by its reservations: leave out --backfill"),
     (["--param", "estimate=limit"], "error: easy: --param estimate=limit needs a time limit on every job; 50 of 50"),

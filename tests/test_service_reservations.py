@@ -103,3 +103,35 @@ def test_a_policy_without_reservations_shows_the_forecast():
     core.run_pass()
     rows = {r["uid"]: r for r in core.queue()}
     assert rows["b"]["eta_source"] == "forecast" and "held back" not in rows["b"]["reason"]
+
+
+def test_easy_on_overrun_stop_evicts_an_overrunning_backfilled_pod_at_the_reservation():
+    """Live, the same policy object: c (2 GPUs, predicted 5 s) backfills ahead of the head b (4
+    GPUs, reserved at a's predicted end, T0+10); at T0+10 the policy's wake-up finds c still
+    running and b due, and c's stop is an eviction (intent in the store, the pod's grace period)
+    with the reason naming the reservation it overran."""
+    clock = Clock(T0)
+    core = SchedulerCore(make_policy("easy", on_overrun="stop"), Store("sqlite://"), clock=clock)
+    sent: list = []
+    core.evictor = sent.append
+    core.node_seen(NodeFacts("n", 4, "default", "", False))
+
+    def seen(uid: str, gpus: int, pred: float, created: float, **kw) -> None:
+        core.pod_seen(pod(uid, gpus, created=created, **kw))
+        core.jobs[uid].pred_duration = pred   # what the estimator says, set by hand
+
+    seen("a", 2, 10.0, 1.0)
+    core.run_pass()
+    core.pod_seen(pod("a", 2, created=1.0, node="n", phase="Running"))
+    seen("b", 4, 10.0, 2.0)
+    seen("c", 2, 5.0, 3.0)
+    core.run_pass()
+    assert core.jobs["c"].state.name == "ASSUMED" and core.jobs["b"].state.name == "PENDING"
+    core.pod_seen(pod("c", 2, created=3.0, node="n", phase="Running"))
+    assert core.next_timer() == T0 + 10
+    clock.t = T0 + 10
+    core.fire_timers()
+    rows = core.store.eviction_rows()
+    assert [r["pod"] for r in rows] == ["ml/c"]
+    assert "overran its estimate into the reservation of b (on_overrun=stop, easy)" in rows[0]["reason"]
+    assert len(sent) == 1 and core.adapter.policy.book.stopped == 1

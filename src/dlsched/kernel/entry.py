@@ -290,11 +290,14 @@ class Kernel:
         self.on_timer(key, now)
         self.on_pass(now)
 
-    def on_adopted(self, job: Job, placement, borrowed: bool, now: float) -> None:
+    def on_adopted(self, job: Job, placement, borrowed: bool, ran_s: float, now: float) -> None:
         """``JobAdopted``: a running job this kernel did not place, booked as it stands. A node
         cordoned after the job was bound there still runs it: opened for the booking and closed
-        again."""
+        again. The ``ran_s`` seconds it ran before it was found are attained service (before the
+        start, so that the limit clock arms its timer for the run time left)."""
         st = self.state
+        if ran_s > 0.0:
+            job.attained += job.gpus * ran_s
         host = st.vcs[st.node_vc[placement[0][0]]]
         closed = [n for n, _ in placement if st.node_cordoned[n]]
         for n in closed:

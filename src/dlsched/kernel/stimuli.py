@@ -117,11 +117,13 @@ class JobAdopted(NamedTuple):
     """A job found running where no decision of this kernel put it (live: a pod bound by someone
     else, or before a restart): its start is booked as it stands, on ``placement``, even on a
     node cordoned since; ``borrowed``: it runs on the node's VC as a loan of its own queue (the
-    queue manager books the loan)."""
+    queue manager books the loan). ``ran_s``: how long it had run before, booked as run time
+    already attained, so that its time limit counts from its original start, not from now."""
 
     job: Job
     placement: Placement
     borrowed: bool = False
+    ran_s: float = 0.0   # seconds it had already run when found (live: since its pod's start or bind)
 
 
 class QueuesChanged(NamedTuple):

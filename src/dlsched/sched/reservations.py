@@ -37,7 +37,7 @@ KEPT_SLACK_S = 1e-6   # a start this close after the promise still keeps it (flo
 class Estimates:
     """A job's estimated run time and a running job's estimated end, per the policy's choice."""
 
-    __slots__ = ("kind", "correction", "corrected")
+    __slots__ = ("kind", "correction", "corrected", "n_corrected")
 
     def __init__(self, kind: str, correction: str) -> None:
         if kind not in ESTIMATES:
@@ -46,6 +46,15 @@ class Estimates:
             raise ValueError(f"--param correction must be one of {', '.join(CORRECTIONS)}, got {correction!r}")
         self.kind, self.correction = kind, correction
         self.corrected: set[Job] = set()   # running jobs whose estimate a correction replaced
+        self.n_corrected = 0               # jobs ever corrected (``corrected`` forgets the ended ones)
+
+    def ended(self, job: Job) -> None:
+        """The job ended: the set of corrected jobs forgets it (bounded in a long-running service)."""
+        self.corrected.discard(job)
+
+    def clear(self) -> None:
+        self.corrected.clear()
+        self.n_corrected = 0
 
     def run_time(self, job: Job, view) -> float:
         """Estimated seconds from start to end (inf: unknown)."""
@@ -68,7 +77,9 @@ class Estimates:
         end = start + est
         if end > now or self.correction == "off":
             return max(end, now)
-        self.corrected.add(job)
+        if job not in self.corrected:
+            self.corrected.add(job)
+            self.n_corrected += 1
         limit = job.time_limit_s
         if self.correction == "limit" and limit is not None and start + limit > now:
             return start + limit
@@ -83,31 +94,70 @@ class Estimates:
 class ReservationBook:
     """Per job: first and last reserved start, when the reservation was first made, actual start;
     and per VC the reservations its latest pass made (``current``: what the live service shows
-    as a waiting job's ETA and why another waits; a pass of the VC replaces them)."""
+    as a waiting job's ETA and why another waits; a pass of the VC replaces them).
 
-    __slots__ = ("records", "backfilled", "current")
+    In the simulator every record is kept (``reservations.csv`` has a row per job). A
+    long-running service bounds them (:meth:`bound`): a started job's record is folded into the
+    totals that :meth:`summary` reports and only the last ``keep`` started ones stay as rows; a
+    record of a job that left without starting (its pod deleted) is dropped at the next pass of
+    its VC that finds it no longer waiting (counted in ``withdrawn``)."""
+
+    __slots__ = ("records", "backfilled", "current", "keep", "withdrawn", "stopped", "_started", "_folded",
+                 "_open")
 
     def __init__(self) -> None:
         self.records: dict[Job, list[float]] = {}   # job -> [first, last, made at, started (nan: not yet)]
         self.backfilled = 0                         # starts ahead of a waiting job that held a reservation
+        self.stopped = 0                            # backfilled jobs stopped at a reservation (on_overrun=stop)
         self.current: dict[int, dict[Job, float]] = {}   # vid -> job -> reserved start, from its latest pass
+        self.keep: int | None = None   # started records kept as rows (None: all, the simulator)
+        self.withdrawn = 0             # records dropped: the job left without starting (bounded book only)
+        self._started: dict[Job, None] = {}   # bounded book: started records, oldest first
+        self._folded = [0, 0, 0.0, 0.0]       # records folded away: started, broken, sum and max of delays
+        self._open: dict[int, dict[Job, None]] = {}   # bounded book: vid -> jobs with a record, not started
+
+    def bound(self, keep: int) -> None:
+        """Keep at most ``keep`` started records as rows (the live service); totals stay exact."""
+        if keep < 0:
+            raise ValueError(f"a reservation book keeps >= 0 started records, got {keep}")
+        self.keep = keep
 
     def clear(self) -> None:
         self.records.clear()
         self.backfilled = 0
+        self.stopped = 0
         self.current.clear()
+        self.withdrawn = 0
+        self._started.clear()
+        self._folded = [0, 0, 0.0, 0.0]
+        self._open.clear()
 
     def begin(self, vid: int) -> None:
         """A pass of VC ``vid`` begins: its earlier reservations are void (it makes them afresh)."""
         self.current.pop(vid, None)
 
+    def waiting(self, vid: int, queue) -> None:
+        """A bounded book, at a pass of VC ``vid`` over its waiting ``queue``: the VC's records of
+        jobs that never started and no longer wait (withdrawn) are dropped. The simulator, whose
+        jobs never leave unstarted, does not call it."""
+        unstarted = self._open.get(vid)
+        if not unstarted:
+            return
+        waiting = set(queue)
+        for job in [j for j in unstarted if j not in waiting]:
+            del unstarted[job]
+            del self.records[job]
+            self.withdrawn += 1
+
     def reserve(self, job: Job, start: float, now: float) -> None:
         record = self.records.get(job)
+        vid = job.vc_state.vid
         if record is None:
             self.records[job] = [start, start, now, math.nan]
+            if self.keep is not None:
+                self._open.setdefault(vid, {})[job] = None
         else:
             record[1] = start
-        vid = job.vc_state.vid
         held = self.current.get(vid)
         if held is None:
             held = self.current[vid] = {}
@@ -120,6 +170,24 @@ class ReservationBook:
             held = self.current.get(job.vc_state.vid)
             if held:
                 held.pop(job, None)
+            if self.keep is not None:
+                self._open.get(job.vc_state.vid, {}).pop(job, None)
+                self._keep_started(job)
+
+    def _keep_started(self, job: Job) -> None:
+        started = self._started
+        started.pop(job, None)   # started again (an assumed start undone, then redone): newest
+        started[job] = None
+        while len(started) > self.keep:
+            old = next(iter(started))
+            del started[old]
+            first, _, _, start = self.records.pop(old)
+            folded = self._folded
+            folded[0] += 1
+            if start > first + KEPT_SLACK_S:
+                folded[1] += 1
+                folded[2] += start - first
+                folded[3] = max(folded[3], start - first)
 
     def reserved(self, job: Job) -> float | None:
         """The start the latest pass of the job's VC reserved for it (None: none)."""
@@ -128,13 +196,23 @@ class ReservationBook:
         return held.get(job) if held else None
 
     def summary(self, corrected: int = 0) -> dict:
-        """Counts for ``summary.json``: made, kept, broken, the broken ones' delays, backfills."""
+        """Counts for ``summary.json``: made, kept, broken, the broken ones' delays, backfills
+        (the records folded away by a bounded book included)."""
         delays = [r[3] - r[0] for r in self.records.values() if r[3] == r[3] and r[3] > r[0] + KEPT_SLACK_S]
         started = sum(1 for r in self.records.values() if r[3] == r[3])
-        return {"made": len(self.records), "kept": started - len(delays), "broken": len(delays),
-                "mean_delay_broken_s": sum(delays) / len(delays) if delays else 0.0,
-                "max_delay_broken_s": max(delays, default=0.0), "backfilled_jobs": self.backfilled,
-                "estimates_corrected": corrected}
+        n_folded, broken_folded, sum_folded, max_folded = self._folded
+        broken = len(delays) + broken_folded
+        started += n_folded
+        made = len(self.records) + n_folded + self.withdrawn
+        out = {"made": made, "kept": started - broken, "broken": broken,
+               "mean_delay_broken_s": (sum(delays) + sum_folded) / broken if broken else 0.0,
+               "max_delay_broken_s": max(max(delays, default=0.0), max_folded), "backfilled_jobs": self.backfilled,
+               "estimates_corrected": corrected}
+        if self.stopped:
+            out["overruns_stopped"] = self.stopped
+        if self.keep is not None:
+            out["withdrawn"] = self.withdrawn
+        return out
 
     def write(self, path: str | Path) -> None:
         """``reservations.csv``: one row per job that held a reservation, in order of the first one."""

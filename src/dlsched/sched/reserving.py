@@ -40,7 +40,10 @@ class BackfillParams:
                 "doubled until ahead), limit (moved to its time limit)."})
     on_overrun: str = field(default="run", metadata={
         "help": "easy/conservative: a backfilled job that outlives its estimate: run (the reservation moves); "
-                "stop is refused (it needs a kill at a time the policy sets)."})
+                "stop (easy: checkpointed and re-queued once the head's reservation plus stop_grace is due)."})
+    stop_grace: float = field(default=0.0, metadata={
+        "help": "easy with on_overrun=stop: seconds after the head's reserved start at which an overrunning "
+                "backfilled job is stopped."})
     lam: float = field(default=0.1, metadata={"help": "QSSF: weight of the rolling estimate P_R (1-lam on the GBDT)."})
     refit_every: float = field(default=86400.0,
                                metadata={"help": "QSSF: refit the GBDT every this many simulated s."})
@@ -53,10 +56,8 @@ class BackfillParams:
             raise ValueError(f"--param correction must be one of {', '.join(CORRECTIONS)}, got {self.correction!r}")
         if self.on_overrun not in OVERRUNS:
             raise ValueError(f"--param on_overrun must be run or stop, got {self.on_overrun!r}")
-        if self.on_overrun == "stop":
-            raise ValueError("--param on_overrun=stop: stopping a backfilled job at the reservation it "
-                             "overruns needs a kill at a time the policy sets (the simulator kills a job only at "
-                             "its own time limit); use on_overrun=run")
+        if not (self.stop_grace >= 0.0 and math.isfinite(self.stop_grace)):
+            raise ValueError(f"--param stop_grace must be a number of seconds >= 0, got {self.stop_grace!r}")
         order_policy(self.order)
 
 
@@ -86,6 +87,7 @@ class ReservingPolicy(PolicyBase):
     name = "reserving"
     Params = BackfillParams
     reserves = True   # holds reservations: refused with queues that borrow (run/build.py)
+    stops_overruns = False   # takes on_overrun=stop (easy)
     exclusive_only = True   # refuses a sharing placement (a shared GPU has no single job whose end frees it)
 
     @staticmethod
@@ -101,20 +103,25 @@ class ReservingPolicy(PolicyBase):
             inner = build(values, context) if build is not None else \
                 {f.name: getattr(values, f.name) for f in dataclasses.fields(values)}
         opts = {"order": params.order, "estimate": params.estimate, "correction": params.correction,
-                "order_options": inner}
+                "on_overrun": params.on_overrun, "stop_grace": params.stop_grace, "order_options": inner}
         if params.estimate == "prediction" or params.estimate == "capped":
             opts.update(lam=params.lam, refit_every=params.refit_every, origin=context.origin)
         return opts
 
     def __init__(self, placer, backfill: bool = False, order: str = "fifo", estimate: str = "prediction",
                  correction: str = "off", on_overrun: str = "run", order_options: dict | None = None,
-                 lam: float = 0.1, refit_every: float = 86400.0, origin=None) -> None:
+                 lam: float = 0.1, refit_every: float = 86400.0, origin=None, stop_grace: float = 0.0) -> None:
         if backfill:
             raise ValueError(f"{self.name} backfills by its reservations: leave out --backfill (greedy backfill)")
         if getattr(placer, "share", False):
             raise ValueError(f"{self.name}: reservations need exclusive GPUs (--max-jobs-per-gpu 1); a shared "
                              f"GPU has no single job whose end frees it")
-        BackfillParams(order=order, estimate=estimate, correction=correction, on_overrun=on_overrun)
+        BackfillParams(order=order, estimate=estimate, correction=correction, on_overrun=on_overrun,
+                       stop_grace=stop_grace)
+        if on_overrun == "stop" and not self.stops_overruns:
+            raise ValueError(f"--param on_overrun=stop: {self.name} does not stop overrunning jobs (only easy "
+                             f"does: it has one reservation to protect); use on_overrun=run")
+        self.on_overrun, self.stop_grace = on_overrun, float(stop_grace)
         self.placer = placer
         self.placement_name = placer.name
         self.order = order_policy(order)(placer, **(order_options or {}))
@@ -152,7 +159,7 @@ class ReservingPolicy(PolicyBase):
         if self.own_estimator:
             self.estimator.reset()
         self.book.clear()
-        self.estimates.corrected.clear()
+        self.estimates.clear()
 
     def job_submitted(self, job: Job, now: float) -> None:
         hook = self.order.job_submitted
@@ -167,6 +174,7 @@ class ReservingPolicy(PolicyBase):
             hook(job, now)
         if self.own_estimator:
             self.estimator.observe_finished(job, now)
+        self.estimates.ended(job)
 
     def job_failed(self, job: Job, now: float, reason: str) -> None:
         self.order.job_failed(job, now, reason)
@@ -186,7 +194,10 @@ class ReservingPolicy(PolicyBase):
     def pass_order(self, view: ClusterView, vc) -> list[Job]:
         """The waiting jobs of ``vc`` in the order's order at this instant (the pass begins: the
         VC's earlier reservations are void)."""
-        self.book.begin(vc.vid)
+        book = self.book
+        if book.keep is not None:   # a bounded (live) book drops the records of jobs gone unstarted
+            book.waiting(vc.vid, vc.queue)
+        book.begin(vc.vid)
         begin = getattr(self.order, "begin_pass", None)
         if begin is not None:
             begin(view)
@@ -196,4 +207,4 @@ class ReservingPolicy(PolicyBase):
 
     def summary(self) -> dict:
         """``summary.json``'s ``reservations`` entry (runner.run_one adds it)."""
-        return self.book.summary(len(self.estimates.corrected))
+        return self.book.summary(self.estimates.n_corrected)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dlsched.core.job import Job, JobState
 from dlsched.kernel.stimuli import BindSucceeded, JobAdopted, JobSubmitted, JobWithdrawn
 from dlsched.service.host import LiveHost
+from dlsched.service.live_limits import ran_before
 from dlsched.service.pods import GPUS_ANNOTATION, PodFacts, parse_gpu_list
 from dlsched.service.store import DoubleAssignment
 
@@ -56,7 +57,10 @@ def bound_pod(host: LiveHost, pod: PodFacts, job: Job | None) -> None:
     # the kernel (JobAdopted: on a node cordoned since, too; a borrowed pod found running at a
     # restart has its loan booked again); the "adopted" line is for the readers of starts
     host.record("adopted", uid=pod.uid, node=pod.node_name, gpus=gpu_list(mask), borrowed=lender is not None)
-    host.handle(JobAdopted(job, ((idx, mask),), lender is not None), now)
+    ran = ran_before(pod, now)
+    if ran is None and job.time_limit_s is not None:
+        host.counters["adopted pods with a limit but no start or bind time (counted from adoption)"] += 1
+    host.limits.arm(host.handle(JobAdopted(job, ((idx, mask),), lender is not None, ran or 0.0), now))
     slots = host.noms.take_slots(pod.uid, idx, mask)
     host.record("start", uid=pod.uid, node=pod.node_name, gpus=gpu_list(mask), adopted=True)
     try:

@@ -23,6 +23,7 @@ from dlsched.sched.actions import rebalance
 from dlsched.sched.indexes import attach_plugins
 from dlsched.service.gang_members import is_gang_id
 from dlsched.service.live_limits import limit_clock
+from dlsched.service.reserved import bound_live
 
 
 def live_kernel(policy, max_jobs_per_gpu: int, offered: Mapping[str, frozenset[str]]) -> tuple[Kernel, bool]:
@@ -42,6 +43,7 @@ def live_kernel(policy, max_jobs_per_gpu: int, offered: Mapping[str, frozenset[s
     on_prepare = getattr(policy, "prepare", None)
     if on_prepare is not None:
         on_prepare(view)
+    bound_live(policy)   # a reserving policy's book keeps the last started records only
     return kernel, restricted
 
 

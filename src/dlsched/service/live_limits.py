@@ -15,13 +15,26 @@ entry in the decision log and in ``/metrics``' ``dlsched_decisions``. docs/servi
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 
 from dlsched.core.job import Job
 from dlsched.kernel.limits import LimitClock
-from dlsched.kernel.stimuli import Evict, Timer
+from dlsched.kernel.stimuli import LIMIT_TIMER, Evict, Timer
 from dlsched.service.host import LiveHost
 from dlsched.service.pods import DEADLINE, DEADLINE_EXCEEDED, TIME_LIMIT_ANNOTATION, PodFacts, pod_limit
+
+
+def ran_before(pod: PodFacts, now: float) -> float | None:
+    """Seconds an adopted pod had run when found (a restart of this service, or a pod bound by
+    someone else), so that its limit counts from its original start: since ``status.startTime``
+    (a kubelet's start) or else its bind (the ``PodScheduled`` condition's time). None: neither
+    is known (the limit then counts from the adoption). A time ahead of ``now`` (clock skew)
+    counts as 0."""
+    since = pod.started or pod.scheduled
+    if not since:
+        return None
+    return max(0.0, now - since)
 
 
 def limit_clock(actions: Callable[[], list]) -> LimitClock:
@@ -38,6 +51,14 @@ class LiveLimits:
     def __init__(self, host: LiveHost) -> None:
         self.host = host
         self.stopping: set[str] = set()   # uids whose eviction in flight is at their time limit
+        self.timers: list[tuple[float, tuple]] = []   # the passes' timer heap (service/passes.py sets it)
+
+    def arm(self, actions: list) -> None:
+        """Limit timers among the actions of a stimulus handled outside a pass (an adoption's
+        start arms one): onto the passes' timer heap, else they would be lost with the actions."""
+        for action in actions:
+            if type(action) is Timer and action.key[0] == LIMIT_TIMER:
+                heapq.heappush(self.timers, (action.time, action.key))
 
     def due(self, action: Evict, now: float) -> None:
         """The kernel's ``Evict(job, "time limit")``: left to the kubelet where one counts the

@@ -32,6 +32,7 @@ class Passes:
     def __init__(self, adapter: Adapter) -> None:
         self.adapter = adapter
         self.timers: list[tuple[float, tuple]] = []   # (time, key) heap of the kernel's Timer actions
+        adapter.limits.timers = self.timers   # limit timers armed outside a pass (an adoption) join it
         # Replicas with leader election (service/leader.py) set this: a replica that does not hold the
         # lease nominates nothing (its changed VCs stay marked and are decided once it leads).
         self.may_nominate: Callable[[], bool] = lambda: True

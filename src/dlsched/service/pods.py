@@ -116,6 +116,7 @@ class PodFacts:
     deadline_s: int | None = None   # spec.activeDeadlineSeconds (None: none)
     reason: str = ""                # status.reason (``DeadlineExceeded``: the kubelet stopped it at its deadline)
     started: float = 0.0            # status.startTime (0: no kubelet has started it)
+    scheduled: float = 0.0          # the PodScheduled condition's lastTransitionTime: its bind (0: unknown)
 
     @property
     def key(self) -> str:
@@ -190,7 +191,21 @@ def pod_facts(pod: object) -> PodFacts:
     return PodFacts(uid, ns, name, gpus, node, phase, bool(meta.get("deletionTimestamp")),
                     parse_time(meta.get("creationTimestamp")), str(spec.get("schedulerName") or "default-scheduler"),
                     labels, annotations, owner.rsplit("/", 1)[-1] if owner else "",
-                    str(meta.get("generateName") or ""), owner, deadline, str(status.get("reason") or ""), started)
+                    str(meta.get("generateName") or ""), owner, deadline, str(status.get("reason") or ""), started,
+                    _scheduled_at(status.get("conditions")))
+
+
+def _scheduled_at(conditions: object) -> float:
+    """When the pod was bound: the API server's binding sets the ``PodScheduled`` condition
+    true and stamps its ``lastTransitionTime``. 0 when there is none or it does not parse (an
+    unknown bind time: a caller then counts from when it saw the pod)."""
+    for c in conditions if isinstance(conditions, list) else ():
+        if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "True":
+            try:
+                return parse_time(c.get("lastTransitionTime"))
+            except PodError:
+                return 0.0
+    return 0.0
 
 
 def _controller(refs: object) -> str:

@@ -112,6 +112,8 @@ def stimulus_fields(stimulus: object, state) -> dict:
     elif name == "JobAdopted":
         (idx, mask), *more = stimulus.placement
         out.update(node=state.node_ids[idx], gpus=_bits(mask), borrowed=stimulus.borrowed)
+        if stimulus.ran_s:
+            out["ran_s"] = stimulus.ran_s   # run time before it was found (its limit counts it)
         if more:
             out["placement"] = [{"node": state.node_ids[n], "gpus": _bits(m)} for n, m in stimulus.placement]
     return {k: _clean(v) for k, v in out.items()}
@@ -209,7 +211,7 @@ def stimulus_from_fields(e: dict, jobs: dict[str, Job], state, gpu: Callable[[ob
         set_predictions(job, e)
         return PredictionCorrected(job)
     if kind == "JobAdopted":
-        return JobAdopted(job, _placement(e, state), bool(e.get("borrowed")))
+        return JobAdopted(job, _placement(e, state), bool(e.get("borrowed")), float(e.get("ran_s") or 0.0))
     if kind in _WITH_REASON:
         return _WITH_REASON[kind](job, str(e.get("why") or ""))
     return _JOB_ONLY[kind](job)

@@ -15,12 +15,21 @@ from dlsched.core.job import Job, JobState
 from dlsched.sched.reservations import ReservationBook
 
 PENDING = JobState.PENDING
+LIVE_RECORDS_KEPT = 10_000   # started jobs' reservation records a service keeps as rows (totals stay exact)
 
 
 def book_of(policy) -> ReservationBook | None:
     """The policy's reservation book, or None for a policy that makes no reservations."""
     book = getattr(policy, "book", None)
     return book if isinstance(book, ReservationBook) and getattr(policy, "reserves", False) else None
+
+
+def bound_live(policy, keep: int = LIVE_RECORDS_KEPT) -> None:
+    """A long-running service keeps the last ``keep`` started jobs' reservation records (the rest
+    folded into the totals) and drops those of pods deleted unstarted: memory stays bounded."""
+    book = book_of(policy)
+    if book is not None:
+        book.bound(keep)
 
 
 def reserved_start(policy, job: Job) -> float | None:
