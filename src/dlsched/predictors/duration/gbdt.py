@@ -13,6 +13,8 @@ import numpy as np
 
 from dlsched.predictors.duration.features import CATEGORICAL, FEATURES
 
+_expm1, _maximum = np.expm1, np.maximum
+
 
 @dataclass(frozen=True)
 class GBDTParams:
@@ -104,7 +106,7 @@ class GBDTDurationModel:
             fast = self._single = SingleRow.of(self.booster_, len(row)) or False
         if fast is False:
             return float(self.predict(np.array(row))[0])
-        return float(np.maximum(np.expm1(fast(row)), 0.0)[0])
+        return fast.seconds(row)
 
 
 class SingleRow:
@@ -150,6 +152,15 @@ class SingleRow:
         if self._predict(self._config, self._row_ptr, self._len_ref, self._out_ptr) != 0:
             raise RuntimeError("LightGBM single-row prediction failed")
         return self._out.copy()
+
+    def seconds(self, row: list[float]) -> float:
+        """``predict_one``'s answer: expm1 of the raw score, at least 0, through the same numpy
+        ufuncs on the one-element output buffer as ``predict`` (no copies: the hot path)."""
+        self._row[:] = row
+        if self._predict(self._config, self._row_ptr, self._len_ref, self._out_ptr):
+            raise RuntimeError("LightGBM single-row prediction failed")
+        out = self._out
+        return float(_maximum(_expm1(out), 0.0)[0])
 
     def __del__(self) -> None:
         free = getattr(getattr(self, "_lib", None), "LGBM_FastConfigFree", None)
