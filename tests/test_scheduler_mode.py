@@ -328,3 +328,49 @@ def test_gpus_are_left_to_the_kernel_and_unsupported_terms_are_named():
     assert fit.without_gpus(pod("p", cpu="2"))["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "2"}
     odd = pod("o", affinity={"podAntiAffinity": {"x": 1}}, topologySpreadConstraints=[{"maxSkew": 1}])
     assert len(fit.unsupported(odd)) == 2   # both are named
+
+
+def test_a_pod_that_waits_for_gpus_gets_its_position_and_eta_once_per_change():
+    """Issue 34: PodScheduled=False for a pod that passes the node checks but waits for GPUs,
+    written at the second tick it is found waiting, then only when its position or ETA moves."""
+    import threading
+
+    from dlsched.service.scheduler_mode.waiting import GpuWaitReporter
+
+    api = FakeApi([node("a", gpus=2)], [pod("x", 2), pod("w", 2), pod("y", 2)])
+    service, bridge = _service(api)
+    threading.Thread(target=bridge._reporter, daemon=True).start()
+    core = service.core
+    reporter = GpuWaitReporter(core.queue, lambda uid: core.offered.get(uid), bridge.report_waiting,
+                               bridge.last_report, "fifo", threshold=60.0, now=core.now)
+    try:
+        bridge.reconcile()
+        core.run_pass()
+        _settle(api, 1)
+        assert [w[:3] for w in api.writes] == [("binding", "pod-x", "a")]
+        assert reporter.tick() == 0            # first tick that finds them waiting: nothing written
+        assert reporter.tick() == 2
+        _settle(api, 5)
+        conds = {w[1]: w[2] for w in api.writes if w[0] == "status"}
+        events = [w for w in api.writes if w[0] == "event"]
+        assert sorted(conds) == ["pod-w", "pod-y"] and len(events) == 2
+        assert conds["pod-w"]["reason"] == "Unschedulable" and conds["pod-w"]["status"] == "False"
+        assert conds["pod-w"]["message"].startswith("waiting for GPUs: 1 node(s) pass the node checks but none has "
+                                                    "2 GPU(s) for it now; position 1 in the queue of VC default")
+        assert "position 2 in the queue" in conds["pod-y"]["message"]
+        assert reporter.tick() == 0 and reporter.counts["unchanged"] == 2   # nothing changed: no write
+        _settle(api, 6, timeout=0.3)
+        assert len(api.writes) == 5
+        bridge._pod_event("DELETED", pod("x", 2, node_name="a"))   # x's GPUs free: w is bound, y moves up
+        core.pod_gone("x")
+        core.run_pass()
+        _settle(api, 6)
+        assert api.writes[5][:3] == ("binding", "pod-w", "a")
+        bridge._pod_event("MODIFIED", pod("w", 2, node_name="a"))
+        assert reporter.tick() == 1
+        _settle(api, 8)
+        assert [w[:2] for w in api.writes[6:]] == [("status", "pod-y"), ("event", "pod-y")]
+        assert "position 1 in the queue" in api.writes[6][2]["message"]
+        assert reporter.stats()["waiting"] == 1
+    finally:
+        service.stop()

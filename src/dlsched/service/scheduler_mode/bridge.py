@@ -200,6 +200,23 @@ class SchedulerBridge(KubeBridge):
         with self.cache_lock:
             self.assumed.pop(uid, None)
 
+    # -- pods that wait for GPUs (scheduler_mode/waiting.py) ----------------------------------
+    def report_waiting(self, uid: str, message: str) -> bool:
+        """Queue ``PodScheduled=False`` with ``message`` for a pending pod that waits for GPUs;
+        False when it is no longer pending or being bound."""
+        with self.cache_lock:
+            pod = self.pending.get(uid)
+            if pod is None or uid in self.assumed:
+                return False
+            self.reported[uid] = (message, time.monotonic())
+        self._reports.put((pod, message))
+        return True
+
+    def last_report(self, uid: str) -> str:
+        """The message last queued for the pod's condition ('' : none)."""
+        last = self.reported.get(uid)
+        return last[0] if last is not None else ""
+
     # -- Unschedulable reports ---------------------------------------------------------------
     def _report(self, uid: str, pod: dict, message: str) -> None:
         now = time.monotonic()
@@ -218,8 +235,10 @@ class SchedulerBridge(KubeBridge):
                 continue
             meta = _meta(pod)
             ns, name = meta.get("namespace") or "default", meta.get("name")
-            if _meta(pod).get("uid") not in self.pending:
-                continue   # bound or gone meanwhile
+            uid = _meta(pod).get("uid")
+            job = self.core.jobs.get(uid)
+            if uid not in self.pending or uid in self.assumed or (job is not None and job.state is not JobState.PENDING):
+                continue   # bound, nominated or gone meanwhile: PodScheduled=False would be stale
             try:
                 body = {"status": {"conditions": [fit.unschedulable_condition(message)]}}
                 _read(self.api.patch_namespaced_pod_status(name, ns, body, _preload_content=False))
