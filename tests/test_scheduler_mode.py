@@ -374,3 +374,39 @@ def test_a_pod_that_waits_for_gpus_gets_its_position_and_eta_once_per_change():
         assert reporter.stats()["waiting"] == 1
     finally:
         service.stop()
+
+
+def test_stage_times_split_each_bind_into_its_steps_and_a_retry_starts_its_steps_again(monkeypatch):
+    from dlsched.service.scheduler_mode import stages as mod
+
+    clock = iter([10.0, 10.5, 11.0, 11.25, 11.5, 14.0, 20.0, 20.5, 21.0, 21.5])
+    monkeypatch.setattr(mod.time, "time", lambda: next(clock))
+    st = mod.StageTimes(window=10)
+    st.seen("a")                      # 10.0
+    st.mark("a", 1)                   # 10.5 nominated
+    st.mark("a", 2)                   # 11.0 picked
+    st.mark("a", 3)                   # 11.25 reserved; its Binding fails: no mark 4
+    st.mark("a", 1)                   # 11.5 nominated again: the steps after it start again
+    st.node_changed()                 # 14.0: a node came
+    st.mark("a", 2)                   # 20.0
+    st.mark("a", 3)                   # 20.5
+    st.mark("a", 4)                   # 21.0 answered: filed
+    st.mark("ghost", 1)               # never seen: ignored (no clock read left over matters)
+    out = st.summary()
+    assert out["binds"] == 1
+    assert out["seen->nominated"] == {"p50_ms": 1500.0, "p95_ms": 1500.0}
+    assert out["nominated->picked"]["p50_ms"] == 8500.0
+    assert out["picked->reserved"]["p50_ms"] == 500.0 and out["reserved->answered"]["p50_ms"] == 500.0
+
+
+def test_a_pod_seen_before_a_node_came_counts_its_wait_from_that_node(monkeypatch):
+    from dlsched.service.scheduler_mode import stages as mod
+
+    clock = iter([0.0, 5.0, 5.2, 5.3, 5.4, 5.5])
+    monkeypatch.setattr(mod.time, "time", lambda: next(clock))
+    st = mod.StageTimes()
+    st.seen("d")          # 0.0: pending, no node has room (a drain)
+    st.node_changed()     # 5.0: nodes came
+    for step in (1, 2, 3, 4):
+        st.mark("d", step)
+    assert abs(st.summary()["seen->nominated"]["p50_ms"] - 200.0) < 1e-6

@@ -39,6 +39,7 @@ class Binder:
     def submit(self, pod: PodFacts, node: str, gpus: str) -> None:
         """``SchedulerCore.on_nomination``: queue the Binding (no API call under the core's lock)."""
         self.counts["queued"] += 1
+        self.bridge.stages.mark(pod.uid, 1)
         self._queue.put((pod, node))
 
     def start(self, done: threading.Event) -> None:
@@ -51,6 +52,7 @@ class Binder:
                 pod, node = self._queue.get(timeout=1.0)
             except queue.Empty:
                 continue
+            self.bridge.stages.mark(pod.uid, 2)
             if self.service.core.gangs.owns(pod.uid):   # the permit waits for the gang's other pods
                 threading.Thread(target=self.bind_one, args=(pod, node), name="bind-gang", daemon=True).start()
             else:
@@ -71,6 +73,7 @@ class Binder:
                 core.end_bind(pod.uid, node, error)   # the GPUs return; a gang's permit times out instead
             core.run_pass()
             return error
+        self.bridge.stages.mark(pod.uid, 3)
         try:
             error = self.service.bind(pod.namespace, pod.name, pod.uid, node)
         except Exception as exc:  # noqa: BLE001 - a worker must survive; the GPUs return
@@ -83,6 +86,7 @@ class Binder:
         else:
             self.failures.pop(pod.uid, None)
             self.counts["bound"] += 1
+            self.bridge.stages.mark(pod.uid, 4)
         return error
 
     def _hold(self, pod: PodFacts, error: str) -> None:

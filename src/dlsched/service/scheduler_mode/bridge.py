@@ -19,6 +19,7 @@ import time
 from dlsched.core.job import JobState
 from dlsched.service.kube import KubeBridge, _read
 from dlsched.service.scheduler_mode import fit
+from dlsched.service.scheduler_mode.stages import StageTimes
 from dlsched.service.scheduler_mode.watch import watch_kind
 
 log = logging.getLogger("dlsched.service")
@@ -62,6 +63,9 @@ class SchedulerBridge(KubeBridge):
         self.shape_of: dict[str, str] = {}                # uid -> what the checks read of the pending pod
         self._static: dict[str, tuple[int, frozenset[str], str]] = {}   # shape -> (node_gen, nodes, message)
         self.node_gen = 0                                 # bumped whenever a node's checked parts change
+        self.stages = StageTimes()                        # where each bind's time went (GET /api/v1/state)
+        self._pass_wanted = threading.Event()             # a watch event came: the pass thread runs a pass
+        self.passes_run = 0                               # passes the watch events asked for (coalesced)
 
     # -- node checks ------------------------------------------------------------------------
     def _pods_by_node(self, names) -> dict[str, list[dict]]:
@@ -278,6 +282,8 @@ class SchedulerBridge(KubeBridge):
                     changed = self.node_keys.get(name) != key
                     self.nodes[name], self.node_keys[name] = obj, key
                 self.node_gen += changed
+        if changed:
+            self.stages.node_changed()
         super()._node_event(kind, obj)
         if changed:
             self._recheck_node(name)
@@ -311,6 +317,7 @@ class SchedulerBridge(KubeBridge):
                 self.reported.pop(uid, None)
                 self.shape_of.pop(uid, None)
         if new:
+            self.stages.seen(uid)
             self.refit(uid)   # before the core sees the pod: its first pass is already restricted
         super()._pod_event(kind, obj)
         if new and uid in self.core.zero_gpu:
@@ -325,13 +332,28 @@ class SchedulerBridge(KubeBridge):
             t.start()
             self._threads.append(t)
         threading.Thread(target=self._reporter, name="unschedulable", daemon=True).start()
+        threading.Thread(target=self._passer, name="pass", daemon=True).start()
+
+    def _passer(self) -> None:
+        """Runs the passes the watch events ask for, one at a time: the events that arrive while a
+        pass runs are decided together by the next one (a burst of 500 pod creations is a few
+        passes, not 500), and the watch threads never wait for the core's lock on a pass."""
+        while not self._stop.is_set():
+            if not self._pass_wanted.wait(1.0):
+                continue
+            self._pass_wanted.clear()
+            try:
+                self.core.run_pass()
+                self.passes_run += 1
+            except Exception:  # noqa: BLE001 - the pass thread must outlive a bad pass
+                log.exception("pass failed")
 
     def _watch(self, kind: str, rv: str) -> None:
         handler = self._node_event if kind == "nodes" else self._pod_event
 
         def handle(event_type: str, obj: dict) -> None:
             handler(event_type, obj)
-            self.core.run_pass()
+            self._pass_wanted.set()   # decided by the pass thread, with whatever else came meanwhile
 
         def relist() -> str:
             self.resyncs += 1
@@ -359,4 +381,6 @@ class SchedulerBridge(KubeBridge):
                     "nodes": len(self.nodes),
                     "pending_pods": len(self.pending), "being_bound": len(self.assumed),
                     "unschedulable": sum(1 for u in self.pending if not self.core.offered.get(u)),
-                    **self.counts, "watch": dict(self.watch_counts), "resyncs": self.resyncs}
+                    **self.counts, "watch": dict(self.watch_counts), "resyncs": self.resyncs,
+                    "passes": self.passes_run,
+                    "stages": self.stages.summary()}
