@@ -328,8 +328,10 @@ class LiveService:
             self.core.recorder.close()
 
     # -- extender bind ------------------------------------------------------------------
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
-        """Bind through the API server; '' on success, else the error (the GPUs are returned)."""
+    def bind(self, namespace: str, name: str, uid: str, node: str, commit: bool = True) -> str:
+        """Bind through the API server; '' on success, else the error (the GPUs are returned).
+        ``commit`` False: the bind's rows are left for the caller's own :meth:`Store.write_behind`
+        (the scheduler mode's binder commits them on a thread of their own, in groups)."""
         if self.elector is not None and not self.elector.is_leader:
             return "this dlsched replica does not hold the leader lease: not binding"
         if self.core.gangs.owns(uid):   # gang hook: the permit stage, all of the gang or none (service/gangs.py)
@@ -359,7 +361,7 @@ class LiveService:
                 error = self.bridge.bind(namespace, name, uid, node, gpus, annotate=False)
             else:
                 error = self.bridge.bind(namespace, name, uid, node, gpus, bool(pod.annotations))
-        self.core.end_bind(uid, node, error)
+        self.core.end_bind(uid, node, error, commit)
         self.stats["binds" if not error else "bind_failures"] += 1
         return error
 
