@@ -132,6 +132,9 @@ def test_a_pod_of_dlscheds_is_bound_once_with_its_gpus_and_another_schedulers_po
         assert service.core.offered["mine"] == frozenset({"a"})
         assert "theirs" not in service.core.jobs and "theirs" not in bridge.pending
         assert service.mode_state()["binder"] == {"queued": 1, "bound": 1, "failed": 0, "refit": 0}
+        # the binder's committer thread made the bind's rows durable (no read flushed them)
+        assert service.core.store._binds_pending == 0
+        assert {r["state"] for r in service.core.store.assignment_rows() if r["pod_uid"] == "mine"} == {"bound"}
     finally:
         service.stop()
 

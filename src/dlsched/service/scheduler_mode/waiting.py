@@ -45,7 +45,7 @@ class GpuWaitReporter:
         self.now = now
         self.written: dict[str, tuple[int, float, str]] = {}   # uid -> (position, ETA, message) written
         self.seen: set[str] = set()   # pods found waiting at the previous tick
-        self.counts = {"written": 0, "unchanged": 0, "first_tick": 0}
+        self.counts = {"queued": 0, "unchanged": 0, "first_tick": 0}   # queued: handed to the writer
 
     def tick(self) -> int:
         """One round over the queue; the number of reports queued."""
@@ -72,7 +72,7 @@ class GpuWaitReporter:
             message = waiting_message(len(nodes), row["gpus"], row["vc"], position, self.policy, eta, now)
             if self.write(uid, message):
                 self.written[uid] = (position, eta_value, message)
-                self.counts["written"] += 1
+                self.counts["queued"] += 1
                 queued += 1
         self.seen = waiting
         for uid in [u for u in self.written if u not in waiting]:
