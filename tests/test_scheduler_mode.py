@@ -58,6 +58,7 @@ class FakeApi:
     def __init__(self, nodes: list[dict], pods: list[dict]) -> None:
         self.nodes, self.pods = nodes, pods
         self.writes: list[tuple] = []
+        self.refuse_status = False   # True: every status patch is refused (422, its tests failed)
 
     def list_node(self, _preload_content=False, **kw):
         return Raw({"metadata": {"resourceVersion": "10"}, "items": self.nodes})
@@ -74,8 +75,18 @@ class FakeApi:
         return Raw({})
 
     def patch_namespaced_pod_status(self, name, namespace, body, _preload_content=False):
-        self.writes.append(("status", name, body["status"]["conditions"][0]))
+        # a JSON patch: tests of the uid and the absent nodeName, then the condition set
+        assert [op["path"] for op in body[:2]] == ["/metadata/uid", "/spec/nodeName"], body
+        if self.refuse_status:
+            from kubernetes.client.exceptions import ApiException
+
+            raise ApiException(status=422, reason="Unprocessable Entity")
+        value = body[-1]["value"]
+        self.writes.append(("status", name, value[0] if isinstance(value, list) else value))
         return Raw({})
+
+    def read_namespaced_pod(self, name, namespace, _preload_content=False):
+        return Raw(next(p for p in self.pods if p["metadata"]["name"] == name))
 
     def create_namespaced_event(self, namespace, body, _preload_content=False):
         # a core v1 Event (involvedObject, message) or an events.k8s.io/v1 one (regarding, note)
@@ -413,3 +424,35 @@ def test_a_pod_seen_before_a_node_came_counts_its_wait_from_that_node(monkeypatc
     for step in (1, 2, 3, 4):
         st.mark("d", step)
     assert abs(st.summary()["seen->nominated"]["p50_ms"] - 200.0) < 1e-6
+
+
+def test_a_report_is_a_tested_patch_and_is_dropped_when_the_pod_was_bound_meanwhile():
+    """PodScheduled=False must never land on a pod a Binding bound meanwhile: the patch tests
+    the uid and the absent nodeName (the API server refuses it, 422), the pod is read once, and
+    a bound pod gets neither the condition nor the event."""
+    from dlsched.service.scheduler_mode.bridge import condition_patch
+
+    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"}
+    bare = pod("p")
+    assert condition_patch(bare, "p", cond)[2:] == [{"op": "test", "path": "/status/conditions", "value": None},
+                                                    {"op": "add", "path": "/status/conditions", "value": [cond]}]
+    bare["status"]["conditions"] = [{"type": "Initialized"}, {"type": "PodScheduled", "status": "False"}]
+    assert condition_patch(bare, "p", cond)[2:] == [
+        {"op": "test", "path": "/status/conditions/1/type", "value": "PodScheduled"},
+        {"op": "replace", "path": "/status/conditions/1", "value": cond}]
+
+    api = FakeApi([node("a")], [pod("p", 1, nodeSelector={"zone": "x"})])
+    service, bridge = _service(api)
+    try:
+        bridge.reconcile()
+        api.refuse_status = True
+        api.pods[0]["spec"]["nodeName"] = "a"   # the API server's copy: bound meanwhile
+        assert bridge._write_condition("default", "pod-p", "p", cond) is False
+        import threading
+
+        threading.Thread(target=bridge._reporter, daemon=True).start()
+        bridge.refit("p")
+        _settle(api, 1, timeout=1.0)
+        assert api.writes == [] and bridge.counts["reports_too_late"] == 1
+    finally:
+        service.stop()

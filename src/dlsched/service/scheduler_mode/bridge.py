@@ -42,6 +42,23 @@ def _node_key(obj: dict) -> tuple:
             repr(spec.get("taints") or []), repr(sorted((status.get("allocatable") or {}).items())), repr(ready))
 
 
+def condition_patch(pod: dict, uid: str, condition: dict) -> list[dict]:
+    """The JSON patch that sets ``condition`` (PodScheduled) on ``pod`` as the watch last showed
+    it, tested to be pod ``uid``, not bound, and with the conditions where that copy had them."""
+    ops: list[dict] = [{"op": "test", "path": "/metadata/uid", "value": uid},
+                       {"op": "test", "path": "/spec/nodeName", "value": None}]
+    conditions = (pod.get("status") or {}).get("conditions")
+    if not conditions:
+        return ops + [{"op": "test", "path": "/status/conditions", "value": None},
+                      {"op": "add", "path": "/status/conditions", "value": [condition]}]
+    for i, c in enumerate(conditions):
+        if c.get("type") == condition["type"]:
+            return ops + [{"op": "test", "path": f"/status/conditions/{i}/type", "value": condition["type"]},
+                          {"op": "replace", "path": f"/status/conditions/{i}", "value": condition}]
+    return ops + [{"op": "test", "path": "/status/conditions", "value": conditions},
+                  {"op": "add", "path": "/status/conditions/-", "value": condition}]
+
+
 class SchedulerBridge(KubeBridge):
     """:class:`KubeBridge` for ``--mode scheduler`` (see the module doc)."""
 
@@ -55,7 +72,8 @@ class SchedulerBridge(KubeBridge):
         self.assumed: dict[str, tuple[str, dict]] = {}    # uid -> (node, pod): being bound by dlsched
         self.pending: dict[str, dict] = {}                # uid -> a pending pod of dlsched's
         self.reported: dict[str, tuple[str, float]] = {}  # uid -> (message, when) last written
-        self.counts: dict[str, int] = {"unschedulable_reported": 0, "report_failures": 0, "refits": 0}
+        self.counts: dict[str, int] = {"unschedulable_reported": 0, "report_failures": 0, "reports_too_late": 0,
+                                       "refits": 0}
         self.watch_counts: dict[str, int] = {}
         self._reports: queue.SimpleQueue = queue.SimpleQueue()
         self.binder = None   # the Binder (runtime.start_binder): binds the pods that request no GPU too
@@ -244,13 +262,40 @@ class SchedulerBridge(KubeBridge):
             if uid not in self.pending or uid in self.assumed or (job is not None and job.state is not JobState.PENDING):
                 continue   # bound, nominated or gone meanwhile: PodScheduled=False would be stale
             try:
-                body = {"status": {"conditions": [fit.unschedulable_condition(message)]}}
-                _read(self.api.patch_namespaced_pod_status(name, ns, body, _preload_content=False))
+                if not self._write_condition(ns, name, uid, fit.unschedulable_condition(message)):
+                    self.counts["reports_too_late"] += 1   # bound (or replaced) meanwhile: nothing written
+                    continue
                 self._post_event(ns, fit.failed_scheduling_event(pod, message, self.scheduler_name))
                 self.counts["unschedulable_reported"] += 1
             except Exception as exc:  # noqa: BLE001 - a report is best effort; the pod keeps waiting
                 self.counts["report_failures"] += 1
                 log.info("Unschedulable report of %s/%s failed: %s", ns, name, exc)
+
+    def _write_condition(self, ns: str, name: str, uid: str, condition: dict) -> bool:
+        """``PodScheduled=False`` on the pending pod ``uid`` by a JSON patch whose tests make the
+        API server refuse it (422) once the pod is bound or is another pod: a report in flight
+        while a Binding lands never turns a bound pod's ``PodScheduled=True`` back to False. The
+        watch's copy of the pod gives the condition's place; when it is stale the pod is read
+        once and the patch sent again. False: the pod was bound or replaced meanwhile."""
+        from kubernetes.client.exceptions import ApiException
+
+        pod = self.pending.get(uid)
+        for attempt in (0, 1):
+            if pod is None:
+                return False
+            try:
+                _read(self.api.patch_namespaced_pod_status(name, ns, condition_patch(pod, uid, condition),
+                                                           _preload_content=False))
+                return True
+            except ApiException as exc:
+                if exc.status != 422 or attempt:
+                    if exc.status == 422:
+                        return False
+                    raise
+            pod = json.loads(_read(self.api.read_namespaced_pod(name, ns, _preload_content=False)) or "{}")
+            if (pod.get("spec") or {}).get("nodeName") or _meta(pod).get("uid") != uid:
+                return False
+        return False
 
     def _post_event(self, namespace: str, body: dict) -> None:
         """POST an event in the API group its body names: core ``v1`` or ``events.k8s.io/v1``
