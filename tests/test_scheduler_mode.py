@@ -239,7 +239,7 @@ def test_deploy_runs_the_scheduler_mode_with_two_replicas_and_grants_what_it_wri
         return [d for d in yaml.safe_load_all((deploy / name).read_text()) if d]
     role = next(d for d in docs("rbac-scheduler-mode.yaml") if d["kind"] == "ClusterRole")
     assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in role["rules"]] == \
-        [([""], ["pods/status"], ["patch"]), (["events.k8s.io"], ["events"], ["create"])]
+        [([""], ["pods/status"], ["patch"]), ([""], ["pods"], ["get"]), (["events.k8s.io"], ["events"], ["create"])]
     base = next(d for d in docs("rbac.yaml") if d["kind"] == "ClusterRole")
     granted = {(res, verb) for r in base["rules"] + role["rules"] for res in r["resources"] for verb in r["verbs"]}
     # every write this mode makes: the Binding, the Unschedulable condition, the FailedScheduling event
