@@ -15,7 +15,9 @@ listening here); dlsched's pods request one GPU each and name ``schedulerName: d
 *burst* (pods created onto free nodes) and *drain* (every node there cordoned, the pods created
 and tried, then ``--nodes`` new nodes added at once). Prints per phase median / p95 / max
 create-to-bind, pods/s, dlsched's pods/s and p50 over kube-scheduler alone's, and the API writes
-per bound pod by kind from the audit log. Exit 1 when a pod was not bound within ``--timeout``;
+per bound pod by kind from the audit log, and dlsched's own steps per bind (watch event ->
+nomination -> bind worker -> node check -> Binding answered; ``stages`` of the state's ``mode``
+block, its last 500 binds: one phase's at the default ``--pods``). Exit 1 when a pod was not bound within ``--timeout``;
 skips (exit 0, with the reason) when the control plane cannot start here.
 """
 
@@ -86,6 +88,13 @@ def report(mode: str, args, base: Phase, mine: Phase) -> list[str]:
     return lines
 
 
+def stage_line(stages: dict) -> str:
+    """dlsched's steps per bind (service/scheduler_mode/stages.py), median / p95 in ms."""
+    steps = [f"{k} {v['p50_ms']:.1f}/{v['p95_ms']:.1f}" for k, v in stages.items() if isinstance(v, dict)]
+    return (f"  dlsched's steps over its last {stages.get('binds', 0)} binds, p50/p95 ms: "
+            f"{'; '.join(steps) or 'none'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pods", type=int, default=500)
@@ -113,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="dlsched-bench-schedmode-"))
     svc = None
     phases: list[tuple[str, Phase, Phase]] = []
+    stages: dict[str, dict] = {}
     try:
         st, body = cp.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                              "metadata": {"name": NAMESPACE}})
@@ -129,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             base = run_phase(cp, f"plain-{mode}", args.pods, 0, args.timeout, drain)
             mine = run_phase(cp, f"gpu-{mode}", args.pods, 1, args.timeout, drain, scheduler="dlsched")
             phases.append((mode, base, mine))
+            stages[mode] = svc.get("/api/v1/state")["mode"]["stages"]   # the last binds: this phase's
         state = svc.get("/api/v1/state")
     finally:
         if svc is not None:
@@ -140,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         count_writes(events, base)
         count_writes(events, mine)
         print("\n".join(report(mode, args, base, mine)))
+        print(stage_line(stages.get(mode) or {}))
         ok = ok and not base.left and not mine.left
     print(f"  dlsched: binds {state['binds']}, scheduler mode {state['mode']}")
     return 0 if ok else 1

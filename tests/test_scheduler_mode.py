@@ -58,6 +58,7 @@ class FakeApi:
     def __init__(self, nodes: list[dict], pods: list[dict]) -> None:
         self.nodes, self.pods = nodes, pods
         self.writes: list[tuple] = []
+        self.refuse_status = False   # True: every status patch is refused (422, its tests failed)
 
     def list_node(self, _preload_content=False, **kw):
         return Raw({"metadata": {"resourceVersion": "10"}, "items": self.nodes})
@@ -74,8 +75,18 @@ class FakeApi:
         return Raw({})
 
     def patch_namespaced_pod_status(self, name, namespace, body, _preload_content=False):
-        self.writes.append(("status", name, body["status"]["conditions"][0]))
+        # a JSON patch: tests of the uid and the absent nodeName, then the condition set
+        assert [op["path"] for op in body[:2]] == ["/metadata/uid", "/spec/nodeName"], body
+        if self.refuse_status:
+            from kubernetes.client.exceptions import ApiException
+
+            raise ApiException(status=422, reason="Unprocessable Entity")
+        value = body[-1]["value"]
+        self.writes.append(("status", name, value[0] if isinstance(value, list) else value))
         return Raw({})
+
+    def read_namespaced_pod(self, name, namespace, _preload_content=False):
+        return Raw(next(p for p in self.pods if p["metadata"]["name"] == name))
 
     def create_namespaced_event(self, namespace, body, _preload_content=False):
         # a core v1 Event (involvedObject, message) or an events.k8s.io/v1 one (regarding, note)
@@ -132,6 +143,9 @@ def test_a_pod_of_dlscheds_is_bound_once_with_its_gpus_and_another_schedulers_po
         assert service.core.offered["mine"] == frozenset({"a"})
         assert "theirs" not in service.core.jobs and "theirs" not in bridge.pending
         assert service.mode_state()["binder"] == {"queued": 1, "bound": 1, "failed": 0, "refit": 0}
+        # the binder's committer thread made the bind's rows durable (no read flushed them)
+        assert service.core.store._binds_pending == 0
+        assert {r["state"] for r in service.core.store.assignment_rows() if r["pod_uid"] == "mine"} == {"bound"}
     finally:
         service.stop()
 
@@ -225,7 +239,7 @@ def test_deploy_runs_the_scheduler_mode_with_two_replicas_and_grants_what_it_wri
         return [d for d in yaml.safe_load_all((deploy / name).read_text()) if d]
     role = next(d for d in docs("rbac-scheduler-mode.yaml") if d["kind"] == "ClusterRole")
     assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in role["rules"]] == \
-        [([""], ["pods/status"], ["patch"]), (["events.k8s.io"], ["events"], ["create"])]
+        [([""], ["pods/status"], ["patch"]), ([""], ["pods"], ["get"]), (["events.k8s.io"], ["events"], ["create"])]
     base = next(d for d in docs("rbac.yaml") if d["kind"] == "ClusterRole")
     granted = {(res, verb) for r in base["rules"] + role["rules"] for res in r["resources"] for verb in r["verbs"]}
     # every write this mode makes: the Binding, the Unschedulable condition, the FailedScheduling event
@@ -328,3 +342,117 @@ def test_gpus_are_left_to_the_kernel_and_unsupported_terms_are_named():
     assert fit.without_gpus(pod("p", cpu="2"))["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "2"}
     odd = pod("o", affinity={"podAntiAffinity": {"x": 1}}, topologySpreadConstraints=[{"maxSkew": 1}])
     assert len(fit.unsupported(odd)) == 2   # both are named
+
+
+def test_a_pod_that_waits_for_gpus_gets_its_position_and_eta_once_per_change():
+    """Issue 34: PodScheduled=False for a pod that passes the node checks but waits for GPUs,
+    written at the second tick it is found waiting, then only when its position or ETA moves."""
+    import threading
+
+    from dlsched.service.scheduler_mode.waiting import GpuWaitReporter
+
+    api = FakeApi([node("a", gpus=2)], [pod("x", 2), pod("w", 2), pod("y", 2)])
+    service, bridge = _service(api)
+    threading.Thread(target=bridge._reporter, daemon=True).start()
+    core = service.core
+    reporter = GpuWaitReporter(core.queue, lambda uid: core.offered.get(uid), bridge.report_waiting,
+                               bridge.last_report, "fifo", threshold=60.0, now=core.now)
+    try:
+        bridge.reconcile()
+        core.run_pass()
+        _settle(api, 1)
+        assert [w[:3] for w in api.writes] == [("binding", "pod-x", "a")]
+        assert reporter.tick() == 0            # first tick that finds them waiting: nothing written
+        assert reporter.tick() == 2
+        _settle(api, 5)
+        conds = {w[1]: w[2] for w in api.writes if w[0] == "status"}
+        events = [w for w in api.writes if w[0] == "event"]
+        assert sorted(conds) == ["pod-w", "pod-y"] and len(events) == 2
+        assert conds["pod-w"]["reason"] == "Unschedulable" and conds["pod-w"]["status"] == "False"
+        assert conds["pod-w"]["message"].startswith("waiting for GPUs: 1 node(s) pass the node checks but none has "
+                                                    "2 GPU(s) for it now; position 1 in the queue of VC default")
+        assert "position 2 in the queue" in conds["pod-y"]["message"]
+        assert reporter.tick() == 0 and reporter.counts["unchanged"] == 2   # nothing changed: no write
+        _settle(api, 6, timeout=0.3)
+        assert len(api.writes) == 5
+        bridge._pod_event("DELETED", pod("x", 2, node_name="a"))   # x's GPUs free: w is bound, y moves up
+        core.pod_gone("x")
+        core.run_pass()
+        _settle(api, 6)
+        assert api.writes[5][:3] == ("binding", "pod-w", "a")
+        bridge._pod_event("MODIFIED", pod("w", 2, node_name="a"))
+        assert reporter.tick() == 1
+        _settle(api, 8)
+        assert [w[:2] for w in api.writes[6:]] == [("status", "pod-y"), ("event", "pod-y")]
+        assert "position 1 in the queue" in api.writes[6][2]["message"]
+        assert reporter.stats()["waiting"] == 1
+    finally:
+        service.stop()
+
+
+def test_stage_times_split_each_bind_into_its_steps_and_a_retry_starts_its_steps_again(monkeypatch):
+    from dlsched.service.scheduler_mode import stages as mod
+
+    clock = iter([10.0, 10.5, 11.0, 11.25, 11.5, 14.0, 20.0, 20.5, 21.0, 21.5])
+    monkeypatch.setattr(mod.time, "time", lambda: next(clock))
+    st = mod.StageTimes(window=10)
+    st.seen("a")                      # 10.0
+    st.mark("a", 1)                   # 10.5 nominated
+    st.mark("a", 2)                   # 11.0 picked
+    st.mark("a", 3)                   # 11.25 reserved; its Binding fails: no mark 4
+    st.mark("a", 1)                   # 11.5 nominated again: the steps after it start again
+    st.node_changed()                 # 14.0: a node came
+    st.mark("a", 2)                   # 20.0
+    st.mark("a", 3)                   # 20.5
+    st.mark("a", 4)                   # 21.0 answered: filed
+    st.mark("ghost", 1)               # never seen: ignored (no clock read left over matters)
+    out = st.summary()
+    assert out["binds"] == 1
+    assert out["seen->nominated"] == {"p50_ms": 1500.0, "p95_ms": 1500.0}
+    assert out["nominated->picked"]["p50_ms"] == 8500.0
+    assert out["picked->reserved"]["p50_ms"] == 500.0 and out["reserved->answered"]["p50_ms"] == 500.0
+
+
+def test_a_pod_seen_before_a_node_came_counts_its_wait_from_that_node(monkeypatch):
+    from dlsched.service.scheduler_mode import stages as mod
+
+    clock = iter([0.0, 5.0, 5.2, 5.3, 5.4, 5.5])
+    monkeypatch.setattr(mod.time, "time", lambda: next(clock))
+    st = mod.StageTimes()
+    st.seen("d")          # 0.0: pending, no node has room (a drain)
+    st.node_changed()     # 5.0: nodes came
+    for step in (1, 2, 3, 4):
+        st.mark("d", step)
+    assert abs(st.summary()["seen->nominated"]["p50_ms"] - 200.0) < 1e-6
+
+
+def test_a_report_is_a_tested_patch_and_is_dropped_when_the_pod_was_bound_meanwhile():
+    """PodScheduled=False must never land on a pod a Binding bound meanwhile: the patch tests
+    the uid and the absent nodeName (the API server refuses it, 422), the pod is read once, and
+    a bound pod gets neither the condition nor the event."""
+    from dlsched.service.scheduler_mode.bridge import condition_patch
+
+    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"}
+    bare = pod("p")
+    assert condition_patch(bare, "p", cond)[2:] == [{"op": "test", "path": "/status/conditions", "value": None},
+                                                    {"op": "add", "path": "/status/conditions", "value": [cond]}]
+    bare["status"]["conditions"] = [{"type": "Initialized"}, {"type": "PodScheduled", "status": "False"}]
+    assert condition_patch(bare, "p", cond)[2:] == [
+        {"op": "test", "path": "/status/conditions/1/type", "value": "PodScheduled"},
+        {"op": "replace", "path": "/status/conditions/1", "value": cond}]
+
+    api = FakeApi([node("a")], [pod("p", 1, nodeSelector={"zone": "x"})])
+    service, bridge = _service(api)
+    try:
+        bridge.reconcile()
+        api.refuse_status = True
+        api.pods[0]["spec"]["nodeName"] = "a"   # the API server's copy: bound meanwhile
+        assert bridge._write_condition("default", "pod-p", "p", cond) is False
+        import threading
+
+        threading.Thread(target=bridge._reporter, daemon=True).start()
+        bridge.refit("p")
+        _settle(api, 1, timeout=1.0)
+        assert api.writes == [] and bridge.counts["reports_too_late"] == 1
+    finally:
+        service.stop()

@@ -1,5 +1,8 @@
 """Gangs on the real control plane (etcd + kube-apiserver + kube-scheduler v1.20.2 from
-../shared/k8s; four kubelet-less nodes of 8 GPUs): issue 26's "done when".
+../shared/k8s; four kubelet-less nodes of 8 GPUs): issue 26's "done when". The first, second and
+2 x 6 / 3 x 3 scenarios run in both modes (``support/modes.py``: kube-scheduler's extender, and
+``serve --mode scheduler`` with pods of ``schedulerName: dlsched``); the others test the extender's
+bind path (its failures, a slow link to the API server) and run in extender mode.
 
 * a 4-pod x 8-GPU gang on 4 free nodes is bound all-or-nothing (kube-scheduler binds each pod in
   its own goroutine, so the permit stage's blocking bind lets the other pods reach bind);
@@ -23,6 +26,7 @@ pytest.importorskip("kubernetes")
 
 from support.control_plane import add_gpu_node, extender_control_plane, free_port, gpu_pod
 from support.live_app import LiveApp
+from support.modes import for_mode, mode_fixture, service  # noqa: F401 - the mode fixture
 from support.service_proc import ServiceProcess
 from support.slow_link import SlowLink
 
@@ -37,8 +41,8 @@ def cluster(shared, tmp_path_factory):
         yield cp, port, tmp_path_factory.mktemp("gang")
 
 
-def _gang_pod(name: str, group: str, size: int = 4, gpus: int = 8) -> dict:
-    pod = gpu_pod(name, gpus, group)
+def _gang_pod(name: str, group: str, size: int = 4, gpus: int = 8, mode: str = "extender") -> dict:
+    pod = for_mode(mode, gpu_pod(name, gpus, group))
     pod["metadata"]["labels"].update({"dlsched.io/job": group, "dlsched.io/min-member": str(size)})
     return pod
 
@@ -76,18 +80,19 @@ def _clear(cp, *tags: str) -> None:
     assert _wait(lambda: not any(_pods(cp, t) for t in tags), 20)
 
 
-def _service(cluster, name: str, extra: tuple[str, ...] = ()) -> ServiceProcess:
+def _service(cluster, name: str, extra: tuple[str, ...] = (), mode: str = "extender") -> ServiceProcess:
     cp, port, tmp = cluster
-    return ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{tmp}/{name}.db", "fifo", tmp / f"{name}.log",
-                          extra=("--backfill", "--gang-arrival-timeout", "20", *extra))
+    name = name if mode == "extender" else f"{name}-{mode}"
+    return service(mode, port, cp.api_url, cp.token, f"sqlite:///{tmp}/{name}.db", "fifo", tmp / f"{name}.log",
+                   "--backfill", "--gang-arrival-timeout", "20", *extra)
 
 
-def test_a_4x8_gang_on_4_free_nodes_is_bound_whole(cluster):
+def test_a_4x8_gang_on_4_free_nodes_is_bound_whole(cluster, mode):
     cp = cluster[0]
-    svc = _service(cluster, "whole").start()
+    svc = _service(cluster, "whole", mode=mode).start()
     try:
         for i in range(4):
-            _create(cp, _gang_pod(f"whole-{i}", "whole"))
+            _create(cp, _gang_pod(f"whole-{i}", "whole", mode=mode))
         bound = _wait(lambda: len(_bound(cp, "whole")) == 4 and _bound(cp, "whole"), 40)
         assert bound, (_bound(cp, "whole"), svc.log())
         assert sorted(node for node, _ in bound.values()) == NODES       # one pod per node
@@ -103,19 +108,19 @@ def test_a_4x8_gang_on_4_free_nodes_is_bound_whole(cluster):
         _clear(cp, "whole")
 
 
-def test_with_3_nodes_free_no_pod_is_bound_and_other_jobs_are_not_blocked(cluster):
+def test_with_3_nodes_free_no_pod_is_bound_and_other_jobs_are_not_blocked(cluster, mode):
     cp = cluster[0]
-    svc = _service(cluster, "three").start()
+    svc = _service(cluster, "three", mode=mode).start()
     try:
-        _create(cp, gpu_pod("blocker", 8, "blocker"))
+        _create(cp, for_mode(mode, gpu_pod("blocker", 8, "blocker")))
         assert _wait(lambda: _bound(cp, "blocker"), 20)
         for i in range(4):
-            _create(cp, _gang_pod(f"three-{i}", "three"))
+            _create(cp, _gang_pod(f"three-{i}", "three", mode=mode))
         time.sleep(6.0)
         assert _bound(cp, "three") == {}
         [row] = [r for r in svc.get("/api/v1/queue") if r["pod"] == "default/three"]   # the gang: one job
         assert row["gpus"] == 32
-        _create(cp, gpu_pod("small", 1, "small"))
+        _create(cp, for_mode(mode, gpu_pod("small", 1, "small")))
         t0 = time.monotonic()
         assert _wait(lambda: _bound(cp, "small"), 20), svc.log()
         assert time.monotonic() - t0 < 15                   # backfilled past the gang, not held by it
@@ -168,16 +173,16 @@ def _gpus(cp, *tags: str) -> list[tuple[str, str, list[int]]]:
             for name, (node, gpus) in _bound(cp, tag).items()]
 
 
-def test_2x6_and_3x3_gangs_on_8_gpu_nodes_are_bound_each_pod_on_one_node(cluster):
+def test_2x6_and_3x3_gangs_on_8_gpu_nodes_are_bound_each_pod_on_one_node(cluster, mode):
     """Issue 33: placed as one job of 12 GPUs a 2 x 6 gang got 8 + 4 GPUs, which no 6-GPU pod
     fits, and never bound; a 3 x 3 gang (9 GPUs: 8 + 1) likewise."""
     cp = cluster[0]
-    svc = _service(cluster, "shapes").start()
+    svc = _service(cluster, "shapes", mode=mode).start()
     try:
         for i in range(2):
-            _create(cp, _gang_pod(f"six-{i}", "six", size=2, gpus=6))
+            _create(cp, _gang_pod(f"six-{i}", "six", size=2, gpus=6, mode=mode))
         for i in range(3):
-            _create(cp, _gang_pod(f"tri-{i}", "tri", size=3, gpus=3))
+            _create(cp, _gang_pod(f"tri-{i}", "tri", size=3, gpus=3, mode=mode))
         done = _wait(lambda: len(_bound(cp, "six")) == 2 and len(_bound(cp, "tri")) == 3, 40)
         assert done, (_bound(cp, "six"), _bound(cp, "tri"), svc.log()[-3000:])
         placed = _gpus(cp, "six", "tri")

@@ -1,7 +1,8 @@
 """End to end with a real control plane (etcd + kube-apiserver + kube-scheduler v1.20.2 from
-../shared/k8s): GPU pods are scheduled by kube-scheduler through dlsched's extender.
+../shared/k8s), in both modes (``support/modes.py``): GPU pods scheduled by kube-scheduler through
+dlsched's extender, and pods of ``schedulerName: dlsched`` bound by ``serve --mode scheduler``.
 
-One control plane serves the module. Pods are created faster than they fit; a pod that has been
+One control plane serves the module (both modes, one after the other). Pods are created faster than they fit; a pod that has been
 bound for a moment is deleted (its job "finished"), which frees its GPUs for the next ones. The
 checks: every pod is bound on the node dlsched nominated, with the GPUs it annotated; no two pods
 bound at the same time ever share a GPU; FIFO nominates in arrival order and QSSF does not; after
@@ -21,6 +22,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
 
 from support.control_plane import add_gpu_node, extender_control_plane, gpu_pod  # noqa: E402
+from support.modes import for_mode, mode_fixture, service  # noqa: E402, F401 - the mode fixture
 from support.service_proc import ServiceProcess  # noqa: E402
 
 NODES, GPUS_PER_NODE = 6, 8
@@ -49,8 +51,8 @@ def _sizes(n: int, seed: int) -> list[int]:
 class Workload:
     """Creates pods, deletes them after HOLD seconds bound, and checks GPU overlaps as it goes."""
 
-    def __init__(self, cp, tag: str, sizes: list[int]) -> None:
-        self.cp, self.tag, self.sizes = cp, tag, sizes
+    def __init__(self, cp, tag: str, sizes: list[int], mode: str = "extender") -> None:
+        self.cp, self.tag, self.sizes, self.mode = cp, tag, sizes, mode
         self.bound: dict[str, dict] = {}       # pod name -> {node, gpus, uid, at}
         self.deleted: set[str] = set()
         self.overlaps: list[str] = []
@@ -60,7 +62,7 @@ class Workload:
     def create(self, gap: float = 0.0) -> None:
         for i, gpus in enumerate(self.sizes):
             status, body = self.cp.request("POST", "/api/v1/namespaces/default/pods",
-                                           gpu_pod(f"{self.tag}-{i:03d}", gpus, self.tag))
+                                           for_mode(self.mode, gpu_pod(f"{self.tag}-{i:03d}", gpus, self.tag)))
             assert status == 201, body
             self.created += 1
             if gap:
@@ -156,12 +158,13 @@ def _settled(svc: ServiceProcess, timeout: float = 20.0) -> dict:
         time.sleep(0.2)
 
 
-def _run_policy(cluster, policy: str, tag: str, sizes: list[int]) -> tuple[Workload, dict]:
+def _run_policy(cluster, mode: str, policy: str, tag: str, sizes: list[int]) -> tuple[Workload, dict]:
     cp, port, tmp = cluster
-    svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{tmp}/{tag}.db", policy, tmp / f"{tag}.log")
+    tag = f"{tag}-{mode[:3]}"
+    svc = service(mode, port, cp.api_url, cp.token, f"sqlite:///{tmp}/{tag}.db", policy, tmp / f"{tag}.log")
     svc.start()
     try:
-        work = Workload(cp, tag, sizes)
+        work = Workload(cp, tag, sizes, mode)
         work.create()
         work.run(timeout=240)
         state = _settled(svc)
@@ -175,10 +178,10 @@ def _run_policy(cluster, policy: str, tag: str, sizes: list[int]) -> tuple[Workl
     return work, by_pod
 
 
-def test_fifo_and_qssf_schedule_every_pod_through_dlsched_in_their_own_order(cluster):
+def test_fifo_and_qssf_schedule_every_pod_through_dlsched_in_their_own_order(cluster, mode):
     sizes = _sizes(50, seed=3)
-    _, fifo = _run_policy(cluster, "fifo", "fifo", sizes)
-    _, qssf = _run_policy(cluster, "qssf", "qssf", sizes)
+    _, fifo = _run_policy(cluster, mode, "fifo", "fifo", sizes)
+    _, qssf = _run_policy(cluster, mode, "qssf", "qssf", sizes)
     fifo_order = [int(n.rpartition("-")[2]) for n in _first_assume_order(fifo)]
     qssf_order = [int(n.rpartition("-")[2]) for n in _first_assume_order(qssf)]
     assert fifo_order == sorted(fifo_order) == list(range(50))     # first come, first nominated
@@ -188,19 +191,21 @@ def test_fifo_and_qssf_schedule_every_pod_through_dlsched_in_their_own_order(clu
     assert sum(sizes[i] for i in qssf_order[:first]) < sum(sizes[i] for i in fifo_order[:first])
 
 
-def test_kill9_while_pods_stream_in_then_restart(cluster):
+def test_kill9_while_pods_stream_in_then_restart(cluster, mode):
     cp, port, tmp = cluster
     sizes = _sizes(40, seed=11)
-    db = f"sqlite:///{tmp}/crash.db"
-    svc = ServiceProcess(port, cp.api_url, cp.token, db, "fifo", tmp / "crash.log", extra=NO_ETA).start()
-    work = Workload(cp, "crash", sizes)
+    tag = f"crash-{mode[:3]}"
+    db = f"sqlite:///{tmp}/{tag}.db"
+    svc = service(mode, port, cp.api_url, cp.token, db, "fifo", tmp / f"{tag}.log", *NO_ETA).start()
+    work = Workload(cp, tag, sizes, mode)
     creator = threading.Thread(target=work.create, kwargs={"gap": 0.1})
     creator.start()
     state = {"killed": False, "restarted": False}
 
     def crash_once(w: Workload) -> None:
         # no node is touched to make kube-scheduler retry the pods it parked while the extender was
-        # down (refused connections): the restarted service's nudges must do it (issue 33, point 3)
+        # down (refused connections): the restarted service's nudges must do it (issue 33, point 3);
+        # in scheduler mode nothing waits in kube-scheduler: the restarted service's first pass binds
         if not state["killed"] and len(w.bound) >= 8:
             svc.kill9()
             state["killed"] = True
@@ -243,15 +248,17 @@ def test_kill9_while_pods_stream_in_then_restart(cluster):
     assert max(waits) <= 10.0, sorted(waits)[-5:]
 
 
-def test_a_restarted_service_nudges_the_pods_kube_scheduler_parked_while_it_was_down(cluster):
+def test_a_restarted_service_nudges_the_pods_kube_scheduler_parked_while_it_was_down(cluster, mode):
     """Issue 33, point 3: the service is killed, the cluster frees room while the extender is down
     (kube-scheduler retries the pending pods, the calls are refused, it parks them as
     unschedulable), then the service restarts. Nothing else happens in the cluster: the pods bind
-    only if the restarted service nudges them, within the 2-s backoff, not after the 60-s flush."""
+    only if the restarted service nudges them, within the 2-s backoff, not after the 60-s flush.
+    In scheduler mode the same room freed while dlsched is down is used by its first pass after
+    the restart (from the listing), within the same limits."""
     cp, port, tmp = cluster
-    svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{tmp}/restart.db", "fifo",
-                         tmp / "restart.log", extra=NO_ETA).start()
-    work = Workload(cp, "restart", [GPUS_PER_NODE] * (2 * NODES))
+    tag = f"restart-{mode[:3]}"
+    svc = service(mode, port, cp.api_url, cp.token, f"sqlite:///{tmp}/{tag}.db", "fifo", tmp / f"{tag}.log", *NO_ETA).start()
+    work = Workload(cp, tag, [GPUS_PER_NODE] * (2 * NODES), mode)
     try:
         work.hold = True
         work.create()
@@ -266,8 +273,9 @@ def test_a_restarted_service_nudges_the_pods_kube_scheduler_parked_while_it_was_
             assert st == 200
             work.deleted.add(name)
         time.sleep(6.0)                     # their retries are refused; with a 2-s backoff all are parked
+        restarted = time.time()
         svc.start()
-        ready = time.time()
+        ready = time.time()   # in scheduler mode the first pass may bind before the HTTP server answers
         deadline = time.monotonic() + 100
         while len(work.bound) < 2 * NODES and time.monotonic() < deadline:
             work.poll()
@@ -276,10 +284,10 @@ def test_a_restarted_service_nudges_the_pods_kube_scheduler_parked_while_it_was_
     finally:
         svc.stop()
         for i in range(2 * NODES):
-            cp.request("DELETE", f"/api/v1/namespaces/default/pods/restart-{i:03d}?gracePeriodSeconds=0")
+            cp.request("DELETE", f"/api/v1/namespaces/default/pods/{tag}-{i:03d}?gracePeriodSeconds=0")
     first: dict[str, float] = {}   # pod -> its bind, or the watch's confirm when it came first
     for d in decisions:
-        if d["kind"] in ("bind", "confirm") and d["at"] > ready:
+        if d["kind"] in ("bind", "confirm") and d["at"] > restarted:
             first.setdefault(d["pod"], d["at"])
     binds = sorted(first.values())
     assert len(work.bound) == 2 * NODES, f"{len(work.bound) - NODES} of {NODES} pods bound after the restart"
@@ -289,14 +297,15 @@ def test_a_restarted_service_nudges_the_pods_kube_scheduler_parked_while_it_was_
     assert len(binds) == NODES and binds[0] - ready <= 5.0 and binds[-1] - ready <= 10.0
 
 
-def test_operator_api_submits_a_job_that_kube_scheduler_binds_through_dlsched(cluster):
+def test_operator_api_submits_a_job_that_kube_scheduler_binds_through_dlsched(cluster, mode):
     import json
     import urllib.error
     import urllib.request
 
     cp, port, tmp = cluster
-    svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{tmp}/operator.db", "fifo",
-                         tmp / "operator.log").start()
+    job = f"op-job-{mode[:3]}"
+    svc = service(mode, port, cp.api_url, cp.token, f"sqlite:///{tmp}/operator-{mode}.db", "fifo",
+                  tmp / f"operator-{mode}.log").start()
     try:
         def post(body: dict, token: str | None) -> tuple[int, dict]:
             req = urllib.request.Request(svc.url + "/api/v1/jobs", data=json.dumps(body).encode(), method="POST",
@@ -309,19 +318,19 @@ def test_operator_api_submits_a_job_that_kube_scheduler_binds_through_dlsched(cl
             except urllib.error.HTTPError as exc:
                 return exc.code, json.loads(exc.read())
 
-        assert post({"name": "op-job", "gpus": 3}, None)[0] == 403
-        status, created = post({"name": "op-job", "gpus": 3, "vc": "default"}, svc.token)
+        assert post({"name": job, "gpus": 3}, None)[0] == 403
+        status, created = post({"name": job, "gpus": 3, "vc": "default"}, svc.token)
         assert status == 201, created
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            _, pod = cp.request("GET", "/api/v1/namespaces/default/pods/op-job")
+            _, pod = cp.request("GET", f"/api/v1/namespaces/default/pods/{job}")
             if pod["spec"].get("nodeName"):
                 break
             time.sleep(0.2)
         assert pod["spec"].get("nodeName"), "the submitted job was never bound"
         assert pod["metadata"]["uid"] == created["uid"]
         assert len(pod["metadata"]["annotations"]["dlsched.io/gpus"].split(",")) == 3
-        assert post({"name": "op-job", "gpus": 3}, svc.token)[0] == 422     # the name is taken
-        cp.request("DELETE", "/api/v1/namespaces/default/pods/op-job?gracePeriodSeconds=0")
+        assert post({"name": job, "gpus": 3}, svc.token)[0] == 422     # the name is taken
+        cp.request("DELETE", f"/api/v1/namespaces/default/pods/{job}?gracePeriodSeconds=0")
     finally:
         svc.stop()

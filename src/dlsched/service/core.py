@@ -325,14 +325,16 @@ class SchedulerCore:
         with self.lock:
             return self.adapter.begin_bind(uid, node)
 
-    def end_bind(self, uid: str, node: str, error: str) -> None:
+    def end_bind(self, uid: str, node: str, error: str, commit: bool = True) -> None:
         """The API server answered the bind: confirm the start, or forget it (GPUs return). The
         bind's rows are committed after the lock is let go (Store.write_behind): a flushed commit
         under it held back every filter and every other bind; a crash before the commit leaves
-        the pod to start-up's adoption of bound pods (docs/service.md)."""
+        the pod to start-up's adoption of bound pods (docs/service.md). ``commit`` False: the
+        caller commits them later (``store.write_behind``)."""
         with self.lock:
             self.adapter.end_bind(uid, node, error)
-        self.store.write_behind()
+        if commit:
+            self.store.write_behind()
 
     def observe(self, uid: str, util: float, mem_mib: float, warmup: float, speed: float = float("nan")) -> str:
         """A node agent's reading of a running pod (:meth:`Readings.observe`); returns what happened."""

@@ -89,6 +89,7 @@ class LiveService:
     mode: str = "extender"   # or "scheduler": dlsched binds the pods of its own scheduler name (scheduler_mode/)
     binder: object | None = None   # the scheduler mode's Binder, once started
     gpu_binding: object | None = None   # --gpu-binding envvar-configmap: a GpuBinding (service/gpu_binding/)
+    gpu_waits: object | None = None   # the scheduler mode's GpuWaitReporter, once started
     _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
     _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) a nudge wrote
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -120,6 +121,8 @@ class LiveService:
         self.bridge.start(node_rv, pod_rv)
         threading.Thread(target=self._expirer, name="expire", daemon=True).start()
         self.start_eta_timer()
+        if self.mode == "scheduler":
+            self.start_gpu_waits()
         self.start_queues()
         self.start_timers()
         self.core.serving = True   # pods seen until now are nudged once nominated (core.due_nudges)
@@ -138,6 +141,27 @@ class LiveService:
             self.bridge.binder = self.binder   # pods that request no GPU are bound by it too
             self.binder.start(self._done)
 
+    def start_gpu_waits(self) -> None:
+        """Scheduler mode: a pod that passes the node checks but waits for GPUs gets
+        ``PodScheduled=False`` with its queue position and ETA, on the ETA timer's interval, once
+        per change (service/scheduler_mode/waiting.py)."""
+        if self.gpu_waits is not None or self.eta_interval <= 0 or not hasattr(self.bridge, "report_waiting"):
+            return
+        from dlsched.service.scheduler_mode.waiting import GpuWaitReporter
+
+        bridge = self.bridge
+        self.gpu_waits = reporter = GpuWaitReporter(lambda: self.core.queue(), lambda uid: self.core.offered.get(uid),
+                                                    bridge.report_waiting, bridge.last_report, self.core.policy.name,
+                                                    self.eta_threshold, lambda: self.core.now())
+
+        def run() -> None:
+            while not self._done.wait(self.eta_interval):
+                try:
+                    reporter.tick()
+                except Exception:  # noqa: BLE001 - the reports must outlive a bad round
+                    log.exception("GPU-wait reports failed")
+        threading.Thread(target=run, name="gpu-waits", daemon=True).start()
+
     def mode_state(self) -> dict:
         """How this service reaches Kubernetes, for GET /api/v1/state: the mode, and in scheduler
         mode its binds, node checks and watches."""
@@ -150,6 +174,8 @@ class LiveService:
         out = describe() if describe is not None else {"mode": "scheduler", "scheduler_name": self.scheduler_name}
         if self.binder is not None:
             out["binder"] = dict(self.binder.counts)
+        if self.gpu_waits is not None:
+            out["waiting_for_gpus"] = self.gpu_waits.stats()
         return {**out, **binding}
 
     def start_evictor(self) -> tuple[int, int]:
@@ -312,8 +338,10 @@ class LiveService:
             self.core.recorder.close()
 
     # -- extender bind ------------------------------------------------------------------
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
-        """Bind through the API server; '' on success, else the error (the GPUs are returned)."""
+    def bind(self, namespace: str, name: str, uid: str, node: str, commit: bool = True) -> str:
+        """Bind through the API server; '' on success, else the error (the GPUs are returned).
+        ``commit`` False: the bind's rows are left for the caller's own :meth:`Store.write_behind`
+        (the scheduler mode's binder commits them on a thread of their own, in groups)."""
         if self.elector is not None and not self.elector.is_leader:
             return "this dlsched replica does not hold the leader lease: not binding"
         if self.core.gangs.owns(uid):   # gang hook: the permit stage, all of the gang or none (service/gangs.py)
@@ -343,7 +371,7 @@ class LiveService:
                 error = self.bridge.bind(namespace, name, uid, node, gpus, annotate=False)
             else:
                 error = self.bridge.bind(namespace, name, uid, node, gpus, bool(pod.annotations))
-        self.core.end_bind(uid, node, error)
+        self.core.end_bind(uid, node, error, commit)
         self.stats["binds" if not error else "bind_failures"] += 1
         return error
 

@@ -19,6 +19,7 @@ import time
 from dlsched.core.job import JobState
 from dlsched.service.kube import KubeBridge, _read
 from dlsched.service.scheduler_mode import fit
+from dlsched.service.scheduler_mode.stages import StageTimes
 from dlsched.service.scheduler_mode.watch import watch_kind
 
 log = logging.getLogger("dlsched.service")
@@ -41,6 +42,23 @@ def _node_key(obj: dict) -> tuple:
             repr(spec.get("taints") or []), repr(sorted((status.get("allocatable") or {}).items())), repr(ready))
 
 
+def condition_patch(pod: dict, uid: str, condition: dict) -> list[dict]:
+    """The JSON patch that sets ``condition`` (PodScheduled) on ``pod`` as the watch last showed
+    it, tested to be pod ``uid``, not bound, and with the conditions where that copy had them."""
+    ops: list[dict] = [{"op": "test", "path": "/metadata/uid", "value": uid},
+                       {"op": "test", "path": "/spec/nodeName", "value": None}]
+    conditions = (pod.get("status") or {}).get("conditions")
+    if not conditions:
+        return ops + [{"op": "test", "path": "/status/conditions", "value": None},
+                      {"op": "add", "path": "/status/conditions", "value": [condition]}]
+    for i, c in enumerate(conditions):
+        if c.get("type") == condition["type"]:
+            return ops + [{"op": "test", "path": f"/status/conditions/{i}/type", "value": condition["type"]},
+                          {"op": "replace", "path": f"/status/conditions/{i}", "value": condition}]
+    return ops + [{"op": "test", "path": "/status/conditions", "value": conditions},
+                  {"op": "add", "path": "/status/conditions/-", "value": condition}]
+
+
 class SchedulerBridge(KubeBridge):
     """:class:`KubeBridge` for ``--mode scheduler`` (see the module doc)."""
 
@@ -54,7 +72,8 @@ class SchedulerBridge(KubeBridge):
         self.assumed: dict[str, tuple[str, dict]] = {}    # uid -> (node, pod): being bound by dlsched
         self.pending: dict[str, dict] = {}                # uid -> a pending pod of dlsched's
         self.reported: dict[str, tuple[str, float]] = {}  # uid -> (message, when) last written
-        self.counts: dict[str, int] = {"unschedulable_reported": 0, "report_failures": 0, "refits": 0}
+        self.counts: dict[str, int] = {"unschedulable_reported": 0, "report_failures": 0, "reports_too_late": 0,
+                                       "refits": 0}
         self.watch_counts: dict[str, int] = {}
         self._reports: queue.SimpleQueue = queue.SimpleQueue()
         self.binder = None   # the Binder (runtime.start_binder): binds the pods that request no GPU too
@@ -62,6 +81,9 @@ class SchedulerBridge(KubeBridge):
         self.shape_of: dict[str, str] = {}                # uid -> what the checks read of the pending pod
         self._static: dict[str, tuple[int, frozenset[str], str]] = {}   # shape -> (node_gen, nodes, message)
         self.node_gen = 0                                 # bumped whenever a node's checked parts change
+        self.stages = StageTimes()                        # where each bind's time went (GET /api/v1/state)
+        self._pass_wanted = threading.Event()             # a watch event came: the pass thread runs a pass
+        self.passes_run = 0                               # passes the watch events asked for (coalesced)
 
     # -- node checks ------------------------------------------------------------------------
     def _pods_by_node(self, names) -> dict[str, list[dict]]:
@@ -200,6 +222,23 @@ class SchedulerBridge(KubeBridge):
         with self.cache_lock:
             self.assumed.pop(uid, None)
 
+    # -- pods that wait for GPUs (scheduler_mode/waiting.py) ----------------------------------
+    def report_waiting(self, uid: str, message: str) -> bool:
+        """Queue ``PodScheduled=False`` with ``message`` for a pending pod that waits for GPUs;
+        False when it is no longer pending or being bound."""
+        with self.cache_lock:
+            pod = self.pending.get(uid)
+            if pod is None or uid in self.assumed:
+                return False
+            self.reported[uid] = (message, time.monotonic())
+        self._reports.put((pod, message))
+        return True
+
+    def last_report(self, uid: str) -> str:
+        """The message last queued for the pod's condition ('' : none)."""
+        last = self.reported.get(uid)
+        return last[0] if last is not None else ""
+
     # -- Unschedulable reports ---------------------------------------------------------------
     def _report(self, uid: str, pod: dict, message: str) -> None:
         now = time.monotonic()
@@ -218,16 +257,45 @@ class SchedulerBridge(KubeBridge):
                 continue
             meta = _meta(pod)
             ns, name = meta.get("namespace") or "default", meta.get("name")
-            if _meta(pod).get("uid") not in self.pending:
-                continue   # bound or gone meanwhile
+            uid = _meta(pod).get("uid")
+            job = self.core.jobs.get(uid)
+            if uid not in self.pending or uid in self.assumed or (job is not None and job.state is not JobState.PENDING):
+                continue   # bound, nominated or gone meanwhile: PodScheduled=False would be stale
             try:
-                body = {"status": {"conditions": [fit.unschedulable_condition(message)]}}
-                _read(self.api.patch_namespaced_pod_status(name, ns, body, _preload_content=False))
+                if not self._write_condition(ns, name, uid, fit.unschedulable_condition(message)):
+                    self.counts["reports_too_late"] += 1   # bound (or replaced) meanwhile: nothing written
+                    continue
                 self._post_event(ns, fit.failed_scheduling_event(pod, message, self.scheduler_name))
                 self.counts["unschedulable_reported"] += 1
             except Exception as exc:  # noqa: BLE001 - a report is best effort; the pod keeps waiting
                 self.counts["report_failures"] += 1
                 log.info("Unschedulable report of %s/%s failed: %s", ns, name, exc)
+
+    def _write_condition(self, ns: str, name: str, uid: str, condition: dict) -> bool:
+        """``PodScheduled=False`` on the pending pod ``uid`` by a JSON patch whose tests make the
+        API server refuse it (422) once the pod is bound or is another pod: a report in flight
+        while a Binding lands never turns a bound pod's ``PodScheduled=True`` back to False. The
+        watch's copy of the pod gives the condition's place; when it is stale the pod is read
+        once and the patch sent again. False: the pod was bound or replaced meanwhile."""
+        from kubernetes.client.exceptions import ApiException
+
+        pod = self.pending.get(uid)
+        for attempt in (0, 1):
+            if pod is None:
+                return False
+            try:
+                _read(self.api.patch_namespaced_pod_status(name, ns, condition_patch(pod, uid, condition),
+                                                           _preload_content=False))
+                return True
+            except ApiException as exc:
+                if exc.status != 422 or attempt:
+                    if exc.status == 422:
+                        return False
+                    raise
+            pod = json.loads(_read(self.api.read_namespaced_pod(name, ns, _preload_content=False)) or "{}")
+            if (pod.get("spec") or {}).get("nodeName") or _meta(pod).get("uid") != uid:
+                return False
+        return False
 
     def _post_event(self, namespace: str, body: dict) -> None:
         """POST an event in the API group its body names: core ``v1`` or ``events.k8s.io/v1``
@@ -259,6 +327,8 @@ class SchedulerBridge(KubeBridge):
                     changed = self.node_keys.get(name) != key
                     self.nodes[name], self.node_keys[name] = obj, key
                 self.node_gen += changed
+        if changed:
+            self.stages.node_changed()
         super()._node_event(kind, obj)
         if changed:
             self._recheck_node(name)
@@ -292,6 +362,7 @@ class SchedulerBridge(KubeBridge):
                 self.reported.pop(uid, None)
                 self.shape_of.pop(uid, None)
         if new:
+            self.stages.seen(uid)
             self.refit(uid)   # before the core sees the pod: its first pass is already restricted
         super()._pod_event(kind, obj)
         if new and uid in self.core.zero_gpu:
@@ -306,13 +377,28 @@ class SchedulerBridge(KubeBridge):
             t.start()
             self._threads.append(t)
         threading.Thread(target=self._reporter, name="unschedulable", daemon=True).start()
+        threading.Thread(target=self._passer, name="pass", daemon=True).start()
+
+    def _passer(self) -> None:
+        """Runs the passes the watch events ask for, one at a time: the events that arrive while a
+        pass runs are decided together by the next one (a burst of 500 pod creations is a few
+        passes, not 500), and the watch threads never wait for the core's lock on a pass."""
+        while not self._stop.is_set():
+            if not self._pass_wanted.wait(1.0):
+                continue
+            self._pass_wanted.clear()
+            try:
+                self.core.run_pass()
+                self.passes_run += 1
+            except Exception:  # noqa: BLE001 - the pass thread must outlive a bad pass
+                log.exception("pass failed")
 
     def _watch(self, kind: str, rv: str) -> None:
         handler = self._node_event if kind == "nodes" else self._pod_event
 
         def handle(event_type: str, obj: dict) -> None:
             handler(event_type, obj)
-            self.core.run_pass()
+            self._pass_wanted.set()   # decided by the pass thread, with whatever else came meanwhile
 
         def relist() -> str:
             self.resyncs += 1
@@ -340,4 +426,6 @@ class SchedulerBridge(KubeBridge):
                     "nodes": len(self.nodes),
                     "pending_pods": len(self.pending), "being_bound": len(self.assumed),
                     "unschedulable": sum(1 for u in self.pending if not self.core.offered.get(u)),
-                    **self.counts, "watch": dict(self.watch_counts), "resyncs": self.resyncs}
+                    **self.counts, "watch": dict(self.watch_counts), "resyncs": self.resyncs,
+                    "passes": self.passes_run,
+                    "stages": self.stages.summary()}
