@@ -45,6 +45,8 @@ CLAIMS = (
     ("reproduce-horus-table7", "dlsched reproduce horus-table7", "docs/reproduce.md"),
     ("reproduce-helios-qssf-philly", "dlsched reproduce helios-qssf-philly", "docs/reproduce.md"),
     ("reproduce-topo-scenario2", "dlsched reproduce topo-scenario2", "docs/reproduce.md, docs/topology.md"),
+    ("reproduce-backfill-1seed", "dlsched reproduce backfill --seeds 1", "docs/reproduce.md"),
+    ("reproduce-backfill-philly-1seed", "dlsched reproduce backfill-philly --seeds 1", "docs/reproduce.md"),
     ("interference-evaluate", "dlsched interference evaluate", "docs/interference.md"),
     ("predictor-evaluate", "dlsched predictor evaluate", "docs/predictors.md"),
     ("energy-replay", "dlsched energy replay --series ../shared/traces/philly/philly_node_sequence.csv.gz "

@@ -21,7 +21,8 @@ def register(app: typer.Typer) -> None:
 
     @experiment.command("backfill")
     def backfill(seeds: Annotated[int, typer.Option("--seeds", help="seeded built-in workloads (seeds 0..N-1)")] = 10,
-                 jobs: Annotated[int, typer.Option("--jobs", help="jobs per built-in workload")] = 2000,
+                 jobs: Annotated[int, typer.Option("--jobs", help="jobs per built-in workload (with --philly: "
+                                                   "its first N jobs, 0 = all 68,503)")] = 2000,
                  nodes: Annotated[int, typer.Option("--nodes", help="8-GPU nodes of the one pool the jobs share")] = 32,
                  limits: Annotated[str, typer.Option("--time-limits", help="how every job's time limit is drawn "
                                                      "(see `dlsched simulate --help`)")] = LIMITS,
@@ -30,6 +31,9 @@ def register(app: typer.Typer) -> None:
                  results: Annotated[Path | None, typer.Option("--results", help="also write the per-seed numbers "
                                                               "as JSON to this file (scripts/backfill_table.py "
                                                               "renders the docs tables from it)")] = None,
+                 philly: Annotated[Path | None, typer.Option("--philly", help="the Helios reference run's Philly "
+                                                             "trace (input_cluster_log_helios_format.csv.gz) instead "
+                                                             "of the built-in workload; seeds draw its limits")] = None,
                  as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON")] = False) -> None:
         """No backfill, greedy backfill, easy and conservative (limits, predictions, predictions +
         correction, truth): JCT, wait, bounded slowdown, large-job waits, utilisation, broken
@@ -41,7 +45,10 @@ def register(app: typer.Typer) -> None:
             for path, option in ((markdown, "--markdown"), (results, "--results")):
                 if path is not None:
                     check_out_file(path, option)
-            result = run(seeds, jobs, limits, say=lambda text: console.print(text, highlight=False), nodes=nodes)
+            if philly is not None and not philly.is_file():
+                raise ValueError(f"--philly {philly}: no such file")
+            result = run(seeds, jobs, limits, say=lambda text: console.print(text, highlight=False), nodes=nodes,
+                         philly=philly)
             if markdown is not None:
                 markdown.write_text(result["markdown"] + "\n")
             if results is not None:

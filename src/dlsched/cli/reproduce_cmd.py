@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         out_dir: Annotated[Path | None, typer.Option(
             "--out", help="Keep the runs' output here (default: a scratch folder, removed).")] = None,
         seeds: Annotated[int | None, typer.Option(
-            "--seeds", help="Seeded workloads for the sharing reproductions (default 10; horus-table7: 3).")] = None,
+            "--seeds", help="Seeded workloads for the sharing and backfill reproductions (default 10; horus-table7: 3).")] = None,
         truth: Annotated[str | None, typer.Option(
             "--profiles", help="Ground truth of the sharing reproductions: builtin (default), builtin-raw, lucid, "
                                "a profiles folder or a .json table.")] = None,
@@ -77,6 +77,9 @@ def register(app: typer.Typer) -> None:
                 if seeds is not None or truth is not None:
                     if hasattr(repro, "configured"):
                         repro = repro.configured(seeds, truth)
+                        if truth is not None and not getattr(repro, "uses_truth", True):
+                            console.print(f"note: --profiles does not apply to {name}; it runs on its own workload",
+                                          highlight=False)
                     else:
                         console.print(f"note: --seeds/--profiles apply to the sharing reproductions; {name} runs "
                                       "as registered", highlight=False)

@@ -6,6 +6,7 @@ Adding one = a module with a
 
 from __future__ import annotations
 
+from dlsched.reproduce.backfill import Backfill, BackfillPhilly
 from dlsched.reproduce.base import Reproduction
 from dlsched.reproduce.helios_fidelity import HeliosFidelity
 from dlsched.reproduce.helios_qssf_builtin import HeliosQSSFBuiltin
@@ -30,4 +31,6 @@ REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in (
     CoScheML(),
     ColocationOracle(),
     Interference(),
+    Backfill(),
+    BackfillPhilly(),
 )}

@@ -80,15 +80,17 @@ def run_metrics(run_dir: Path, summary: dict) -> dict[str, float]:
 
 
 def run_variants(seeds: int, jobs: int, limits: str = LIMITS, variants: tuple[Variant, ...] = VARIANTS,
-                 say: Say | None = None, nodes: int = NODES) -> dict[str, list[dict[str, float]]]:
-    """label -> the metrics of one run per seed (seed order), every variant on the same workloads."""
+                 say: Say | None = None, nodes: int = NODES,
+                 source: Callable[[int], object] | None = None) -> dict[str, list[dict[str, float]]]:
+    """label -> the metrics of one run per seed (seed order), every variant on the same workloads
+    (``source``: ``seed -> Inputs`` with the limits drawn, e.g. Philly's; else the built-in workload)."""
     from dlsched.run.build import build_run, load_inputs
     from dlsched.run.options import configs_from_options
 
     out: dict[str, list[dict[str, float]]] = {v.label: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix="dlsched-backfill-") as tmp:
         for seed in check_seeds(seeds):
-            inputs = None
+            inputs = None if source is None else source(seed)
             for v in variants:
                 values = {"policy": v.policy, "jobs": jobs, "seed": seed, "time_limits": limits, "nodes": nodes,
                           "backfill": v.backfill, "param": [f"{k}={x}" for k, x in v.params.items()]}
@@ -125,7 +127,8 @@ def pairs(results: dict[str, list[dict[str, float]]], compared: tuple[tuple[str,
     return rows
 
 
-def markdown(results: dict[str, list[dict[str, float]]], jobs: int, limits: str, nodes: int = NODES) -> str:
+def markdown(results: dict[str, list[dict[str, float]]], jobs: int, limits: str, nodes: int = NODES,
+             workload: str = "Built-in workload") -> str:
     """The two tables docs/backfill.md prints: means per variant, then the compared pairs."""
     seeds = len(next(iter(results.values())))
     head = "| variant | " + " | ".join(title for _, title, _ in METRICS) + " |"
@@ -144,16 +147,19 @@ def markdown(results: dict[str, list[dict[str, float]]], jobs: int, limits: str,
             cells.append(f"{d['diff']:+{f}} [{d['low']:+{f}}, {d['high']:+{f}}]")
         lines.append("| " + " | ".join(cells) + " |")
     m = len(compared) * len(PAIR_METRICS)
-    lines += ["", f"Built-in workload, {jobs:,} jobs on one pool of {nodes} 8-GPU nodes, seeds 0-{seeds - 1}, "
+    lines += ["", f"{workload}, {jobs:,} jobs on one pool of {nodes} 8-GPU nodes, seeds 0-{seeds - 1}, "
                   f"time limits `{limits}`; CIs are "
                   f"paired over the seeds, Bonferroni-corrected over the {m} differences shown (family-wise 95 %)."]
     return "\n".join(lines)
 
 
 def experiment(seeds: int = 10, jobs: int = 2000, limits: str = LIMITS, say: Say | None = None,
-               nodes: int = NODES) -> dict:
-    """Run every variant on every seed; ``markdown`` holds the docs tables, ``results`` the per-seed numbers."""
-    if jobs < 1:
+               nodes: int = NODES, philly: Path | None = None) -> dict:
+    """Run every variant on every seed; ``markdown`` holds the docs tables, ``results`` the per-seed numbers.
+    ``philly``: the reference run's trace, whose first ``jobs`` jobs (0: all) replace the built-in workload."""
+    if philly is not None and jobs == 0:
+        jobs = -1   # every job of the window
+    elif jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {jobs}")
     if nodes < 1:
         raise ValueError(f"--nodes must be >= 1, got {nodes}")
@@ -162,6 +168,16 @@ def experiment(seeds: int = 10, jobs: int = 2000, limits: str = LIMITS, say: Say
     parse_time_limits(limits)
     check_seeds(seeds)
     t0 = time.perf_counter()
-    results = run_variants(seeds, jobs, limits, VARIANTS, say, nodes)
+    source, workload, extra = None, "Built-in workload", {}
+    if philly is not None:
+        from dlsched.experiments.dlsched.backfill_philly import philly_source
+
+        source, extra = philly_source(philly, None if jobs < 0 else jobs, nodes, limits)
+        jobs = extra["jobs"]
+        part = "every job" if jobs == extra["window_jobs"] else "the first jobs (by submit time)"
+        workload = f"Philly reference window (Oct-Nov 2017, {extra['window_jobs']:,} jobs), {part}"
+        if extra["too_wide"]:
+            workload += f" ({extra['too_wide']} wider than the pool left out)"
+    results = run_variants(seeds, jobs, limits, VARIANTS, say, nodes, source)
     return {"seeds": seeds, "jobs": jobs, "nodes": nodes, "limits": limits, "seconds": time.perf_counter() - t0,
-            "results": results, "markdown": markdown(results, jobs, limits, nodes)}
+            "results": results, "markdown": markdown(results, jobs, limits, nodes, workload), **extra}
