@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
-from dlsched.experiments.dlsched.backfill import METRICS, markdown, means, pairs, run_metrics
+from dlsched.experiments.dlsched.backfill import METRICS, markdown, means, merge_results, pairs, run_metrics
 
 
 def test_run_metrics_hand_numbers(tmp_path):
@@ -67,3 +67,47 @@ def test_the_command_runs_every_variant_on_a_small_case(tmp_path):
     data = json.loads((tmp_path / "r.json").read_text())
     assert (data["seeds"], data["jobs"], data["nodes"]) == (2, 120, 4) and len(data["results"]) == 10
     assert all(len(runs) == 2 for runs in data["results"].values())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--variants", "fifo,easy-magic"], "--variants: unknown variant easy-magic (known: fifo, fifo+greedy,"),
+    (["--variants", ","], "--variants: unknown variant ','"),
+    (["--update"], "--update needs --results FILE"),
+    (["--update", "--results", "{tmp}/none.json"], "--update: cannot read"),
+    (["--update", "--results", "{tmp}/list.json"], "has no 'results' object"),
+])
+def test_bad_variants_or_update_is_one_error_line(args, message, tmp_path):
+    (tmp_path / "list.json").write_text("[]")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    res = CliRunner().invoke(app, ["experiment", "backfill", "--seeds", "1", "--jobs", "10", *args])
+    assert res.exit_code == 2 and "error: " in res.output and message in res.output, res.output
+    assert "Traceback" not in res.output
+
+
+def test_merge_replaces_only_the_rerun_variants_in_table_order():
+    meta = {"seeds": 2, "jobs": 10, "nodes": 4, "limits": "overestimate=2"}
+    kept = {**meta, "results": {"fifo": _runs([1.0, 2.0]), "easy-limit": _runs([3.0, 4.0])}}
+    fresh = {**meta, "results": {"fifo+greedy": _runs([5.0, 6.0]), "easy-limit": _runs([7.0, 8.0])}}
+    got = merge_results(kept, fresh)
+    assert list(got["results"]) == ["fifo", "fifo+greedy", "easy-limit"]   # VARIANTS order
+    assert got["results"]["easy-limit"] == _runs([7.0, 8.0]) and got["results"]["fifo"] == _runs([1.0, 2.0])
+    with pytest.raises(ValueError, match="--update: the kept results have jobs=10, this run 20"):
+        merge_results(kept, {**fresh, "jobs": 20})
+
+
+def test_update_reruns_some_variants_and_gives_the_numbers_of_a_whole_run(tmp_path):
+    whole, part = tmp_path / "whole.json", tmp_path / "part.json"
+    small = ["experiment", "backfill", "--seeds", "2", "--jobs", "60", "--nodes", "2"]
+    assert CliRunner().invoke(app, [*small, "--variants", "fifo,easy-limit,conservative-limit",
+                                    "--results", str(whole)]).exit_code == 0
+    import json
+
+    data = json.loads(whole.read_text())
+    assert list(data["results"]) == ["fifo", "easy-limit", "conservative-limit"]
+    stale = {**data, "results": {**data["results"], "conservative-limit": _runs([0.0, 0.0])}}
+    part.write_text(json.dumps(stale))
+    res = CliRunner().invoke(app, [*small, "--variants", "conservative-limit", "--update", "--results", str(part)])
+    assert res.exit_code == 0, res.output
+    assert "note: --update kept 2 variants" in res.output and "replaced 1" in res.output
+    assert json.loads(part.read_text()) == data   # the rerun variant's rows are a whole run's
+    assert "| conservative-limit - easy-limit |" in res.output

@@ -153,9 +153,35 @@ def markdown(results: dict[str, list[dict[str, float]]], jobs: int, limits: str,
     return "\n".join(lines)
 
 
+def select_variants(labels: str | None) -> tuple[Variant, ...]:
+    """The variants named in a comma-separated ``--variants`` value (all for ``None``), in table order."""
+    if labels is None:
+        return VARIANTS
+    asked = [x.strip() for x in labels.split(",") if x.strip()]
+    known = {v.label for v in VARIANTS}
+    unknown = [x for x in asked if x not in known]
+    if unknown or not asked:
+        bad = unknown[0] if unknown else repr(labels)
+        raise ValueError(f"--variants: unknown variant {bad} "
+                         f"(known: {', '.join(v.label for v in VARIANTS)})")
+    return tuple(v for v in VARIANTS if v.label in asked)
+
+
+def merge_results(kept: dict, fresh: dict) -> dict:
+    """``kept`` (a ``--results`` file) with the variants ``fresh`` reran replaced, in table order.
+    Why: a slow variant can be rerun alone without mixing workloads -- the two must share seeds,
+    jobs, nodes and limits, else the pairs would compare different runs."""
+    for key in ("seeds", "jobs", "nodes", "limits"):
+        if kept.get(key) != fresh[key]:
+            raise ValueError(f"--update: the kept results have {key}={kept.get(key)!r}, this run {fresh[key]!r}")
+    results = {**kept["results"], **fresh["results"]}
+    ordered = {v.label: results[v.label] for v in VARIANTS if v.label in results}
+    return {**{k: fresh[k] for k in ("seeds", "jobs", "nodes", "limits")}, "results": ordered}
+
+
 def experiment(seeds: int = 10, jobs: int = 2000, limits: str = LIMITS, say: Say | None = None,
-               nodes: int = NODES, philly: Path | None = None) -> dict:
-    """Run every variant on every seed; ``markdown`` holds the docs tables, ``results`` the per-seed numbers.
+               nodes: int = NODES, philly: Path | None = None, variants: tuple[Variant, ...] = VARIANTS) -> dict:
+    """Run the variants on every seed; ``markdown`` holds the docs tables, ``results`` the per-seed numbers.
     ``philly``: the reference run's trace, whose first ``jobs`` jobs (0: all) replace the built-in workload."""
     if philly is not None and jobs == 0:
         jobs = -1   # every job of the window
@@ -178,6 +204,6 @@ def experiment(seeds: int = 10, jobs: int = 2000, limits: str = LIMITS, say: Say
         workload = f"Philly reference window (Oct-Nov 2017, {extra['window_jobs']:,} jobs), {part}"
         if extra["too_wide"]:
             workload += f" ({extra['too_wide']} wider than the pool left out)"
-    results = run_variants(seeds, jobs, limits, VARIANTS, say, nodes, source)
+    results = run_variants(seeds, jobs, limits, variants, say, nodes, source)
     return {"seeds": seeds, "jobs": jobs, "nodes": nodes, "limits": limits, "seconds": time.perf_counter() - t0,
             "results": results, "markdown": markdown(results, jobs, limits, nodes, workload), **extra}
