@@ -65,11 +65,11 @@ def test_bad_threshold_is_one_error_line(monkeypatch, tmp_path, value):
 
 def test_estimates_follow_the_measured_exports():
     large = ExportPlan("GPT2LMHeadModel", 774_030_080, 3_096_120_320, True)
-    assert large.seconds == pytest.approx(180, rel=0.01) and large.peak_bytes == pytest.approx(5.2e9, rel=0.01)
+    assert large.seconds == pytest.approx(203, rel=0.01) and large.peak_bytes == pytest.approx(6.5e9, rel=0.01)
     small = ExportPlan("GPT2LMHeadModel", 124_439_808, 497_759_232, False)
     assert small.seconds == pytest.approx(44, rel=0.01) and small.peak_bytes == pytest.approx(3.0e9, rel=0.01)
     text = export_notice.plan_note("gpt2_large", large, Path("/c/gpt2_large-v1.onnx"))
-    assert "774.0 M parameters, 2.9 GiB of weights) takes ~3 min and ~5.2 GB of memory" in text
+    assert "774.0 M parameters, 2.9 GiB of weights) takes ~3 min and ~6.5 GB of memory" in text
 
 
 def test_live_line_shows_the_phase_and_is_erased(monkeypatch):
