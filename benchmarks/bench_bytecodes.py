@@ -23,8 +23,8 @@ from dlsched.traces.vc import load_vc_config
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "philly"
 
 
-def count(jobs: list, cluster: ClusterSpec, policy: str) -> int:
-    """Bytecodes executed while one run simulates ``jobs``."""
+def traced(fn, *args):
+    """``(fn(*args), bytecodes executed by the call)``: the counter every bytecode figure uses."""
     seen = [0]
 
     def local(frame, event, arg):
@@ -36,13 +36,18 @@ def count(jobs: list, cluster: ClusterSpec, policy: str) -> int:
         frame.f_trace_opcodes = True
         return local
 
-    sim = Simulator(cluster, make_policy(policy), SimConfig())
     sys.settrace(enter)
     try:
-        sim.run(jobs)
+        out = fn(*args)
     finally:
         sys.settrace(None)
-    return seen[0]
+    return out, seen[0]
+
+
+def count(jobs: list, cluster: ClusterSpec, policy: str) -> int:
+    """Bytecodes executed while one run simulates ``jobs``."""
+    sim = Simulator(cluster, make_policy(policy), SimConfig())
+    return traced(sim.run, jobs)[1]
 
 
 def counts(n: int, policies: list[str]) -> dict[str, int]:

@@ -234,29 +234,14 @@ def bytecodes(n: int) -> None:
     jobs = load_trace(whole.TRACE, "helios-log", start=whole.WINDOW[0], end=whole.WINDOW[1], vcs=list(vcs)).jobs[:n]
     ours = bb.count(jobs, ClusterSpec.from_vc_sizes(vcs), "fifo")
     starts = [job.start_time for job in jobs]
-    seen = [0]
-
-    def local(frame, event, arg):
-        if event == "opcode":
-            seen[0] += 1
-        return local
-
-    def enter(frame, event, arg):
-        frame.f_trace_opcodes = True
-        return local
-
     columns = ([j.vc for j in jobs], [j.gpus for j in jobs], [j.submit_time for j in jobs],
                [truth.duration(j) for j in jobs], dict(vcs))
-    sys.settrace(enter)
-    try:
-        floor = floor_fifo(*columns)
-    finally:
-        sys.settrace(None)
+    floor, floor_codes = bb.traced(floor_fifo, *columns)
     if floor != starts:
         sys.exit("the floor's start times differ from dlsched's")
     print(f"simulation of the first {len(jobs):,} jobs (same start times): dlsched {ours:,} bytecodes "
-          f"({ours / len(jobs):,.0f} per job), floor {seen[0]:,} ({seen[0] / len(jobs):,.0f} per job): "
-          f"{ours / seen[0]:.2f}x")
+          f"({ours / len(jobs):,.0f} per job), floor {floor_codes:,} ({floor_codes / len(jobs):,.0f} per job): "
+          f"{ours / floor_codes:.2f}x")
 
 
 def main() -> None:
