@@ -38,6 +38,7 @@ from support.control_plane import (  # noqa: E402
     start_control_plane,
 )
 from support.json_patch import apply_patch  # noqa: E402
+from support.polling import poll
 from support.service_proc import ServiceProcess  # noqa: E402
 
 from dlsched.service.gpu_binding.mutation import plan  # noqa: E402
@@ -70,13 +71,7 @@ def _get(cp, path: str) -> dict:
 
 
 def _wait(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.1)
+    return poll(cond, timeout, 0.1, what)
 
 
 def _reservations(cp) -> dict[str, dict]:

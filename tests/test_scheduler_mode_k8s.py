@@ -21,6 +21,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
 
 from support.control_plane import add_gpu_node, audit_writes, extender_control_plane, free_port, gpu_pod  # noqa: E402
+from support.polling import poll
 from support.service_proc import ServiceProcess  # noqa: E402
 
 NODES, GPUS_PER_NODE = 3, 8
@@ -48,13 +49,7 @@ def _get(cp, name: str) -> dict:
 
 
 def _wait(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.1)
+    return poll(cond, timeout, 0.1, what)
 
 
 def _bound(cp, name: str) -> dict | None:
