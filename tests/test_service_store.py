@@ -121,3 +121,35 @@ def test_only_nominations_commit_without_waiting_for_the_disk(tmp_path):
                       ("DELETE FROM assignments", "FULL"), ("INSERT INTO decisions", "FULL")]
     assert [d["kind"] for d in store.decision_log()] == ["submit", "assume", "bind", "assume", "forget"]
     store.close()
+
+
+def test_a_writer_stopped_inside_a_transaction_blocks_the_next_leader_only_briefly(postgres_url):
+    """A leader paused (SIGSTOP, a frozen VM) in the middle of a transaction keeps its row locks
+    while its connection lives: before the fix the next leader's start-up waited on them until the
+    old one was resumed (the paused-leader test on the real control plane, one run in two). The
+    server now ends a session left idle inside a transaction, so the other store's write goes
+    through after about that long, and the paused writer's rows are rolled back."""
+    import time
+
+    from sqlalchemy import insert
+
+    from dlsched.service.store import assignments, metadata
+
+    clean = Store(postgres_url)
+    metadata.drop_all(clean.engine)
+    clean.close()
+    paused, leader = Store(postgres_url, idle_in_transaction_s=1.0), Store(postgres_url, idle_in_transaction_s=1.0)
+    conn = paused.engine.connect()
+    tx = conn.begin()
+    conn.execute(insert(assignments).values(node="n1", gpu=0, slot=0, pod_uid="old", pod="ns/old",
+                                            state="assumed", since=1.0))
+    t0 = time.monotonic()
+    leader.assume("u1", "ns/a", "n1", [(0, 0)], 2.0)   # the same slot: waits on the paused row lock
+    waited = time.monotonic() - t0
+    assert 0.5 < waited < 10.0, waited
+    assert [(r["pod"], r["gpu"]) for r in leader.assignment_rows()] == [("ns/a", 0)]   # the paused row rolled back
+    with pytest.raises(Exception):   # noqa: B017 - the paused session was ended by the server
+        tx.commit()
+    conn.close()
+    paused.close()
+    leader.close()

@@ -183,12 +183,22 @@ class Checkpointer:
         self._thread.join()
 
 
+IDLE_IN_TRANSACTION_S = 5.0   # PostgreSQL ends a session left this long inside a transaction
+
+
 class Store:
     """Assignments and the decision log in one database; thread-safe (one writer at a time)."""
 
-    def __init__(self, url: str = "sqlite:///dlsched.db") -> None:
+    def __init__(self, url: str = "sqlite:///dlsched.db",
+                 idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S) -> None:
         self.url = url
         kw: dict = {}
+        if url.startswith("postgresql"):
+            # a replica stopped (SIGSTOP, a frozen VM) inside a transaction keeps its row locks for
+            # as long as its TCP connection lives: the next leader's start-up would wait on them
+            # for ever (measured: half the paused-leader runs, until the old one was resumed). The
+            # server ends such a session after this long, which also fences the paused writer.
+            kw["connect_args"] = {"options": f"-c idle_in_transaction_session_timeout={int(idle_in_transaction_s * 1000)}"}
         if url.startswith("sqlite"):
             kw["connect_args"] = {"check_same_thread": False}
             if url in ("sqlite://", "sqlite:///:memory:"):
