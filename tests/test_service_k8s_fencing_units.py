@@ -107,6 +107,27 @@ def test_no_lease_write_after_the_renew_deadline_or_after_a_stop_between_read_an
     assert cand.try_acquire_or_renew() and other.writes[-1].holder == "cand"
 
 
+
+def test_a_replica_stopped_during_its_read_does_not_take_the_lease_it_reads_fresh():
+    """Found by the paused-leader test on the real control plane (1 run in 8): the old leader was
+    stopped inside its Lease read; on resuming, the read returned the new leader's record, which
+    was timed from *before* the read (12 s earlier), so it looked expired and the old leader took
+    the Lease from a healthy new leader (a 200 in the audit log, then both replicas left). A
+    record is now timed from when its read returned."""
+    clock = Clock()
+    lock = PausingLock(clock, "me")
+    el = LeaderElector(lock, "me", lease_duration=4, renew_deadline=3, retry_period=0.5, clock=clock)
+    assert el.try_acquire_or_renew()
+    lock.rec = LeaseRecord("new", "", 4, 1, "t1", "t1", "7")   # the new leader took over meanwhile
+    lock.slow = 12.0                                             # stopped for 12 s inside the read
+    assert not el.try_acquire_or_renew()
+    assert lock.writes[-1].holder == "me" and len(lock.writes) == 1 and lock.rec.holder == "new"
+    lock.slow = 0.0
+    clock.t += 3.9                                               # still inside its lease by our clock
+    assert not el.try_acquire_or_renew() and len(lock.writes) == 1
+    clock.t += 0.2                                               # unrenewed for 4 s since the read
+    assert el.try_acquire_or_renew() and lock.writes[-1].holder == "me"
+
 def _pod(uid: str, gpus: int) -> PodFacts:
     return PodFacts(uid, "default", uid, gpus, node_name="", phase="Pending", created=1.0, annotations={})
 

@@ -192,7 +192,9 @@ class LeaderElector:
                               _micro_time(now_wall), _micro_time(now_wall))
             return self._written(self.lock.write(rec), now)
         if self.observed is None or old.resource_version != self.observed.resource_version:
-            self.observed, self.observed_at = old, now
+            # timed from when the read returned, not from before it: a replica stopped inside the
+            # read would otherwise see the new leader's fresh record as long expired and take it
+            self.observed, self.observed_at = old, read_at
         mine = old.holder == self.identity
         if old.holder and not mine and not self._expired(old):
             return self._written(None, now)

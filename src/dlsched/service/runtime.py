@@ -90,6 +90,7 @@ class LiveService:
     binder: object | None = None   # the scheduler mode's Binder, once started
     gpu_binding: object | None = None   # --gpu-binding envvar-configmap: a GpuBinding (service/gpu_binding/)
     gpu_waits: object | None = None   # the scheduler mode's GpuWaitReporter, once started
+    socket_fence: object | None = None   # with leader election: the SocketFence on the API client (service/fence.py)
     _nudges: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
     _annotated: dict = field(default_factory=dict, repr=False)   # uid -> (node, GPU text) a nudge wrote
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -201,6 +202,14 @@ class LiveService:
             # every API write (pod patch, Binding, Eviction, event, pod deletion) checks the renew
             # deadline at the moment it is sent: the workers that annotate, nudge and evict too
             self.bridge.api = FencedApi(self.bridge.api, lambda: elector.is_leader)
+            api_client = getattr(self.bridge.api._api, "api_client", None)
+            if api_client is not None and hasattr(api_client, "rest_client"):
+                from dlsched.service.fence import SocketFence
+
+                # and again as the bytes leave (service/fence.py): a pause between the call's
+                # check and the socket write must not let the write out on resuming
+                self.socket_fence = SocketFence(lambda: elector.is_leader)
+                self.socket_fence.install(api_client)
 
     def leading(self) -> bool:
         """True when this replica answers extender calls itself: it holds the lease (always, without
@@ -211,8 +220,10 @@ class LiveService:
         """Who leads, as /api/v1/state, /api/v1/leader and the metrics show it."""
         if self.elector is None:
             return {"leader_election": False, "is_leader": True, "ready": self.started}
+        fence = self.socket_fence
         return {"leader_election": True, **self.elector.status(), "ready": self.leading(),
-                "calls_forwarded": self.forwarding["forwarded"], "calls_refused": self.forwarding["refused"]}
+                "calls_forwarded": self.forwarding["forwarded"], "calls_refused": self.forwarding["refused"],
+                "writes_stopped_at_socket": fence.refused if fence is not None else 0}
 
     def _nudger(self) -> None:
         """Annotates a pod nominated after kube-scheduler was told to wait with its node and GPUs
