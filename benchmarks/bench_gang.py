@@ -30,8 +30,9 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_bind_latency import NAMESPACE, BindWatch, clear_pods, server_times  # noqa: E402
-from bench_bind_latency import pod_body as single_pod_body  # noqa: E402
+from bench_bind_latency import server_times  # noqa: E402
+from k8s_phases import NAMESPACE, BindWatch, clear_pods  # noqa: E402
+from k8s_phases import pod_body as single_pod_body  # noqa: E402
 from support.control_plane import add_gpu_node, cleanup, free_port, missing_reason, start_control_plane  # noqa: E402
 from support.service_proc import ServiceProcess  # noqa: E402
 

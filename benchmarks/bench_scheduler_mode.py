@@ -28,7 +28,6 @@ import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -36,15 +35,17 @@ sys.path.insert(0, str(ROOT.parent / "src"))
 sys.path.insert(0, str(ROOT.parent / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from bench_bind_latency import (  # noqa: E402
-    NAMESPACE,
+from k8s_phases import (  # noqa: E402
     Phase,
+    check_args,
     count_writes,
+    make_namespace_and_nodes,
+    modes_of,
+    phase_options,
     run_phase,
     summary,
 )
 from support.control_plane import (  # noqa: E402
-    add_gpu_node,
     audit_writes,
     cleanup,
     free_port,
@@ -52,21 +53,6 @@ from support.control_plane import (  # noqa: E402
     start_control_plane,
 )
 from support.service_proc import ServiceProcess  # noqa: E402
-
-
-def check_args(args) -> str:
-    """'' or the one error line for bad sizes."""
-    if args.pods < 1 or args.nodes < 1 or args.gpus_per_node < 1:
-        return "error: --pods, --nodes and --gpus-per-node must be >= 1"
-    if args.pods > args.nodes * args.gpus_per_node:
-        return (f"error: --pods {args.pods} is more than the {args.nodes * args.gpus_per_node} GPUs: the burst must "
-                "fit, or the figures measure the wait for free GPUs")
-    if args.scheduler_qps < 0:
-        return f"error: --scheduler-qps must be >= 0, got {args.scheduler_qps}"
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if not modes or any(m not in ("burst", "drain") for m in modes):
-        return f"error: --modes {args.modes!r}: give burst, drain or burst,drain"
-    return ""
 
 
 def report(mode: str, args, base: Phase, mine: Phase) -> list[str]:
@@ -85,6 +71,8 @@ def report(mode: str, args, base: Phase, mine: Phase) -> list[str]:
     lines.append(f"  API writes per bound pod: dlsched {mine.per_pod('dlsched'):.2f} ({mine.writes.get('dlsched', 0)} "
                  f"writes, {mine.refused} refused); kube-scheduler alone {base.per_pod('kube-scheduler'):.2f}")
     lines.append(f"  dlsched's writes: {', '.join(f'{k} {n}' for k, n in sorted(mine.kinds.items())) or 'none'}")
+    lines.append(f"  dlsched's CPU per bound pod (its process, the phase's start to its last bind): "
+                 f"{mine.cpu_ms_per_pod():.1f} ms")
     return lines
 
 
@@ -97,14 +85,7 @@ def stage_line(stages: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pods", type=int, default=500)
-    ap.add_argument("--nodes", type=int, default=100)
-    ap.add_argument("--gpus-per-node", type=int, default=8)
-    ap.add_argument("--scheduler-qps", type=float, default=1000.0,
-                    help="kube-scheduler's API client rate (burst twice that); 0: its default (50)")
-    ap.add_argument("--modes", default="burst,drain", help="burst, drain or both (comma-separated)")
-    ap.add_argument("--timeout", type=float, default=180.0, help="seconds a phase waits for its pods to bind")
-    ap.add_argument("--shared", type=Path, default=ROOT.parent.parent / "shared")
+    phase_options(ap, ROOT.parent.parent / "shared")
     args = ap.parse_args(argv)
     error = check_args(args)
     if error:
@@ -114,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(f"skipped: {reason}")
         return 0
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    modes = modes_of(args)
     qps = args.scheduler_qps or None
     t0 = time.monotonic()
     # kube-scheduler's extender URL: a port where nothing listens (dlsched answers no extender call)
@@ -124,11 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     phases: list[tuple[str, Phase, Phase]] = []
     stages: dict[str, dict] = {}
     try:
-        st, body = cp.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                             "metadata": {"name": NAMESPACE}})
-        assert st == 201, body
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda i: add_gpu_node(cp, f"node-{i:03d}", args.gpus_per_node), range(args.nodes)))
+        make_namespace_and_nodes(cp, args.nodes, args.gpus_per_node)
         svc = ServiceProcess(free_port(), cp.api_url, cp.token, f"sqlite:///{work}/bench.db", "fifo",
                              work / "serve.log", extra=("--mode", "scheduler"))
         svc.start()
@@ -137,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         for mode in modes:
             drain = (args.nodes, args.gpus_per_node) if mode == "drain" else None
             base = run_phase(cp, f"plain-{mode}", args.pods, 0, args.timeout, drain)
-            mine = run_phase(cp, f"gpu-{mode}", args.pods, 1, args.timeout, drain, scheduler="dlsched")
+            mine = run_phase(cp, f"gpu-{mode}", args.pods, 1, args.timeout, drain, scheduler="dlsched",
+                             service_pid=svc.proc.pid)
             phases.append((mode, base, mine))
             stages[mode] = svc.get("/api/v1/state")["mode"]["stages"]   # the last binds: this phase's
         state = svc.get("/api/v1/state")

@@ -1,0 +1,267 @@
+"""The phase runner that ``bench_bind_latency.py`` (extender mode), ``bench_scheduler_mode.py``
+(``--mode scheduler``) and ``bench_gang.py`` share: a watch of the benchmark namespace's binds,
+a burst or drain of pods timed from create to bind, the API writes per pod from the audit log,
+the service's CPU per phase, the common options and their checks. One copy, so that both modes'
+figures are measured by the same code and compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import ssl
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from support.control_plane import add_gpu_node
+
+NAMESPACE = "bench"
+
+
+class BindWatch:
+    """A watch of the namespace's pods: the monotonic time each pod was first seen bound."""
+
+    def __init__(self, api_url: str, token: str, since_rv: str) -> None:
+        self.bound: dict[str, float] = {}
+        self.lock = threading.Lock()
+        self._stop = False
+        self._url = urlparse(api_url)
+        self._token = token
+        self._rv = since_rv
+        self._buf = b""
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        while not self._stop:
+            try:
+                sock = ctx.wrap_socket(socket.create_connection((self._url.hostname, self._url.port), timeout=5))
+                path = f"/api/v1/namespaces/{NAMESPACE}/pods?watch=1&resourceVersion={self._rv}"
+                sock.sendall((f"GET {path} HTTP/1.1\r\nHost: {self._url.hostname}\r\n"
+                              f"Authorization: Bearer {self._token}\r\nConnection: close\r\n\r\n").encode())
+                fh = sock.makefile("rb")
+                while fh.readline() not in (b"\r\n", b""):
+                    pass   # status line and headers
+                while not self._stop:
+                    size = fh.readline()
+                    if not size:
+                        break
+                    n = int(size.strip() or b"0", 16)
+                    if n == 0:
+                        break
+                    chunk = fh.read(n)
+                    fh.readline()
+                    self._lines(chunk)
+            except (OSError, ValueError):
+                time.sleep(0.2)
+
+    def _lines(self, chunk: bytes) -> None:
+        now = time.monotonic()
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        for line in lines:
+            if not line.strip():
+                continue
+            obj = json.loads(line).get("object") or {}
+            meta = obj.get("metadata") or {}
+            self._rv = meta.get("resourceVersion", self._rv)
+            if (obj.get("spec") or {}).get("nodeName"):
+                with self.lock:
+                    self.bound.setdefault(meta.get("name", ""), now)
+
+    def stop(self) -> None:
+        self._stop = True
+
+
+def pod_body(name: str, gpus: int, labels: dict[str, str] | None = None, scheduler: str = "") -> dict:
+    """A benchmark pod (``scheduler``: its spec.schedulerName; '' : the default scheduler's)."""
+    res = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+    spec: dict = {"containers": [{"name": "main", "image": "example.invalid/train", "resources": res}]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"bench": "1", **(labels or {})}},
+            "spec": spec}
+
+
+@dataclass
+class Phase:
+    """One phase's figures."""
+
+    name: str
+    waits: list[float]       # create-to-bind seconds of the bound pods
+    left: int                # pods not bound within the timeout
+    span: float              # seconds the creates took
+    rate: float              # bound pods per second (first create, or the nodes' arrival, to the last bind)
+    writes: dict[str, int]   # User-Agent ("dlsched", "kube-scheduler", "other") -> writes to the namespace
+    refused: int             # dlsched writes the API server refused (>= 400)
+    began: float = 0.0       # wall times of the phase, for the audit log
+    ended: float = 0.0
+    kinds: dict[str, int] = field(default_factory=dict)   # dlsched's writes by "verb resource[/subresource]"
+    cpu: float = float("nan")   # CPU seconds the dlsched process used from the phase's start to its last bind
+
+    def per_pod(self, who: str) -> float:
+        return self.writes.get(who, 0) / max(1, len(self.waits))
+
+    def cpu_ms_per_pod(self) -> float:
+        return 1000.0 * self.cpu / max(1, len(self.waits))
+
+
+def process_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) process ``pid`` has used; NaN when it cannot be read (no
+    ``/proc``, no process): a figure that the machine's other load does not inflate the way it
+    does wall time."""
+    if pid is None:
+        return float("nan")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cordon_all(cp) -> None:
+    """Mark every node unschedulable: a drain's pods find no room until new nodes come."""
+    _, nodes = cp.request("GET", "/api/v1/nodes")
+    names = [n["metadata"]["name"] for n in nodes["items"] if not n["spec"].get("unschedulable")]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda n: cp.request("PATCH", f"/api/v1/nodes/{n}", {"spec": {"unschedulable": True}},
+                                           content_type="application/strategic-merge-patch+json"), names))
+
+
+def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[int, int] | None = None,
+              scheduler: str = "", service_pid: int | None = None) -> Phase:
+    """Create ``pods`` pods at once; their create-to-bind seconds, how many never bound, the
+    seconds the creates took (the API server's pace on this machine) and the pods/s. ``drain``
+    (nodes, GPUs per node): the nodes there are cordoned first, and that many new nodes are added
+    once the pods were created and tried (3 s). ``scheduler``: the pods' spec.schedulerName.
+    ``service_pid``: the dlsched process whose CPU seconds over the phase are counted."""
+    began = time.time()
+    cpu0 = process_cpu(service_pid)
+    if drain is not None:
+        cordon_all(cp)
+    status, listing = cp.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
+    assert status == 200, listing
+    watch = BindWatch(cp.api_url, cp.token, listing["metadata"]["resourceVersion"])
+    created: dict[str, float] = {}
+
+    def create(i: int) -> None:
+        name = f"{tag}-{i:04d}"
+        st, body = cp.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(name, gpus, scheduler=scheduler))
+        if st != 201:
+            raise RuntimeError(f"create {name}: {st} {body}")
+        created[name] = time.monotonic()
+
+    start = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(create, range(pods)))
+    span = time.monotonic() - start
+    if drain is not None:
+        time.sleep(3.0)          # every pod tried and found no room
+        start = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: add_gpu_node(cp, f"{tag}-node-{i:03d}", drain[1]), range(drain[0])))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with watch.lock:
+            if len(watch.bound) >= pods:
+                break
+        time.sleep(0.2)
+    watch.stop()
+    cpu = process_cpu(service_pid) - cpu0
+    with watch.lock:
+        waits = [watch.bound[n] - t for n, t in created.items() if n in watch.bound]
+        last = max((watch.bound[n] for n in created if n in watch.bound), default=start)
+    ended = time.time()
+    clear_pods(cp, 0.5)
+    rate = len(waits) / max(last - start, 1e-9) if waits else 0.0
+    return Phase(tag, waits, pods - len(waits), span, rate, {}, 0, began, ended, cpu=cpu)
+
+
+def count_writes(events: list[dict], phase: Phase) -> None:
+    """The phase's writes to the benchmark's namespace (pod patches, Bindings, events ...) by who sent them."""
+    from datetime import UTC, datetime
+
+    for e in events:
+        at = datetime.strptime(e["requestReceivedTimestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+        if not phase.began <= at <= phase.ended or (e.get("objectRef") or {}).get("namespace") != NAMESPACE:
+            continue
+        agent = e.get("userAgent", "")
+        who = "dlsched" if agent.startswith("dlsched") else "kube-scheduler" if agent.startswith("kube-scheduler") \
+            else "other"
+        if who == "other":
+            continue   # this benchmark's own creates and deletes
+        phase.writes[who] = phase.writes.get(who, 0) + 1
+        if who == "dlsched":
+            ref = e.get("objectRef") or {}
+            kind = f"{e.get('verb')} {ref.get('resource')}" + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            phase.kinds[kind] = phase.kinds.get(kind, 0) + 1
+            if (e.get("responseStatus") or {}).get("code", 200) >= 400:
+                phase.refused += 1
+
+
+def clear_pods(cp, step: float) -> None:
+    """Delete every pod of the benchmark's namespace and wait (up to 60 s) until none is left."""
+    cp.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods?gracePeriodSeconds=0")
+    gone = time.monotonic() + 60
+    while time.monotonic() < gone:
+        _, rest = cp.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
+        if not rest.get("items"):
+            break
+        time.sleep(step)
+
+
+def summary(waits: list[float]) -> str:
+    if not waits:
+        return "no pod bound"
+    ordered = sorted(waits)
+    p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    return f"median {statistics.median(ordered):.3f} s   p95 {p95:.3f} s   max {ordered[-1]:.3f} s"
+
+
+def phase_options(ap: argparse.ArgumentParser, shared: Path) -> None:
+    """The options both benchmarks take (sizes, kube-scheduler's client rate, the modes)."""
+    ap.add_argument("--pods", type=int, default=500)
+    ap.add_argument("--nodes", type=int, default=100)
+    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--scheduler-qps", type=float, default=1000.0,
+                    help="kube-scheduler's API client rate (burst twice that); 0: its default (50)")
+    ap.add_argument("--modes", default="burst,drain", help="burst, drain or both (comma-separated)")
+    ap.add_argument("--timeout", type=float, default=180.0, help="seconds a phase waits for its pods to bind")
+    ap.add_argument("--shared", type=Path, default=shared)
+
+
+def check_args(args) -> str:
+    """'' or the one error line for bad sizes."""
+    if args.pods < 1 or args.nodes < 1 or args.gpus_per_node < 1:
+        return "error: --pods, --nodes and --gpus-per-node must be >= 1"
+    if args.pods > args.nodes * args.gpus_per_node:
+        return (f"error: --pods {args.pods} is more than the {args.nodes * args.gpus_per_node} GPUs: the burst must "
+                "fit, or the figures measure the wait for free GPUs")
+    if args.scheduler_qps < 0:
+        return f"error: --scheduler-qps must be >= 0, got {args.scheduler_qps}"
+    if not modes_of(args) or any(m not in ("burst", "drain") for m in modes_of(args)):
+        return f"error: --modes {args.modes!r}: give burst, drain or burst,drain"
+    return ""
+
+
+def modes_of(args) -> list[str]:
+    return [m.strip() for m in args.modes.split(",") if m.strip()]
+
+
+def make_namespace_and_nodes(cp, nodes: int, gpus_per_node: int) -> None:
+    """The benchmark namespace and ``nodes`` kubelet-less nodes of ``gpus_per_node`` GPUs."""
+    st, body = cp.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                         "metadata": {"name": NAMESPACE}})
+    assert st == 201, body
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: add_gpu_node(cp, f"node-{i:03d}", gpus_per_node), range(nodes)))
