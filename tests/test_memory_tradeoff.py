@@ -73,3 +73,16 @@ def test_need_is_the_lift_that_predicts_a_row_exactly() -> None:
     ok = need > 0
     # _peak takes max(loss, s * tmp); with no loss term it is linear in s, so need is exact
     np.testing.assert_allclose(_peak(coef, X[ok], need[ok]), y[ok], rtol=1e-9)
+
+
+@pytest.mark.parametrize("share", [0.02, 0.05])
+def test_one_lift_rule_is_the_shipped_fit(share: float) -> None:
+    """The table's "one lift, <= x %" rows are what ``TrainingMemoryModel(under_share=x)`` (and so
+    ``dlsched predictor evaluate`` with that ``UNDER_SHARE``) predicts: the doc quotes both."""
+    X, y, _ = synthetic()
+    w = np.ones(len(y))
+    groups = np.array([f"fam{i % 23}" for i in range(len(y))])
+    m = TrainingMemoryModel(under_share=share).fit(X, y, w, groups=groups)
+    lab = np.array(["all"] * len(y))
+    pred = mt.fit_predict(X, y, w, groups, lab, X, lab, share, None)
+    np.testing.assert_allclose(pred, m.predict(X), rtol=1e-12)
