@@ -23,6 +23,11 @@ from dlsched.predictors.resources.train_memory import (
     memory_terms,
     physical_floor,
 )
+from dlsched.predictors.resources.zoo_features import (
+    SHIPPED_ZOO_FEATURES,
+    ZOO_FEATURES_BATCH,
+    load_zoo_features,
+)
 
 MIB = 2.0**20
 METAS = [JobMeta("sgd"), JobMeta("sgd_momentum"), JobMeta("adam"), JobMeta("adamw", amp=True),
@@ -125,18 +130,51 @@ def test_lo_is_at_least_the_floor_for_small_zoo_models(name: str) -> None:
             assert lo >= floor_of(f, meta, lowest_context("A100", stack, pred)) - 1e-6, (name, meta, stack)
 
 
-@pytest.mark.slow
-def test_lo_is_at_least_the_floor_for_every_zoo_model() -> None:
-    """Every zoo model (exports the large ones: minutes, GBs; run with -m slow)."""
-    from dlsched.graph.zoo import ZOO_NAMES
+def test_the_shipped_zoo_features_cover_every_zoo_model_of_this_zoo_version() -> None:
+    """A zoo model added (or a definition changed, which bumps ZOO_VERSION) without regenerating
+    ``data/zoo_graph_features.json`` (``python scripts/zoo_graph_features.py``) fails here."""
+    from dlsched.graph.zoo import ZOO_NAMES, ZOO_VERSION
+
+    doc = json.loads(SHIPPED_ZOO_FEATURES.read_text())
+    assert doc["zoo_version"] == ZOO_VERSION and doc["batch"] == ZOO_FEATURES_BATCH
+    shipped = load_zoo_features()
+    assert sorted(shipped) == sorted(ZOO_NAMES)
+    assert all(f["batch"] == ZOO_FEATURES_BATCH for f in shipped.values())
+    # the largest model's row is its own: GPT-2 large has 774,030,080 parameters (fp32 bytes: 4x)
+    assert shipped["gpt2_large"]["params"] == 774_030_080
+    assert shipped["gpt2_large"]["param_bytes"] == 4 * 774_030_080
+
+
+@pytest.mark.parametrize("name", SMALL_ZOO)
+def test_a_live_export_of_a_small_zoo_model_gives_the_shipped_features(name: str) -> None:
+    """Every feature, exactly: the shipped file cannot drift from the exporter and the analysis
+    unnoticed (the large models are exported only by the regeneration script)."""
     from dlsched.predictors.resources.graph_source import graph_features
 
+    live = graph_features(name, ZOO_FEATURES_BATCH)
+    shipped = load_zoo_features()[name]
+    assert sorted(live) == sorted(shipped)
+    assert {k: v for k, v in live.items() if v != shipped[k]} == {}
+
+
+def test_lo_is_at_least_the_floor_for_every_zoo_model() -> None:
+    """Every zoo model (GPT-2 large, BERT-large, ViT-B/16 included), from the shipped graph
+    features, under every optimizer/precision/attention/DDP choice and every known stack; also
+    after a calibration that would pull predictions far down."""
     pred = load_default()
-    for name in ZOO_NAMES:
-        f = graph_features(name, 8)
-        for meta in (JobMeta("adam"), JobMeta("sgd", amp=True)):
-            _, lo, _ = pred.predict_mem_mib(f, "A100", meta=meta, stack="unknown")
-            assert lo >= floor_of(f, meta, lowest_context("A100", "unknown", pred)) - 1e-6, name
+    hostile = Predictor(pred.util_model, pred.util_features, pred.mem_model, mem_band=pred.mem_band,
+                        mem_affine={"a100|unknown": (-50_000.0, 0.1), "a100|lazy": (-50_000.0, 0.1)})
+    checked = 0
+    for name, f in load_zoo_features().items():
+        for meta in METAS:
+            for stack in KNOWN_STACKS:
+                floor = floor_of(f, meta, lowest_context("A100", stack, pred))
+                for p in (pred, hostile):
+                    mean, lo, hi = p.predict_mem_mib(f, "A100", meta=meta, stack=stack)
+                    assert lo >= floor - 1e-6, (name, meta, stack)
+                    assert lo <= mean <= hi
+                    checked += 1
+    assert checked == 23 * len(METAS) * len(KNOWN_STACKS) * 2
 
 
 def test_evaluate_prints_the_under_prediction_shares_first() -> None:
