@@ -202,7 +202,7 @@ class LiveService:
             # every API write (pod patch, Binding, Eviction, event, pod deletion) checks the renew
             # deadline at the moment it is sent: the workers that annotate, nudge and evict too
             self.bridge.api = FencedApi(self.bridge.api, lambda: elector.is_leader)
-            api_client = getattr(self.bridge.api._api, "api_client", None)
+            api_client = getattr(self.bridge.api, "api_client", None)   # reads pass through FencedApi
             if api_client is not None and hasattr(api_client, "rest_client"):
                 from dlsched.service.fence import SocketFence
 
