@@ -35,6 +35,7 @@ from dlsched.service.gangs import GangTable, is_gang_id
 from dlsched.service.kernel_setup import live_kernel
 from dlsched.service.live_evictions import LiveEvictions
 from dlsched.service.live_limits import LiveLimits
+from dlsched.service.memory_kept import MemoryKept
 from dlsched.service.nominations import BindError, Nominations
 from dlsched.service.podbook import PodBook, job_of
 from dlsched.service.pods import NodeFacts, PodFacts, VcMapping
@@ -72,6 +73,7 @@ class Adapter:
         self.evictions = LiveEvictions(self)   # preemptions carried out through the Eviction API
         self.limits = LiveLimits(self)         # time limits: left to the kubelet, or stopped by eviction
         self.reasons = Reasons(self)           # why a pod waits (the filter's and the queue's reason)
+        self.memory = MemoryKept(store, predict, self.counters)   # corrected memory, kept across restarts
 
     # -- the kernel --------------------------------------------------------------------
     def now(self) -> float:
@@ -103,7 +105,10 @@ class Adapter:
         return self.reasons.rank(job)
 
     def new_job(self, pod: PodFacts, vc: str) -> Job:
-        return job_of(pod, vc, self.now, self.predict, self.counters)
+        """The pod's kernel job, with the memory correction a run before this one kept for it."""
+        job = job_of(pod, vc, self.now, self.predict, self.counters)
+        self.memory.apply(job)
+        return job
 
     # -- nodes -----------------------------------------------------------------------------
     def node_seen(self, node: NodeFacts) -> None:

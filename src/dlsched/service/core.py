@@ -336,10 +336,31 @@ class SchedulerCore:
         if commit:
             self.store.write_behind()
 
-    def observe(self, uid: str, util: float, mem_mib: float, warmup: float, speed: float = float("nan")) -> str:
-        """A node agent's reading of a running pod (:meth:`Readings.observe`); returns what happened."""
+    def observe(self, uid: str, util: float, mem_mib: float, warmup: float, speed: float = float("nan"),
+                commit: bool = True) -> str:
+        """A node agent's reading of a running pod (:meth:`Readings.observe`); returns what happened.
+        A memory correction it made is committed to the store after the lock is let go
+        (service/memory_kept.py); ``commit`` False: the caller commits it (``write_memory``)."""
         with self.lock:
-            return self.readings.observe(uid, util, mem_mib, warmup, speed)
+            what = self.readings.observe(uid, util, mem_mib, warmup, speed)
+        if commit:
+            self.write_memory()
+        return what
+
+    def write_memory(self) -> int:
+        """Commit the memory corrections and calibration peaks made since the last commit."""
+        return self.adapter.memory.write()
+
+    def load_memory(self) -> tuple[int, int]:
+        """At start-up (or on becoming leader), before the pods are listed: the store's memory
+        corrections wait for their pods, its peaks go into the calibration; (corrections, peaks)."""
+        with self.lock:
+            return self.adapter.memory.load()
+
+    def settle_memory(self) -> int:
+        """After the pods are listed: the corrections of pods not seen go; returns how many."""
+        with self.lock:
+            return self.adapter.memory.settle(set(self.jobs) | set(self.parked) | set(self.key_uid.values()))
 
     # -- the operator's view -----------------------------------------------------------------
     def snapshot(self) -> dict:

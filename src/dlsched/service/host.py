@@ -13,6 +13,7 @@ from dlsched.kernel.entry import Kernel
 from dlsched.kernel.state import ClusterState
 from dlsched.kernel.stimuli import Stimulus
 from dlsched.kernel.view import SchedulingView
+from dlsched.service.memory_kept import MemoryKept
 from dlsched.service.nominations import Nominations
 from dlsched.service.podbook import PodBook
 from dlsched.service.pods import PodFacts, VcMapping
@@ -35,6 +36,7 @@ class LiveHost(Protocol):
     vcs: VcMapping
     evictions: Any   # service.live_evictions.LiveEvictions
     limits: Any      # service.live_limits.LiveLimits
+    memory: MemoryKept   # corrected memory and calibration peaks, kept in the store
 
     def now(self) -> float: ...
 

@@ -30,12 +30,12 @@ STIMULI = {
     "JobSubmitted": ("uid",), "PassRequested": (), "TimerFired": (), "NodeChanged": ("node",),
     "BindSucceeded": ("uid",), "BindFailed": ("uid",), "JobFinished": ("uid",), "JobFailed": ("uid",),
     "JobEvicted": ("uid",), "JobWithdrawn": ("uid",), "PredictionCorrected": ("uid",),
-    "JobAdopted": ("uid", "node"), "QueuesChanged": (), "GpuTypeChanged": ("node",),
+    "JobAdopted": ("uid", "node"), "QueuesChanged": (), "GpuTypeChanged": ("node",), "JobTimedOut": ("uid",),
 }
 NODE_CHANGES = ("added", "removed", "cordoned", "uncordoned")
 KINDS = frozenset({"config", "node", "node_gone", "submit", "start", "confirm", "forget", "finish", "withdraw",
                    "observe", "adopted", "evict", "evicted", "requeue", "refused", "queues", "oom", "speed",
-                   "corrected", "stimulus"})
+                   "corrected", "time_limit", "limit_due", "stimulus"})
 # A stimulus line carries the time its pass started, so it may trail the lines the pass wrote
 # (they carry the service's latest clock reading); more than this is an edited or merged log.
 STEP_BACK_S = 1.0
@@ -247,9 +247,10 @@ class _Checker:
             _gpu_list(event, where)
             if kind == "start":
                 self.started[uid] = at
-        elif kind in ("finish", "withdraw", "confirm", "forget", "oom", "evict", "evicted"):
+        elif kind in ("finish", "withdraw", "confirm", "forget", "oom", "evict", "evicted", "time_limit",
+                      "limit_due"):
             uid = _text(event, "uid", where)
-            if kind == "finish" and uid in self.started and at < self.started[uid]:
+            if kind in ("finish", "time_limit") and uid in self.started and at < self.started[uid]:
                 raise ValueError(f"{where}: {uid} finishes at {at:,.3f}, before its start at "
                                  f"{self.started[uid]:,.3f}")
         elif kind == "queues":
@@ -276,7 +277,9 @@ class _Checker:
             _number_or_null(event, ("submit_time", "attained", "start_time", "queue_delay"), where)
         if name in ("JobSubmitted", "PredictionCorrected"):
             _number_or_null(event, ("pred_gpu_util", "pred_gpu_mem_mib", "pred_duration"), where)
-        elif name == "TimerFired":
+        elif name == "TimerFired" and "limit" in event:   # a job's time limit, keyed by its uid
+            _text(event, "limit", where)
+        elif name == "TimerFired":   # a VC's wake-up
             _count(event, "vid", 0, where)
         elif name == "QueuesChanged" and not isinstance(event.get("toml", ""), str):
             raise ValueError(f"{where}: 'toml' must be a text, got {event.get('toml')!r}")

@@ -34,8 +34,9 @@ class Readings:
             job.speed = speed
             host.record("speed", uid=uid, speed=speed)
         host.book.observed[uid] = (util, mem_mib, now)
-        if (cal := getattr(self.predict, "calibration", None)) is not None:
-            cal.observe(uid, mem_mib)   # the cluster's memory calibration learns from every peak
+        kept = host.memory   # what the store keeps across restarts (service/memory_kept.py)
+        if (cal := getattr(self.predict, "calibration", None)) is not None and cal.observe(uid, mem_mib):
+            kept.peak(uid, mem_mib, now)   # the cluster's memory calibration learns from every peak
         host.record("observe", uid=uid, gpu_util=util, gpu_mem_mib=mem_mib)
         over = self.over_memory(job, mem_mib)
         if over:
@@ -45,6 +46,7 @@ class Readings:
             return "warming up"
         if observe(job, util, mem_mib, now):
             host.handle(PredictionCorrected(job), now)   # the sharing load index re-reads its GPUs
+            kept.corrected(job, host.book.pods[uid].key, "observe", now)
         return "corrected"
 
     def over_memory(self, job: Job, mem_mib: float) -> str:
@@ -83,6 +85,7 @@ class Readings:
         job.observed_mem_mib = mem_mib
         self.correct_partners(job, now)
         host.handle(JobFailed(job, reason), now)   # GPUs freed, queued again, the policy's job_failed
+        host.memory.corrected(job, pod.key, "oom", now)   # what job_failed corrected, kept for a restart
         host.noms.slots.pop(uid, None)
         host.book.observed.pop(uid, None)
         host.book.waiting[uid] = reason
@@ -104,5 +107,6 @@ class Readings:
                         continue
                     observe(h, float("nan"), seen[1], seen[2])
                     host.handle(PredictionCorrected(h), now)
+                    host.memory.corrected(h, host.book.pods[h.job_id].key, "partner", now)
                     host.record("corrected", uid=h.job_id, gpu_mem_mib=seen[1],
                                 why=f"co-runner of {job.job_id} ran out of memory")

@@ -65,7 +65,7 @@ def load_log(path: str | Path) -> Recorded:
             runs[uid][1] = True
         elif kind in ("forget", "oom"):   # the start did not run to the end: a later start counts
             runs.pop(uid, None)
-        elif kind in ("finish", "withdraw"):
+        elif kind in ("finish", "withdraw", "time_limit"):   # time_limit: stopped at its limit, ran until then
             ended[uid] = kind
             if uid in runs:
                 runs[uid][2] = e["at"]

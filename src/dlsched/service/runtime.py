@@ -99,6 +99,7 @@ class LiveService:
         """Reconcile with the API server and start watching; returns what reconciliation found.
         With leader election this runs when the replica becomes leader, not before: its core is
         then built from the API server and the shared store at that moment."""
+        kept = self.core.load_memory()   # before the pods: a known pod's job gets its corrected memory
         if self.bridge is None:
             self.started = True
             return {}
@@ -106,6 +107,7 @@ class LiveService:
         self.read_queues_once()   # before the pods: a borrowed pod found bound is adopted as a loan
         node_rv, pod_rv, holding = self.bridge.reconcile()
         dropped = self.core.store.reset_assignments(holding, self.core.now())
+        memory_gone = self.core.settle_memory()
         if self.gpu_binding is not None:   # the reservations that exist and the GPUs bound pods hold
             self.gpu_binding.recover()
             self.gpu_binding.start(self._done)
@@ -129,7 +131,9 @@ class LiveService:
         self.core.serving = True   # pods seen until now are nudged once nominated (core.due_nudges)
         self.started = True
         return {"pods_holding_gpus": len(holding), "stale_assignments_dropped": dropped, "gangs": gangs,
-                "eviction_intents_resumed": resumed[0], "eviction_intents_closed": resumed[1]}
+                "eviction_intents_resumed": resumed[0], "eviction_intents_closed": resumed[1],
+                "memory_corrections_read": kept[0], "memory_peaks_read": kept[1],
+                "memory_corrections_of_gone_pods": memory_gone}
 
     def start_binder(self) -> None:
         """The scheduler mode's bind workers (service/scheduler_mode/binder.py), told of every
@@ -394,8 +398,9 @@ class LiveService:
         for uid, util, mem, *rest in readings:
             speed = rest[0] if rest and rest[0] is not None else nan
             what = self.core.observe(uid, nan if util is None else util, nan if mem is None else mem,
-                                     self.observe_after, speed)
+                                     self.observe_after, speed, commit=False)
             out[what] = out.get(what, 0) + 1
+        self.core.write_memory()   # the post's memory corrections, in one transaction
         return {"node": node, **out}
 
     # -- operator API ---------------------------------------------------------------------

@@ -29,6 +29,10 @@ SQLite's checkpoints (the WAL copied into the database file, with an fsync of ea
 thread of their own every second, not inside whichever commit crossed the WAL's size limit: that
 commit, on the extender's path, used to wait 20-70 ms for it. Durability is the same: a commit is
 durable once in the WAL, which a restart replays.
+
+What the node agents taught about GPU memory (corrected predictions, the calibration's peaks:
+``memory_corrections``, ``memory_peaks``, service/memory_kept.py) is committed as a nomination is,
+by one transaction per agent post, each table bounded (the oldest rows dropped and counted).
 """
 
 from __future__ import annotations
@@ -111,6 +115,35 @@ evictions = Table(
     Column("outcome", Text, nullable=False, default=""),
 )
 
+# What the node agents taught the service about memory, so that a restart (or a new leader) does
+# not predict it from scratch again and co-locate a pod where it ran out of memory
+# (service/memory_kept.py). A pod's job is keyed by its uid (service/podbook.job_of), so are its
+# corrected predicted memory (an agent reading after the warm-up, an OOM failover, a co-runner's
+# correction) and its peak as the cluster's memory calibration counted it (its raw and given
+# predictions, the calibration's key and job signature). Each table keeps the newest
+# ``Store.memory_kept`` rows (by ``at``, the last write): older ones are dropped and counted.
+memory_corrections = Table(
+    "memory_corrections", metadata,
+    Column("pod_uid", String(64), primary_key=True),
+    Column("pod", String(512), nullable=False),
+    Column("gpu_mem_mib", Float, nullable=False),
+    Column("why", String(16), nullable=False),          # observe | oom | partner
+    Column("at", Float, nullable=False, index=True),
+)
+
+memory_peaks = Table(
+    "memory_peaks", metadata,
+    Column("pod_uid", String(64), primary_key=True),
+    Column("cal_key", String(300), nullable=False),     # gpu|stack|family (stack_calibration.cluster_key)
+    Column("signature", String(600), nullable=False, default=""),
+    Column("raw_mib", Float, nullable=False),            # the model's prediction
+    Column("given_mib", Float, nullable=False),          # the calibrated one the pod was given
+    Column("peak_mib", Float, nullable=False),           # its largest reading
+    Column("at", Float, nullable=False, index=True),
+)
+
+MEMORY_KEPT = 20_000   # rows kept in each memory table; the oldest past it are dropped and counted
+ENDED_KINDS = ("finish", "withdraw", "time_limit")   # a release after which the pod's uid never returns
 
 INSERT_ASSIGNMENTS = insert(assignments)   # built once: executing them reuses the compiled statement
 INSERT_DECISION = insert(decisions)
@@ -190,8 +223,10 @@ class Store:
     """Assignments and the decision log in one database; thread-safe (one writer at a time)."""
 
     def __init__(self, url: str = "sqlite:///dlsched.db",
-                 idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S) -> None:
+                 idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S, memory_kept: int = MEMORY_KEPT) -> None:
         self.url = url
+        self.memory_kept = memory_kept
+        self._memory_rows: dict[str, int] = {}   # table -> rows it holds, counted at its first write
         kw: dict = {}
         if url.startswith("postgresql"):
             # a replica stopped (SIGSTOP, a frozen VM) inside a transaction keeps its row locks for
@@ -299,8 +334,12 @@ class Store:
             self._binds_pending += 1
 
     def release(self, pod_uid: str, pod: str, kind: str, now: float, detail: str = "") -> None:
+        """A pod's rows go (``kind``: finish, withdraw, oom, forget ...); a pod that ended
+        (``ENDED_KINDS``) takes its memory correction along: its uid never returns."""
         with self._lock, self._write() as conn:
             conn.execute(delete(assignments).where(assignments.c.pod_uid == pod_uid))
+            if kind in ENDED_KINDS:
+                self._forget_memory(conn, [pod_uid])
             conn.execute(INSERT_DECISION, _decision(now, kind, pod_uid, pod, detail=detail))
 
     def log(self, kind: str, pod_uid: str, pod: str, now: float, node: str = "", gpus: str = "",
@@ -367,6 +406,8 @@ class Store:
         """Pods of a running gang that ended: their rows go (the gang's job runs on)."""
         with self._lock, self._write() as conn:
             conn.execute(delete(assignments).where(assignments.c.pod_uid.in_(uids)))
+            if kind in ENDED_KINDS:
+                self._forget_memory(conn, uids)
             conn.execute(INSERT_DECISION, [_decision(now, kind, uid, "", detail=detail) for uid in uids])
 
     def gang_records(self) -> dict[str, list[dict]]:
@@ -396,6 +437,55 @@ class Store:
                 conn.execute(INSERT_DECISION, _decision(now, "reconcile", "", "",
                                                         detail=json.dumps({"dropped": len(stale)})))
         return len(stale)
+
+    # -- what the agents taught about memory (service/memory_kept.py) ---------------------------
+    def keep_memory(self, corrections: list[dict], peaks: list[dict]) -> int:
+        """Rows of ``memory_corrections`` and ``memory_peaks`` written (a pod's row replaced), in one
+        transaction committed as a nomination is (without waiting for the disk: a ``kill -9``
+        keeps it, a power cut may lose the last ones, and the agents report again). Returns how
+        many of the oldest rows were dropped to keep ``memory_kept`` per table."""
+        dropped = 0
+        with self._lock, self._write(durable=False) as conn:
+            for table, rows in ((memory_corrections, corrections), (memory_peaks, peaks)):
+                if rows:
+                    dropped += self._upsert(conn, table, rows)
+        return dropped
+
+    def _upsert(self, conn, table: Table, rows: list[dict]) -> int:
+        name = table.name
+        if name not in self._memory_rows:
+            self._memory_rows[name] = conn.execute(select(func.count()).select_from(table)).scalar_one()
+        replaced = conn.execute(delete(table).where(table.c.pod_uid.in_([r["pod_uid"] for r in rows]))).rowcount
+        conn.execute(insert(table), rows)
+        self._memory_rows[name] += len(rows) - max(replaced, 0)
+        if self._memory_rows[name] <= self.memory_kept:
+            return 0
+        # another replica may have written since the count: count again before choosing what goes
+        n = conn.execute(select(func.count()).select_from(table)).scalar_one()
+        old = [r.pod_uid for r in conn.execute(select(table.c.pod_uid).order_by(table.c.at, table.c.pod_uid)
+                                               .limit(max(n - self.memory_kept, 0)))]
+        if old:
+            conn.execute(delete(table).where(table.c.pod_uid.in_(old)))
+        self._memory_rows[name] = n - len(old)
+        return len(old)
+
+    def _forget_memory(self, conn, uids: list[str]) -> None:
+        gone = conn.execute(delete(memory_corrections).where(memory_corrections.c.pod_uid.in_(uids))).rowcount
+        if memory_corrections.name in self._memory_rows and gone > 0:
+            self._memory_rows[memory_corrections.name] -= gone
+
+    def forget_memory(self, uids: list[str]) -> None:
+        """At start-up: the corrections of pods the API server no longer shows go."""
+        if uids:
+            with self._lock, self._write() as conn:
+                self._forget_memory(conn, uids)
+
+    def memory_rows(self) -> tuple[list[dict], list[dict]]:
+        """(corrections, peaks), each oldest first."""
+        self._flush()
+        with self.engine.connect() as conn:
+            return tuple([dict(r._mapping) for r in conn.execute(select(t).order_by(t.c.at, t.c.pod_uid))]
+                         for t in (memory_corrections, memory_peaks))
 
     # -- eviction intents (written before the Eviction API is called: docs/service.md) ----------
     def evict_intent(self, pod_uid: str, pod: str, for_pod: str, reason: str, grace_s: int, now: float) -> int:

@@ -32,6 +32,8 @@ from dlsched.kernel.state import ClusterState, StateError
 from dlsched.service.log import EventLog, read_log
 
 DURATIONS = ("predicted", "recorded")
+RAN = ("finish", "time_limit")     # a pod's end after it ran (time_limit: stopped at its limit)
+ENDS = RAN + ("withdraw",)
 
 
 @dataclass
@@ -81,7 +83,7 @@ def pending_moments(log: EventLog) -> list[float]:
             pending.discard(uid)
         elif kind in ("forget", "oom"):
             pending.add(uid)
-        elif kind in ("finish", "withdraw"):
+        elif kind in ENDS:
             pending.discard(uid)
         elif kind == "config":
             continue
@@ -137,7 +139,7 @@ def state_at(path: str | Path, policy, at: float | None = None, durations: str =
         kind, uid, t = e["kind"], e.get("uid"), float(e["at"])
         if kind == "start":
             started_at[uid] = t
-        elif kind in ("finish", "withdraw") and uid in started_at:
+        elif kind in ENDS and uid in started_at:
             recorded[uid] = t - started_at.pop(uid)
         elif kind in ("forget", "oom"):
             started_at.pop(uid, None)
@@ -156,10 +158,10 @@ def state_at(path: str | Path, policy, at: float | None = None, durations: str =
             holding[uid] = e
         elif kind in ("forget", "oom"):
             holding.pop(uid, None)
-        elif kind in ("finish", "withdraw"):
+        elif kind in ENDS:
             ended.add(uid)
             start = holding.pop(uid, None)
-            if kind == "finish" and start is not None:
+            if kind in RAN and start is not None:
                 runs_before.append(t - float(start["at"]))
     for uid, since in started_at.items():   # still running at the log's end: a lower bound
         recorded.setdefault(uid, t_end - since)

@@ -123,6 +123,31 @@ class StackCalibration:
         job was never recorded (no prediction to compare) or the reading is not a positive figure."""
         if job_id not in self.pending or not math.isfinite(peak_mib) or peak_mib <= 0:
             return False
+        if self._count(job_id, peak_mib):
+            self.fits[self.pending[job_id][1]].refit()
+        return True
+
+    def restore(self, rows: Any) -> int:
+        """Peaks counted before a restart, as the live service's store kept them
+        (``service/memory_kept.py``): each ``(job_id, raw, key, signature, given, peak)`` counted
+        as :meth:`observe` counted it, and each key refitted once at the end (a fit does not
+        depend on the order of its rows), so that thousands of rows restore in linear time.
+        Returns how many jobs the calibration has counted since (rows without a positive figure
+        are left out)."""
+        touched: set[str] = set()
+        for job_id, raw, key, sig, given, peak in rows:
+            if not (math.isfinite(raw) and raw > 0 and math.isfinite(peak) and peak > 0):
+                continue
+            self.pending[job_id] = (float(raw), key, sig, float(given))
+            touched.add(key)
+            self._count(job_id, float(peak))
+        for key in touched:
+            self.fits[key].refit()
+        return len(self.counted)
+
+    def _count(self, job_id: str, peak_mib: float) -> bool:
+        """A recorded job's peak counted in its key's fit, not refitted; False when the job's row
+        already holds as large a peak (nothing changed)."""
         raw, key, sig, given = self.pending[job_id]
         fit = self.fits.setdefault(key, _Fit())
         if sig:
@@ -130,7 +155,7 @@ class StackCalibration:
         if job_id in self.counted:   # a later, larger reading of the same job replaces its row
             i = self.counted[job_id]
             if peak_mib <= fit.seen[i]:
-                return True
+                return False
             fit.seen[i] = float(peak_mib)
             fit.err_before[i] = abs(raw - peak_mib) / peak_mib
             fit.err_after[i] = abs(given - peak_mib) / peak_mib
@@ -140,7 +165,6 @@ class StackCalibration:
             fit.raw.append(raw)
             fit.seen.append(float(peak_mib))
             self.counted[job_id] = len(fit.raw) - 1
-        fit.refit()
         return True
 
     def fit_offline(self, raw: Any, seen: Any, gpu: str = "", stack: str = "",
