@@ -243,13 +243,20 @@ class GpuBinding:
         except Exception as exc:  # noqa: BLE001 - an event is best effort; the state still says it
             log.info("GpuChoiceNotBound event for %s/%s not written: %s", namespace, name, exc)
 
+    def unbindable_nodes(self) -> dict[str, str]:
+        """Node -> why the choice cannot bind there, over the nodes the bridge holds."""
+        nodes = dict(getattr(self.bridge, "nodes", None) or {})
+        return {name: why for name, node in sorted(nodes.items()) if (why := setups.fit_reason(node))}
+
     def state(self) -> dict:
         """For ``GET /api/v1/state`` and the dashboard."""
         out: dict = {"mode": "envvar-configmap", "reservation_namespace": self.namespace,
                      "held_pods": len(self.held), "reservations": len(self.reserved), **self.counts,
                      "not_bound": list(self.not_bound.values()),
                      # nodes where other schedulers' pods also hold GPUs: the count is held, the devices unverified
-                     "identity_unverified_nodes": dict(self.unverified)}
+                     "identity_unverified_nodes": dict(self.unverified),
+                     # nodes the node checks keep mutated pods off (their set-up cannot bind the choice)
+                     "unbindable_nodes": self.unbindable_nodes()}
         if self.webhook is not None:
             out["webhook"] = {"port": self.webhook.port, "registration": self.registration or "by the operator",
                               **self.webhook.counts, "left_alone_reasons": list(self.webhook.left)}
