@@ -169,8 +169,12 @@ def test_configmap_before_binding_reservations_held_and_released(plane):
     for name in ("train", "big", "fits", "later"):
         cp.request("DELETE", f"/api/v1/namespaces/default/pods/{name}?gracePeriodSeconds=0")
     _wait(lambda: not _reservations(cp), 15, "reservations deleted")
+    # no garbage collector runs here (no kube-controller-manager): dlsched deletes the ConfigMaps itself
+    _wait(lambda: cp.request("GET", f"/api/v1/namespaces/default/configmaps/{cm_name}")[0] == 404, 15,
+          "train's ConfigMap deleted")
     state = svc.get("/api/v1/state")["mode"]["gpu_binding"]
     assert state["reservations_created"] >= 4 and state["reservations_deleted"] >= 4 and state["reservations"] == 0
+    assert state["configmaps_deleted"] >= 2 and state["configmaps"] == 0, state   # train's and later's
 
 
 def test_a_node_whose_setup_cannot_bind_is_filtered_and_an_unmutated_pod_is_reported(plane):

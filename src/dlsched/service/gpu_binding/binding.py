@@ -29,9 +29,11 @@ from dlsched.service.gpu_binding.reservations import (
     reservation_name,
     reservation_pod,
 )
+from dlsched.service.gpu_binding.setups import SETUP_LABEL
 
 log = logging.getLogger("dlsched.service")
 NOT_BOUND_EVENT = "GpuChoiceNotBound"
+CONFIGMAP_SELECTOR = f"app.kubernetes.io/managed-by=dlsched,{SETUP_LABEL}=envvar"   # configmap.py's labels
 NOT_BOUND_KEPT = 100   # the latest pods whose choice did not bind, shown in the state
 KEEP_INTERVAL_S = 1.0  # how often reservations of freed GPUs are looked for
 
@@ -54,10 +56,12 @@ class GpuBinding:
         self.entered: dict[str, int] = {}   # pod uid -> when (self.seq) it was entered as held
         self.seq = 0
         self.reserved: set[tuple[str, int]] = set()              # reservation pods that exist
+        self.configmaps: dict[str, tuple[str, str]] = {}         # pod uid -> (namespace, name) of its ConfigMap
         self.not_bound: OrderedDict[str, dict] = OrderedDict()   # uid -> {pod, node, gpus, reason}
         self.unverified: dict[str, int] = {}   # node -> device-plugin pods of other schedulers at the last bind
         self.counts = {"configmaps_written": 0, "reservations_created": 0, "reservations_deleted": 0,
-                       "binds_refused": 0, "unmutated_binds": 0, "write_failures": 0}
+                       "binds_refused": 0, "unmutated_binds": 0, "write_failures": 0,
+                       "configmaps_deleted": 0, "orphan_configmaps_found": 0}
 
     @property
     def api(self):
@@ -85,6 +89,24 @@ class GpuBinding:
                         self.held[uid] = (pod.node_name, tuple(int(g) for g in gpus.split(",")))
                     except ValueError:
                         continue
+        self._recover_configmaps()
+
+    def _recover_configmaps(self) -> None:
+        """The ConfigMaps dlsched wrote (its labels, every namespace): each is entered under its
+        owner pod's uid, so that ``keep`` deletes those whose pod no longer holds GPUs (the pod
+        went while no leader ran; a cluster without a garbage collector keeps them for ever)."""
+        from dlsched.service.kube import _json
+
+        listing = _json(self.api.list_config_map_for_all_namespaces(label_selector=CONFIGMAP_SELECTOR,
+                                                                    _preload_content=False))
+        with self.lock:
+            for obj in listing.get("items") or []:
+                meta = obj.get("metadata") or {}
+                owners = [o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"]
+                key = owners[0] if owners and owners[0] else f"orphan:{meta.get('namespace')}/{meta.get('name')}"
+                if key not in self.held:
+                    self.counts["orphan_configmaps_found"] += 1
+                self.configmaps[key] = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
     def start(self, done: threading.Event) -> None:
         threading.Thread(target=self._keep, args=(done,), name="gpu-reservations", daemon=True).start()
@@ -179,6 +201,7 @@ class GpuBinding:
             if exc.status != 409:
                 raise RuntimeError(f"ConfigMap {namespace}/{name}: ({exc.status}) {exc.reason}") from None
             self.api.replace_namespaced_config_map(name, namespace, body, _preload_content=False).read()
+        self.configmaps[uid] = (namespace, name)
         self.counts["configmaps_written"] += 1
 
     # -- freed GPUs ----------------------------------------------------------------------------
@@ -190,8 +213,12 @@ class GpuBinding:
                 log.warning("reservation pods not reconciled: %s", exc)
 
     def keep(self) -> int:
-        """Forget the pods that ended and delete the reservation pods of GPUs no pod holds; returns
-        how many were deleted."""
+        """Forget the pods that ended, delete their ConfigMaps (and those of failed Bindings) and
+        the reservation pods of GPUs no pod holds; returns how many reservations were deleted.
+
+        dlsched deletes the ConfigMaps itself: their ownerReferences let a cluster's garbage
+        collector (kube-controller-manager) do it too, but a control plane without one would keep
+        a ConfigMap per pod ever bound."""
         from kubernetes.client.exceptions import ApiException
 
         with self.lock:
@@ -203,6 +230,15 @@ class GpuBinding:
             for uid in [u for u in self.held if u not in live and self.entered.get(u, 0) <= mark]:
                 del self.held[uid]
                 self.entered.pop(uid, None)
+            for uid in [u for u in self.configmaps if u not in self.held]:
+                namespace, name = self.configmaps[uid]
+                try:
+                    self.api.delete_namespaced_config_map(name, namespace, _preload_content=False).read()
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                del self.configmaps[uid]
+                self.counts["configmaps_deleted"] += 1
             wanted = {(node, g) for node, gpus in self.held.values() for g in gpus}
             for node, g in sorted(self.reserved - wanted):
                 name = reservation_name(node, g)
@@ -251,7 +287,8 @@ class GpuBinding:
     def state(self) -> dict:
         """For ``GET /api/v1/state`` and the dashboard."""
         out: dict = {"mode": "envvar-configmap", "reservation_namespace": self.namespace,
-                     "held_pods": len(self.held), "reservations": len(self.reserved), **self.counts,
+                     "held_pods": len(self.held), "reservations": len(self.reserved),
+                     "configmaps": len(self.configmaps), **self.counts,
                      "not_bound": list(self.not_bound.values()),
                      # nodes where other schedulers' pods also hold GPUs: the count is held, the devices unverified
                      "identity_unverified_nodes": dict(self.unverified),
