@@ -19,7 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 
-from dlsched.service.gpu_binding import setups
+from dlsched.service.gpu_binding import identity, setups
 from dlsched.service.gpu_binding.configmap import configmap_body
 from dlsched.service.gpu_binding.mutation import CONFIGMAP_ANNOTATION
 from dlsched.service.gpu_binding.reservations import (
@@ -36,6 +36,7 @@ NOT_BOUND_EVENT = "GpuChoiceNotBound"
 CONFIGMAP_SELECTOR = f"app.kubernetes.io/managed-by=dlsched,{SETUP_LABEL}=envvar"   # configmap.py's labels
 NOT_BOUND_KEPT = 100   # the latest pods whose choice did not bind, shown in the state
 KEEP_INTERVAL_S = 1.0  # how often reservations of freed GPUs are looked for
+READBACK_WAIT_S = 30.0  # on a shared node with a reporting agent: how long a bind waits for the devices
 
 
 class GpuBinding:
@@ -59,9 +60,12 @@ class GpuBinding:
         self.configmaps: dict[str, tuple[str, str]] = {}         # pod uid -> (namespace, name) of its ConfigMap
         self.not_bound: OrderedDict[str, dict] = OrderedDict()   # uid -> {pod, node, gpus, reason}
         self.unverified: dict[str, int] = {}   # node -> device-plugin pods of other schedulers at the last bind
+        self.devices: dict[str, dict[str, tuple[str, ...]]] = {}   # node -> reservation pod -> device IDs (agent)
+        self.awaiting: dict[str, tuple[str, tuple[int, ...], float]] = {}   # uid -> (node, GPUs, since): readback
         self.counts = {"configmaps_written": 0, "reservations_created": 0, "reservations_deleted": 0,
                        "binds_refused": 0, "unmutated_binds": 0, "write_failures": 0,
-                       "configmaps_deleted": 0, "orphan_configmaps_found": 0}
+                       "configmaps_deleted": 0, "orphan_configmaps_found": 0,
+                       "readbacks": 0, "identity_verified_binds": 0, "readback_waits": 0, "readback_timeouts": 0}
 
     @property
     def api(self):
@@ -129,12 +133,6 @@ class GpuBinding:
             self._not_bound(namespace, name, uid, node, gpus, why + "; not bound there")
             return f"GPU choice cannot bind on node {node}: {why}"
         others = self._device_plugin_pods(node)
-        if others:   # the count is held; which device each reservation gets is the plugin's (module doc)
-            self.unverified[node] = others
-            log.warning("node %s: %d pod(s) of other schedulers hold GPUs through the device plugin: the "
-                        "reservations hold the count, not necessarily the devices dlsched chose", node, others)
-        else:
-            self.unverified.pop(node, None)
         with self.lock:
             self.held[uid] = (node, tuple(gpus))
             self.seq += 1
@@ -143,14 +141,45 @@ class GpuBinding:
                 for g in gpus:
                     if (node, g) not in self.reserved:
                         self._create_reservation(node, g)
+                visible, unknown = identity.visible_devices(node, gpus, self.devices.get(node, {}))
+                if others and unknown and node in self.devices:   # an agent reads back there: wait for it
+                    since = self.awaiting.get(uid, (node, (), time.monotonic()))[2]
+                    if time.monotonic() - since < READBACK_WAIT_S:
+                        self.awaiting[uid] = (node, tuple(gpus), since)   # its reservations are kept meanwhile
+                        self.held.pop(uid, None)
+                        self.entered.pop(uid, None)
+                        self.counts["readback_waits"] += 1
+                        return (f"waiting for the node agent's read-back of the devices the reservations of GPU(s) "
+                                f"{','.join(map(str, unknown))} on {node} got (other schedulers' pods hold GPUs there)")
+                    self.counts["readback_timeouts"] += 1
+                self.awaiting.pop(uid, None)
                 if not setups.plugin_binds(node_obj):
-                    self._write_configmap(namespace, configmap, name, uid, node, gpus)
+                    self._write_configmap(namespace, configmap, name, uid, node, gpus, visible)
             except Exception as exc:  # noqa: BLE001 - any API failure fails the bind; the GPUs return
                 self.held.pop(uid, None)
                 self.entered.pop(uid, None)
                 self.counts["write_failures"] += 1
                 return f"GPU binding failed before the Binding: {exc}"
+        if others and unknown:   # the count is held; which device each reservation got is the plugin's
+            self.unverified[node] = others
+            log.warning("node %s: %d pod(s) of other schedulers hold GPUs through the device plugin: the "
+                        "reservations hold the count, not necessarily the devices dlsched chose", node, others)
+        else:
+            self.unverified.pop(node, None)
+            self.counts["identity_verified_binds"] += bool(others)
         return ""
+
+    def record_devices(self, node: str, devices: dict[str, list[str]]) -> int:
+        """The node agent's read-back (PodResources API): reservation pod name -> the device IDs
+        the kubelet gave it, for ``node``; replaces what was known. Returns how many were kept."""
+        from dlsched.service.gpu_binding.reservations import RESERVATION_PREFIX
+
+        kept = {name: tuple(str(i) for i in ids) for name, ids in devices.items()
+                if name.startswith(RESERVATION_PREFIX) and ids}
+        with self.lock:
+            self.devices[node] = kept
+            self.counts["readbacks"] += 1
+        return len(kept)
 
     def _device_plugin_pods(self, node: str) -> int:
         """Pods on ``node`` that got GPUs from the device plugin and are not dlsched's reservations
@@ -191,10 +220,11 @@ class GpuBinding:
                                    f"({exc.status}) {exc.reason}") from None
         self.reserved.add((node, gpu))
 
-    def _write_configmap(self, namespace: str, name: str, pod: str, uid: str, node: str, gpus: list[int]) -> None:
+    def _write_configmap(self, namespace: str, name: str, pod: str, uid: str, node: str, gpus: list[int],
+                         visible: str | None = None) -> None:
         from kubernetes.client.exceptions import ApiException
 
-        body = configmap_body(namespace, name, pod, uid, node, gpus)
+        body = configmap_body(namespace, name, pod, uid, node, gpus, visible)
         try:
             self.api.create_namespaced_config_map(namespace, body, _preload_content=False).read()
         except ApiException as exc:
@@ -239,7 +269,11 @@ class GpuBinding:
                         raise
                 del self.configmaps[uid]
                 self.counts["configmaps_deleted"] += 1
+            now = time.monotonic()
+            for uid in [u for u, (_, _, since) in self.awaiting.items() if now - since >= 2 * READBACK_WAIT_S]:
+                del self.awaiting[uid]   # its pod was decided elsewhere, or went
             wanted = {(node, g) for node, gpus in self.held.values() for g in gpus}
+            wanted |= {(node, g) for node, gpus, _ in self.awaiting.values() for g in gpus}
             for node, g in sorted(self.reserved - wanted):
                 name = reservation_name(node, g)
                 try:
@@ -249,6 +283,7 @@ class GpuBinding:
                     if exc.status != 404:
                         raise
                 self.reserved.discard((node, g))
+                self.devices.get(node, {}).pop(name, None)   # a new reservation of that GPU may get another device
                 self.counts["reservations_deleted"] += 1
                 deleted += 1
         return deleted
