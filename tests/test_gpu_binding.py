@@ -117,6 +117,7 @@ class _FakeApi:
         self.calls: list[tuple] = []
         self.pods: set[str] = set()
         self.fail_configmap = False
+        self.configmaps: list[dict] = []   # what list_config_map_for_all_namespaces answers
 
     def create_namespaced_pod(self, ns, body, **_):
         from kubernetes.client.exceptions import ApiException
@@ -142,6 +143,28 @@ class _FakeApi:
     def create_namespaced_event(self, ns, body, **_):
         self.calls.append(("event", body["reason"], body["involvedObject"]["name"]))
         return _Resp()
+
+    def delete_namespaced_config_map(self, name, ns, **_):
+        self.calls.append(("delete configmap", f"{ns}/{name}"))
+        return _Resp()
+
+    def list_namespaced_pod(self, ns, **_):
+        return _Json({"items": []})
+
+    def list_config_map_for_all_namespaces(self, label_selector, **_):
+        assert label_selector == "app.kubernetes.io/managed-by=dlsched,dlsched.io/gpu-binding=envvar"
+        return _Json({"items": self.configmaps})
+
+
+class _Json(_Resp):
+    def __init__(self, obj: dict) -> None:
+        self.data = json.dumps(obj).encode()
+
+    def read(self) -> bytes:
+        return self.data
+
+    def release_conn(self) -> None:
+        pass
 
 
 class _Job:
@@ -233,8 +256,9 @@ def test_deploy_registers_the_webhook_as_dlsched_does_and_grants_what_it_writes(
     verbs = {(r["resources"][0], v) for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]
              for v in r["verbs"]}
     # binding.py: ConfigMap create (and update on 409); reservation pods list at start, create, delete
-    assert {("configmaps", "create"), ("configmaps", "update"), ("pods", "list"), ("pods", "create"),
-            ("pods", "delete")} <= verbs
+    # and ConfigMap list (at start, every namespace) and delete (of pods that ended: keep)
+    assert {("configmaps", "create"), ("configmaps", "update"), ("configmaps", "list"), ("configmaps", "delete"),
+            ("pods", "list"), ("pods", "create"), ("pods", "delete")} <= verbs
     role = next(d for d in docs if d["kind"] == "Role")
     assert role["metadata"]["namespace"] == "dlsched-hold"     # pods are written in the reservation namespace only
 
@@ -279,3 +303,43 @@ def test_a_pod_entered_while_keep_reads_the_core_keeps_its_reservation():
     core.lock = _Race()
     assert gb.keep() == 0
     assert ("create pod", "dlsched-hold-n1-4") in api.calls and gb.state()["reservations"] == 1
+
+
+def test_dlsched_deletes_the_configmaps_of_pods_that_ended_and_of_failed_bindings():
+    """No garbage collector needed (the test control plane has none): ended pods, failed Bindings."""
+    gb, api, core = _binding()
+    _seen(core, "a")
+    _seen(core, "b")
+    assert gb.before_binding("ns", "a", "a", "n1", [0]) == ""
+    assert gb.before_binding("ns", "b", "b", "n1", [1]) == ""
+    gb.after_binding("b", "API server refused the bind (409)")   # b's ConfigMap was written before its Binding
+    gb.keep()
+    assert ("delete configmap", "ns/cm-b") in api.calls and ("delete configmap", "ns/cm-a") not in api.calls
+    del core.jobs["a"]                                           # a ended
+    gb.keep()
+    assert ("delete configmap", "ns/cm-a") in api.calls
+    state = gb.state()
+    assert state["configmaps_deleted"] == 2 and state["configmaps"] == 0 and state["configmaps_written"] == 2
+    gb.keep()
+    assert len([c for c in api.calls if c[0] == "delete configmap"]) == 2   # once each
+
+
+def test_a_restart_deletes_the_configmaps_of_pods_gone_while_no_leader_ran():
+    from types import SimpleNamespace
+
+    gb, api, core = _binding()
+    core.pods["held"] = SimpleNamespace(annotations={"dlsched.io/gpu-configmap": "cm-held", "dlsched.io/gpus": "2"},
+                                        node_name="n1")
+    core.jobs["held"] = _Job()
+
+    def cm(name: str, owner: str | None) -> dict:
+        meta = {"name": name, "namespace": "ns"}
+        if owner:
+            meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": owner, "uid": owner}]
+        return {"metadata": meta}
+    api.configmaps = [cm("cm-held", "held"), cm("cm-gone", "gone"), cm("cm-none", None)]
+    gb.recover()
+    assert gb.held == {"held": ("n1", (2,))} and gb.state()["orphan_configmaps_found"] == 2
+    gb.keep()
+    assert sorted(c[1] for c in api.calls if c[0] == "delete configmap") == ["ns/cm-gone", "ns/cm-none"]
+    assert gb.configmaps == {"held": ("ns", "cm-held")}   # its pod still holds GPU 2: kept

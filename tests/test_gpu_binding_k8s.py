@@ -14,8 +14,9 @@ alone. tests/test_gpu_binding.py checks the patch itself.
 Checks: the API server calls the registered webhook for a dlsched pod and another scheduler's
 pod, and the other pod is untouched; the ConfigMap holds the chosen GPUs and is created before the Binding (audit log);
 reservation pods hold those GPUs (kube-scheduler then cannot hand them to its own pod: 8 GPUs
-do not fit, 4 do) and go once the pod is gone; a node whose set-up cannot bind (MIG) is
-refused and reported in the state, the dashboard and by a ``GpuChoiceNotBound`` event.
+do not fit, 4 do) and go once the pod is gone; a node whose set-up cannot bind (MIG) is left
+out by the node checks (the pod is Unschedulable, saying why); a pod the webhook left alone is
+bound and reported in the state, the dashboard and by a ``GpuChoiceNotBound`` event.
 """
 
 from __future__ import annotations
@@ -168,27 +169,48 @@ def test_configmap_before_binding_reservations_held_and_released(plane):
     for name in ("train", "big", "fits", "later"):
         cp.request("DELETE", f"/api/v1/namespaces/default/pods/{name}?gracePeriodSeconds=0")
     _wait(lambda: not _reservations(cp), 15, "reservations deleted")
+    # no garbage collector runs here (no kube-controller-manager): dlsched deletes the ConfigMaps itself
+    _wait(lambda: cp.request("GET", f"/api/v1/namespaces/default/configmaps/{cm_name}")[0] == 404, 15,
+          "train's ConfigMap deleted")
     state = svc.get("/api/v1/state")["mode"]["gpu_binding"]
     assert state["reservations_created"] >= 4 and state["reservations_deleted"] >= 4 and state["reservations"] == 0
+    assert state["configmaps_deleted"] >= 2 and state["configmaps"] == 0, state   # train's and later's
 
 
-def test_a_node_whose_setup_cannot_bind_is_refused_and_reported(plane):
+def test_a_node_whose_setup_cannot_bind_is_filtered_and_an_unmutated_pod_is_reported(plane):
     cp, svc = plane
-    pod = _create(cp, _pod("on-mig", 1, node_selector={"kubernetes.io/hostname": "mig-0"}))
+    # pinned to the MIG node: the node checks leave it out (never nominated, never refused at bind)
+    _create(cp, _pod("on-mig", 1, node_selector={"kubernetes.io/hostname": "mig-0"}))
 
-    def reported():
-        rows = svc.get("/api/v1/state")["mode"]["gpu_binding"]["not_bound"]
-        return [r for r in rows if r["pod"] == "default/on-mig"]
-    rows = _wait(reported, 20, "on-mig reported")
-    assert rows[0]["node"] == "mig-0" and "MIG" in rows[0]["reason"]
+    def unschedulable():
+        conds = _get(cp, "/api/v1/namespaces/default/pods/on-mig")["status"].get("conditions") or []
+        return [c for c in conds if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"]
+    cond = _wait(unschedulable, 20, "on-mig reported Unschedulable")[0]
+    assert "1 node(s) cannot bind dlsched's GPU choice (MIG-partitioned GPUs)" in cond["message"], cond
+    state = svc.get("/api/v1/state")["mode"]
+    assert state["gpu_binding"]["binds_refused"] == 0 and state["gpu_unbindable_excluded"] >= 1, state
+    assert list(state["gpu_binding"]["unbindable_nodes"]) == ["mig-0"]
     assert not _get(cp, "/api/v1/namespaces/default/pods/on-mig")["spec"].get("nodeName")
+    cp.request("DELETE", "/api/v1/namespaces/default/pods/on-mig?gracePeriodSeconds=0")   # fifo: it heads the queue
+    # an init container's GPUs: the webhook leaves the pod alone (a warning); it is bound, and reported
+    body = _pod("unmutated", 1, node_selector={"kubernetes.io/hostname": "gpu-0"})
+    body["spec"]["initContainers"] = [{"name": "init", "image": "example.invalid/init",
+                                       "resources": {"limits": {"nvidia.com/gpu": "1"},
+                                                     "requests": {"nvidia.com/gpu": "1"}}}]
+    body["metadata"].pop("annotations", None)
+    body["spec"]["containers"][0].pop("envFrom", None)
+    body["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}
+    assert plan(body, "dlsched")[1].startswith("an init container requests")
+    pod = _create(cp, body)
+    _wait(lambda: _get(cp, "/api/v1/namespaces/default/pods/unmutated")["spec"].get("nodeName"), 20, "unmutated bound")
+    rows = [r for r in svc.get("/api/v1/state")["mode"]["gpu_binding"]["not_bound"] if r["pod"] == "default/unmutated"]
+    assert rows and "did not mutate" in rows[0]["reason"], rows
     events = _wait(lambda: [e for e in _get(cp, "/api/v1/namespaces/default/events")["items"]
                             if e["reason"] == "GpuChoiceNotBound"
                             and e["involvedObject"]["uid"] == pod["metadata"]["uid"]], 10, "event")
-    assert events[0]["type"] == "Warning" and "MIG" in events[0]["message"]
-    assert not _reservations(cp)
-    assert [r["pod"] for r in svc.get("/api/v1/dashboard")["gpu_binding"]] == ["default/on-mig"]
+    assert events[0]["type"] == "Warning" and "did not mutate" in events[0]["message"]
+    assert [r["pod"] for r in svc.get("/api/v1/dashboard")["gpu_binding"]] == ["default/unmutated"]
     with urllib.request.urlopen(svc.url + "/dashboard", timeout=10) as resp:
         page = resp.read().decode()
-    assert 'id="gpu-binding"' in page and "default/on-mig" in page
-    cp.request("DELETE", "/api/v1/namespaces/default/pods/on-mig?gracePeriodSeconds=0")
+    assert 'id="gpu-binding"' in page and "default/unmutated" in page
+    cp.request("DELETE", "/api/v1/namespaces/default/pods/unmutated?gracePeriodSeconds=0")

@@ -1,6 +1,8 @@
 """GPU sharing end to end on a real control plane (etcd + kube-apiserver + kube-scheduler v1.20.2
 from ../shared/k8s): Horus and ffd-util with at most 2 jobs per GPU, each pod's GPU utilisation
-and memory predicted from its dlsched.io/model + dlsched.io/batch-size annotations.
+and memory predicted from its dlsched.io/model + dlsched.io/batch-size annotations; in both
+modes (``support.modes``: kube-scheduler's extender, and ``--mode scheduler`` with pods of
+``schedulerName: dlsched``).
 
 The nodes advertise each physical GPU as 2 units of nvidia.com/gpu, as a time-slicing device
 plugin does, and say so with ``dlsched.io/gpu-replicas: 2``; their GPU memory comes from their
@@ -8,9 +10,9 @@ plugin does, and say so with ``dlsched.io/gpu-replicas: 2``; their GPU memory co
 kube-scheduler keeps its own nvidia.com/gpu accounting (``ignoredByScheduler: false``), which
 dlsched's cap of 2 jobs per physical GPU always satisfies.
 
-Per policy, 40 pods of 1-2 GPUs are created at once for 12 physical GPUs (Horus: ResNet-50 at
+Per policy and mode, 24 pods of 1-2 GPUs are created at once for 12 physical GPUs (Horus: ResNet-50 at
 batch 32, 64 or 96, ~7.7, 13.2 and 18.8 GiB predicted; ffd-util: NeuMF, MobileNetV2, DCGAN and
-ResNet-50/128 at 11-99 % predicted utilisation); each is deleted 2 s after it was bound. Checked on
+ResNet-50/128 at 11-99 % predicted utilisation); each is deleted 1.5 s after it was bound. Checked on
 every poll of the API server, from the ``dlsched.io/gpus`` annotations: no GPU index held by more
 than 2 pods at once, the predicted memory of a GPU's holders never above its capacity (so a V100
 never holds two batch-96 jobs, an A100 may), and under ffd-util their predicted utilisation never
@@ -30,10 +32,11 @@ pytest.importorskip("fastapi")
 pytest.importorskip("kubernetes")
 
 from support.control_plane import add_gpu_node, extender_control_plane, gpu_pod  # noqa: E402
-from support.service_proc import ServiceProcess  # noqa: E402
+from support.modes import for_mode, mode_fixture, service  # noqa: E402, F401 - the mode fixture
 
 CAP = 2                       # --max-jobs-per-gpu, and the nodes' nvidia.com/gpu replicas
-HOLD = 2.0                    # seconds a bound pod "runs" before the test deletes it
+HOLD = 1.5                    # seconds a bound pod "runs" before the test deletes it
+PODS = 24                     # per policy and mode: 32 GPUs asked on average for 24 slots, so GPUs are shared
 # name -> (physical GPUs, labels, memory per GPU in MiB)
 NODES = {
     "v100-0": (4, {"dlsched.io/gpu-type": "V100"}, 32 * 1024),
@@ -82,7 +85,7 @@ WORKLOADS = {
 
 
 @pytest.mark.parametrize("policy", ["horus", "ffd-util"])
-def test_colocation_shares_gpus_within_the_cap_and_predicted_memory(cluster, policy):
+def test_colocation_shares_gpus_within_the_cap_and_predicted_memory(cluster, policy, mode):
     cp, port, tmp = cluster
     pred = _predicted(WORKLOADS[policy])
     if any(math.isnan(m) for _, m in pred.values()):
@@ -96,11 +99,11 @@ def test_colocation_shares_gpus_within_the_cap_and_predicted_memory(cluster, pol
         assert util["neumf", 32] + util["dcgan", 32] <= 100 < util["resnet50", 128] + util["neumf", 32]
 
     rng = random.Random(5)
-    tag = f"share-{policy}"
+    tag = f"share-{policy}-{mode}"
     kinds = WORKLOADS[policy]
-    pods = {f"{tag}-{i:03d}": (rng.choice((1, 1, 2)), kinds[rng.randrange(len(kinds))]) for i in range(40)}
-    svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{tmp}/{policy}.db", policy, tmp / f"{policy}.log",
-                         extra=("--max-jobs-per-gpu", str(CAP), "--predict-resources", "--gpu", "V100"))
+    pods = {f"{tag}-{i:03d}": (rng.choice((1, 1, 2)), kinds[rng.randrange(len(kinds))]) for i in range(PODS)}
+    svc = service(mode, port, cp.api_url, cp.token, f"sqlite:///{tmp}/{tag}.db", policy, tmp / f"{tag}.log",
+                  "--max-jobs-per-gpu", str(CAP), "--predict-resources", "--gpu", "V100")
     svc.start()
     bound: dict[str, dict] = {}
     deleted: set[str] = set()
@@ -111,7 +114,7 @@ def test_colocation_shares_gpus_within_the_cap_and_predicted_memory(cluster, pol
     started = time.monotonic()
     try:
         for name, (gpus, kind) in pods.items():
-            pod = gpu_pod(name, gpus, tag, _annotations(*kind))
+            pod = for_mode(mode, gpu_pod(name, gpus, tag, _annotations(*kind)))
             status, body = cp.request("POST", "/api/v1/namespaces/default/pods", pod)
             assert status == 201, body
         deadline = time.monotonic() + 300
@@ -163,7 +166,7 @@ def test_colocation_shares_gpus_within_the_cap_and_predicted_memory(cluster, pol
                             assert j["mem_mib"] == pytest.approx(mem[kind], rel=1e-3), j
             time.sleep(0.1)
         decisions = svc.decisions()
-        print(f"{len(pods)} pods bound and deleted in {time.monotonic() - started:.0f} s; "
+        print(f"{mode}, {policy}: {len(pods)} pods bound and deleted in {time.monotonic() - started:.0f} s; "
               f"{len(shared_gpus)} of 12 GPUs seen shared; {service_views} service views checked")
     finally:
         svc.stop()

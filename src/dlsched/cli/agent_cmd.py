@@ -24,9 +24,14 @@ def register(app: typer.Typer) -> None:
         interval: float = typer.Option(10.0, min=0.0, help="seconds between rounds"),
         rounds: int = typer.Option(0, min=0, help="stop after this many rounds (0: run until stopped)"),
         once_json: bool = typer.Option(False, "--print-reading", help="print each reading as JSON, post nothing"),
+        reservation_namespace: str = typer.Option("", help="the service's --reservation-namespace: read back, from "
+                                                  "the kubelet's PodResources API, the devices its reservation pods "
+                                                  "got (--gpu-binding envvar-configmap; needs grpcio)"),
+        pod_resources_socket: str = typer.Option("/var/lib/kubelet/pod-resources/kubelet.sock",
+                                                 help="the kubelet's PodResources socket"),
     ) -> None:
         """Report this node's GPUs (inventory, memory, topology, per-pod use) to the service."""
-        from dlsched.service.agent import FakeSource, NvmlSource, placed_on, post
+        from dlsched.service.agent import FakeSource, NvmlSource, placed_on, post, read_devices
 
         with clear_errors():
             if not service.startswith(("http://", "https://")):
@@ -41,6 +46,12 @@ def register(app: typer.Typer) -> None:
                 try:
                     placed = {} if once_json else placed_on(service, name)
                     reading = source.read(name, placed)
+                    if reservation_namespace:
+                        try:
+                            reading.devices = read_devices(reservation_namespace, pod_resources_socket)
+                        except RuntimeError as exc:   # the reading still goes; the read-back is said to be missing
+                            console.print(f"warning: no device read-back this round: {exc}", soft_wrap=True,
+                                          highlight=False)
                     if once_json:
                         console.print(json.dumps(reading.body()), soft_wrap=True, highlight=False)
                     else:

@@ -50,12 +50,25 @@ class Reading:
     gpus: list[GpuInfo]
     pods: dict[str, tuple[float, float]]     # uid -> (util, mem MiB)
     topology: dict | None = None
+    devices: dict[str, tuple[str, ...]] | None = None   # reservation pod -> device IDs (read_devices)
 
     def body(self) -> dict:
-        return {"node": self.node,
-                "pods": [{"uid": uid, "gpu_util": round(u, 2), "gpu_mem_mib": round(m, 1)}
-                         for uid, (u, m) in sorted(self.pods.items())],
-                "gpus": [asdict(g) for g in self.gpus], "topology": self.topology}
+        out = {"node": self.node,
+               "pods": [{"uid": uid, "gpu_util": round(u, 2), "gpu_mem_mib": round(m, 1)}
+                        for uid, (u, m) in sorted(self.pods.items())],
+               "gpus": [asdict(g) for g in self.gpus], "topology": self.topology}
+        if self.devices is not None:
+            out["devices"] = {name: list(ids) for name, ids in sorted(self.devices.items())}
+        return out
+
+
+def read_devices(namespace: str, socket: str, read=None) -> dict[str, tuple[str, ...]]:
+    """The device IDs the kubelet gave dlsched's reservation pods on this node (``namespace``:
+    the service's ``--reservation-namespace``), from its PodResources API; ``read`` is
+    ``identity.read_kubelet`` unless a test passes the kubelet's answer. RuntimeError: why not."""
+    from dlsched.service.gpu_binding.identity import read_kubelet, reservation_devices
+
+    return reservation_devices((read or read_kubelet)(socket), namespace)
 
 
 def smi_topology() -> dict | None:

@@ -134,6 +134,9 @@ class Observations(BaseModel):
     pods: list[Observation] = Field(default_factory=list, max_length=4096)
     gpus: list[dict] = Field(default_factory=list, max_length=64)   # the agent's inventory (kept as sent)
     topology: dict | None = None
+    # --gpu-binding envvar-configmap: reservation pod name -> the device IDs the kubelet gave it
+    # (the agent's PodResources read-back, service/gpu_binding/identity.py)
+    devices: dict[str, list[str]] = Field(default_factory=dict, max_length=4096)
 
 
 def _metrics(service: LiveService):
@@ -414,7 +417,12 @@ def build_app(service: LiveService) -> Front:
         """A node agent's readings: kept for predicted-vs-observed, and after the warm-up they
         replace the pods' predictions (an observed pod over its GPU's memory fails as an OOM)."""
         service.agents[obs.node] = {"gpus": obs.gpus, "topology": obs.topology, "at": core.now()}
-        return service.observe(obs.node, [(p.uid, p.gpu_util, p.gpu_mem_mib, p.speed) for p in obs.pods])
+        answer = service.observe(obs.node, [(p.uid, p.gpu_util, p.gpu_mem_mib, p.speed) for p in obs.pods])
+        if obs.devices:   # counted either way: a read-back this service cannot use is said, not dropped
+            binding = getattr(service, "gpu_binding", None)
+            answer = {**answer, "devices_recorded": binding.record_devices(obs.node, obs.devices)
+                      if binding is not None else "ignored: not --gpu-binding envvar-configmap"}
+        return answer
 
     @app.post("/api/v1/predictions", tags=["operator"], dependencies=[Depends(require_token)],
               response_model=Prediction)

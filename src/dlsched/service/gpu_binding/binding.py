@@ -19,7 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 
-from dlsched.service.gpu_binding import setups
+from dlsched.service.gpu_binding import identity, setups
 from dlsched.service.gpu_binding.configmap import configmap_body
 from dlsched.service.gpu_binding.mutation import CONFIGMAP_ANNOTATION
 from dlsched.service.gpu_binding.reservations import (
@@ -29,11 +29,14 @@ from dlsched.service.gpu_binding.reservations import (
     reservation_name,
     reservation_pod,
 )
+from dlsched.service.gpu_binding.setups import SETUP_LABEL
 
 log = logging.getLogger("dlsched.service")
 NOT_BOUND_EVENT = "GpuChoiceNotBound"
+CONFIGMAP_SELECTOR = f"app.kubernetes.io/managed-by=dlsched,{SETUP_LABEL}=envvar"   # configmap.py's labels
 NOT_BOUND_KEPT = 100   # the latest pods whose choice did not bind, shown in the state
 KEEP_INTERVAL_S = 1.0  # how often reservations of freed GPUs are looked for
+READBACK_WAIT_S = 30.0  # on a shared node with a reporting agent: how long a bind waits for the devices
 
 
 class GpuBinding:
@@ -54,10 +57,15 @@ class GpuBinding:
         self.entered: dict[str, int] = {}   # pod uid -> when (self.seq) it was entered as held
         self.seq = 0
         self.reserved: set[tuple[str, int]] = set()              # reservation pods that exist
+        self.configmaps: dict[str, tuple[str, str]] = {}         # pod uid -> (namespace, name) of its ConfigMap
         self.not_bound: OrderedDict[str, dict] = OrderedDict()   # uid -> {pod, node, gpus, reason}
         self.unverified: dict[str, int] = {}   # node -> device-plugin pods of other schedulers at the last bind
+        self.devices: dict[str, dict[str, tuple[str, ...]]] = {}   # node -> reservation pod -> device IDs (agent)
+        self.awaiting: dict[str, tuple[str, tuple[int, ...], float]] = {}   # uid -> (node, GPUs, since): readback
         self.counts = {"configmaps_written": 0, "reservations_created": 0, "reservations_deleted": 0,
-                       "binds_refused": 0, "unmutated_binds": 0, "write_failures": 0}
+                       "binds_refused": 0, "unmutated_binds": 0, "write_failures": 0,
+                       "configmaps_deleted": 0, "orphan_configmaps_found": 0,
+                       "readbacks": 0, "identity_verified_binds": 0, "readback_waits": 0, "readback_timeouts": 0}
 
     @property
     def api(self):
@@ -85,6 +93,24 @@ class GpuBinding:
                         self.held[uid] = (pod.node_name, tuple(int(g) for g in gpus.split(",")))
                     except ValueError:
                         continue
+        self._recover_configmaps()
+
+    def _recover_configmaps(self) -> None:
+        """The ConfigMaps dlsched wrote (its labels, every namespace): each is entered under its
+        owner pod's uid, so that ``keep`` deletes those whose pod no longer holds GPUs (the pod
+        went while no leader ran; a cluster without a garbage collector keeps them for ever)."""
+        from dlsched.service.kube import _json
+
+        listing = _json(self.api.list_config_map_for_all_namespaces(label_selector=CONFIGMAP_SELECTOR,
+                                                                    _preload_content=False))
+        with self.lock:
+            for obj in listing.get("items") or []:
+                meta = obj.get("metadata") or {}
+                owners = [o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"]
+                key = owners[0] if owners and owners[0] else f"orphan:{meta.get('namespace')}/{meta.get('name')}"
+                if key not in self.held:
+                    self.counts["orphan_configmaps_found"] += 1
+                self.configmaps[key] = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
     def start(self, done: threading.Event) -> None:
         threading.Thread(target=self._keep, args=(done,), name="gpu-reservations", daemon=True).start()
@@ -107,12 +133,6 @@ class GpuBinding:
             self._not_bound(namespace, name, uid, node, gpus, why + "; not bound there")
             return f"GPU choice cannot bind on node {node}: {why}"
         others = self._device_plugin_pods(node)
-        if others:   # the count is held; which device each reservation gets is the plugin's (module doc)
-            self.unverified[node] = others
-            log.warning("node %s: %d pod(s) of other schedulers hold GPUs through the device plugin: the "
-                        "reservations hold the count, not necessarily the devices dlsched chose", node, others)
-        else:
-            self.unverified.pop(node, None)
         with self.lock:
             self.held[uid] = (node, tuple(gpus))
             self.seq += 1
@@ -121,14 +141,45 @@ class GpuBinding:
                 for g in gpus:
                     if (node, g) not in self.reserved:
                         self._create_reservation(node, g)
+                visible, unknown = identity.visible_devices(node, gpus, self.devices.get(node, {}))
+                if others and unknown and node in self.devices:   # an agent reads back there: wait for it
+                    since = self.awaiting.get(uid, (node, (), time.monotonic()))[2]
+                    if time.monotonic() - since < READBACK_WAIT_S:
+                        self.awaiting[uid] = (node, tuple(gpus), since)   # its reservations are kept meanwhile
+                        self.held.pop(uid, None)
+                        self.entered.pop(uid, None)
+                        self.counts["readback_waits"] += 1
+                        return (f"waiting for the node agent's read-back of the devices the reservations of GPU(s) "
+                                f"{','.join(map(str, unknown))} on {node} got (other schedulers' pods hold GPUs there)")
+                    self.counts["readback_timeouts"] += 1
+                self.awaiting.pop(uid, None)
                 if not setups.plugin_binds(node_obj):
-                    self._write_configmap(namespace, configmap, name, uid, node, gpus)
+                    self._write_configmap(namespace, configmap, name, uid, node, gpus, visible)
             except Exception as exc:  # noqa: BLE001 - any API failure fails the bind; the GPUs return
                 self.held.pop(uid, None)
                 self.entered.pop(uid, None)
                 self.counts["write_failures"] += 1
                 return f"GPU binding failed before the Binding: {exc}"
+        if others and unknown:   # the count is held; which device each reservation got is the plugin's
+            self.unverified[node] = others
+            log.warning("node %s: %d pod(s) of other schedulers hold GPUs through the device plugin: the "
+                        "reservations hold the count, not necessarily the devices dlsched chose", node, others)
+        else:
+            self.unverified.pop(node, None)
+            self.counts["identity_verified_binds"] += bool(others)
         return ""
+
+    def record_devices(self, node: str, devices: dict[str, list[str]]) -> int:
+        """The node agent's read-back (PodResources API): reservation pod name -> the device IDs
+        the kubelet gave it, for ``node``; replaces what was known. Returns how many were kept."""
+        from dlsched.service.gpu_binding.reservations import RESERVATION_PREFIX
+
+        kept = {name: tuple(str(i) for i in ids) for name, ids in devices.items()
+                if name.startswith(RESERVATION_PREFIX) and ids}
+        with self.lock:
+            self.devices[node] = kept
+            self.counts["readbacks"] += 1
+        return len(kept)
 
     def _device_plugin_pods(self, node: str) -> int:
         """Pods on ``node`` that got GPUs from the device plugin and are not dlsched's reservations
@@ -169,16 +220,18 @@ class GpuBinding:
                                    f"({exc.status}) {exc.reason}") from None
         self.reserved.add((node, gpu))
 
-    def _write_configmap(self, namespace: str, name: str, pod: str, uid: str, node: str, gpus: list[int]) -> None:
+    def _write_configmap(self, namespace: str, name: str, pod: str, uid: str, node: str, gpus: list[int],
+                         visible: str | None = None) -> None:
         from kubernetes.client.exceptions import ApiException
 
-        body = configmap_body(namespace, name, pod, uid, node, gpus)
+        body = configmap_body(namespace, name, pod, uid, node, gpus, visible)
         try:
             self.api.create_namespaced_config_map(namespace, body, _preload_content=False).read()
         except ApiException as exc:
             if exc.status != 409:
                 raise RuntimeError(f"ConfigMap {namespace}/{name}: ({exc.status}) {exc.reason}") from None
             self.api.replace_namespaced_config_map(name, namespace, body, _preload_content=False).read()
+        self.configmaps[uid] = (namespace, name)
         self.counts["configmaps_written"] += 1
 
     # -- freed GPUs ----------------------------------------------------------------------------
@@ -190,8 +243,12 @@ class GpuBinding:
                 log.warning("reservation pods not reconciled: %s", exc)
 
     def keep(self) -> int:
-        """Forget the pods that ended and delete the reservation pods of GPUs no pod holds; returns
-        how many were deleted."""
+        """Forget the pods that ended, delete their ConfigMaps (and those of failed Bindings) and
+        the reservation pods of GPUs no pod holds; returns how many reservations were deleted.
+
+        dlsched deletes the ConfigMaps itself: their ownerReferences let a cluster's garbage
+        collector (kube-controller-manager) do it too, but a control plane without one would keep
+        a ConfigMap per pod ever bound."""
         from kubernetes.client.exceptions import ApiException
 
         with self.lock:
@@ -203,7 +260,20 @@ class GpuBinding:
             for uid in [u for u in self.held if u not in live and self.entered.get(u, 0) <= mark]:
                 del self.held[uid]
                 self.entered.pop(uid, None)
+            for uid in [u for u in self.configmaps if u not in self.held]:
+                namespace, name = self.configmaps[uid]
+                try:
+                    self.api.delete_namespaced_config_map(name, namespace, _preload_content=False).read()
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                del self.configmaps[uid]
+                self.counts["configmaps_deleted"] += 1
+            now = time.monotonic()
+            for uid in [u for u, (_, _, since) in self.awaiting.items() if now - since >= 2 * READBACK_WAIT_S]:
+                del self.awaiting[uid]   # its pod was decided elsewhere, or went
             wanted = {(node, g) for node, gpus in self.held.values() for g in gpus}
+            wanted |= {(node, g) for node, gpus, _ in self.awaiting.values() for g in gpus}
             for node, g in sorted(self.reserved - wanted):
                 name = reservation_name(node, g)
                 try:
@@ -213,6 +283,7 @@ class GpuBinding:
                     if exc.status != 404:
                         raise
                 self.reserved.discard((node, g))
+                self.devices.get(node, {}).pop(name, None)   # a new reservation of that GPU may get another device
                 self.counts["reservations_deleted"] += 1
                 deleted += 1
         return deleted
@@ -243,13 +314,21 @@ class GpuBinding:
         except Exception as exc:  # noqa: BLE001 - an event is best effort; the state still says it
             log.info("GpuChoiceNotBound event for %s/%s not written: %s", namespace, name, exc)
 
+    def unbindable_nodes(self) -> dict[str, str]:
+        """Node -> why the choice cannot bind there, over the nodes the bridge holds."""
+        nodes = dict(getattr(self.bridge, "nodes", None) or {})
+        return {name: why for name, node in sorted(nodes.items()) if (why := setups.fit_reason(node))}
+
     def state(self) -> dict:
         """For ``GET /api/v1/state`` and the dashboard."""
         out: dict = {"mode": "envvar-configmap", "reservation_namespace": self.namespace,
-                     "held_pods": len(self.held), "reservations": len(self.reserved), **self.counts,
+                     "held_pods": len(self.held), "reservations": len(self.reserved),
+                     "configmaps": len(self.configmaps), **self.counts,
                      "not_bound": list(self.not_bound.values()),
                      # nodes where other schedulers' pods also hold GPUs: the count is held, the devices unverified
-                     "identity_unverified_nodes": dict(self.unverified)}
+                     "identity_unverified_nodes": dict(self.unverified),
+                     # nodes the node checks keep mutated pods off (their set-up cannot bind the choice)
+                     "unbindable_nodes": self.unbindable_nodes()}
         if self.webhook is not None:
             out["webhook"] = {"port": self.webhook.port, "registration": self.registration or "by the operator",
                               **self.webhook.counts, "left_alone_reasons": list(self.webhook.left)}

@@ -7,13 +7,15 @@ from __future__ import annotations
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 
 
-def configmap_body(namespace: str, name: str, pod_name: str, pod_uid: str, node: str, gpus: list[int]) -> dict:
-    """The ConfigMap ``namespace/name`` for pod ``pod_name`` (uid ``pod_uid``) bound to ``node``."""
+def configmap_body(namespace: str, name: str, pod_name: str, pod_uid: str, node: str, gpus: list[int],
+                   visible: str | None = None) -> dict:
+    """The ConfigMap ``namespace/name`` for pod ``pod_name`` (uid ``pod_uid``) bound to ``node``;
+    ``visible``: the device UUIDs read back for ``gpus`` (gpu_binding/identity.py), else the indices."""
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace,
                      "labels": {"app.kubernetes.io/managed-by": "dlsched", "dlsched.io/gpu-binding": "envvar"},
                      "annotations": {"dlsched.io/node": node, "dlsched.io/pod": pod_name},
                      "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod_uid}]},
-        "data": {VISIBLE_DEVICES: ",".join(str(g) for g in gpus)},
+        "data": {VISIBLE_DEVICES: visible or ",".join(str(g) for g in gpus)},
     }

@@ -3,7 +3,10 @@
 The checks run in kube-scheduler v1.20's filter order: NodeUnschedulable (cordon), TaintToleration
 (with NotReady as its condition taints), NodeAffinity (nodeSelector + required affinity), NodePorts,
 NodeResourcesFit (the order the real v1.20.2 scheduler's messages show: tests/test_nodefit_k8s.py). ``FitResult.reasons`` lists every check a node fails; the message, like
-kube-scheduler's, counts each node's first failing check only.
+kube-scheduler's, counts each node's first failing check only. Last, dlsched's own check under
+``--gpu-binding envvar-configmap`` ("gpu-binding"): a pod the webhook mutated passes only nodes
+whose set-up binds its GPU choice (``gpu_binding/setups.py``: not MIG, not labelled refused/cdi),
+so such a node is never nominated and then refused at bind.
 
 :class:`NodeTable` reads the nodes and their pods once (quantities parsed, usage summed), so a
 scheduling pass checks P pods against N nodes in O(P x N) node checks plus one read of the bound
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dlsched.service.gpu_binding.setups import fit_reason
 from dlsched.service.nodefit.affinity import AFFINITY_MISMATCH, Placement, normalise, placement
 from dlsched.service.nodefit.report import fit_message
 from dlsched.service.nodefit.resources import (
@@ -40,8 +44,9 @@ from dlsched.service.nodefit.taints import (
     tolerated,
     tolerations,
 )
+from dlsched.service.pods import MOVED_CONFIGMAP_ANNOTATION
 
-CHECKS = ("unschedulable", "taints", "affinity", "ports", "resources")
+CHECKS = ("unschedulable", "taints", "affinity", "ports", "resources", "gpu-binding")
 
 
 @dataclass(slots=True)
@@ -67,6 +72,7 @@ class NodeEntry:
     taints: tuple[Taint, ...]
     usage: NodeUsage
     error: str = ""
+    gpu_reason: str = ""   # --gpu-binding: why a mutated pod's GPU choice cannot bind here ('' : it can)
 
 
 def _label_map(meta: dict) -> dict[str, str]:
@@ -113,18 +119,23 @@ class PodView:
     plan: Plan = ()
     cordon_ok: bool = False                                         # tolerates unschedulable:NoSchedule
     taint_ok: dict[Taint, bool] = field(default_factory=dict)      # memo: nodes share their taints
+    bound_gpus: bool = False   # the GPU-binding webhook mutated it: only nodes where the choice binds
 
 
-def read_pod(pod: object) -> PodView:
+def read_pod(pod: object, gpu_binding: bool = False) -> PodView:
+    """``gpu_binding`` (``--gpu-binding envvar-configmap``): a pod the webhook mutated is kept off
+    the nodes whose set-up cannot bind dlsched's GPU choice (the "gpu-binding" check)."""
     notes: list[str] = []
     try:
         pod = obj(pod, "pod")
-        uid = obj(pod.get("metadata"), "metadata").get("uid")
+        meta = obj(pod.get("metadata"), "metadata")
+        uid = meta.get("uid")
         spec = obj(pod.get("spec"), "spec")
         request, tols = pod_requests(spec), tolerations(spec, notes)
+        bound = gpu_binding and MOVED_CONFIGMAP_ANNOTATION in obj(meta.get("annotations"), "metadata.annotations")
         return PodView(uid if isinstance(uid, str) and uid else None, request, host_ports(spec),
                        placement(spec, notes), tols, notes, plan=request_plan(request),
-                       cordon_ok=not cordon_blocks(True, tols))
+                       cordon_ok=not cordon_blocks(True, tols), bound_gpus=bound)
     except SpecError as e:
         return PodView(None, {}, [], None, (), notes, f"pod spec is invalid ({e})")
 
@@ -132,7 +143,8 @@ def read_pod(pod: object) -> PodView:
 class NodeTable:
     """Nodes and bound pods read once, for many pods' checks; ``assume`` counts a new bind."""
 
-    def __init__(self, nodes: list[dict], pods_by_node: dict[str, list[dict]]) -> None:
+    def __init__(self, nodes: list[dict], pods_by_node: dict[str, list[dict]], gpu_binding: bool = False) -> None:
+        self.gpu_binding = gpu_binding   # the "gpu-binding" check is made (read_pod's doc)
         self.entries: list[NodeEntry] = []
         self.notes: list[str] = []
         if not isinstance(nodes, list):
@@ -145,6 +157,8 @@ class NodeTable:
             name = n.get("metadata", {}).get("name") if isinstance(n, dict) and isinstance(n.get("metadata"), dict) \
                 else None
             entry = read_node(n, pods_by_node.get(name) if isinstance(name, str) else None, i)
+            if gpu_binding and not entry.error:
+                entry.gpu_reason = fit_reason(n)
             if entry.name in seen:
                 self.notes.append(f"node {entry.name!r} is listed twice: the later entry is left out")
                 continue
@@ -185,11 +199,13 @@ class NodeTable:
         short = insufficient(view.plan, entry.allocatable, entry.usage, view.request if own else None)
         if short:
             failed.append(("resources", short))
+        if view.bound_gpus and entry.gpu_reason:
+            failed.append(("gpu-binding", [entry.gpu_reason]))
         return failed
 
     def feasible(self, pod: object) -> FitResult:
         """Check ``pod`` against every node of the table."""
-        view = read_pod(pod)
+        view = read_pod(pod, self.gpu_binding)
         fits: list[str] = []
         reasons: dict[str, list[str]] = {}
         first: dict[str, list[str]] = {}
@@ -220,6 +236,8 @@ def group_by_node(pods: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
-def feasible(pod: dict, nodes: list[dict], pods_by_node: dict[str, list[dict]]) -> FitResult:
-    """The nodes ``pod`` may go to (see the module doc); never raises on malformed input."""
-    return NodeTable(nodes, pods_by_node).feasible(pod)
+def feasible(pod: dict, nodes: list[dict], pods_by_node: dict[str, list[dict]],
+             gpu_binding: bool = False) -> FitResult:
+    """The nodes ``pod`` may go to (see the module doc); never raises on malformed input.
+    ``gpu_binding``: also the "gpu-binding" check (:func:`read_pod`)."""
+    return NodeTable(nodes, pods_by_node, gpu_binding).feasible(pod)

@@ -73,7 +73,7 @@ class SchedulerBridge(KubeBridge):
         self.pending: dict[str, dict] = {}                # uid -> a pending pod of dlsched's
         self.reported: dict[str, tuple[str, float]] = {}  # uid -> (message, when) last written
         self.counts: dict[str, int] = {"unschedulable_reported": 0, "report_failures": 0, "reports_too_late": 0,
-                                       "refits": 0}
+                                       "refits": 0, "gpu_unbindable_excluded": 0}
         self.watch_counts: dict[str, int] = {}
         self._reports: queue.SimpleQueue = queue.SimpleQueue()
         self.binder = None   # the Binder (runtime.start_binder): binds the pods that request no GPU too
@@ -116,8 +116,10 @@ class SchedulerBridge(KubeBridge):
             cached = self._static.get(key)
             if cached is not None and cached[0] == self.node_gen:
                 return cached[1], cached[2]
-        result = fit.feasible(pod, list(self.nodes.values()), self._pods_by_node(self.nodes) if full else {})
+        result = fit.feasible(pod, list(self.nodes.values()), self._pods_by_node(self.nodes) if full else {},
+                              self.gpu_binding is not None)
         verdict = frozenset(result.nodes), result.message
+        self.counts["gpu_unbindable_excluded"] += sum("gpu-binding" in c for c in result.failed_checks.values())
         if not full:
             self._static[key] = (self.node_gen, *verdict)
             if len(self._static) > 10_000:
@@ -157,7 +159,7 @@ class SchedulerBridge(KubeBridge):
                 ok = verdicts.get(key)
                 if ok is None:
                     ok = verdicts[key] = (node is not None and not fit.unsupported(pod)
-                                          and bool(fit.feasible(pod, [node], by_node).nodes))
+                                          and bool(fit.feasible(pod, [node], by_node, self.gpu_binding is not None).nodes))
                 if ok != (name in have) and (ok or not freed):
                     new = made.get(id(have))
                     if new is None:
@@ -212,7 +214,7 @@ class SchedulerBridge(KubeBridge):
             if pod is None or target is None:
                 return f"node {node} is gone" if target is None else ""
             self.assumed.pop(uid, None)   # a reservation of its own from an earlier try is not room taken
-            result = fit.feasible(pod, [target], self._pods_by_node([node]))
+            result = fit.feasible(pod, [target], self._pods_by_node([node]), self.gpu_binding is not None)
             if not result.nodes:
                 return fit.reason_of(result, node) or f"the pod no longer fits {node}"
             self.assumed[uid] = (node, pod)
@@ -230,9 +232,24 @@ class SchedulerBridge(KubeBridge):
             pod = self.pending.get(uid)
             if pod is None or uid in self.assumed:
                 return False
-            self.reported[uid] = (message, time.monotonic())
-        self._reports.put((pod, message))
+            self.reported[uid] = (message, time.monotonic())   # as given: the reporter compares it
+            note = self._unbindable_note(pod)
+        self._reports.put((pod, message + note))
         return True
+
+    def _unbindable_note(self, pod: dict) -> str:
+        """Under cache_lock: for a pod the GPU-binding webhook mutated, the nodes its node checks
+        leave out because their set-up cannot bind its GPU choice ('' : none, or no GPU binding)."""
+        from dlsched.service.gpu_binding.setups import fit_reason
+        from dlsched.service.pods import MOVED_CONFIGMAP_ANNOTATION
+
+        if self.gpu_binding is None or MOVED_CONFIGMAP_ANNOTATION not in (_meta(pod).get("annotations") or {}):
+            return ""
+        out = sorted(name for name, node in self.nodes.items() if fit_reason(node))
+        if not out:
+            return ""
+        shown = ", ".join(out[:5]) + (f" and {len(out) - 5} more" if len(out) > 5 else "")
+        return f"; {len(out)} node(s) left out: their GPU set-up cannot bind dlsched's GPU choice ({shown})"
 
     def last_report(self, uid: str) -> str:
         """The message last queued for the pod's condition ('' : none)."""

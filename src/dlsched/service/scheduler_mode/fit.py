@@ -28,9 +28,11 @@ def without_gpus(pod: dict) -> dict:
     return {**pod, "spec": spec}
 
 
-def feasible(pod: dict, nodes: list[dict], pods_by_node: dict[str, list[dict]]) -> FitResult:
-    """The nodes ``pod`` may run on as far as anything but GPUs goes (see the module doc)."""
-    return nodefit.feasible(without_gpus(pod), nodes, pods_by_node)
+def feasible(pod: dict, nodes: list[dict], pods_by_node: dict[str, list[dict]],
+             gpu_binding: bool = False) -> FitResult:
+    """The nodes ``pod`` may run on as far as anything but GPUs goes (see the module doc);
+    ``gpu_binding``: a pod the GPU-binding webhook mutated also needs a node where its choice binds."""
+    return nodefit.feasible(without_gpus(pod), nodes, pods_by_node, gpu_binding)
 
 
 def unsupported(pod: dict) -> list[str]:
