@@ -111,3 +111,25 @@ def test_update_reruns_some_variants_and_gives_the_numbers_of_a_whole_run(tmp_pa
     assert "note: --update kept 2 variants" in res.output and "replaced 1" in res.output
     assert json.loads(part.read_text()) == data   # the rerun variant's rows are a whole run's
     assert "| conservative-limit - easy-limit |" in res.output
+
+
+def test_a_variant_gives_the_same_numbers_after_another_on_the_same_jobs():
+    """The variants of a seed share one job list; a policy's predictions (``pred_duration``) from
+    the variant before must not leak into the next. They did: ``conservative-pred`` after
+    ``easy-pred`` planned with easy-pred's estimates (mean JCT 12,841 s here, 13,861 s alone)."""
+    from dlsched.experiments.dlsched.backfill import VARIANTS, run_variants
+
+    by = {v.label: v for v in VARIANTS}
+    after = run_variants(1, 500, nodes=16, variants=(by["easy-pred"], by["conservative-pred"]))
+    alone = run_variants(1, 500, nodes=16, variants=(by["conservative-pred"],))
+    assert after["conservative-pred"] == alone["conservative-pred"]
+    assert alone["conservative-pred"][0]["avg_jct"] == pytest.approx(13860.89, abs=0.01)
+
+
+def test_a_reset_job_has_no_prediction_of_the_run_before():
+    from dlsched.core.job import Job
+
+    job = Job("j", "vc", 1, 0.0, 10.0)
+    job.pred_duration, job.priority = 5.0, 5.0
+    job.reset()
+    assert job.pred_duration != job.pred_duration and job.priority != job.priority  # NaN
