@@ -93,6 +93,11 @@ def test_merge_replaces_only_the_rerun_variants_in_table_order():
     assert got["results"]["easy-limit"] == _runs([7.0, 8.0]) and got["results"]["fifo"] == _runs([1.0, 2.0])
     with pytest.raises(ValueError, match="--update: the kept results have jobs=10, this run 20"):
         merge_results(kept, {**fresh, "jobs": 20})
+    assert got["workload"] == "Built-in workload"   # a file without the key is the built-in workload's
+    philly = {**fresh, "workload": "Philly reference window"}
+    with pytest.raises(ValueError, match="the kept results have workload='Built-in workload', this run 'Philly"):
+        merge_results(kept, philly)
+    assert merge_results({**kept, "workload": "Philly reference window"}, philly)["workload"] == "Philly reference window"
 
 
 def test_update_reruns_some_variants_and_gives_the_numbers_of_a_whole_run(tmp_path):

@@ -84,3 +84,26 @@ def test_philly_slice_pairs_limits_per_seed(shared):
     assert [j.time_limit_s for j in a.jobs] == [j.time_limit_s for j in a2.jobs]
     assert [j.time_limit_s for j in a.jobs] != [j.time_limit_s for j in b.jobs]
     assert all(j.time_limit_s % 900 == 0 and j.vc == "all" for j in a.jobs)
+
+
+def test_a_philly_table_is_updated_variant_by_variant(shared, tmp_path):
+    """``--philly --update``: the kept file names its workload, a rerun variant replaces only its rows,
+    and a built-in results file is refused (the workloads differ)."""
+    import json
+
+    trace = shared / "traces/philly/reference_run/input_cluster_log_helios_format.csv.gz"
+    small = ["experiment", "backfill", "--philly", str(trace), "--seeds", "1", "--jobs", "120", "--nodes", "4"]
+    whole, part = tmp_path / "whole.json", tmp_path / "part.json"
+    res = runner.invoke(app, [*small, "--variants", "fifo,easy-limit", "--results", str(whole)])
+    assert res.exit_code == 0, res.output
+    kept = json.loads(whole.read_text())
+    assert kept["workload"].startswith("Philly reference window") and list(kept["results"]) == ["fifo", "easy-limit"]
+    part.write_text(json.dumps({**kept, "results": {"fifo": kept["results"]["fifo"]}}))
+    res = runner.invoke(app, [*small, "--variants", "easy-limit", "--update", "--results", str(part)])
+    assert res.exit_code == 0, res.output
+    assert "note: --update kept 1 variants" in res.output and "Philly reference window" in res.output
+    assert json.loads(part.read_text()) == kept
+    builtin = tmp_path / "builtin.json"
+    builtin.write_text(json.dumps({k: v for k, v in kept.items() if k != "workload"}))
+    res = runner.invoke(app, [*small, "--variants", "easy-limit", "--update", "--results", str(builtin)])
+    assert res.exit_code == 2 and "the kept results have workload='Built-in workload'" in res.output

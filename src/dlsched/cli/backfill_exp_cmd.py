@@ -37,8 +37,8 @@ def register(app: typer.Typer) -> None:
                  variants: Annotated[str | None, typer.Option("--variants", help="run only these variants "
                                                               "(comma-separated labels; default all)")] = None,
                  update: Annotated[bool, typer.Option("--update", help="with --results: keep the file's other "
-                                                      "variants and replace only those run (same seeds, jobs, "
-                                                      "nodes and limits)")] = False,
+                                                      "variants and replace only those run (same workload, seeds, "
+                                                      "jobs, nodes and limits)")] = False,
                  as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON")] = False) -> None:
         """No backfill, greedy backfill, easy and conservative (limits, predictions, predictions +
         correction, truth): JCT, wait, bounded slowdown, large-job waits, utilisation, broken
@@ -56,20 +56,17 @@ def register(app: typer.Typer) -> None:
                     check_out_file(path, option)
             if philly is not None and not philly.is_file():
                 raise ValueError(f"--philly {philly}: no such file")
-            if philly is not None and update:
-                raise ValueError("--update merges into a built-in workload's --results file; rerun a Philly "
-                                 "table whole (without --update)")
             result = run(seeds, jobs, limits, say=lambda text: console.print(text, highlight=False), nodes=nodes,
                          philly=philly, variants=chosen)
             if kept is not None:
                 result.update(merge_results(kept, result))
-                result["markdown"] = tables(result["results"], jobs, limits, nodes)
+                result["markdown"] = tables(result["results"], result["jobs"], limits, nodes, result["workload"])
                 console.print(f"note: --update kept {len(result['results']) - len(chosen)} variants of {results} "
                               f"and replaced {len(chosen)}", highlight=False)
             if markdown is not None:
                 markdown.write_text(result["markdown"] + "\n")
             if results is not None:
-                keep = {k: result[k] for k in ("seeds", "jobs", "nodes", "limits", "results")}
+                keep = {k: result[k] for k in ("workload", "seeds", "jobs", "nodes", "limits", "results")}
                 results.write_text(json.dumps(keep, indent=1) + "\n")
         if as_json:
             out.print_json(json.dumps({k: v for k, v in result.items() if k != "markdown"}, default=float))

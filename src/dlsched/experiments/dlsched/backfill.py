@@ -29,6 +29,7 @@ Say = Callable[[str], None]
 LIMITS = "overestimate=1:5,round=900"   # users overestimate 1-5x and round up to 15 minutes
 BSLD_TAU_S = 10.0                       # bounded slowdown's floor on the run time
 LARGE_GPUS = 8
+BUILTIN = "Built-in workload"   # the workload of a --results file that names none
 NODES = 32   # one pool of 8-GPU nodes: the built-in workload's own VCs are too large to queue much
 
 
@@ -128,7 +129,7 @@ def pairs(results: dict[str, list[dict[str, float]]], compared: tuple[tuple[str,
 
 
 def markdown(results: dict[str, list[dict[str, float]]], jobs: int, limits: str, nodes: int = NODES,
-             workload: str = "Built-in workload") -> str:
+             workload: str = BUILTIN) -> str:
     """The two tables docs/backfill.md prints: means per variant, then the compared pairs."""
     seeds = len(next(iter(results.values())))
     head = "| variant | " + " | ".join(title for _, title, _ in METRICS) + " |"
@@ -171,12 +172,14 @@ def merge_results(kept: dict, fresh: dict) -> dict:
     """``kept`` (a ``--results`` file) with the variants ``fresh`` reran replaced, in table order.
     Why: a slow variant can be rerun alone without mixing workloads -- the two must share seeds,
     jobs, nodes and limits, else the pairs would compare different runs."""
-    for key in ("seeds", "jobs", "nodes", "limits"):
+    fresh = {"workload": BUILTIN, **fresh}
+    kept = {"workload": BUILTIN, **kept}   # files written before the key was kept are the built-in workload's
+    for key in ("workload", "seeds", "jobs", "nodes", "limits"):
         if kept.get(key) != fresh[key]:
             raise ValueError(f"--update: the kept results have {key}={kept.get(key)!r}, this run {fresh[key]!r}")
     results = {**kept["results"], **fresh["results"]}
     ordered = {v.label: results[v.label] for v in VARIANTS if v.label in results}
-    return {**{k: fresh[k] for k in ("seeds", "jobs", "nodes", "limits")}, "results": ordered}
+    return {**{k: fresh[k] for k in ("workload", "seeds", "jobs", "nodes", "limits")}, "results": ordered}
 
 
 def experiment(seeds: int = 10, jobs: int = 2000, limits: str = LIMITS, say: Say | None = None,
@@ -194,7 +197,7 @@ def experiment(seeds: int = 10, jobs: int = 2000, limits: str = LIMITS, say: Say
     parse_time_limits(limits)
     check_seeds(seeds)
     t0 = time.perf_counter()
-    source, workload, extra = None, "Built-in workload", {}
+    source, workload, extra = None, BUILTIN, {}
     if philly is not None:
         from dlsched.experiments.dlsched.backfill_philly import philly_source
 
@@ -206,4 +209,5 @@ def experiment(seeds: int = 10, jobs: int = 2000, limits: str = LIMITS, say: Say
             workload += f" ({extra['too_wide']} wider than the pool left out)"
     results = run_variants(seeds, jobs, limits, variants, say, nodes, source)
     return {"seeds": seeds, "jobs": jobs, "nodes": nodes, "limits": limits, "seconds": time.perf_counter() - t0,
-            "results": results, "markdown": markdown(results, jobs, limits, nodes, workload), **extra}
+            "results": results, "markdown": markdown(results, jobs, limits, nodes, workload), **extra,
+            "workload": workload}
