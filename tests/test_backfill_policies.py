@@ -190,9 +190,45 @@ def test_on_overrun_stop_leaves_a_job_that_ends_in_time_or_does_not_delay_the_he
     assert got == {"a": 0.0, "b": 10.0, "c": 2.0} and jobs[2].preemptions == 0
 
 
-def test_conservative_refuses_on_overrun_stop():
-    with pytest.raises(ValueError, match="conservative does not stop overrunning jobs"):
-        make_policy("conservative", on_overrun="stop")
+@pytest.mark.parametrize("placement", ["consolidate", "first-fit"])   # the per-node plan, the plan in counts
+@pytest.mark.parametrize("on_overrun, grace, b_start, c_end, broken", [
+    # the same hand-checked times as EASY's above: here too b is the only reservation c runs ahead of
+    ("run", 0.0, 22.0, 22.0, 1),
+    ("stop", 0.0, 10.0, 62.0, 0),
+    # grace 3: at 10 the plan takes c to end now (correction off), so b, not placeable, is reserved
+    # now (10); the stop is re-armed at 13, when c is stopped and b starts (broken by 3)
+    ("stop", 3.0, 13.0, 62.0, 1),
+])
+def test_conservative_on_overrun_stop_stops_a_backfilled_job_at_the_reservation_it_delays(
+        placement, on_overrun, grace, b_start, c_end, broken):
+    jobs = _overrunning()
+    pol = make_policy("conservative", estimate="prediction", on_overrun=on_overrun, stop_grace=grace,
+                      placement=placement)
+    Simulator(_one_node(), pol, None).run(jobs)
+    a, b, c = jobs
+    assert (a.start_time, c.start_time, b.start_time) == (0.0, 2.0, b_start)
+    assert c.end_time == c_end and c.preemptions == (0 if on_overrun == "run" else 1)
+    summary = pol.summary()
+    assert summary["backfilled_jobs"] == 1 and summary.get("overruns_stopped", 0) == (on_overrun == "stop")
+    assert summary["broken"] == broken and pol.book.records[b][0] == 10.0
+
+
+@pytest.mark.parametrize("placement", ["consolidate", "first-fit"])
+def test_conservative_on_overrun_stop_leaves_a_job_that_delays_no_reservation(placement):
+    """Two nodes of 4 GPUs. a: 4 GPUs, t=0, 10 s, on one node; d: 2 GPUs, t=0.5, 100 s, on the
+    other. b: 4 GPUs, t=1: reserved at 10 (a's end). c: 2 GPUs, t=2, runs 20 s, predicted 5: it
+    backfills beside d at 2 and overruns to 22. Per node (consolidate) b's reservation is on a's
+    node, not c's: c is never armed. Counted (first-fit) c is armed for b, but at 10 b can start
+    anyway (a's node is free): not stopped either. b starts at 10, c ends at 22."""
+    jobs = [Job("a", "v", 4, 0.0, 10.0), Job("d", "v", 2, 0.5, 100.0), Job("b", "v", 4, 1.0, 10.0),
+            Job("c", "v", 2, 2.0, 20.0)]
+    for job, pred in zip(jobs, (10.0, 100.0, 10.0, 5.0)):
+        job.pred_duration = pred
+    pol = make_policy("conservative", estimate="prediction", on_overrun="stop", placement=placement)
+    Simulator(ClusterSpec.from_vc_sizes({"v": 2}, 4), pol, None).run(jobs)
+    a, d, b, c = jobs
+    assert (a.start_time, d.start_time, b.start_time, c.start_time) == (0.0, 0.5, 10.0, 2.0)
+    assert c.end_time == 22.0 and c.preemptions == 0 and "overruns_stopped" not in pol.summary()
 
 
 def test_limit_estimates_need_a_limit_on_every_job():

@@ -29,7 +29,7 @@ def _other_values(tmp_path: Path) -> dict[str, object]:
             "half_life": 7200.0, "k": 2, "beta": 4, "rounds": 3, "warmup": 30.0, "max_drop": 0.25, "t_wait": 0.0,
             "profile": "shared", "window": 8, "interference_model": "horus-paper-curve", "min_combined": 1.5,
             "pairing_seed": 7, "min_run_s": 600.0, "max_evictions": 2, "grace_s": 30.0, "source": "job",
-            # easy and conservative (on_overrun: stop runs with easy only, so both take run here)
+            # easy and conservative
             "order": "las", "estimate": "capped", "correction": "double", "on_overrun": "run", "stop_grace": 30.0}
 
 

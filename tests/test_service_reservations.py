@@ -105,13 +105,14 @@ def test_a_policy_without_reservations_shows_the_forecast():
     assert rows["b"]["eta_source"] == "forecast" and "held back" not in rows["b"]["reason"]
 
 
-def test_easy_on_overrun_stop_evicts_an_overrunning_backfilled_pod_at_the_reservation():
+@pytest.mark.parametrize("policy", ["easy", "conservative"])
+def test_on_overrun_stop_evicts_an_overrunning_backfilled_pod_at_the_reservation(policy):
     """Live, the same policy object: c (2 GPUs, predicted 5 s) backfills ahead of the head b (4
     GPUs, reserved at a's predicted end, T0+10); at T0+10 the policy's wake-up finds c still
     running and b due, and c's stop is an eviction (intent in the store, the pod's grace period)
     with the reason naming the reservation it overran."""
     clock = Clock(T0)
-    core = SchedulerCore(make_policy("easy", on_overrun="stop"), Store("sqlite://"), clock=clock)
+    core = SchedulerCore(make_policy(policy, on_overrun="stop"), Store("sqlite://"), clock=clock)
     sent: list = []
     core.evictor = sent.append
     core.node_seen(NodeFacts("n", 4, "default", "", False))
@@ -133,5 +134,5 @@ def test_easy_on_overrun_stop_evicts_an_overrunning_backfilled_pod_at_the_reserv
     core.fire_timers()
     rows = core.store.eviction_rows()
     assert [r["pod"] for r in rows] == ["ml/c"]
-    assert "overran its estimate into the reservation of b (on_overrun=stop, easy)" in rows[0]["reason"]
+    assert f"overran its estimate into the reservation of b (on_overrun=stop, {policy})" in rows[0]["reason"]
     assert len(sent) == 1 and core.adapter.policy.book.stopped == 1

@@ -19,6 +19,7 @@ from dlsched.core.job import Job
 from dlsched.kernel.view import ClusterView
 from dlsched.sched import order_table
 from dlsched.sched.ordering import OrderingPolicy
+from dlsched.sched.overrun_stops import OverrunStops
 from dlsched.sched.protocols import PolicyBase
 from dlsched.sched.reservations import CORRECTIONS, ESTIMATES, Estimates, ReservationBook
 
@@ -40,10 +41,11 @@ class BackfillParams:
                 "doubled until ahead), limit (moved to its time limit)."})
     on_overrun: str = field(default="run", metadata={
         "help": "easy/conservative: a backfilled job that outlives its estimate: run (the reservation moves); "
-                "stop (easy: checkpointed and re-queued once the head's reservation plus stop_grace is due)."})
+                "stop (checkpointed and re-queued once a reservation it was let in ahead of, plus stop_grace, is due "
+                "and that job still cannot start)."})
     stop_grace: float = field(default=0.0, metadata={
-        "help": "easy with on_overrun=stop: seconds after the head's reserved start at which an overrunning "
-                "backfilled job is stopped."})
+        "help": "easy/conservative with on_overrun=stop: seconds after the reserved start at which an "
+                "overrunning backfilled job is stopped."})
     lam: float = field(default=0.1, metadata={"help": "QSSF: weight of the rolling estimate P_R (1-lam on the GBDT)."})
     refit_every: float = field(default=86400.0,
                                metadata={"help": "QSSF: refit the GBDT every this many simulated s."})
@@ -87,7 +89,6 @@ class ReservingPolicy(PolicyBase):
     name = "reserving"
     Params = BackfillParams
     reserves = True   # holds reservations: refused with queues that borrow (run/build.py)
-    stops_overruns = False   # takes on_overrun=stop (easy)
     exclusive_only = True   # refuses a sharing placement (a shared GPU has no single job whose end frees it)
 
     @staticmethod
@@ -118,10 +119,8 @@ class ReservingPolicy(PolicyBase):
                              f"GPU has no single job whose end frees it")
         BackfillParams(order=order, estimate=estimate, correction=correction, on_overrun=on_overrun,
                        stop_grace=stop_grace)
-        if on_overrun == "stop" and not self.stops_overruns:
-            raise ValueError(f"--param on_overrun=stop: {self.name} does not stop overrunning jobs (only easy "
-                             f"does: it has one reservation to protect); use on_overrun=run")
         self.on_overrun, self.stop_grace = on_overrun, float(stop_grace)
+        self.stops = OverrunStops(self.stop_grace)   # on_overrun=stop: the backfilled jobs to stop if they overrun
         self.placer = placer
         self.placement_name = placer.name
         self.order = order_policy(order)(placer, **(order_options or {}))
@@ -160,6 +159,7 @@ class ReservingPolicy(PolicyBase):
             self.estimator.reset()
         self.book.clear()
         self.estimates.clear()
+        self.stops.clear()
 
     def job_submitted(self, job: Job, now: float) -> None:
         hook = self.order.job_submitted

@@ -181,6 +181,9 @@ class SchedulerCore:
         if getattr(policy, "oracle", False):
             hint = (" (srtf-pred is SRTF by predicted remaining time)"
                     if getattr(policy, "preemptive", False) else "")
+            estimates = getattr(policy, "estimates", None)
+            if getattr(estimates, "kind", "") == "truth":   # an oracle by its parameter, not by its kind
+                hint = " (--param estimate=truth; use limit, prediction or capped live)"
             raise ValueError(f"policy {policy.name} is an oracle (it reads the true durations or co-location "
                              f"speeds a simulation knows): a live cluster has no such ground truth{hint}")
 

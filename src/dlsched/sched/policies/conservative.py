@@ -11,7 +11,10 @@ With a placement that keeps a job on one node (consolidate) the plan is per node
 then, so a job can be placed at its reserved time. With any other placer a job may take any free
 GPUs of the VC and the plan counts GPUs (:class:`~dlsched.sched.profile.FreeProfile`). A job the
 placement would put now where a reservation ahead of it needs the GPUs (or cannot place now) is
-planned from the next estimated end. Estimates, corrections and the reservation record:
+planned from the next estimated end. ``on_overrun=stop`` stops a job started ahead of
+reservations it could delay (reserved from its estimated end on, per node on one of its nodes)
+once it outlives its estimate into the earliest of them and that job cannot start
+(:mod:`dlsched.sched.overrun_stops`). Estimates, corrections and the reservation record:
 :mod:`dlsched.sched.reservations`. docs/backfill.md.
 """
 
@@ -53,6 +56,8 @@ class ConservativePolicy(ReservingPolicy):
         self.last.clear()
 
     def schedule(self, view: ClusterView, vc) -> Iterator[Decision]:
+        if self.stops:
+            yield from self.stops.due(view, vc, self.book, self.placer, self.name)
         order = self.pass_order(view, vc)
         if not order:
             return
@@ -81,6 +86,7 @@ class ConservativePolicy(ReservingPolicy):
         plan = NodePlan(now, nodes, [node_free[n] for n in nodes], releases, vc.gpus_per_node, vc.max_node_gpus)
         ahead = 0   # waiting jobs before this one that hold a reservation
         last, local_of = self.last, plan.local_of
+        held: list | None = [] if self.on_overrun == "stop" else None   # (job, start, its nodes) reserved ahead
         for job in order:
             run = estimates.run_time(job, view)
             after = now
@@ -96,6 +102,8 @@ class ConservativePolicy(ReservingPolicy):
                         if ahead:
                             book.backfilled += 1
                         yield Start(job, fit.placement, fit.shared)
+                        if held:   # after the start: the stop is for this run
+                            self._arm(view, vc, job, run, held, fit.placement)
                         continue
                     other = self._planned_node(view, vc, job, run, plan)
                     if other is not None:   # the placement's node is reserved; another it ranks fits the plan
@@ -107,6 +115,8 @@ class ConservativePolicy(ReservingPolicy):
                         if ahead:
                             book.backfilled += 1
                         yield Start(job, other)
+                        if held:
+                            self._arm(view, vc, job, run, held, other)
                         continue
                     self.held_by_placement += 1
                 elif fit.status is _POSTPONE:
@@ -120,6 +130,9 @@ class ConservativePolicy(ReservingPolicy):
             start, taken = found
             if start == now:   # the plan has room now but the placement did not place it: from the next end
                 if later is None:
+                    if held is not None:   # GPUs held past their estimates: reserved now, as EASY's head is
+                        self._reserve_now(job, now, held)
+                        ahead += 1
                     continue
                 found = plan.earliest(job.gpus, run, later)
                 if found is None:
@@ -133,6 +146,27 @@ class ConservativePolicy(ReservingPolicy):
             last[job] = (start, tuple((nodes[k], g) for k, g in taken))
             book.reserve(job, start, now)
             ahead += 1
+            if held is not None:
+                held.append((job, start, {nodes[k] for k, _ in taken}))
+
+    def _reserve_now(self, job, now: float, held: list) -> None:
+        """on_overrun=stop: a job the estimates give room now that cannot be placed (its GPUs are
+        held by jobs past their estimates, so no later end is known) is reserved now, on any node,
+        as EASY's head is: the jobs started ahead of it are stopped for it."""
+        self.book.reserve(job, now, now)
+        held.append((job, now, None))
+
+    def _arm(self, view: ClusterView, vc, job, run: float, held: list, placement) -> None:
+        """on_overrun=stop: ``job`` starts ahead of the reservations in ``held``; those it could
+        delay by outliving its estimate (reserved from its estimated end on, and per node on one of
+        its nodes) are its heads, and it is stopped at the earliest of them (plus the grace) if
+        it still runs and a head cannot start (:mod:`dlsched.sched.overrun_stops`)."""
+        end = view.now + run
+        mine = None if placement is None else {node for node, _ in placement}
+        heads = [(start, h) for h, start, nodes in held
+                 if start >= end and (mine is None or nodes is None or not mine.isdisjoint(nodes))]
+        if heads:
+            self.stops.arm(view, vc, job, [h for _, h in heads], min(start for start, _ in heads))
 
     def _planned_node(self, view: ClusterView, vc, job, run: float, plan: NodePlan):
         """A one-node placement now that keeps the plan, on the best node the placement ranks
@@ -160,6 +194,7 @@ class ConservativePolicy(ReservingPolicy):
         book, estimates = self.book, self.estimates
         plan = FreeProfile(now, vc.free, [(estimates.end_of(r, view, now), r.gpus) for r in vc.running])
         ahead = 0
+        held: list | None = [] if self.on_overrun == "stop" else None   # (job, start, None) reserved ahead
         for job in order:
             run = estimates.run_time(job, view)
             start = plan.earliest(job.gpus, run, now)
@@ -173,6 +208,8 @@ class ConservativePolicy(ReservingPolicy):
                     if ahead:
                         book.backfilled += 1
                     yield Start(job, fit.placement, fit.shared)
+                    if held:   # after the start: the stop is for this run
+                        self._arm(view, vc, job, run, held, None)
                     continue
                 if fit.status is _POSTPONE:
                     yield Postpone(job, fit.reason)
@@ -180,7 +217,12 @@ class ConservativePolicy(ReservingPolicy):
                 later = plan.times[1] if len(plan.times) > 1 else None
                 start = plan.earliest(job.gpus, run, later) if later is not None else None
                 if start is None:
+                    if later is None and held is not None:   # as in the per-node plan
+                        self._reserve_now(job, now, held)
+                        ahead += 1
                     continue
             plan.take(start, run, job.gpus)
             book.reserve(job, start, now)
             ahead += 1
+            if held is not None:
+                held.append((job, start, None))

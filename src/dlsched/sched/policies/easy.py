@@ -10,9 +10,7 @@ but the head. The estimates, their correction and the record of kept and broken 
 ends early, or overruns, moves them). ``on_overrun=run`` lets an overrunning backfilled job run
 on; ``on_overrun=stop`` stops one that was let in because it would end by the head's reserved
 start (not one on GPUs the head does not need) if it still runs ``stop_grace`` s after that start
-while the head waits: the policy asks for a pass then (``view.wake_at``: the kernel's
-``("vc", vid)`` timer) and yields ``Preempt`` (checkpointed and re-queued with its work, so a job
-within its own time limit is never killed; live, the eviction path with the pod's grace period).
+while the head waits (:mod:`dlsched.sched.overrun_stops`, shared with ``conservative``).
 docs/backfill.md.
 """
 
@@ -20,33 +18,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dlsched.core.job import Job, JobState
-from dlsched.kernel.decisions import Decision, Postpone, Preempt, Start, Status
+from dlsched.kernel.decisions import Decision, Postpone, Start, Status
 from dlsched.kernel.view import ClusterView
 from dlsched.sched.reserving import ReservingPolicy
 from dlsched.sched.shadow import shadow_of
 
 _FITS, _POSTPONE = Status.FITS, Status.POSTPONE
-_RUNNING, _PENDING = JobState.RUNNING, JobState.PENDING
 
 
 class EasyPolicy(ReservingPolicy):
     """Backfill behind a single reservation for the head of the queue."""
 
     name = "easy"
-    stops_overruns = True
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.stops: dict[Job, tuple[float, Job, int]] = {}   # on_overrun=stop: job -> (stop at, head, its run)
-
-    def prepare(self, view: ClusterView) -> None:
-        super().prepare(view)
-        self.stops.clear()
 
     def schedule(self, view: ClusterView, vc) -> Iterator[Decision]:
         if self.stops:
-            yield from self._stop_overruns(view, vc)
+            yield from self.stops.due(view, vc, self.book, self.placer, self.name)
         order = self.pass_order(view, vc)
         now = view.now
         place = self.placer.place
@@ -83,44 +70,10 @@ class EasyPolicy(ReservingPolicy):
                     book.backfilled += 1
                     yield Start(job, fit.placement, fit.shared)
                     if stop and end <= shadow.time:   # let in as ending by the head's start: stopped if not
-                        self._arm(view, vc, job, head, shadow.time)
+                        self.stops.arm(view, vc, job, (head,), shadow.time)
             elif fit.status is _POSTPONE:
                 yield Postpone(job, fit.reason)
 
-
-    def _arm(self, view: ClusterView, vc, job: Job, head: Job, reserved: float) -> None:
-        """Stop ``job`` at ``head``'s reserved start plus the grace, unless it has ended by then."""
-        at = reserved + self.stop_grace
-        self.stops[job] = (at, head, job.run_seq)
-        if at > view.now:   # due now (a reservation for now, no grace): the next pass of the VC checks it
-            view.wake_at(at, vc)
-
-    def _stop_overruns(self, view: ClusterView, vc) -> Iterator[Decision]:
-        """The backfilled jobs of ``vc`` due to be stopped: still in the run they were let in for,
-        the head still waiting and its latest reserved start (plus the grace) due; a head whose
-        reservation moved later re-arms the stop there; anything else forgets it."""
-        now = view.now
-        book, stops = self.book, self.stops
-        for job, (at, head, run) in list(stops.items()):
-            if job.vc_state is not vc:
-                continue
-            if job.state is not _RUNNING or job.run_seq != run or head.state is not _PENDING:
-                del stops[job]
-                continue
-            if at > now:
-                continue
-            reserved = book.reserved(head)
-            del stops[job]
-            if reserved is None:   # the head holds no reservation any more (another job is ahead)
-                continue
-            if reserved + self.stop_grace > now:   # its reservation moved: stop there instead
-                self._arm(view, vc, job, head, reserved)
-                continue
-            if head.gpus <= vc.free and self.placer.place(view, vc, head).status is _FITS:
-                continue   # the head starts now anyway: the job delays nothing
-            book.stopped += 1
-            yield Preempt(job, f"overran its estimate into the reservation of {head.job_id} "
-                               f"(on_overrun=stop, {self.name})")
 
 
 def _first(pair: tuple) -> float:
