@@ -16,6 +16,8 @@ evaluate`` scores the memory model on them as a held-out set.
 
     python scripts/measure_gpu_jobs.py --out runs/measured            # one GPU, < 10 min on an H100
     python scripts/measure_gpu_jobs.py --dry-run --out /tmp/m         # CPU, tiny steps: the plumbing
+    python scripts/measure_gpu_jobs.py --cudnn-benchmark both --models resnet50 --out runs/cudnn
+                                        # each job with cuDNN autotuning off and on (issue 36's open question)
 
 Needs torch and transformers (``pip install 'dlsched[export]'``); NVML through ``pynvml``
 (nvidia-ml-py) when installed, else ``nvidia-smi``; on CPU (``--dry-run``) the GPU columns stay empty.
@@ -72,7 +74,8 @@ PAIRS = [("resnet18_cifar", "resnet50"), ("resnet50", "bert_base_fused"), ("lstm
          ("vit_b_16_fused", "a3c_pong"), ("transformer_eager", "mobilenet_v3_large")]
 HF_GEOMETRY = {"bert_base_squad": ("bert-base", "qa"), "bert_large": ("bert-large", "base"),
                "gpt2_small": ("gpt2", "lm"), "gpt2_medium": ("gpt2-medium", "lm"), "vit_b_16": ("vit-b-16", "vit")}
-JOB_FIELDS = ["label", "model", "attention", "batch", "seq", "optimizer", "amp", "device", "steps", "step_s",
+JOB_FIELDS = ["label", "model", "attention", "batch", "seq", "optimizer", "amp", "cudnn_benchmark", "device", "steps",
+              "step_s",
               "max_allocated_mib", "max_reserved_mib", "nvml_used_mib", "nvml_util_mean", "error"]
 PAIR_FIELDS = ["a", "b", "batch_a", "batch_b", "seconds", "rate_a_alone", "rate_b_alone", "rate_a_together",
                "rate_b_together", "speed_a", "speed_b", "error"]
@@ -211,14 +214,16 @@ def child_jobs(spec: dict[str, Any]) -> list[dict[str, Any]]:
     import torch
 
     device = spec["device"]
+    bench = bool(spec.get("cudnn_benchmark", False))
+    torch.backends.cudnn.benchmark = bench   # autotuned convolutions pick a workspace per input shape
     module, inputs = _build(spec["model"], spec["kind"], spec["attention"] or "eager", spec["seq"])
     module = module.to(device).train()
     opt = torch.optim.Adam(module.parameters(), lr=1e-4)
     rows = []
     for b in sorted(spec["batches"]):
         row = {"label": spec["label"], "model": spec["model"], "attention": spec["attention"] or "", "batch": b,
-               "seq": spec["seq"], "optimizer": "adam", "amp": 0, "device": device, "steps": spec["steps"],
-               "error": ""}
+               "seq": spec["seq"], "optimizer": "adam", "amp": 0, "cudnn_benchmark": int(bench), "device": device,
+               "steps": spec["steps"], "error": ""}
         try:
             args, kw = _to(inputs(b), device)
             if device.startswith("cuda"):
@@ -357,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=len(PAIRS), help="how many of the co-located pairs")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--pair-seconds", type=float, default=6.0)
+    ap.add_argument("--cudnn-benchmark", choices=("off", "on", "both"), default="off",
+                    help="torch.backends.cudnn.benchmark for the jobs (off: PyTorch's default; on: timm's train.py; "
+                         "both: every model twice, a row each, to measure what autotuning adds to the peak)")
     ap.add_argument("--child", nargs=2, metavar=("MODE", "SPEC"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -378,19 +386,21 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
     rows: list[dict[str, Any]] = []
-    for label in chosen:
+    benches = {"off": (False,), "on": (True,), "both": (False, True)}[args.cudnn_benchmark]
+    for label, bench in [(lab, b) for lab in chosen for b in benches]:
         _, model, kind, attention, batches, seq = known[label]
         spec = {"label": label, "model": model, "kind": kind, "attention": attention, "seq": min(seq, 32) if
                 args.dry_run and seq else seq, "batches": [1, 2] if args.dry_run else list(batches),
-                "steps": 1 if args.dry_run else args.steps, "warmup": 1 if args.dry_run else 2, "device": device}
+                "steps": 1 if args.dry_run else args.steps, "warmup": 1 if args.dry_run else 2, "device": device,
+                "cudnn_benchmark": bench}
         t0 = time.time()
         try:
             got = _run_child("jobs", spec, timeout=600)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             got = [{"label": label, "model": model, "attention": attention, "batch": b, "seq": spec["seq"],
-                    "device": device, "error": str(exc)} for b in spec["batches"]]
+                    "cudnn_benchmark": int(bench), "device": device, "error": str(exc)} for b in spec["batches"]]
         rows += got
-        print(f"{label}: {len(got)} batch sizes in {time.time() - t0:.1f} s "
+        print(f"{label}{' (cudnn.benchmark)' if bench else ''}: {len(got)} batch sizes in {time.time() - t0:.1f} s "
               f"({sum(1 for r in got if r.get('error'))} failed)", flush=True)
     _write(args.out / "jobs.csv", JOB_FIELDS, rows)
     pair_rows: list[dict[str, Any]] = []

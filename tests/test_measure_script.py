@@ -41,6 +41,21 @@ def test_dry_run_writes_jobs_pairs_and_the_stack(tmp_path: Path) -> None:
     assert "dry-run" in score_run(tmp_path / "m", None, None)["skipped"]
 
 
+def test_cudnn_benchmark_both_measures_every_job_with_autotuning_off_and_on(tmp_path: Path) -> None:
+    """Issue 36's open question (is the per-batch memory no graph term explains cuDNN's autotuned
+    workspaces?) needs each job with ``cudnn.benchmark`` off and on: a row each, the setting recorded."""
+    pytest.importorskip("torch")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(tmp_path / "m"),
+                           "--models", "neumf", "--pairs", "0", "--cudnn-benchmark", "both"],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with open(tmp_path / "m" / "jobs.csv") as fh:
+        jobs = list(csv.DictReader(fh))
+    assert [(r["batch"], r["cudnn_benchmark"]) for r in jobs] == [("1", "0"), ("2", "0"), ("1", "1"), ("2", "1")]
+    assert all(r["error"] == "" for r in jobs) and "neumf (cudnn.benchmark): 2 batch sizes" in proc.stdout
+
+
 def test_bad_model_name_is_one_error_line(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
