@@ -46,6 +46,42 @@ def test_simulate_peak_traced_memory_per_job_is_bounded(tmp_path):
     assert peak / n < PEAK_BYTES_PER_JOB, f"{peak / n:.0f} bytes per job at the peak"
 
 
+# Bytes a FIFO simulation of the built-in 20,000 jobs keeps per job once it is over (results
+# held, nothing written): the end time, a waiting job's queue delay, the kernel's index by id. Measured
+# on Python 3.11: 87 now; 163 before a finished job gave back its two counters (enq_seq, run_seq: an
+# int each) and a job that did not wait kept the shared 0.0 delay.
+RETAINED_BYTES_PER_JOB = 120
+
+
+def test_a_finished_run_keeps_little_per_job():
+    from dlsched.registry import make_policy
+    from dlsched.runner import cluster_for
+    from dlsched.sim import Simulator
+    from dlsched.traces import synthetic
+
+    n = 20_000
+    trace = synthetic.generate(jobs=n, seed=0)
+    sim = Simulator(cluster_for(trace.jobs, synthetic.default_cluster(trace)), make_policy("fifo"))
+    was = gc.isenabled()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        result = sim.run(trace.jobs)
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        if was:
+            gc.enable()
+    jobs = result.jobs
+    assert len(jobs) == n and all(j.state is JobState.FINISHED for j in jobs)
+    assert all(j.enq_seq == 0 and j.run_seq == 0 for j in jobs)
+    idle = [j for j in jobs if j.start_time == j.submit_time]
+    assert 0 < len(idle) < n and all(j.queue_delay == 0.0 for j in idle)
+    assert len({id(j.queue_delay) for j in idle}) == 1  # one shared 0.0, not one float a job
+    assert kept / n < RETAINED_BYTES_PER_JOB, f"{kept / n:.0f} bytes kept per job"
+
+
 def test_a_job_is_small():
     job = Job("j", "vc", 1, 0.0, 10.0)
     assert len(Job.__slots__) == 28

@@ -370,7 +370,8 @@ class ClusterState:
         job.placement = placement
         if job.start_time < 0:
             job.start_time = now
-        job.queue_delay += now - job.wait_since
+        if now != job.wait_since:  # a job that did not wait keeps the shared 0.0 (24 B a job at 3.4 M)
+            job.queue_delay += now - job.wait_since
         job.run_since = now
         self._run += 1
         job.run_seq = self._run
@@ -406,7 +407,8 @@ class ClusterState:
         job.placement = placement
         if job.start_time < 0:
             job.start_time = now
-        job.queue_delay += now - job.wait_since
+        if now != job.wait_since:  # a job that did not wait keeps the shared 0.0 (24 B a job at 3.4 M)
+            job.queue_delay += now - job.wait_since
         job.run_since = now
         self._run += 1
         job.run_seq = self._run
@@ -495,6 +497,7 @@ class ClusterState:
         self.n_running -= 1
         job.state = _FINISHED
         job.end_time = now
+        job.enq_seq = job.run_seq = 0  # a finished job's counters order nothing: 64 B a job back
         self.finished += 1
         return vc
 

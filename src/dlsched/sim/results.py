@@ -14,7 +14,8 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from operator import attrgetter
+from functools import partial
+from operator import attrgetter, is_not
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,7 @@ _TEXT_COLUMNS = ("job_id", "user", "name", "vc")
 _NUMBER_ATTRS = {"duration": "_duration"}  # jobs.csv column -> job attribute, where they differ
 _NUMBER_TYPES = {"gpus": np.int64, "preemptions": np.int64}  # the rest are floats
 _LIMIT = attrgetter("_spec.time_limit_s")
+_SET = partial(is_not, None)  # a limit was given
 
 # Seconds spent in write_run, collected while a `timed_writes()` block is open (for --timings).
 _WRITE_SECONDS: ContextVar[list[float] | None] = ContextVar("dlsched_write_seconds", default=None)
@@ -75,8 +77,8 @@ def job_columns(result: SimResult, cols: dict[str, np.ndarray] | None = None,
     if len(jobs) and not np.isnan(util).all():  # predictions were filled: keep them with the outcomes
         out["pred_gpu_util"] = util
         out["pred_gpu_mem_mib"] = np.fromiter(map(attrgetter("pred_gpu_mem_mib"), jobs), float, len(jobs))
-    limits = list(map(_LIMIT, jobs))
-    if any(limit is not None for limit in limits):   # max runtimes were set: each one, and how each job ended
+    if any(map(_SET, map(_LIMIT, jobs))):   # max runtimes were set: each one, and how each job ended
+        limits = list(map(_LIMIT, jobs))  # (only then: a list of every job's limit is 8 B a job at the peak)
         out["time_limit_s"] = np.array([math.nan if limit is None else limit for limit in limits], float)
         stops = result.stops
         out["stop"] = [str(stops.get(job.job_id, StopReason.FINISHED)) for job in jobs]
