@@ -12,6 +12,8 @@ write of it after its renew deadline (point 4).
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from datetime import UTC
@@ -85,10 +87,18 @@ def _check_bound_once_as_nominated(work: Workload, decisions: list[dict], kill_w
     return unlogged
 
 
-def _wait(cond, timeout: float, what: str) -> None:
+def _wait(cond, timeout: float, what: str, dump: ServiceProcess | None = None) -> None:
+    """Poll ``cond``; past ``timeout`` fail, with ``dump``'s thread stacks (SIGUSR1: `dlsched serve`
+    registers faulthandler) and the end of its log in the message, so a hang says where it is."""
     deadline = time.monotonic() + timeout
     while not cond():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        if time.monotonic() >= deadline:
+            tail = ""
+            if dump is not None and dump.proc is not None and dump.proc.poll() is None:
+                os.kill(dump.proc.pid, signal.SIGUSR1)
+                time.sleep(1.0)
+                tail = "\n" + dump.log_path.read_text(errors="replace")[-12000:]
+            raise AssertionError(f"{what}: not within {timeout} s{tail}")
         time.sleep(0.1)
 
 
@@ -256,8 +266,6 @@ def test_a_leader_paused_past_its_lease_writes_nothing_when_it_runs_again(shared
     rest on resuming (the pass and the Binding were fenced, the workers were not)."""
     if pg_bindir() is None:
         pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
-    import os
-    import signal
 
     timing = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5", *NO_ETA)
     with extender_control_plane(shared, audit=True) as (cp, port):
@@ -301,7 +309,7 @@ def test_a_leader_paused_past_its_lease_writes_nothing_when_it_runs_again(shared
             os.kill(a.proc.pid, signal.SIGSTOP)
             paused = time.time()
             try:
-                _wait(lambda: _leader(b)["ready"], 30, "replica-b leads")
+                _wait(lambda: _leader(b)["ready"], 30, "replica-b leads", dump=b)
                 took_over = time.time()
                 for name in finished:   # the pods are deleted: kube-scheduler retries, the new leader binds
                     cp.request("DELETE", f"/api/v1/namespaces/default/pods/{name}?gracePeriodSeconds=0")

@@ -153,6 +153,7 @@ def register(app: typer.Typer) -> None:
                 election = check_election(db, host, port, lease_name, lease_namespace, leader_id, advertise_url,
                                           lease_duration, renew_deadline, retry_period)
             connection = Connection(kubeconfig, api_server, api_token, insecure_skip_tls_verify, db, token)
+            _thread_dump_on_sigusr1()
             from dlsched.service.gpu_binding.setup import GpuBindingOptions
 
             binding = GpuBindingOptions(gpu_binding, webhook_host or host, webhook_port, webhook_url,
@@ -348,3 +349,13 @@ def _db_reason(exc: Exception) -> str:
     if exc.__class__.__name__ in ("NoSuchModuleError", "ArgumentError"):
         return "not a database URL dlsched can open (use sqlite:///FILE or postgresql://USER@HOST/DB)"
     return "cannot open the store: " + re.sub(r"^\([\w.]+\)\s*", "", text)
+
+
+def _thread_dump_on_sigusr1() -> None:
+    """``kill -USR1 PID`` prints every thread's stack to the service's stderr: how an operator (or a
+    test whose wait ran out) sees where a replica that never became ready, or stopped binding, is stuck."""
+    import faulthandler
+    import signal
+
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
