@@ -292,12 +292,12 @@ class SchedulerBridge(KubeBridge):
         self._reports.put(uid, pod, message)
 
     def _stale(self, uid: str, message: str, waiting: bool) -> bool:
-        """Whether a queued report no longer holds: its pod bound, nominated or gone, or (a report
-        of the node checks) given nodes meanwhile. Such a report is dropped, and forgotten as
+        """Whether a queued report no longer holds: its pod bound, nominated or gone, or given
+        nodes meanwhile (a report of the node checks), or none (one that waits for GPUs). Such a report is dropped, and forgotten as
         reported so that the same message is queued again should it hold again."""
         job = self.core.jobs.get(uid)
         if uid in self.pending and uid not in self.assumed and (job is None or job.state is JobState.PENDING) \
-                and (waiting or not self.core.offered.get(uid)):
+                and bool(self.core.offered.get(uid)) == waiting:
             return False
         self.counts["reports_dropped"] += 1
         with self.cache_lock:
