@@ -135,3 +135,28 @@ def test_a_watch_event_does_not_set_the_pass_trigger_again_while_it_is_set(monke
         assert Counting.sets == 1 and bridge._pass_wanted.is_set()
     finally:
         service.stop()
+
+
+def test_a_pending_pods_own_report_coming_back_through_the_watch_is_no_news_to_the_core(monkeypatch):
+    """The watch shows each report's PATCH as a MODIFIED pod: its copy is kept (the next patch's
+    place), but the core is not told and no pass is asked for; any other change is news."""
+    handlers = []
+    monkeypatch.setattr(bridge_mod, "watch_kind", lambda lister, rv, handle, *rest: handlers.append(handle))
+    api = FakeApi([node("a")], [pod("p", 1, nodeSelector={"zone": "x"})])
+    service, bridge = _service(api, workers=False)
+    try:
+        bridge.reconcile()
+        seen = []
+        monkeypatch.setattr(service.core, "pod_seen", lambda facts: seen.append(facts.uid))
+        bridge._watch("pods", "1")
+        echo = _carrying("p", AFFINITY)
+        echo["metadata"]["resourceVersion"] = "2"
+        handlers[0]("MODIFIED", echo)
+        assert seen == [] and not bridge._pass_wanted.is_set() and bridge.pending["p"] is echo
+        assert bridge.counts["status_echoes"] == 1
+        labelled = _carrying("p", AFFINITY)
+        labelled["metadata"]["labels"] = {"team": "a"}
+        handlers[0]("MODIFIED", labelled)
+        assert seen == ["p"] and bridge._pass_wanted.is_set()
+    finally:
+        service.stop()

@@ -53,6 +53,22 @@ def carries(pod: dict, message: str) -> bool:
     return False
 
 
+def status_echo(old: dict, new: dict) -> bool:
+    """Whether a pending pod's ``new`` copy differs from ``old`` only in what neither the core nor
+    the node checks read: its resourceVersion, managedFields and conditions (PodScheduled not
+    True). What dlsched's own Unschedulable report looks like coming back through the watch."""
+    if old.get("spec") != new.get("spec"):
+        return False
+    om, nm = _meta(old), _meta(new)
+    if any(om.get(k) != nm.get(k) for k in om.keys() | nm.keys() if k not in ("resourceVersion", "managedFields")):
+        return False
+    was, now = old.get("status") or {}, new.get("status") or {}
+    if any(was.get(k) != now.get(k) for k in was.keys() | now.keys() if k != "conditions"):
+        return False
+    return not any(isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "True"
+                   for c in now.get("conditions") or [])
+
+
 def _since(pod: dict) -> str | None:
     """The pod's PodScheduled lastTransitionTime when it is already False (kept on a new message)."""
     for c in (pod.get("status") or {}).get("conditions") or []:
@@ -93,7 +109,7 @@ class SchedulerBridge(KubeBridge):
         self.reported: dict[str, tuple[str, float]] = {}  # uid -> (message, when) last written
         self.counts: dict[str, int] = {"unschedulable_reported": 0, "report_failures": 0, "reports_too_late": 0,
                                        "refits": 0, "gpu_unbindable_excluded": 0,
-                                       "reports_unchanged": 0, "reports_dropped": 0}
+                                       "reports_unchanged": 0, "reports_dropped": 0, "status_echoes": 0}
         self.watch_counts: dict[str, int] = {}
         self._reports = ReportQueue()                     # one report per pod, written at a capped rate
         self.binder = None   # the Binder (runtime.start_binder): binds the pods that request no GPU too
@@ -397,15 +413,23 @@ class SchedulerBridge(KubeBridge):
         if changed:
             self._recheck_node(name)
 
-    def _pod_event(self, kind: str, obj: dict) -> None:
+    def _pod_event(self, kind: str, obj: dict) -> bool:
+        """The watch's news of a pod; False when it is no news to the core (no pass wanted)."""
         meta, spec = _meta(obj), obj.get("spec") or {}
         uid, node = meta.get("uid"), spec.get("nodeName") or ""
         if not isinstance(uid, str):
             super()._pod_event(kind, obj)
-            return
+            return True
         gone = kind == "DELETED" or _terminal(obj)
         mine = spec.get("schedulerName") == self.scheduler_name
         freed, new = "", False
+        if kind == "MODIFIED" and mine and not node and not gone:
+            with self.cache_lock:
+                old = self.pending.get(uid)
+                if old is not None and status_echo(old, obj):   # a report of ours (or a condition) came back
+                    self.pending[uid] = obj
+                    self.counts["status_echoes"] += 1
+                    return False
         with self.cache_lock:
             old = self.bound_at.pop(uid, None)
             if old is not None:
@@ -433,6 +457,7 @@ class SchedulerBridge(KubeBridge):
             self._place_plain(uid)
         if freed:
             self._recheck_node(freed, freed=True)
+        return True
 
     # -- watching -------------------------------------------------------------------------------
     def start(self, node_rv: str, pod_rv: str) -> None:
@@ -463,8 +488,8 @@ class SchedulerBridge(KubeBridge):
         wanted = self._pass_wanted
 
         def handle(event_type: str, obj: dict) -> None:
-            handler(event_type, obj)
-            if not wanted.is_set():   # set already: the pass to come decides this event too
+            news = handler(event_type, obj)
+            if news is not False and not wanted.is_set():   # set already: the pass to come decides this too
                 wanted.set()          # decided by the pass thread, with whatever else came meanwhile
 
         def relist() -> str:
