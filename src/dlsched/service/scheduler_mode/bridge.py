@@ -309,8 +309,9 @@ class SchedulerBridge(KubeBridge):
 
     def _stale(self, uid: str, message: str, waiting: bool) -> bool:
         """Whether a queued report no longer holds: its pod bound, nominated or gone, or given
-        nodes meanwhile (a report of the node checks), or none (one that waits for GPUs). Such a report is dropped, and forgotten as
-        reported so that the same message is queued again should it hold again."""
+        nodes meanwhile (a report of the node checks), or none (one that waits for GPUs). Such
+        a report is dropped, and forgotten as reported, so that the same message is queued
+        again should it hold again."""
         job = self.core.jobs.get(uid)
         if uid in self.pending and uid not in self.assumed and (job is None or job.state is JobState.PENDING) \
                 and bool(self.core.offered.get(uid)) == waiting:
