@@ -108,7 +108,8 @@ def test_a_waiting_mutated_pod_is_told_which_nodes_were_left_out():
             bridge.nodes.update({"mig": api.nodes[0], "plain": api.nodes[1]})
             bridge.pending["p"] = api.pods[0]
         assert bridge.report_waiting("p", "waiting for GPUs: 1 node(s) pass")
-        _, message = bridge._reports.get_nowait()
+        _, _, message, waiting = bridge._reports.get(0)
+        assert waiting
         assert message == ("waiting for GPUs: 1 node(s) pass; 1 node(s) left out: their GPU set-up cannot bind "
                            "dlsched's GPU choice (mig)")
         assert bridge.last_report("p") == "waiting for GPUs: 1 node(s) pass"   # what the reporter compares

@@ -101,6 +101,35 @@ def test_write_behind_batches_the_binds_recorded_meanwhile(tmp_path):
     store.close()
 
 
+def test_a_pod_gone_is_released_after_the_core_lock_is_let_go(tmp_path):
+    """A finished pod's release (its rows deleted, its memory rows forgotten) is written behind:
+    durably, but with the core's lock free (on the code before, inside it)."""
+    core = _core(f"sqlite:///{tmp_path}/s.db")
+    core.pod_seen(_pod("p1", 2))
+    core.run_pass()
+    core.begin_bind("p1", "n1")
+    core.end_bind("p1", "n1", "")
+    writes = _writes(core.store, core)
+    core.pod_gone("p1")
+    assert ("DELETE FROM assignments", "FULL", False) in writes and writes[-1][0] == "INSERT INTO decisions"
+    assert not any(held for *_, held in writes)
+    assert core.store.write_behind() == 0 and core.store.assignment_rows() == []
+    assert [d["kind"] for d in core.store.decision_log()] == ["submit", "assume", "bind", "finish"]
+    core.store.close()
+
+
+def test_a_recorded_release_is_written_before_a_nomination_of_its_slots(tmp_path):
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    store.assume("a", "ns/a", "n", [(0, 0)], 1.0)
+    store.bound_later("a", "ns/a", "n", "0", 1.5, kind="bind")
+    store.release_later("a", "ns/a", "finish", 2.0)
+    store.assume("b", "ns/b", "n", [(0, 0)], 3.0)   # a's slot: its deferred delete goes first, no DoubleAssignment
+    assert [(r["pod"], r["state"]) for r in store.assignment_rows()] == [("ns/b", "assumed")]
+    assert [d["kind"] for d in store.decision_log()] == ["assume", "bind", "finish", "assume"]
+    assert store._binds_pending == 0
+    store.close()
+
+
 CHILD = """
 import os, signal
 from dlsched.registry import make_policy

@@ -317,22 +317,24 @@ class Adapter:
                 self.submit(pod)
 
     def end(self, job: Job, pod: PodFacts, why: str) -> None:
-        """The pod ended (or is dropped): the job finishes or is withdrawn, its rows released."""
+        """The pod ended (or is dropped): the job finishes or is withdrawn, its rows released
+        behind the core's lock (``Store.release_later``: the caller's ``write_behind``, or the
+        next transaction, writes them)."""
         st, now, book = self.state, self.now(), self.book
         uid = job.job_id
         if job.state is RUNNING and self.limits.timed_out(job, pod):
             detail = self.limits.why(job, pod)
             self.handle(JobTimedOut(job), now)   # StopReason.TIME_LIMIT: it will not run again
-            self.store.release(uid, pod.key, "time_limit", now, detail=detail)
+            self.store.release_later(uid, pod.key, "time_limit", now, detail=detail)
             self.record("time_limit", uid=uid, why=detail)
             self.counters["jobs stopped at their time limit"] += 1
         elif job.state is RUNNING:
             # the time it ran (job.attained_at: the kernel's run record), which the estimators read
             self.handle(JobFinished(job), now)
-            self.store.release(uid, pod.key, "finish", now, detail=why)
+            self.store.release_later(uid, pod.key, "finish", now, detail=why)
             self.record("finish", uid=uid, why=why)
         else:
-            self.store.release(uid, pod.key, "withdraw", now, detail=why)
+            self.store.release_later(uid, pod.key, "withdraw", now, detail=why)
             self.record("withdraw", uid=uid, why=why)
             if job.state is ASSUMED and is_gang_id(uid):   # gang hook: its pods' nominations go
                 self.gangs.released(uid, why)

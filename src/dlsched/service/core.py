@@ -224,6 +224,7 @@ class SchedulerCore:
     def pod_gone(self, uid: str) -> None:
         with self.lock:
             self.adapter.pod_gone(uid)
+        self.store.write_behind()   # its release, committed outside the lock (store.py)
 
     # -- passes and timers -------------------------------------------------------------------
     def run_pass(self) -> int:

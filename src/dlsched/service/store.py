@@ -22,8 +22,12 @@ lock (several binds in one durable transaction), or else by the next transaction
 under the core's lock a bind's flushed commit (10 ms alone, far more under load) held back every
 filter and every other bind. Safe because the API server, not the store, is the truth for a
 bound pod: a crash before the write leaves the pod's rows ``assumed``, and start-up adopts the
-pod bound and rewrites them (docs/service.md). Nominations, releases and eviction intents are
-never written behind: they commit before their effect.
+pod bound and rewrites them (docs/service.md). The release of a pod that ended or is gone is
+recorded the same way (:meth:`Store.release_later`): its rows are deleted by the next
+transaction before that transaction's own rows, so a nomination of the freed slots never meets
+them, and a crash before the write leaves rows of a pod the API server no longer shows, which
+start-up drops. Nominations, the other releases and eviction intents are never written behind:
+they commit before their effect.
 
 SQLite's checkpoints (the WAL copied into the database file, with an fsync of each) run in a
 thread of their own every second, not inside whichever commit crossed the WAL's size limit: that
@@ -144,6 +148,7 @@ memory_peaks = Table(
 
 MEMORY_KEPT = 20_000   # rows kept in each memory table; the oldest past it are dropped and counted
 ENDED_KINDS = ("finish", "withdraw", "time_limit")   # a release after which the pod's uid never returns
+LOG_ONLY, BIND, RELEASE, ENDED = range(4)            # what a deferred entry does when written
 
 INSERT_ASSIGNMENTS = insert(assignments)   # built once: executing them reuses the compiled statement
 INSERT_DECISION = insert(decisions)
@@ -246,11 +251,11 @@ class Store:
         self._checkpointer = Checkpointer(self.engine) if in_file else None
         self._lock = threading.Lock()   # one writer at a time; held through a commit
         self._dialect = self.engine.dialect.name
-        # entries not written yet, in order: (log entry, True for a bind whose rows become bound);
+        # entries not written yet, in order: (log entry, what it does: LOG_ONLY, BIND, RELEASE, ENDED);
         # under _pending_lock, which no commit holds, so that recording one never waits for the disk
-        self._deferred: list[tuple[dict, bool]] = []
+        self._deferred: list[tuple[dict, int]] = []
         self._pending_lock = threading.Lock()
-        self._binds_pending = 0   # binds among _deferred
+        self._binds_pending = 0   # binds and releases among _deferred: written durably
 
     @contextmanager
     def _write(self, durable: bool = True) -> Iterator:
@@ -267,15 +272,27 @@ class Store:
             elif self._dialect == "postgresql" and not durable:
                 conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
             if deferred:
-                binds = [entry["pod_uid"] for entry, bind in deferred if bind]
-                if binds:
-                    conn.execute(update(assignments).where(assignments.c.pod_uid.in_(binds)).values(state="bound"))
-                conn.execute(INSERT_DECISION, [entry for entry, _ in deferred])
+                self._write_deferred(conn, deferred)
             yield conn
         if deferred:   # committed (a rolled-back transaction leaves them deferred)
             with self._pending_lock:
                 del self._deferred[:len(deferred)]
-                self._binds_pending -= sum(bind for _, bind in deferred)
+                self._binds_pending -= sum(what != LOG_ONLY for _, what in deferred)
+
+    def _write_deferred(self, conn, deferred: list[tuple[dict, int]]) -> None:
+        """The recorded binds' rows bound, then the recorded releases' rows deleted (a bind and a
+        later release of one pod: no rows; a release and a later bind of one pod cannot share a
+        batch, the nomination between them being a transaction), then their log entries."""
+        binds = [entry["pod_uid"] for entry, what in deferred if what == BIND]
+        if binds:
+            conn.execute(update(assignments).where(assignments.c.pod_uid.in_(binds)).values(state="bound"))
+        gone = [entry["pod_uid"] for entry, what in deferred if what in (RELEASE, ENDED)]
+        if gone:
+            conn.execute(delete(assignments).where(assignments.c.pod_uid.in_(gone)))
+            ended = [entry["pod_uid"] for entry, what in deferred if what == ENDED]
+            if ended:
+                self._forget_memory(conn, ended)
+        conn.execute(INSERT_DECISION, [entry for entry, _ in deferred])
 
     def _flush(self) -> None:
         """Write the deferred entries (before a read, so that it sees them); durably when a bind
@@ -330,7 +347,7 @@ class Store:
         """:meth:`bound`, recorded in memory now and written by :meth:`write_behind`, the next
         transaction or the next read (see above): it never waits for a commit."""
         with self._pending_lock:
-            self._deferred.append((_decision(now, kind, pod_uid, pod, node, gpus, detail), True))
+            self._deferred.append((_decision(now, kind, pod_uid, pod, node, gpus, detail), BIND))
             self._binds_pending += 1
 
     def release(self, pod_uid: str, pod: str, kind: str, now: float, detail: str = "") -> None:
@@ -342,11 +359,20 @@ class Store:
                 self._forget_memory(conn, [pod_uid])
             conn.execute(INSERT_DECISION, _decision(now, kind, pod_uid, pod, detail=detail))
 
+    def release_later(self, pod_uid: str, pod: str, kind: str, now: float, detail: str = "") -> None:
+        """:meth:`release`, recorded in memory now and written as :meth:`bound_later` is (see
+        above): for a pod that ended or is gone, whose release must not hold the core's lock
+        through a flushed commit."""
+        what = ENDED if kind in ENDED_KINDS else RELEASE
+        with self._pending_lock:
+            self._deferred.append((_decision(now, kind, pod_uid, pod, detail=detail), what))
+            self._binds_pending += 1
+
     def log(self, kind: str, pod_uid: str, pod: str, now: float, node: str = "", gpus: str = "",
             detail: str = "") -> None:
         """A log-only entry (``submit``): written by the next transaction or read (see above)."""
         with self._pending_lock:
-            self._deferred.append((_decision(now, kind, pod_uid, pod, node, gpus, detail), False))
+            self._deferred.append((_decision(now, kind, pod_uid, pod, node, gpus, detail), LOG_ONLY))
 
     def adopt(self, pod_uid: str, pod: str, node: str, slots: Slots, now: float, detail: str = "") -> None:
         """A bound pod found at start-up or through the watch: its slots, as bound, replacing any

@@ -4,21 +4,22 @@ nodes and the pods bound on each (whatever scheduler placed them), checks every 
 dlsched's own (``spec.schedulerName``) against the nodes, restricts the pod's placement to the
 nodes that pass (``SchedulerCore.offered``, the mechanism kube-scheduler's offered nodes use),
 and reports a pod no node passes as kube-scheduler does: ``PodScheduled=False`` /
-``Unschedulable`` with the reason, and a ``FailedScheduling`` event (at most once a minute per
-pod and message). Pods of any other scheduler are read, never written.
+``Unschedulable`` with the reason, and a ``FailedScheduling`` event: once per pod and message
+(none while the pod already carries it), queued one per pod and written at a capped rate
+(``scheduler_mode/reports.py``). Pods of any other scheduler are read, never written.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import queue
 import threading
 import time
 
 from dlsched.core.job import JobState
 from dlsched.service.kube import KubeBridge, _read
 from dlsched.service.scheduler_mode import fit
+from dlsched.service.scheduler_mode.reports import ReportQueue
 from dlsched.service.scheduler_mode.stages import StageTimes
 from dlsched.service.scheduler_mode.watch import watch_kind
 
@@ -40,6 +41,40 @@ def _node_key(obj: dict) -> tuple:
     ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
     return (repr(sorted((_meta(obj).get("labels") or {}).items())), bool(spec.get("unschedulable")),
             repr(spec.get("taints") or []), repr(sorted((status.get("allocatable") or {}).items())), repr(ready))
+
+
+def carries(pod: dict, message: str) -> bool:
+    """Whether ``pod`` (as the watch last showed it) already has ``PodScheduled=False`` /
+    ``Unschedulable`` with ``message``: writing it again would change nothing (kube-scheduler
+    does not re-patch an unchanged condition either)."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return c.get("status") == "False" and c.get("reason") == "Unschedulable" and c.get("message") == message
+    return False
+
+
+def status_echo(old: dict, new: dict) -> bool:
+    """Whether a pending pod's ``new`` copy differs from ``old`` only in what neither the core nor
+    the node checks read: its resourceVersion, managedFields and conditions (PodScheduled not
+    True). What dlsched's own Unschedulable report looks like coming back through the watch."""
+    if old.get("spec") != new.get("spec"):
+        return False
+    om, nm = _meta(old), _meta(new)
+    if any(om.get(k) != nm.get(k) for k in om.keys() | nm.keys() if k not in ("resourceVersion", "managedFields")):
+        return False
+    was, now = old.get("status") or {}, new.get("status") or {}
+    if any(was.get(k) != now.get(k) for k in was.keys() | now.keys() if k != "conditions"):
+        return False
+    return not any(isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "True"
+                   for c in now.get("conditions") or [])
+
+
+def _since(pod: dict) -> str | None:
+    """The pod's PodScheduled lastTransitionTime when it is already False (kept on a new message)."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return c.get("lastTransitionTime")
+    return None
 
 
 def condition_patch(pod: dict, uid: str, condition: dict) -> list[dict]:
@@ -73,9 +108,10 @@ class SchedulerBridge(KubeBridge):
         self.pending: dict[str, dict] = {}                # uid -> a pending pod of dlsched's
         self.reported: dict[str, tuple[str, float]] = {}  # uid -> (message, when) last written
         self.counts: dict[str, int] = {"unschedulable_reported": 0, "report_failures": 0, "reports_too_late": 0,
-                                       "refits": 0, "gpu_unbindable_excluded": 0}
+                                       "refits": 0, "gpu_unbindable_excluded": 0,
+                                       "reports_unchanged": 0, "reports_dropped": 0, "status_echoes": 0}
         self.watch_counts: dict[str, int] = {}
-        self._reports: queue.SimpleQueue = queue.SimpleQueue()
+        self._reports = ReportQueue()                     # one report per pod, written at a capped rate
         self.binder = None   # the Binder (runtime.start_binder): binds the pods that request no GPU too
         self.events_api = None   # EventsV1Api, made on the first events.k8s.io/v1 event
         self.shape_of: dict[str, str] = {}                # uid -> what the checks read of the pending pod
@@ -233,8 +269,11 @@ class SchedulerBridge(KubeBridge):
             if pod is None or uid in self.assumed:
                 return False
             self.reported[uid] = (message, time.monotonic())   # as given: the reporter compares it
-            note = self._unbindable_note(pod)
-        self._reports.put((pod, message + note))
+            text = message + self._unbindable_note(pod)
+        if carries(pod, text):
+            self.counts["reports_unchanged"] += 1
+        else:
+            self._reports.put(uid, pod, text, waiting=True)
         return True
 
     def _unbindable_note(self, pod: dict) -> str:
@@ -263,23 +302,48 @@ class SchedulerBridge(KubeBridge):
         if last is not None and last[0] == message and now - last[1] < REPORT_AGAIN_S:
             return
         self.reported[uid] = (message, now)
-        self._reports.put((pod, message))
+        if carries(pod, message):
+            self.counts["reports_unchanged"] += 1   # already on the pod (a restart, a new leader)
+            return
+        self._reports.put(uid, pod, message)
+
+    def _stale(self, uid: str, message: str, waiting: bool) -> bool:
+        """Whether a queued report no longer holds: its pod bound, nominated or gone, or given
+        nodes meanwhile (a report of the node checks), or none (one that waits for GPUs). Such
+        a report is dropped, and forgotten as reported, so that the same message is queued
+        again should it hold again."""
+        job = self.core.jobs.get(uid)
+        if uid in self.pending and uid not in self.assumed and (job is None or job.state is JobState.PENDING) \
+                and bool(self.core.offered.get(uid)) == waiting:
+            return False
+        self.counts["reports_dropped"] += 1
+        with self.cache_lock:
+            if self.reported.get(uid, ("",))[0] == message:
+                del self.reported[uid]
+        return True
 
     def _reporter(self) -> None:
-        """Writes the queued reports (off the watch threads): the status condition, then the event."""
+        """Writes the queued reports (off the watch threads), oldest first at the queue's rate:
+        the status condition, then the event. What no longer holds is dropped, before and after
+        the wait for the rate; what the pod already carries is not written again."""
         while not self._stop.is_set():
-            try:
-                pod, message = self._reports.get(timeout=1.0)
-            except queue.Empty:
+            item = self._reports.get(timeout=1.0)
+            if item is None:
+                continue
+            uid, pod, message, waiting = item
+            if self._stale(uid, message, waiting) or not self._reports.take_token(self._stop) \
+                    or self._stale(uid, message, waiting):
+                continue
+            pod = self.pending.get(uid) or pod   # the watch's newest copy
+            if carries(pod, message):
+                self.counts["reports_unchanged"] += 1
                 continue
             meta = _meta(pod)
             ns, name = meta.get("namespace") or "default", meta.get("name")
-            uid = _meta(pod).get("uid")
-            job = self.core.jobs.get(uid)
-            if uid not in self.pending or uid in self.assumed or (job is not None and job.state is not JobState.PENDING):
-                continue   # bound, nominated or gone meanwhile: PodScheduled=False would be stale
+            condition = fit.unschedulable_condition(message)
+            condition["lastTransitionTime"] = _since(pod) or condition["lastTransitionTime"]
             try:
-                if not self._write_condition(ns, name, uid, fit.unschedulable_condition(message)):
+                if not self._write_condition(ns, name, uid, condition):
                     self.counts["reports_too_late"] += 1   # bound (or replaced) meanwhile: nothing written
                     continue
                 self._post_event(ns, fit.failed_scheduling_event(pod, message, self.scheduler_name))
@@ -350,15 +414,23 @@ class SchedulerBridge(KubeBridge):
         if changed:
             self._recheck_node(name)
 
-    def _pod_event(self, kind: str, obj: dict) -> None:
+    def _pod_event(self, kind: str, obj: dict) -> bool:
+        """The watch's news of a pod; False when it is no news to the core (no pass wanted)."""
         meta, spec = _meta(obj), obj.get("spec") or {}
         uid, node = meta.get("uid"), spec.get("nodeName") or ""
         if not isinstance(uid, str):
             super()._pod_event(kind, obj)
-            return
+            return True
         gone = kind == "DELETED" or _terminal(obj)
         mine = spec.get("schedulerName") == self.scheduler_name
         freed, new = "", False
+        if kind == "MODIFIED" and mine and not node and not gone:
+            with self.cache_lock:
+                old = self.pending.get(uid)
+                if old is not None and status_echo(old, obj):   # a report of ours (or a condition) came back
+                    self.pending[uid] = obj
+                    self.counts["status_echoes"] += 1
+                    return False
         with self.cache_lock:
             old = self.bound_at.pop(uid, None)
             if old is not None:
@@ -386,6 +458,7 @@ class SchedulerBridge(KubeBridge):
             self._place_plain(uid)
         if freed:
             self._recheck_node(freed, freed=True)
+        return True
 
     # -- watching -------------------------------------------------------------------------------
     def start(self, node_rv: str, pod_rv: str) -> None:
@@ -413,9 +486,12 @@ class SchedulerBridge(KubeBridge):
     def _watch(self, kind: str, rv: str) -> None:
         handler = self._node_event if kind == "nodes" else self._pod_event
 
+        wanted = self._pass_wanted
+
         def handle(event_type: str, obj: dict) -> None:
-            handler(event_type, obj)
-            self._pass_wanted.set()   # decided by the pass thread, with whatever else came meanwhile
+            news = handler(event_type, obj)
+            if news is not False and not wanted.is_set():   # set already: the pass to come decides this too
+                wanted.set()          # decided by the pass thread, with whatever else came meanwhile
 
         def relist() -> str:
             self.resyncs += 1
@@ -445,4 +521,5 @@ class SchedulerBridge(KubeBridge):
                     "unschedulable": sum(1 for u in self.pending if not self.core.offered.get(u)),
                     **self.counts, "watch": dict(self.watch_counts), "resyncs": self.resyncs,
                     "passes": self.passes_run,
+                    "reports_queued": len(self._reports), "reports_replaced": self._reports.replaced,
                     "stages": self.stages.summary()}
