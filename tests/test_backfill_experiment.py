@@ -130,11 +130,3 @@ def test_a_variant_gives_the_same_numbers_after_another_on_the_same_jobs():
     assert after["conservative-pred"] == alone["conservative-pred"]
     assert alone["conservative-pred"][0]["avg_jct"] == pytest.approx(13860.89, abs=0.01)
 
-
-def test_a_reset_job_has_no_prediction_of_the_run_before():
-    from dlsched.core.job import Job
-
-    job = Job("j", "vc", 1, 0.0, 10.0)
-    job.pred_duration, job.priority = 5.0, 5.0
-    job.reset()
-    assert job.pred_duration != job.pred_duration and job.priority != job.priority  # NaN

@@ -272,8 +272,10 @@ class Job:
             self._measured = intern(Measured(gpu_util, gpu_mem_mib, status))
         else:
             self._measured = NO_MEASURE
+        self.pred_duration = _NAN
+        self.priority = _NAN
         self._predicted = NO_PREDICTION
-        self.reset()  # also the predictions a policy sets (pred_duration, priority): NaN
+        self.reset()
 
     vc = _side("_spec", "vc", True)
     cpus = _side("_spec", "cpus", True)
@@ -321,8 +323,6 @@ class Job:
         self.run_seq = 0    # order of the last start
         self.vc_state = None  # the kernel's VcState of this job's VC while it is scheduled
         self.attained = 0.0      # GPU-seconds of its runs that were cut short (booked at preempt / fail)
-        self.pred_duration = _NAN  # a policy's estimate of the last run: the next run's policy makes its own
-        self.priority = _NAN
         p = self._predicted  # no failure seen; an observation that replaced predictions: back to the priors
         if p is not NO_PREDICTION and (p.observed_at >= 0 or p.failures or p.last_failure
                                        or p.observed_mem_mib == p.observed_mem_mib):

@@ -15,6 +15,7 @@ rerunning (``scripts/backfill_table.py``).
 from __future__ import annotations
 
 import csv
+import math
 import statistics
 import tempfile
 import time
@@ -98,6 +99,8 @@ def run_variants(seeds: int, jobs: int, limits: str = LIMITS, variants: tuple[Va
                 (config,), _ = configs_from_options(values)
                 if inputs is None:
                     inputs = load_inputs(config)
+                for job in inputs.jobs:   # each variant starts from the workload's own (absent) predictions:
+                    job.pred_duration = job.priority = math.nan   # a variant estimates only a job that has none
                 run_dir = Path(tmp) / f"{seed}-{v.label}"
                 summary = build_run(config, inputs=inputs).simulate(run_dir)
                 out[v.label].append(run_metrics(run_dir, summary))
