@@ -35,9 +35,6 @@ class OverrunStops:
         self.grace = grace
         self.armed: dict[Job, tuple[float, tuple[Job, ...], int]] = {}
 
-    def __bool__(self) -> bool:
-        return bool(self.armed)
-
     def clear(self) -> None:
         self.armed.clear()
 
