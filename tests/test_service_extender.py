@@ -64,8 +64,12 @@ def test_filter_nodes_mode_passes_only_the_nominated_node(captured):
     # the node objects come back whole, as the scheduler sent them
     sent = {n["metadata"]["name"]: n for n in body["Nodes"]["items"]}
     assert out["Nodes"]["items"][0] == sent[passed[0]]
+    # a nomination lists no failed node: kube-scheduler reads that map only for a pod that fits
+    # nowhere; the answer and its reason are kept for the operator (the dashboard's answers)
+    assert out["FailedNodes"] == {}
     other = ({"gpu-node-a", "gpu-node-b"} - set(passed)).pop()
-    assert "nominated" in out["FailedNodes"][other] and passed[0] in out["FailedNodes"][other]
+    shown = client.get("/api/v1/dashboard").json()["filters"]
+    assert any(f["outcome"] == "nominated" and passed[0] in f["reason"] and f["rejected"] == 1 for f in shown)
     # prioritize on the same pod: the nominated node gets the top score, the other one the
     # placement's (consolidate ranks like best fit: 4 of its 8 GPUs would stay free,
     # 1 - 4/8 = 0.5 -> 1 + 8 * 0.5 = 5)
@@ -123,8 +127,7 @@ def test_cache_mode_node_names(captured):
     assert client.post("/scheduler/bind", json=captured("cache-mode/bind-1.json")).json() == {"Error": ""}
     # the 1-GPU pod goes where consolidate puts it: the node already holding 2 GPUs
     out = client.post("/scheduler/filter", json=captured("cache-mode/filter-2.json")).json()
-    assert out["NodeNames"] == ["gpu-node-a"]
-    assert "nominated gpu-node-a" in out["FailedNodes"]["gpu-node-d"]
+    assert out["NodeNames"] == ["gpu-node-a"] and out["FailedNodes"] == {}
     assert client.post("/scheduler/bind", json=captured("cache-mode/bind-2.json")).json() == {"Error": ""}
     assert bridge.binds[1][4] == (2,)   # GPUs 0,1 held by the first pod
 
@@ -306,8 +309,7 @@ def test_byte_replies_match_the_reference_dicts(names):
 
     why = 'queued by "dlsched" (fifo): 3 of 9 \\ pending'
     for passed in ([], names[1:2], list(names)):
-        keep = set(passed)
-        failed = {n: why for n in names if n not in keep}
+        failed = {} if passed else dict.fromkeys(names, why)   # a nomination lists no failed node
         assert json.loads(filter_reply(passed, why, names, None)) == filter_result(passed, failed, None)
         items = [{"metadata": {"name": n}, "status": {"i": i}} for i, n in enumerate(names)]
         assert json.loads(filter_reply(passed, why, names, items)) == filter_result(passed, failed, items)

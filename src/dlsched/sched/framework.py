@@ -30,7 +30,7 @@ scores of plug-ins that define ``score_rows`` (Horus's cost) come from the per-G
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -226,17 +226,30 @@ class PlacementPipeline:
         (candidates with room, shared GPUs included when sharing is on, that pass the filters)
         -> the weighted mean of the scorers, each in [0, 1]. The live extender's prioritize
         answers from it, so it ranks nodes exactly as :meth:`place` would choose among them."""
+        nodes = vc.nodes
+        out: dict[int, float] = {}
+        for rows, value in self.score_parts(view, vc, job):
+            ids = map(nodes.__getitem__, rows.tolist())
+            if isinstance(value, float):
+                out.update(dict.fromkeys(ids, value))
+            else:
+                out.update(zip(ids, value.tolist()))
+        return out
+
+    def score_parts(self, view: ClusterView, vc: VcState, job: Job) -> Iterator[tuple[np.ndarray, float | np.ndarray]]:
+        """:meth:`scores` in pieces, as (VC-local rows, their score: one float for them all, or
+        an array of one each), in the order :meth:`scores` lists them: the live prioritize
+        fills an array from them over 5,000 nodes without a dict of them."""
         share = self.share and view.max_jobs_per_gpu > 1
         wsum = sum(w for _, w in self.scorers)
         nodes, filters, scorers = vc.nodes, self.filters, self.scorers
         cand = self._candidates(view, vc, job, share, too_small(vc, job) if view.max_jobs_per_gpu > 1 else 0)
-        out: dict[int, float] = {}
         if share and cand & (cand - 1) and self.vector_scores and self.use_index:
             # every scorer scores all candidates at once from the load index (the same floats as
             # score(), as in _single_node's sharing stage)
             rows = mask_rows(cand, len(nodes))
-            total = sum(w * s.score_rows(view, vc, job, rows) for s, w in scorers) / wsum
-            return dict(zip([nodes[r] for r in rows.tolist()], total.tolist()))
+            yield rows, sum(w * s.score_rows(view, vc, job, rows) for s, w in scorers) / wsum
+            return
         one = scorers[0][0].score if len(scorers) == 1 and not filters else None
         if one is not None and getattr(scorers[0][0], "score_by_free", False):
             # a score that depends on the free GPU count alone: one call per count (the VC's
@@ -245,15 +258,20 @@ class PlacementPipeline:
                 mask = bucket & cand
                 if mask:
                     cand ^= mask
-                    rows = mask_rows(mask, len(nodes)).tolist()
-                    out.update(dict.fromkeys([nodes[r] for r in rows], one(view, vc, job, nodes[rows[0]])))
+                    rows = mask_rows(mask, len(nodes))
+                    yield rows, float(one(view, vc, job, nodes[int(rows[0])]))
+        left: list[int] = []
+        values: list[float] = []
         for local in set_bits(cand):   # nodes left: each scored on its own
             node = nodes[local]
             if one is not None:
-                out[node] = one(view, vc, job, node)
+                left.append(local)
+                values.append(one(view, vc, job, node))
             elif not any(f.filter(view, vc, job, node) for f in filters):
-                out[node] = sum(w * s.score(view, vc, job, node) for s, w in scorers) / wsum
-        return out
+                left.append(local)
+                values.append(sum(w * s.score(view, vc, job, node) for s, w in scorers) / wsum)
+        if left:
+            yield np.array(left, np.intp), np.array(values, np.float64)
 
     def _candidates(self, view: ClusterView, vc: VcState, job: Job, share: bool, small: int = 0) -> int:
         need = job.gpus

@@ -290,9 +290,11 @@ class SchedulerCore:
 
     def unknown_nodes(self, node_names: list[str]) -> bool:
         """Whether kube-scheduler offers a node this process has not seen yet (its node watch
-        lags the scheduler's: nodes just added). Read without the lock: a hint, not a decision."""
-        known, skip = self.state.node_index, self.adapter.book.not_awaited
-        return any(n not in known and n not in skip for n in node_names)
+        lags the scheduler's: nodes just added). Read without the lock: a hint, not a decision.
+        The names the state lacks are kept with the list (:meth:`Answers.unknown_offered`): a
+        look-up per name cost half a millisecond a call at 5,000 nodes."""
+        skip = self.adapter.book.not_awaited
+        return any(n not in skip for n in self.answers.unknown_offered(node_names))
 
     def held_filter(self, node_names: list[str], arrived: bool) -> None:
         """A filter call was held for unknown nodes (counted); when they did not arrive in time,

@@ -102,11 +102,13 @@ class NodeList:
     """A checked list of node names (strings, none empty) and what the replies need from it,
     derived once: kube-scheduler sends the same list (every feasible node) for pod after pod, so
     :meth:`of` keeps the last one and answers from it while the next list is equal (a C-level
-    comparison, no hashing). ``parts`` is the priority list with a slot for each score
+    comparison, no hashing; the very list object seen last is recognised without one, so the
+    reply of a call that already looked its list up pays nothing). ``memo`` keeps what callers
+    derive from the names (the answers' node ids). ``parts`` is the priority list with a slot for each score
     (``[{"Host":"a","Score":`` 0 ``},{"Host":"b","Score":`` 0 ``}]``) when every name can be
     written as it is."""
 
-    __slots__ = ("names", "parts", "pos", "unique", "verbatim")
+    __slots__ = ("memo", "names", "parts", "seen", "unique", "verbatim")
 
     def __init__(self, names: list[str]) -> None:
         try:
@@ -116,48 +118,49 @@ class NodeList:
         if "" in names:
             raise WireError("NodeNames must be a list of non-empty strings")
         self.names = list(names)
+        self.seen = names   # the list object last found equal (the request's, never changed after parsing)
+        self.memo: dict[str, object] = {}
         # every name is its own JSON string body (no quote, backslash or control character to escape;
         # a non-printable character sends the answer through the encoder)
         self.verbatim = joined.isprintable() and '"' not in joined and "\\" not in joined
         self.unique = list(dict.fromkeys(names))   # FailedNodes keys: each name once, in request order
-        self.pos = {n: i for i, n in enumerate(self.unique)}
-        self.parts: list[str] = []
+        self.parts: list[bytes] = []
         if self.verbatim and names:
             for i, name in enumerate(names):
-                self.parts += ("},{" if i else "[{") + '"Host":"' + name + '","Score":', "0"
-            self.parts.append("}]")
+                self.parts += (("},{" if i else "[{") + '"Host":"' + name + '","Score":').encode(), b"0"
+            self.parts.append(b"}]")
 
     _last: NodeList | None = None
 
     @classmethod
     def of(cls, names: list[str]) -> NodeList:
         last = cls._last
-        if last is not None and last.names == names:
+        if last is not None and (last.seen is names or last.names == names):
+            last.seen = names
             return last
         cls._last = last = cls(names)
         return last
 
 
-def _failed_nodes(nodes: NodeList, passed: list[str], why: str) -> bytes:
-    """The ``FailedNodes`` object: each name not in ``passed`` (once, in request order) -> ``why``."""
-    failed = nodes.unique
-    if len(passed) == 1 and passed[0] in nodes.pos:
-        i = nodes.pos[passed[0]]
-        failed = failed[:i] + failed[i + 1:]
-    elif passed:
-        keep = set(passed)
-        failed = [n for n in failed if n not in keep]
-    if not failed:
+def _failed_nodes(nodes: NodeList, why: str) -> bytes:
+    """The ``FailedNodes`` object of an answer where no node passes: each name (once, in request
+    order) -> ``why``."""
+    if not nodes.unique:
         return b"{}"
     if not nodes.verbatim:
-        return dumps(dict.fromkeys(failed, why))
+        return dumps(dict.fromkeys(nodes.unique, why))
     reason = dumps(why).decode()
-    return ('{"' + ('":' + reason + ',"').join(failed) + '":' + reason + "}").encode()
+    return ('{"' + ('":' + reason + ',"').join(nodes.unique) + '":' + reason + "}").encode()
 
 
 def filter_reply(passed: list[str], why: str, names: list[str], items: list[dict] | None) -> bytes:
-    """``filter_result`` as JSON bytes, for an answer where every node not in ``passed`` fails with ``why``."""
-    failed = _failed_nodes(NodeList.of(names), passed, why)
+    """``filter_result`` as JSON bytes: where no node passes, every node fails with ``why``; where
+    one does (a nomination), ``FailedNodes`` is empty. kube-scheduler (v1.20, ``findNodesThatPassExtenders``)
+    reads the failed map only into the per-node statuses, which it uses to explain a pod that
+    fits nowhere (its FitError and preemption) and to count evaluated nodes in its log; with a
+    node passing, the map reaches nobody, and at 5,000 nodes it was 300 kB of every reply
+    (filter p99 14 ms against 5.2 ms without it). The reason stays in ``GET /api/v1/state``."""
+    failed = b"{}" if passed else _failed_nodes(NodeList.of(names), why)
     if items is not None:
         keep = set(passed)
         nodes = dumps({"metadata": {}, "items": [obj for obj in items if obj["metadata"]["name"] in keep]})
@@ -165,21 +168,24 @@ def filter_reply(passed: list[str], why: str, names: list[str], items: list[dict
     return b'{"Nodes":null,"NodeNames":' + dumps(passed) + b',"FailedNodes":' + failed + b',"Error":""}'
 
 
-SCORE_TEXT = [str(score) for score in range(11)]   # the protocol's scores, 0..10
+SCORE_BYTES = {score: str(score).encode() for score in range(11)}   # the protocol's scores, 0..10
 
 
 def scores_reply(names: list[str], scores: list[int]) -> bytes:
     """``priority_result`` of ``zip(names, scores)`` as JSON bytes: the node list's ``parts`` with
-    the scores slotted in (C-level list operations, no dict per node)."""
+    the scores slotted in (C-level list operations, no dict per node; a score outside 0..10, which
+    the table lacks, sends the whole list through ``str``)."""
     if not names:
         return b"[]"
     nodes = NodeList.of(names)
     if not nodes.verbatim:
         return dumps(priority_result(list(zip(names, scores))))
     parts = nodes.parts.copy()
-    in_range = min(scores) >= 0 and max(scores) < len(SCORE_TEXT)
-    parts[1::2] = map(SCORE_TEXT.__getitem__, scores) if in_range else map(str, scores)
-    return "".join(parts).encode()
+    try:
+        parts[1::2] = map(SCORE_BYTES.__getitem__, scores)
+    except KeyError:
+        parts[1::2] = (str(score).encode() for score in scores)
+    return b"".join(parts)
 
 
 def parse_bind(body: object) -> tuple[str, str, str, str]:
