@@ -4,6 +4,7 @@ prioritize (the nominated node first, the policy's placement scores for the othe
 from __future__ import annotations
 
 from collections import Counter, deque
+
 import numpy as np
 
 from dlsched.core.job import Job, JobState
