@@ -48,7 +48,46 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 
-def _serve(port: int, nodes: int, db: str, loop: str, http: str, eta: float = 0.0, queues: bool = False) -> None:
+SIZED_PATH = "/bench/sized"
+
+
+class _SizedBaseline:
+    """``--baseline sized``: a path of the benchmark's own (not of the service) that reads the
+    request body as the extender's front does and answers, in turn, a prioritize-sized priority
+    list and a nominated filter's short answer, both built before the run: what the same bytes
+    cost through uvicorn with no scheduling at all."""
+
+    def __init__(self, app, replies: list[bytes]) -> None:
+        self.app, self.replies, self.turn = app, replies, 0
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["path"] != SIZED_PATH:
+            await self.app(scope, receive, send)
+            return
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            more = message.get("more_body", False)
+        payload = self.replies[self.turn % len(self.replies)]
+        self.turn += 1
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]})
+        await send({"type": "http.response.body", "body": payload})
+
+
+def _sized_replies(nodes: int) -> list[bytes]:
+    """A nominated filter's answer and a prioritize answer over ``nodes`` names, as the service
+    writes them (the benchmark's alternation: filter, prioritize)."""
+    from dlsched.service.extender import filter_reply, scores_reply
+
+    names = [f"node-{i:04d}" for i in range(nodes)]
+    return [filter_reply(names[:1], "", names, None), scores_reply(names, [i % 10 for i in range(nodes)])]
+
+
+def _serve(port: int, nodes: int, db: str, loop: str, http: str, eta: float = 0.0, queues: bool = False,
+           sized: bool = False) -> None:
     import uvicorn
 
     from dlsched.registry import make_policy
@@ -72,7 +111,10 @@ def _serve(port: int, nodes: int, db: str, loop: str, http: str, eta: float = 0.
         service.eta_interval = eta
         service.start_eta_timer()
     # keep-alive as long as the run: a connection idle between phases is not closed under the client
-    uvicorn.run(build_app(service), host="127.0.0.1", port=port,
+    app = build_app(service)
+    if sized:
+        app = _SizedBaseline(app, _sized_replies(nodes))
+    uvicorn.run(app, host="127.0.0.1", port=port,
                 log_level="warning", access_log=False, loop=loop, http=http, timeout_keep_alive=600)
 
 
@@ -159,14 +201,14 @@ def _schedule(rate: float, seconds: float, block: float, interleave: bool, pods:
 
 def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave: bool = False, pods: int = 500,
         loop: str = "auto", http: str = "auto", connections: int = 64, eta: float = 0.0,
-        queues: bool = False) -> dict:
+        queues: bool = False, baseline: str = "empty") -> dict:
     """One measurement. The server's store lives in a temporary folder that is removed afterwards,
     whether the run succeeds or not (the server is stopped first, by its PID)."""
     tmp = tempfile.mkdtemp(prefix="dlsched-bench-")
     servers: list = []
     try:
         return _measure(tmp, servers, nodes, rate, seconds, block, interleave, pods, loop, http, connections,
-                        eta, queues)
+                        eta, queues, baseline)
     finally:
         for server in servers:
             if server.is_alive():
@@ -179,10 +221,12 @@ def run(nodes: int, rate: float, seconds: float, block: float = 5.0, interleave:
 
 
 def _measure(tmp: str, servers: list, nodes: int, rate: float, seconds: float, block: float, interleave: bool,
-             pods: int, loop: str, http: str, connections: int, eta: float, queues: bool) -> dict:
+             pods: int, loop: str, http: str, connections: int, eta: float, queues: bool,
+             baseline: str = "empty") -> dict:
     port = _free_port()
     ctx = mp.get_context("spawn")
-    server = ctx.Process(target=_serve, args=(port, nodes, f"sqlite:///{tmp}/bench.db", loop, http, eta, queues), daemon=True)
+    server = ctx.Process(target=_serve, args=(port, nodes, f"sqlite:///{tmp}/bench.db", loop, http, eta, queues,
+                                              baseline == "sized"), daemon=True)
     server.start()
     servers.append(server)
     deadline = time.monotonic() + 60
@@ -200,11 +244,13 @@ def _measure(tmp: str, servers: list, nodes: int, rate: float, seconds: float, b
         time.sleep(0.2)
 
     names = [f"node-{i:04d}" for i in range(nodes)]
-    bodies = [json.dumps({"Pod": _pod(i, 1 + i % 8), "Nodes": None, "NodeNames": names}).encode()
+    # as kube-scheduler writes them (Go's json.Marshal of ExtenderArgs: compact, fields in the
+    # struct's order Pod, Nodes, NodeNames)
+    bodies = [json.dumps({"Pod": _pod(i, 1 + i % 8), "Nodes": None, "NodeNames": names}, separators=(",", ":")).encode()
               for i in range(pods)]
     wire = {"filter": [_request("/scheduler/filter", b) for b in bodies],
             "prioritize": [_request("/scheduler/prioritize", b) for b in bodies],
-            "empty": [_request("/empty", b"{}")]}
+            "empty": [_request(SIZED_PATH, bodies[0]) if baseline == "sized" else _request("/empty", b"{}")]}
     plan = _schedule(rate, seconds, block, interleave, pods)
     results: dict[str, list[float]] = {"filter": [], "first": [], "prioritize": [], "empty": []}
     seen_pods: set[int] = set()
@@ -344,7 +390,7 @@ def _measure(tmp: str, servers: list, nodes: int, rate: float, seconds: float, b
 
     out = {"nodes": nodes, "rate_per_s": rate, "seconds": seconds, "mode": "interleaved" if interleave else
            f"phases of {block:g} s", "queues": "borrowing" if queues else "fixed VCs", "loop": loop, "http": http, "errors": errors["count"],
-           "unanswered": errors["unanswered"],
+           "unanswered": errors["unanswered"], "baseline": baseline,
            "connections_opened_during_run": opened, "elapsed_s": round(elapsed, 1),
            "filter_all": summary(results["filter"] + results["first"]), "borrowing": borrowed,
            **{k: summary(v) for k, v in results.items()}}
@@ -380,15 +426,19 @@ def main() -> None:
                     help="run the ETA refresher every SECONDS beside the extender (0: off)")
     ap.add_argument("--queues", action="store_true",
                     help="queues that borrow: the pods' VC owns a tenth of the nodes and borrows from the rest")
+    ap.add_argument("--baseline", default="empty", choices=["empty", "sized"],
+                    help="the baseline endpoint: empty (a POST of {} answered {}) or sized (the extender's "
+                         "request bodies read and answered with replies of the extender's sizes, no scheduling)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     loop, http = _uvicorn_choice(args.loop, args.http)
     out = run(args.nodes, args.rate, args.seconds, args.block, args.interleave, loop=loop, http=http,
-              connections=args.connections, eta=args.eta, queues=args.queues)
+              connections=args.connections, eta=args.eta, queues=args.queues, baseline=args.baseline)
     if args.json:
         print(json.dumps(out))
         return
-    print(f"{out['nodes']} nodes, {out['rate_per_s']:g} extender requests/s for {out['seconds']:g} s, empty ones "
+    base = "empty" if args.baseline == "empty" else "sized"
+    print(f"{out['nodes']} nodes, {out['rate_per_s']:g} extender requests/s for {out['seconds']:g} s, {base} ones "
           f"at the same rate ({out['mode']}; {out['queues']}); uvicorn {loop} + {http}; errors: {out['errors']}, "
           f"unanswered: {out['unanswered']}; "
           f"connections opened under load: {out['connections_opened_during_run']}; "
@@ -398,14 +448,14 @@ def main() -> None:
               f"{out['borrowing']['borrowed_gpus_at_end']} GPUs on loan at the end")
     print(f"{'endpoint':<20}{'requests':>10}{'p50 ms':>12}{'p99 ms':>12}{'max ms':>12}")
     rows = (("filter", "filter_all"), ("  first of a pod", "first"), ("  repeated", "filter"),
-            ("prioritize", "prioritize"), ("empty", "empty"))
+            ("prioritize", "prioritize"), (base, "empty"))
     for label, key in rows:
         s = out[key]
         print(f"{label:<20}{s.get('n', 0):>10}{s.get('p50_ms', float('nan')):>12.2f}"
               f"{s.get('p99_ms', float('nan')):>12.2f}{s.get('max_ms', float('nan')):>12.2f}")
     if "server_cpu_ms_per_request" in out:
         c = out["server_cpu_ms_per_request"]
-        print(f"server CPU per request: extender {c['extender']:.3f} ms, empty {c['empty']:.3f} ms")
+        print(f"server CPU per request: extender {c['extender']:.3f} ms, {base} {c['empty']:.3f} ms")
 
 
 if __name__ == "__main__":

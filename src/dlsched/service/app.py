@@ -34,9 +34,8 @@ from dlsched.service.extender import (
     WireError,
     dumps,
     filter_reply,
-    loads,
-    parse_args,
     parse_bind,
+    parse_request,
     scores_reply,
 )
 from dlsched.service.pods import PodFacts
@@ -208,7 +207,7 @@ def build_app(service: LiveService) -> Front:
             return 409, dumps({"Error": SCHEDULER_MODE_REFUSAL})
         with timed("filter"):
             try:
-                pod, names, items = parse_args(loads(raw))
+                pod, names, items = parse_request(raw)
             except WireError as exc:
                 return 400, dumps({"detail": str(exc)})
             if pod.gpus and core.unknown_nodes(names):
@@ -240,7 +239,7 @@ def build_app(service: LiveService) -> Front:
             return 409, dumps({"Error": SCHEDULER_MODE_REFUSAL})
         with timed("prioritize"):
             try:
-                pod, names, _ = parse_args(loads(raw))
+                pod, names, _ = parse_request(raw)
             except WireError as exc:
                 return 400, dumps({"detail": str(exc)})
             return 200, scores_reply(names, core.priorities(pod, names))
