@@ -79,7 +79,7 @@ def test_array_priorities_equal_the_dict_path_and_node_by_node_scores(placement,
     for i, (gpus, model) in enumerate(pods):
         p = PodFacts(f"p{i}", "default", f"p{i}", gpus, created=float(i), annotations={"dlsched.io/model": model})
         passed, _ = core.filter(p, offered)
-        got = core.priorities(p, offered)
+        got = core.priorities(p, offered).tolist()
         job = ad.book.jobs.get(p.uid)
         if job is None or job.state.name == "RUNNING":
             assert got == [0] * len(offered)
@@ -109,8 +109,8 @@ def test_the_offered_ids_follow_a_node_that_joins_after_the_list_was_seen():
     p = PodFacts("p", "default", "p", 2, created=0.0)
     names = ["a", "b"]
     core.filter(p, names)
-    before = core.priorities(p, list(names))
+    before = core.priorities(p, list(names)).tolist()
     core.node_seen(NodeFacts("b", 8, "default", "", False))
-    after = core.priorities(p, list(names))
+    after = core.priorities(p, list(names)).tolist()
     assert before[1] == 0
     assert after[0] == MAX_SCORE and 1 <= after[1] <= 9

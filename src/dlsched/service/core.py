@@ -24,6 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from dlsched.core.job import Job
 from dlsched.kernel.state import StateError
@@ -39,6 +40,9 @@ from dlsched.service.pods import NodeFacts, PodFacts, VcMapping
 from dlsched.service.readings import Readings
 from dlsched.service.store import Store
 from dlsched.service.views import queue_rows, snapshot
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class SchedulerCore:
@@ -313,8 +317,8 @@ class SchedulerCore:
         with self.lock:
             return self.answers.verdict(pod, node_names)
 
-    def priorities(self, pod: PodFacts, node_names: list[str]) -> list[int]:
-        """The score of each of ``node_names`` (:meth:`Answers.priorities`)."""
+    def priorities(self, pod: PodFacts, node_names: list[str]) -> np.ndarray:
+        """The score of each of ``node_names``, an int array (:meth:`Answers.priorities`)."""
         with self.lock:
             return self.answers.priorities(pod, node_names)
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from dlsched.service.pods import PodError, PodFacts, pod_facts
 
 try:
@@ -154,11 +156,11 @@ class NodeList:
     :meth:`of` keeps the last one and answers from it while the next list is equal (a C-level
     comparison, no hashing; the very list object seen last is recognised without one, so the
     reply of a call that already looked its list up pays nothing). ``memo`` keeps what callers
-    derive from the names (the answers' node ids). ``parts`` is the priority list with a slot for each score
-    (``[{"Host":"a","Score":`` 0 ``},{"Host":"b","Score":`` 0 ``}]``) when every name can be
-    written as it is."""
+    derive from the names (the answers' node ids). :meth:`template` is the priority list with a
+    ``0`` in each score's place (``[{"Host":"a","Score":0},{"Host":"b","Score":0}]``) and the
+    offsets of those digits, when every name can be written as it is."""
 
-    __slots__ = ("memo", "names", "parts", "seen", "unique", "verbatim")
+    __slots__ = ("_template", "memo", "names", "seen", "unique", "verbatim")
 
     def __init__(self, names: list[str]) -> None:
         try:
@@ -174,11 +176,22 @@ class NodeList:
         # a non-printable character sends the answer through the encoder)
         self.verbatim = joined.isprintable() and '"' not in joined and "\\" not in joined
         self.unique = list(dict.fromkeys(names))   # FailedNodes keys: each name once, in request order
-        self.parts: list[bytes] = []
-        if self.verbatim and names:
-            for i, name in enumerate(names):
-                self.parts += (("},{" if i else "[{") + '"Host":"' + name + '","Score":').encode(), b"0"
-            self.parts.append(b"}]")
+        self._template: tuple[np.ndarray, np.ndarray] | None = None
+
+    def template(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the priority list's bytes with every score ``0``, as uint8; the offset of each score's
+        digit), built on the first prioritize of this list."""
+        if self._template is None:
+            parts, offsets, at = [], [], 0
+            for i, name in enumerate(self.names):
+                head = (("},{" if i else "[{") + '"Host":"' + name + '","Score":').encode()
+                parts += head, b"0"
+                at += len(head)
+                offsets.append(at)
+                at += 1
+            parts.append(b"}]")
+            self._template = (np.frombuffer(b"".join(parts), np.uint8), np.array(offsets, np.intp))
+        return self._template
 
     _last: NodeList | None = None
 
@@ -218,24 +231,34 @@ def filter_reply(passed: list[str], why: str, names: list[str], items: list[dict
     return b'{"Nodes":null,"NodeNames":' + dumps(passed) + b',"FailedNodes":' + failed + b',"Error":""}'
 
 
-SCORE_BYTES = {score: str(score).encode() for score in range(11)}   # the protocol's scores, 0..10
+MAX_PRIORITY = 10   # v1.20's MaxExtenderPriority: the protocol's scores are 0..10
 
 
-def scores_reply(names: list[str], scores: list[int]) -> bytes:
-    """``priority_result`` of ``zip(names, scores)`` as JSON bytes: the node list's ``parts`` with
-    the scores slotted in (C-level list operations, no dict per node; a score outside 0..10, which
-    the table lacks, sends the whole list through ``str``)."""
+def scores_reply(names: list[str], scores) -> bytes:
+    """``priority_result`` of ``zip(names, scores)`` (a list or an int array) as JSON bytes: the
+    node list's template with each score's digit written in by one array assignment, and a
+    ``1`` put before the digit of each 10 (the nominated node: at most a few); a score outside
+    0..10 or a name that needs escaping goes through the encoder. At 5,000 nodes: 0.5 ms as a
+    join of 10,000 pieces, 0.05 ms so."""
     if not names:
         return b"[]"
     nodes = NodeList.of(names)
-    if not nodes.verbatim:
-        return dumps(priority_result(list(zip(names, scores))))
-    parts = nodes.parts.copy()
-    try:
-        parts[1::2] = map(SCORE_BYTES.__getitem__, scores)
-    except KeyError:
-        parts[1::2] = (str(score).encode() for score in scores)
-    return b"".join(parts)
+    values = np.asarray(scores, dtype=np.int64)
+    if not nodes.verbatim or values.min() < 0 or values.max() > MAX_PRIORITY:
+        return dumps(priority_result(list(zip(names, values.tolist()))))
+    template, offsets = nodes.template()
+    out = template.copy()
+    out[offsets] = values % 10 + ord("0")
+    body = out.tobytes()
+    wide = offsets[values == MAX_PRIORITY].tolist()
+    if not wide:
+        return body
+    pieces, prev = [], 0
+    for at in wide:
+        pieces += body[prev:at], b"1"
+        prev = at
+    pieces.append(body[prev:])
+    return b"".join(pieces)
 
 
 def parse_bind(body: object) -> tuple[str, str, str, str]:
