@@ -67,7 +67,7 @@ def scenes(draw):
     return nodes, pods, offered
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=15, deadline=None)
 @pytest.mark.parametrize("cap", [1, 2])
 @pytest.mark.parametrize("placement", sorted(PLACERS))
 @given(scene=scenes())
