@@ -456,3 +456,83 @@ def test_a_report_is_a_tested_patch_and_is_dropped_when_the_pod_was_bound_meanwh
         assert api.writes == [] and bridge.counts["reports_too_late"] == 1
     finally:
         service.stop()
+
+
+class SlowBindings(FakeApi):
+    """Each Binding is held until ``together`` Bindings are in flight at once (a loaded API
+    server's round trip, long enough for all to be sent), or at most ``hold_s`` after the first
+    one; counts the most in flight."""
+
+    def __init__(self, nodes: list[dict], pods: list[dict], together: int, hold_s: float = 3.0) -> None:
+        super().__init__(nodes, pods)
+        import threading
+
+        self.together, self.hold_s = together, hold_s
+        self.lock, self.released, self.first = threading.Lock(), threading.Event(), 0.0
+        self.in_flight = self.peak = 0
+
+    def create_namespaced_pod_binding(self, name, namespace, body, _preload_content=False):
+        with self.lock:
+            self.first = self.first or time.monotonic()
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            if self.in_flight >= self.together:
+                self.released.set()
+        self.released.wait(max(0.0, self.first + self.hold_s - time.monotonic()))
+        with self.lock:
+            self.in_flight -= 1
+        return super().create_namespaced_pod_binding(name, namespace, body, _preload_content)
+
+
+def _drain(api: SlowBindings, service, bridge, pods: int, timeout: float = 20.0) -> None:
+    bridge.reconcile()
+    for i in range(pods):
+        bridge._pod_event("ADDED", pod(f"q{i}", 1))
+    service.core.run_pass()
+    deadline = time.monotonic() + timeout
+    while service.binder.counts["bound"] < pods and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_queued_bindings_are_sent_many_at_once_up_to_the_cap_and_the_extra_workers_end(monkeypatch):
+    """A drain: 64 nominations at once on a slow API server are all in flight together (16
+    fixed workers sent 16 and the rest waited for their answers), never more than the cap; the
+    workers started for them end once idle, down to the KEPT ones."""
+    from dlsched.service.scheduler_mode import binder
+
+    monkeypatch.setattr(binder, "IDLE_EXIT_S", 0.3)
+    api = SlowBindings([node(f"n{i}") for i in range(9)], [], together=64)   # 8 GPUs left after the 64
+    service, bridge = _service(api)
+    try:
+        _drain(api, service, bridge, 64)
+        assert service.binder.counts["bound"] == 64 and len(api.writes) == 64
+        assert api.peak == 64 <= binder.WORKERS   # all in flight together
+        workers = service.mode_state()["bind_workers"]
+        assert workers["peak"] == 64 and workers["max"] == binder.WORKERS
+        deadline = time.monotonic() + 10.0
+        while service.binder.workers_state()["alive"] > binder.KEPT and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert service.binder.workers_state() == {"alive": binder.KEPT, "idle": binder.KEPT,
+                                                  "peak": 64, "max": binder.WORKERS}
+        # a later nomination still finds a worker
+        bridge._pod_event("ADDED", pod("late", 1))
+        service.core.run_pass()
+        _settle(api, 65)
+        assert api.writes[-1][:2] == ("binding", "pod-late")
+    finally:
+        service.stop()
+
+
+def test_the_bindings_in_flight_never_exceed_the_binders_cap():
+    from dlsched.service.scheduler_mode.binder import Binder
+
+    api = SlowBindings([node(f"n{i}") for i in range(4)], [], together=6, hold_s=1.0)   # 6: never reached
+    service, bridge = _service(api, workers=False)
+    service.binder = Binder(service, workers=5)
+    service.core.on_nomination = service.binder.submit
+    service.binder.start(service._done)
+    try:
+        _drain(api, service, bridge, 30)
+        assert service.binder.counts["bound"] == 30 and api.peak == 5
+    finally:
+        service.stop()
