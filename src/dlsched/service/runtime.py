@@ -179,7 +179,6 @@ class LiveService:
         out = describe() if describe is not None else {"mode": "scheduler", "scheduler_name": self.scheduler_name}
         if self.binder is not None:
             out["binder"] = dict(self.binder.counts)
-            out["bind_workers"] = self.binder.workers_state()
         if self.gpu_waits is not None:
             out["waiting_for_gpus"] = self.gpu_waits.stats()
         return {**out, **binding}

@@ -7,9 +7,6 @@ against its node once more (a pod bound meanwhile may have taken the room) and i
 reserved; a pod that no longer fits has its nomination forgotten and is decided again on the
 nodes that now pass.
 
-The workers grow with the queue (a grower thread starts one while more nominations wait than
-workers are idle, up to ``workers``) and those beyond KEPT end after IDLE_EXIT_S idle.
-
 A gang's pods are bound each from its own thread: the gang's permit stage (service/gangs.py)
 waits for all of them and the last binds the gang, all or nothing.
 
@@ -25,14 +22,15 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 
 from dlsched.service.pods import PodFacts
 
 log = logging.getLogger("dlsched.service")
-WORKERS = 64   # Bindings in flight at most (each is one HTTP round trip; kube.CONNECTION_POOL is 64)
-KEPT = 2             # workers that wait even with nothing queued; the rest start as nominations queue
-IDLE_EXIT_S = 30.0   # a worker beyond KEPT ends after this long with nothing to bind
+# Bindings in flight at once (each is one HTTP round trip; kube.CONNECTION_POOL is 64). Measured
+# (docs/service.md, "Bindings in flight"): 32 or up to 64 in flight in a drain emptied the
+# binder's queue but the loaded API server's round trip doubled, pods/s did not rise and
+# dlsched's CPU per bound pod did; kube-scheduler has no cap, its Bindings cost the API server less.
+WORKERS = 16
 RETRY_MIN_S = 0.5    # a pod whose Binding failed is held out of placement this long, doubling per failure
 RETRY_MAX_S = 30.0
 
@@ -43,61 +41,24 @@ class Binder:
     def __init__(self, service, workers: int = WORKERS) -> None:
         self.service = service
         self.bridge = service.bridge
-        self.workers = workers   # at most this many Bindings in flight
+        self.workers = workers
         self.counts = {"queued": 0, "bound": 0, "failed": 0, "refit": 0}
         self.failures: dict[str, int] = {}   # uid -> Bindings that failed in a row
-        self.peak = 0                        # the most workers alive at once
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._lock = threading.Lock()        # guards _alive and _idle
-        self._alive = 0                      # worker threads running
-        self._idle = 0                       # of those, waiting for a nomination
-        self._done: threading.Event | None = None   # start()'s: workers run until it is set
-        self._wanted = threading.Event()        # submit: more wait than workers are idle
         self._uncommitted = threading.Event()   # a bind's rows wait for the committer
         self._committer = False                  # its thread runs (start()); else each bind commits its own
 
     def submit(self, pod: PodFacts, node: str, gpus: str) -> None:
-        """``SchedulerCore.on_nomination``: queue the Binding (no API call under the core's lock),
-        and start a worker when more nominations wait than workers are idle (up to ``workers``)."""
+        """``SchedulerCore.on_nomination``: queue the Binding (no API call under the core's lock)."""
         self.counts["queued"] += 1
         self.bridge.stages.mark(pod.uid, 1)
         self._queue.put((pod, node))
-        if self._done is not None and self._queue.qsize() > self._idle:   # read unlocked: the grower checks
-            self._wanted.set()
-
-    def _grower(self, done: threading.Event) -> None:
-        """Start the workers that submit asked for, off the core's lock (a thread's start waits
-        for the thread to run, milliseconds on a loaded machine); once a second unasked too."""
-        while not done.is_set():
-            self._wanted.wait(1.0)
-            self._wanted.clear()
-            while not done.is_set() and self._grow():
-                pass
-
-    def _grow(self, kept: bool = False) -> bool:
-        """Start a worker if nominations wait beyond the idle workers (``kept``: one of the KEPT)."""
-        with self._lock:
-            if not kept and (self._alive >= self.workers or self._queue.qsize() <= self._idle):
-                return False
-            self._alive += 1
-            self._idle += 1   # counted idle until it takes a nomination
-            self.peak = max(self.peak, self._alive)
-            n = self._alive
-        threading.Thread(target=self._run, args=(self._done,), name=f"bind-{n}", daemon=True).start()
-        return True
 
     def start(self, done: threading.Event) -> None:
-        self._done = done
+        for i in range(self.workers):
+            threading.Thread(target=self._run, args=(done,), name=f"bind-{i}", daemon=True).start()
         threading.Thread(target=self._commit, args=(done,), name="bind-commit", daemon=True).start()
-        threading.Thread(target=self._grower, args=(done,), name="bind-grow", daemon=True).start()
         self._committer = True
-        for _ in range(min(KEPT, self.workers)):
-            self._grow(kept=True)
-
-    def workers_state(self) -> dict[str, int]:
-        """For ``mode_state``: the workers now, idle, the most at once and the cap."""
-        with self._lock:
-            return {"alive": self._alive, "idle": self._idle, "peak": self.peak, "max": self.workers}
 
     def _commit(self, done: threading.Event) -> None:
         """Commit the binds' rows as they come (one durable transaction for all that are waiting)."""
@@ -115,38 +76,16 @@ class Binder:
         store.write_behind()
 
     def _run(self, done: threading.Event) -> None:
-        """A worker: bind what is queued; after IDLE_EXIT_S with nothing to bind it ends (KEPT stay)."""
-        idle_since = time.monotonic()
         while not done.is_set():
             try:
                 pod, node = self._queue.get(timeout=1.0)
             except queue.Empty:
-                with self._lock:
-                    if (time.monotonic() - idle_since >= IDLE_EXIT_S and self._alive > KEPT
-                            and self._queue.qsize() == 0):   # a submit after this starts a new one
-                        self._alive -= 1
-                        self._idle -= 1
-                        return
                 continue
-            with self._lock:
-                self._idle -= 1
-            self._work(pod, node)
-            with self._lock:
-                self._idle += 1
-            idle_since = time.monotonic()
-        with self._lock:
-            self._alive -= 1
-            self._idle -= 1
-
-    def _work(self, pod: PodFacts, node: str) -> None:
-        self.bridge.stages.mark(pod.uid, 2)
-        if self.service.core.gangs.owns(pod.uid):   # the permit waits for the gang's other pods
-            threading.Thread(target=self.bind_one, args=(pod, node), name="bind-gang", daemon=True).start()
-        else:
-            try:
+            self.bridge.stages.mark(pod.uid, 2)
+            if self.service.core.gangs.owns(pod.uid):   # the permit waits for the gang's other pods
+                threading.Thread(target=self.bind_one, args=(pod, node), name="bind-gang", daemon=True).start()
+            else:
                 self.bind_one(pod, node)
-            except Exception:  # noqa: BLE001 - a worker must survive (bind_one returns the GPUs itself)
-                log.exception("bind of %s failed", pod.key)
 
     def bind_one(self, pod: PodFacts, node: str) -> str:
         """Check, reserve, bind; '' or why the pod was not bound."""
