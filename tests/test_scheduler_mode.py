@@ -522,3 +522,36 @@ def test_the_bindings_in_flight_never_exceed_the_binders_workers():
         assert service.binder.counts["bound"] == 30 and api.peak == 5
     finally:
         service.stop()
+
+
+def test_the_watchs_echoes_of_binds_are_committed_by_the_binders_committer_not_the_watch():
+    """The pod watch makes no commit of its own per event (one durable commit each, on the one
+    thread that reads every pod event); the committer thread makes the rows durable."""
+    import threading
+
+    api = FakeApi([node("a")], [pod("p", 1)])
+    service, bridge = _service(api)
+    store = service.core.store
+    committers: list[str] = []
+    commit = store.write_behind
+
+    def recorded() -> int:
+        committers.append(threading.current_thread().name)
+        return commit()
+    store.write_behind = recorded
+    try:
+        bridge.reconcile()
+        service.core.run_pass()
+        _settle(api, 1)
+        assert api.writes == [("binding", "pod-p", "a", {"dlsched.io/gpus": "0"})]
+        watched = len(committers)
+        bridge._pod_event("MODIFIED", pod("p", 1, node_name="a"))   # the watch shows it bound
+        bridge._pod_event("DELETED", pod("p", 1, node_name="a"))    # then gone: its release
+        assert threading.current_thread().name not in committers[watched:]
+        deadline = time.monotonic() + 5.0
+        while store._binds_pending and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert store._binds_pending == 0 and set(committers) == {"bind-commit"}
+        assert "p" not in service.core.jobs
+    finally:
+        service.stop()
