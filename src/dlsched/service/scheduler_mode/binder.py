@@ -62,7 +62,8 @@ class Binder:
         threading.Thread(target=self._commit, args=(done,), name="bind-commit", daemon=True).start()
         self._committer = True
         # the watch's echoes of these binds (and releases) are committed by the same thread, in
-        # its groups: the pod watch no longer makes one durable commit per event (measured below)
+        # its groups: the pod watch no longer makes one durable commit per event (docs/service.md,
+        # "The pod watch's commits")
         self.service.core.commit_behind = self._uncommitted.set
 
     def _commit(self, done: threading.Event) -> None:
