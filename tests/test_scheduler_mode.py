@@ -456,3 +456,102 @@ def test_a_report_is_a_tested_patch_and_is_dropped_when_the_pod_was_bound_meanwh
         assert api.writes == [] and bridge.counts["reports_too_late"] == 1
     finally:
         service.stop()
+
+
+class SlowBindings(FakeApi):
+    """Each Binding is held until ``together`` Bindings are in flight at once (a loaded API
+    server's round trip, long enough for all to be sent), or at most ``hold_s`` after the first
+    one; counts the most in flight."""
+
+    def __init__(self, nodes: list[dict], pods: list[dict], together: int, hold_s: float = 3.0) -> None:
+        super().__init__(nodes, pods)
+        import threading
+
+        self.together, self.hold_s = together, hold_s
+        self.lock, self.released, self.first = threading.Lock(), threading.Event(), 0.0
+        self.in_flight = self.peak = 0
+
+    def create_namespaced_pod_binding(self, name, namespace, body, _preload_content=False):
+        with self.lock:
+            self.first = self.first or time.monotonic()
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            if self.in_flight >= self.together:
+                self.released.set()
+        self.released.wait(max(0.0, self.first + self.hold_s - time.monotonic()))
+        with self.lock:
+            self.in_flight -= 1
+        return super().create_namespaced_pod_binding(name, namespace, body, _preload_content)
+
+
+def _drain(api: SlowBindings, service, bridge, pods: int, timeout: float = 20.0) -> None:
+    bridge.reconcile()
+    for i in range(pods):
+        bridge._pod_event("ADDED", pod(f"q{i}", 1))
+    service.core.run_pass()
+    deadline = time.monotonic() + timeout
+    while service.binder.counts["bound"] < pods and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_queued_bindings_are_sent_workers_at_once_never_more_nor_one_by_one():
+    """A drain: 64 nominations at once on a slow API server: WORKERS Bindings in flight together
+    (none waits for another's answer while a worker is free), never more; all 64 bound."""
+    from dlsched.service.scheduler_mode import binder
+
+    api = SlowBindings([node(f"n{i}") for i in range(8)], [], together=binder.WORKERS)
+    service, bridge = _service(api)
+    try:
+        _drain(api, service, bridge, 64)
+        assert service.binder.counts["bound"] == 64 and len(api.writes) == 64
+        assert api.peak == binder.WORKERS
+    finally:
+        service.stop()
+
+
+def test_the_bindings_in_flight_never_exceed_the_binders_workers():
+    from dlsched.service.scheduler_mode.binder import Binder
+
+    api = SlowBindings([node(f"n{i}") for i in range(4)], [], together=6, hold_s=1.0)   # 6: never reached
+    service, bridge = _service(api, workers=False)
+    service.binder = Binder(service, workers=5)
+    service.core.on_nomination = service.binder.submit
+    service.binder.start(service._done)
+    try:
+        _drain(api, service, bridge, 30)
+        assert service.binder.counts["bound"] == 30 and api.peak == 5
+    finally:
+        service.stop()
+
+
+def test_the_watchs_echoes_of_binds_are_committed_by_the_binders_committer_not_the_watch():
+    """The pod watch makes no commit of its own per event (one durable commit each, on the one
+    thread that reads every pod event); the committer thread makes the rows durable."""
+    import threading
+
+    api = FakeApi([node("a")], [pod("p", 1)])
+    service, bridge = _service(api)
+    store = service.core.store
+    committers: list[str] = []
+    commit = store.write_behind
+
+    def recorded() -> int:
+        committers.append(threading.current_thread().name)
+        return commit()
+    store.write_behind = recorded
+    try:
+        bridge.reconcile()
+        service.core.run_pass()
+        _settle(api, 1)
+        assert api.writes == [("binding", "pod-p", "a", {"dlsched.io/gpus": "0"})]
+        watched = len(committers)
+        bridge._pod_event("MODIFIED", pod("p", 1, node_name="a"))   # the watch shows it bound
+        bridge._pod_event("DELETED", pod("p", 1, node_name="a"))    # then gone: its release
+        assert threading.current_thread().name not in committers[watched:]
+        deadline = time.monotonic() + 5.0
+        while store._binds_pending and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert store._binds_pending == 0 and set(committers) == {"bind-commit"}
+        assert "p" not in service.core.jobs
+    finally:
+        service.stop()

@@ -53,7 +53,9 @@ class SchedulerCore:
     (leader election: False nominates nothing), ``serving`` (True once extender calls are
     answered), and ``on_nomination(pod, node, gpus)``: called under the lock for every
     nomination -- a pod on its own, and each pod of a gang -- after its store write, with the
-    node's name and the GPU indices as text ("0,1"); the scheduler-mode driver binds from it.
+    node's name and the GPU indices as text ("0,1"); the scheduler-mode driver binds from it;
+    ``commit_behind()``: commits the rows a watch event left behind the lock (default: at once,
+    ``Store.write_behind``; the scheduler mode's binder hands them to its committer thread).
     """
 
     def __init__(self, policy, store: Store, vc_mapping: VcMapping | None = None, max_jobs_per_gpu: int = 1,
@@ -81,6 +83,7 @@ class SchedulerCore:
         self.counters, self.gangs, self.evictions = ad.counters, ad.gangs, ad.evictions.book
         self.filter_outcomes, self.recent_filters = self.answers.filter_outcomes, self.answers.recent_filters
         self.keyed = ad.reasons.keyed
+        self.commit_behind: Callable[[], object] = store.write_behind
         if not ad.restricted:
             self.counters["placements not restricted to offered nodes"] += 1
         from dlsched.service.eta import LiveEta
@@ -209,7 +212,7 @@ class SchedulerCore:
         """Any news about a pod (watch event, start-up list, or the pod inside a filter call)."""
         with self.lock:
             self.adapter.pod_seen(pod)
-        self.store.write_behind()   # a confirm's rows, committed outside the lock (store.py)
+        self.commit_behind()   # a confirm's rows, committed outside the lock (store.py)
 
     def pod_offered(self, pod: PodFacts) -> str:
         """A pod inside a filter call (:meth:`Adapter.pod_offered`); returns why it is refused, or ''."""
@@ -228,7 +231,7 @@ class SchedulerCore:
     def pod_gone(self, uid: str) -> None:
         with self.lock:
             self.adapter.pod_gone(uid)
-        self.store.write_behind()   # its release, committed outside the lock (store.py)
+        self.commit_behind()   # its release, committed outside the lock (store.py)
 
     # -- passes and timers -------------------------------------------------------------------
     def run_pass(self) -> int:

@@ -14,7 +14,9 @@ A worker does not wait for the bind's rows to be committed: the committer thread
 (``Store.write_behind``, durable) in groups, as they come. Measured (bench_scheduler_mode.py,
 drain): the synchronous commit was more than half a worker's busy time, and the pods waited in
 the binder's queue for it. A crash before the commit leaves the pod to start-up's adoption of
-bound pods, as a crash between the Binding and the commit always did.
+bound pods, as a crash between the Binding and the commit always did. The watch's own commits
+(a bound pod's echo, a finished pod's release: ``SchedulerCore.commit_behind``) go to the same
+thread: a py-spy profile of a drain had the pod watch's per-event commits at 30 of 107 samples.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ import threading
 from dlsched.service.pods import PodFacts
 
 log = logging.getLogger("dlsched.service")
-WORKERS = 16   # Bindings in flight at once (each is one HTTP round trip; kube.CONNECTION_POOL is 64)
+# Bindings in flight at once (each is one HTTP round trip; kube.CONNECTION_POOL is 64). Measured
+# (docs/service.md, "Bindings in flight"): 32 or up to 64 in flight in a drain emptied the
+# binder's queue but the loaded API server's round trip doubled, pods/s did not rise and
+# dlsched's CPU per bound pod did; kube-scheduler has no cap, its Bindings cost the API server less.
+WORKERS = 16
 RETRY_MIN_S = 0.5    # a pod whose Binding failed is held out of placement this long, doubling per failure
 RETRY_MAX_S = 30.0
 
@@ -55,6 +61,10 @@ class Binder:
             threading.Thread(target=self._run, args=(done,), name=f"bind-{i}", daemon=True).start()
         threading.Thread(target=self._commit, args=(done,), name="bind-commit", daemon=True).start()
         self._committer = True
+        # the watch's echoes of these binds (and releases) are committed by the same thread, in
+        # its groups: the pod watch no longer makes one durable commit per event (docs/service.md,
+        # "The pod watch's commits")
+        self.service.core.commit_behind = self._uncommitted.set
 
     def _commit(self, done: threading.Event) -> None:
         """Commit the binds' rows as they come (one durable transaction for all that are waiting)."""
