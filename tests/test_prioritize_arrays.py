@@ -114,3 +114,18 @@ def test_the_offered_ids_follow_a_node_that_joins_after_the_list_was_seen():
     after = core.priorities(p, list(names)).tolist()
     assert before[1] == 0
     assert after[0] == MAX_SCORE and 1 <= after[1] <= 9
+
+
+def test_two_cores_with_the_same_names_in_another_order_keep_their_own_ids():
+    """The ids kept with a name list belong to one state: a second core (same node count, the
+    names joined in another order) must not read the first one's."""
+    names = ["a", "b"]
+    first, _ = build("best-fit", 1, [NodeFacts("a", 8, "default", "", False), NodeFacts("b", 4, "default", "", False)])
+    second, _ = build("best-fit", 1, [NodeFacts("b", 4, "default", "", False), NodeFacts("a", 8, "default", "", False)])
+    p = PodFacts("p", "default", "p", 1, created=0.0)
+    for core in (first, second):
+        core.filter(p, names)
+        got = core.priorities(p, names).tolist()
+        node = core.adapter.state.node_ids[core.adapter.book.jobs["p"].placement[0][0]]
+        assert got[names.index(node)] == MAX_SCORE and node == "b"   # best fit: the 4-GPU node
+        assert 1 <= got[names.index("a")] <= 9

@@ -103,18 +103,18 @@ class Answers:
 
     def ids_of(self, node_names: list[str]) -> np.ndarray:
         """Each offered name's node id in the state, -1 for a name the state does not have (the
-        score table's last slot, always 0). Kept with the name list (``NodeList.memo``) while the
-        state's nodes stay the same: ids only grow and removals only shrink the index, so the two
-        lengths name the set."""
+        score table's last slot, always 0). Kept with the name list (``NodeList.memo``, shared by
+        every core of the process) for this state while its nodes stay the same: ids only grow
+        and removals only shrink the index, so the two lengths name the set."""
         state = self.adapter.state
         key = (len(state.node_ids), len(state.node_index))
         memo = NodeList.of(node_names).memo
         kept = memo.get("ids")
-        if kept is not None and kept[0] == key:
-            return kept[1]
+        if kept is not None and kept[0] is state and kept[1] == key:
+            return kept[2]
         index = state.node_index
         ids = np.fromiter((index.get(name, -1) for name in node_names), np.intp, len(node_names))
-        memo["ids"] = (key, ids)
+        memo["ids"] = (state, key, ids)
         return ids
 
     def unknown_offered(self, node_names: list[str]) -> list[str]:
