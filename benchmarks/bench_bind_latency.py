@@ -49,6 +49,7 @@ from k8s_phases import (  # noqa: E402 - after the sys.path lines above
     make_namespace_and_nodes,
     modes_of,
     phase_options,
+    remove_work,
     run_phase,
     summary,
 )
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                              qps=qps, audit=True)
     work = Path(tempfile.mkdtemp(prefix="dlsched-bench-bind-"))
     svc = None
+    finished = False
     phases: list[tuple[str, Phase, Phase]] = []
     try:
         make_namespace_and_nodes(cp, args.nodes, args.gpus_per_node)
@@ -122,11 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         served = server_times(svc)
         if args.decisions is not None:
             args.decisions.write_text(json.dumps(svc.decisions()))
+        finished = True
     finally:
         if svc is not None:
             svc.stop()
         events = audit_writes(cp)
         cleanup(cp)
+        remove_work(work, finished)
     ok = True
     for mode, base, gpu in phases:
         count_writes(events, base)

@@ -42,6 +42,7 @@ from k8s_phases import (  # noqa: E402
     make_namespace_and_nodes,
     modes_of,
     phase_options,
+    remove_work,
     run_phase,
     summary,
 )
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     cp = start_control_plane(args.shared / "k8s", f"http://127.0.0.1:{free_port()}/scheduler", qps=qps, audit=True)
     work = Path(tempfile.mkdtemp(prefix="dlsched-bench-schedmode-"))
     svc = None
+    finished = False
     phases: list[tuple[str, Phase, Phase]] = []
     stages: dict[str, dict] = {}
     try:
@@ -119,11 +121,13 @@ def main(argv: list[str] | None = None) -> int:
             phases.append((mode, base, mine))
             stages[mode] = svc.get("/api/v1/state")["mode"]["stages"]   # the last binds: this phase's
         state = svc.get("/api/v1/state")
+        finished = True
     finally:
         if svc is not None:
             svc.stop()
         events = audit_writes(cp)
         cleanup(cp)
+        remove_work(work, finished)
     ok = True
     for mode, base, mine in phases:
         count_writes(events, base)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import ssl
 import statistics
@@ -256,6 +257,15 @@ def check_args(args) -> str:
 
 def modes_of(args) -> list[str]:
     return [m.strip() for m in args.modes.split(",") if m.strip()]
+
+
+def remove_work(work: Path, finished: bool) -> None:
+    """The benchmark's temporary folder (the service's store and log): removed after a run that
+    finished; kept, and named, after one that failed, for its ``serve.log``."""
+    if finished:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print(f"kept {work} (the service's store and serve.log) after the failed run")
 
 
 def make_namespace_and_nodes(cp, nodes: int, gpus_per_node: int) -> None:
