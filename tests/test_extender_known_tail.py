@@ -45,9 +45,9 @@ def whole(raw: bytes):
 
 @pytest.fixture(autouse=True)
 def forget_tail():
-    extender._KnownTail.raw, extender._KnownTail.names = b"", []
+    extender.NodeList._last = None
     yield
-    extender._KnownTail.raw, extender._KnownTail.names = b"", []
+    extender.NodeList._last = None
 
 
 def test_the_second_pod_with_the_same_nodes_reuses_the_decoded_list():
@@ -64,7 +64,7 @@ def test_a_quote_escaped_before_the_key_falls_back_to_decoding_the_body():
     """A key that merely ends in NodeNames (its quote escaped, no comma before) never takes the
     kept list: the body answers as decoded whole (here: no node list at all)."""
     parse_request(body(pod("a"), NAMES))
-    tail = extender._KnownTail.raw
+    tail = extender.NodeList._last.memo["tail"]
     hostile = b'{"Pod":' + json.dumps(pod("h")).encode() + b',"NodeNames":null,"k\\' + tail
     assert outcome(parse_request, hostile) == outcome(whole, hostile)
     assert outcome(parse_request, hostile)[0] == "error"
@@ -73,7 +73,7 @@ def test_a_quote_escaped_before_the_key_falls_back_to_decoding_the_body():
 def test_a_tail_with_more_keys_after_the_list_is_never_kept():
     raw = b'{"Pod":' + json.dumps(pod("a")).encode() + b',"NodeNames":' + json.dumps(NAMES).encode() + b',"x":[1]}'
     assert outcome(parse_request, raw) == outcome(whole, raw)
-    assert extender._KnownTail.raw == b""
+    assert "tail" not in extender.NodeList._last.memo
 
 
 HOSTILE_PREFIXES = [

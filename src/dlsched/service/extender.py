@@ -90,20 +90,13 @@ def parse_args(body: object) -> tuple[PodFacts, list[str], list[dict] | None]:
 NAMES_KEY = b'"NodeNames":'
 
 
-class _KnownTail:
-    """The last request's end, ``"NodeNames":[...]}``, and the names it held."""
-
-    raw: bytes = b""
-    names: list[str] = []
-
-
 def parse_request(raw: bytes) -> tuple[PodFacts, list[str], list[dict] | None]:
     """:func:`parse_args` of the JSON body ``raw``, without decoding a node list equal to the
     last one: kube-scheduler sends the same ``NodeNames`` for pod after pod, and at 5,000 nodes
     decoding and comparing them was half a millisecond of every call.
 
     The body's end from its last ``,"NodeNames":`` on is compared as bytes with the last
-    request's, which was kept only after it decoded alone as exactly ``{"NodeNames": [...]}``;
+    request's, kept with the last name list (:class:`NodeList`, ``memo["tail"]``) only after it decoded alone as exactly ``{"NodeNames": [...]}``;
     when equal, what comes before is decoded with ``"NodeNames":null}`` in its place and the
     kept names put in. Why that is the same answer: after a comma outside a string, ``"NodeNames":``
     is a key (inside a string the comma would be followed by the string's end and then bare
@@ -112,29 +105,35 @@ def parse_request(raw: bytes) -> tuple[PodFacts, list[str], list[dict] | None]:
     changes nothing else. Anything that does not match is decoded whole, as before. The kept
     list is shared by the calls that match: nothing changes a parsed name list in place."""
     at = raw.rfind(NAMES_KEY)
-    if orjson is not None and at > 0 and raw[at - 1:at] == b"," and raw[at:] == _KnownTail.raw:
+    tail = raw[at:] if at > 0 and raw[at - 1:at] == b"," else None
+    last = NodeList._last
+    if orjson is not None and tail is not None and last is not None and last.memo.get("tail") == tail:
         try:
             body = orjson.loads(raw[:at] + b'"NodeNames":null}')
         except ValueError:
             body = None
         if isinstance(body, dict) and "NodeNames" in body and body["NodeNames"] is None:
-            body["NodeNames"] = _KnownTail.names
+            body["NodeNames"] = last.seen
             return parse_args(body)
     body = loads(raw)
     pod, names, items = parse_args(body)
-    if items is None and at > 0 and raw[at - 1:at] == b"," and raw[at:] != _KnownTail.raw:
-        _keep_tail(raw[at:], names)
+    if items is None and tail is not None:
+        _keep_tail(tail, names)
     return pod, names, items
 
 
 def _keep_tail(tail: bytes, names: list[str]) -> None:
-    """Keep ``tail`` for :func:`parse_request` if it decodes alone as ``{"NodeNames": names}``."""
+    """Keep ``tail`` with ``names``' :class:`NodeList` (the last one :func:`parse_args` looked up)
+    for :func:`parse_request`, if it decodes alone as ``{"NodeNames": names}``."""
+    nodes = NodeList.of(names)
+    if nodes.memo.get("tail") == tail:
+        return
     try:
         alone = loads(b"{" + tail)
     except WireError:
         return
     if isinstance(alone, dict) and len(alone) == 1 and alone.get("NodeNames") == names:
-        _KnownTail.raw, _KnownTail.names = tail, names
+        nodes.memo["tail"] = tail
 
 
 def filter_result(passed: list[str], failed: dict[str, str], items: list[dict] | None, error: str = "") -> dict:
