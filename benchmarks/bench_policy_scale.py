@@ -79,7 +79,13 @@ def simulate(policy: str, trace, cluster, general: bool = False) -> float:
                         speed_model=TimeSlicedSpeed() if sharing else None)
         t0 = time.process_time()
         sim.run(trace.jobs)
-        return time.process_time() - t0
+        seconds = time.process_time() - t0
+        est = getattr(pol, "estimator", None)
+        if est is not None and hasattr(est, "refit_seconds"):  # where an estimator's time goes
+            print(f"    {policy}: {est.n_fits} GBDT refits trained ({est.n_refits} due) in "
+                  f"{est.refit_seconds:.1f} s, {est.refit_seconds / seconds:.0%} of the simulation",
+                  file=sys.stderr, flush=True)
+        return seconds
     finally:
         SrtfPolicy.incremental = True
 

@@ -138,7 +138,7 @@ def time_simulation(name: str, cap: int, jobs: int, delivered: bool = False, loa
     cluster = cluster_for(tr.jobs, synthetic.default_cluster(tr)).with_gpu_type(gpu_type("V100"))
     _predicted(tr.jobs)
     backlog = _Backlog()
-    observers = ((DeliveredUtilisation(),) if delivered else ()) + (backlog,)
+    observers = ((DeliveredUtilisation("gpu"),) if delivered else ()) + (backlog,)  # as simulate: the model's scope
     sim = Simulator(cluster, make_policy(name, share=cap > 1, backfill=backfill), SimConfig(max_jobs_per_gpu=cap),
                     speed_model=TimeSlicedSpeed() if cap > 1 else None, observers=observers)
     t0 = time.process_time()
@@ -146,9 +146,10 @@ def time_simulation(name: str, cap: int, jobs: int, delivered: bool = False, loa
     return time.process_time() - t0, backlog.pending / max(1, backlog.starts)
 
 
-def simulations(jobs: int, load: float, what: str, policies: list[str]) -> None:
+def simulations(jobs: int, load: float, what: str, policies: list[str], breakdown: bool = False) -> None:
     """One workload: FIFO exclusive, FIFO with backfill exclusive, then each policy with sharing,
-    with the ratios to FIFO exclusive (and, for sharing, to FIFO with backfill)."""
+    with the ratios to FIFO exclusive (and, for sharing, to FIFO with backfill); ``breakdown``:
+    each policy again with sharing but no observer, and exclusive, to say where sharing's cost is."""
     plain, queue = time_simulation("fifo", 1, jobs, load=load)
     backfill, bqueue = time_simulation("fifo", 1, jobs, load=load, backfill=True)
     print(f"{what} (offered load {load}), {jobs:,} jobs, CPU seconds of the simulation:")
@@ -159,6 +160,14 @@ def simulations(jobs: int, load: float, what: str, policies: list[str]) -> None:
         share, squeue = time_simulation(name, 2, jobs, delivered=True, load=load)
         print(f"  {name + ' sharing (2 per GPU)':30s} {share:7.1f} s   (mean pending at a start {squeue:8.1f})   "
               f"{share / plain:5.1f}x fifo exclusive, {share / backfill:5.2f}x fifo+backfill")
+    if breakdown:
+        # where a sharing run's cost goes: the same policy without the observer, and exclusive
+        for name in policies:
+            bare, _ = time_simulation(name, 2, jobs, delivered=False, load=load)
+            alone, aqueue = time_simulation(name, 1, jobs, load=load)
+            print(f"    {name} sharing without the delivered-utilisation observer {bare:6.1f} s "
+                  f"({bare / plain:4.1f}x fifo exclusive); {name} exclusive {alone:6.1f} s "
+                  f"({alone / plain:4.1f}x, mean pending at a start {aqueue:.1f})")
 
 
 def main() -> None:
@@ -171,6 +180,8 @@ def main() -> None:
                     help="offered load of the bounded workload (default 0.5; 0: skip it)")
     ap.add_argument("--builtin", action=argparse.BooleanOptionalAction, default=True,
                     help="simulate the built-in workload (load 0.8) too (default on)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also each sharing policy without the observer, and exclusive (where the cost goes)")
     args = ap.parse_args()
     for step, what in ((2, "half the GPUs busy"), (1, "every GPU busy: all by sharing")):
         for k in (1, 3):
@@ -184,10 +195,10 @@ def main() -> None:
     if args.sim_jobs:
         policies = args.sim_policies.split(",")
         if args.builtin:
-            simulations(args.sim_jobs, 0.8, "built-in workload", policies)
+            simulations(args.sim_jobs, 0.8, "built-in workload", policies, args.breakdown)
             print("  goal: sharing no slower than fifo+backfill; issue 10: horus (100,000 jobs) <= 60 s")
         if args.bounded_load > 0:
-            simulations(args.sim_jobs, args.bounded_load, "bounded workload", policies)
+            simulations(args.sim_jobs, args.bounded_load, "bounded workload", policies, args.breakdown)
             print("  goal: sharing within 5x of fifo exclusive")
     print(f"(load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
 

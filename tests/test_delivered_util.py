@@ -91,32 +91,60 @@ def test_observer_only_with_a_speed_model_or_sharing_and_keys_in_summary(tmp_pat
 
 
 class _EveryNode(DeliveredUtilisation):
-    """The reference: every node re-measured at every event."""
+    """The reference: before every change, the level that held since the last one, computed from
+    scratch over every GPU of every node (each GPU: the sum of its jobs' utilisation x rate,
+    capped at 1), times the time since the last change."""
 
     def _advance(self, now: float) -> None:
-        if self.state is not None:
-            self._dirty.update(range(len(self.state.node_holders)))
-        super()._advance(now)
+        if self.state is None:
+            return
+        level = 0.0
+        for node, holders in enumerate(self.state.node_holders):
+            per_gpu = [0.0] * self.state.node_gpus[node]
+            for j, mask in holders.items():
+                util = j._measured.gpu_util
+                share = (1.0 if util != util else util / 100) * j.speed
+                for g in range(len(per_gpu)):
+                    if mask >> g & 1:
+                        per_gpu[g] += share
+            level += sum(min(1.0, x) for x in per_gpu)
+        if self.t_last is not None and now > self.t_last:  # the state now is the one since t_last
+            self.area += level * (now - self.t_last)
+        self.level = level
+        if self.t_last is None or now > self.t_last:
+            self.t_last = now
 
 
-def test_re_measuring_only_the_nodes_a_change_moved_gives_the_area_of_re_measuring_all():
-    """Sharing, time slicing and jobs spanning nodes: a start or stop re-rates the partners of
-    the job, whose other nodes then deliver less or more."""
-    rng = random.Random(4)
+@pytest.mark.parametrize(("policy", "seed", "speed"), [
+    ("horus", 4, "time-sliced"), ("horus", 7, "time-sliced"), ("fifo", 4, "time-sliced"), ("fifo", 11, "colocation"),
+    ("horus", 5, "colocation"), ("fifo", 3, None)])
+def test_moving_only_the_gpus_a_change_moved_gives_the_area_of_re_measuring_every_gpu(policy, seed, speed):
+    """Sharing, re-rating speed models and jobs spanning nodes: a start or stop re-rates the
+    partners of the job, whose other nodes then deliver less or more."""
+    rng = random.Random(seed)
     jobs, t = [], 0.0
     for i in range(300):
         t += rng.expovariate(1 / 30.0)
-        j = Job(f"j{i}", "v", rng.choice([1, 1, 2, 4, 8, 12]), t, rng.uniform(50, 2000),
-                gpu_util=rng.choice([float("nan"), rng.uniform(10, 100)]), gpu_mem_mib=1000)
+        model = rng.choice(["net_a", "net_b"])
+        j = Job(f"j{i}", "v", rng.choice([1, 1, 2, 4, 8, 12]), t, rng.uniform(50, 2000), model_name=model,
+                batch_size=32, gpu_util=rng.choice([float("nan"), rng.uniform(10, 100)]), gpu_mem_mib=1000)
         j.pred_gpu_mem_mib = rng.uniform(500, 8000)
         jobs.append(j)
     areas = []
-    for obs in (DeliveredUtilisation(), _EveryNode()):
+    scope = "gpu" if speed is None else {"time-sliced": TimeSlicedSpeed, "colocation": ColocationSpeed}[speed].scope
+    for obs in (DeliveredUtilisation(scope), DeliveredUtilisation("node"), _EveryNode()):
         for j in jobs:
             j.reset()
-        res = Simulator(cluster(nodes=4, gpus=4), make_policy("horus", share=True),
+        model = {"time-sliced": TimeSlicedSpeed(), "colocation": ColocationSpeed(table()), None: None}[speed]
+        res = Simulator(cluster(nodes=4, gpus=4), make_policy(policy, share=True),
                         SimConfig(max_jobs_per_gpu=2, preemption_overhead=no_overhead),
-                        speed_model=TimeSlicedSpeed(), observers=(obs,)).run(jobs)
+                        speed_model=model, observers=(obs,)).run(jobs)
         areas.append((obs.summary(res.metrics)["delivered_gpu_utilization"], obs.area))
-    assert areas[0] == pytest.approx(areas[1], rel=1e-12)
+    assert areas[0] == pytest.approx(areas[2], rel=1e-12)
+    assert areas[1] == pytest.approx(areas[2], rel=1e-12)
     assert 0 < areas[0][0] < 1
+
+
+def test_an_unknown_scope_is_refused():
+    with pytest.raises(ValueError, match="scope must be 'gpu' or 'node'"):
+        DeliveredUtilisation("vc")

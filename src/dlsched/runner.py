@@ -121,7 +121,8 @@ def assemble(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, observers: tu
     power = make_power_manager(spec, cluster) if spec.energy else None
     speed = spec.speed_model if spec.speed_model is not None else default_speed_model(policy.placer, cluster)
     speed_model = make_speed_model(speed, cluster, **(spec.speed_options if speed == spec.speed_model else {}))
-    observers = run_observers(spec, speed_model is not None) + tuple(observers)
+    scope = "gpu" if speed_model is None else getattr(speed_model, "scope", "node")  # no model: no rate moves
+    observers = run_observers(spec, speed_model is not None, scope) + tuple(observers)
     sim = Simulator(cluster, policy, spec.config, power_manager=power, speed_model=speed_model,
                     failure_model=make_failure_model(spec.failure_model, **spec.failure_options),
                     observers=observers)
@@ -154,15 +155,16 @@ def run_one(jobs: list[Job], cluster: ClusterSpec, spec: RunSpec, out_dir: str |
     return summary
 
 
-def run_observers(spec: RunSpec, has_speed_model: bool) -> tuple:
+def run_observers(spec: RunSpec, has_speed_model: bool, scope: str = "node") -> tuple:
     """The kernel observers a run asks for, each with ``summary(metrics) -> dict`` merged into
-    summary.json: delivered utilisation with GPU sharing or a speed model, prediction correction
-    with ``observe_after``. None otherwise: a plain run pays nothing."""
+    summary.json: delivered utilisation with GPU sharing or a speed model (``scope``: the speed
+    model's, whose rates a start or stop moves), prediction correction with ``observe_after``.
+    None otherwise: a plain run pays nothing."""
     observers: list = []
     if has_speed_model or spec.config.max_jobs_per_gpu > 1:
         from dlsched.metrics.delivered import DeliveredUtilisation
 
-        observers.append(DeliveredUtilisation())
+        observers.append(DeliveredUtilisation(scope))
     if spec.observe_after is not None:
         from dlsched.sim.observe import ObservedCorrection
 

@@ -7,13 +7,14 @@ with sharing and interference that says little. Here each GPU delivers
 over time exactly (the level only changes at transitions). A job without a measured utilisation
 counts as 100 % (it keeps its GPUs fully busy, as the busy share assumes).
 
-A kernel observer: it is told about every start and stop *before* the change, integrates the
-level up to that instant, and marks the nodes whose level the change can move to be recomputed
-at the next event, when the change and the re-rating are complete: the job's nodes, and the
-nodes of each job sharing them whose rate the change moved (only a start or stop next to a job
-re-rates it, so its rate is compared with the one its GPUs were last measured at). The engine
-reads truth (measured utilisation); policies never see this. Runs attach it only with a speed
-model or sharing.
+A kernel observer: it is told about every start and stop *before* the change and integrates
+the level up to that instant. The level is kept per GPU as the sum of its jobs' shares, so a
+change costs the GPUs whose sum it moves, not a re-measure of whole nodes: a stopping job's
+share leaves its GPUs at once; a started job's share is added at the next event, when its
+placement and the re-rating are complete; the jobs on the nodes a change touched are compared
+with the rate their share was counted at (only a start or stop next to a job re-rates it), and
+a moved rate moves its share on all its GPUs. The engine reads truth (measured utilisation);
+policies never see this. Runs attach it only with a speed model or sharing.
 """
 
 from __future__ import annotations
@@ -25,24 +26,31 @@ from dlsched.kernel.state import ClusterState
 
 
 class DeliveredUtilisation:
-    """Time-weighted delivered utilisation of all GPUs (GPU-seconds of 100 % work)."""
+    """Time-weighted delivered utilisation of all GPUs (GPU-seconds of 100 % work).
 
-    def __init__(self) -> None:
+    ``scope``: whose rate a start or stop can move, the speed model's own ``scope`` -- ``"gpu"``:
+    the jobs sharing one of its GPUs (time slicing, co-location tables; also right without a
+    speed model, where no rate moves); ``"node"`` (the default, right for every model): every job
+    on its nodes. A narrower scope than the model's would miss re-rated jobs; a wider one only
+    compares more rates."""
+
+    def __init__(self, scope: str = "node") -> None:
+        if scope not in ("gpu", "node"):
+            raise ValueError(f"scope must be 'gpu' or 'node', got {scope!r}")
+        self.by_gpu = scope == "gpu"
         self.state: ClusterState | None = None
         self.area = 0.0
         self.level = 0.0           # GPUs' worth of delivered work right now
         self.t_last: float | None = None
-        self._node_level: dict[int, float] = {}
-        self._dirty: set[int] = set()
+        self._sums: dict[int, list[float]] = {}  # node -> per GPU, the shares of its jobs summed
         self._new: list[Job] = []  # started jobs: their placement is known only after the start
         self._watch: dict[Job, None] = {}  # jobs beside a change: their rate may have moved
-        self._rate: dict[Job, float] = {}  # running job -> the rate its GPUs were last measured at
+        self._share: dict[Job, float] = {}  # running job -> the share counted on each of its GPUs
 
     def attach(self, state: ClusterState) -> None:
         self.state = state
         self.area, self.level, self.t_last = 0.0, 0.0, None
-        self._node_level, self._dirty, self._new = {}, set(), []
-        self._watch, self._rate = {}, {}
+        self._sums, self._new, self._watch, self._share = {}, [], {}, {}
 
     # -- observer callbacks (called before the change) -------------------------------------------
     def started(self, job: Job, vc, now: float) -> None:
@@ -51,75 +59,65 @@ class DeliveredUtilisation:
 
     def stopped(self, job: Job, vc, now: float, why: str) -> None:
         self._advance(now)
-        self._touch(job)
+        share = self._share.pop(job, None)
+        if share is not None:
+            self._add(job.placement, -share)
+        self._neighbours(job.placement)
 
     # -- bookkeeping ---------------------------------------------------------------------------
-    def _touch(self, job: Job) -> None:
-        """Mark the job's nodes, and watch every job on them (the job included)."""
-        holders, dirty, watch = self.state.node_holders, self._dirty, self._watch
-        for node, _ in job.placement or ():
-            dirty.add(node)
+    def _neighbours(self, placement) -> None:
+        """Watch the jobs a change on ``placement`` may re-rate: those on its GPUs, or on its nodes."""
+        holders, watch = self.state.node_holders, self._watch
+        if self.by_gpu:
+            for node, mask in placement or ():
+                for other, m in holders[node].items():
+                    if m & mask:
+                        watch[other] = None
+            return
+        for node, _ in placement or ():
             for other in holders[node]:
                 watch[other] = None
 
-    def _rerated(self) -> None:
-        """Mark the nodes of the watched jobs whose rate moved (a new job's too); forget the
-        rates of those that stopped."""
-        rates, dirty = self._rate, self._dirty
-        for job in self._watch:
-            placement = job.placement
-            if placement is None:
-                rates.pop(job, None)
-            elif rates.get(job) != job.speed:
-                rates[job] = job.speed
-                for node, _ in placement:
-                    dirty.add(node)
-        self._watch.clear()
+    def _add(self, placement, delta: float) -> None:
+        """Move the share counted on each GPU of ``placement`` by ``delta``, and the level with it
+        (each GPU delivers at most 1)."""
+        sums, level = self._sums, self.level
+        for node, gpus in placement:
+            row = sums.get(node)
+            if row is None:
+                row = sums[node] = [0.0] * self.state.node_gpus[node]
+            for g in bit_tuple(gpus):
+                old = row[g]
+                new = row[g] = old + delta
+                level += (new if new < 1.0 else 1.0) - (old if old < 1.0 else 1.0)
+        self.level = level
 
     def _advance(self, now: float) -> None:
         if self._new:
+            shares = self._share
             for job in self._new:
-                self._touch(job)
+                placement = job.placement
+                if placement is None or job in shares:
+                    continue
+                share = shares[job] = _share_of(job)
+                self._add(placement, share)
+                self._neighbours(placement)
             self._new.clear()
         if self._watch:
-            self._rerated()
-        if self._dirty:
-            for node in self._dirty:
-                new = self._measure(node)
-                self.level += new - self._node_level.get(node, 0.0)
-                self._node_level[node] = new
-            self._dirty.clear()
+            shares = self._share
+            for job in self._watch:
+                old = shares.get(job)
+                if old is None:  # stopped, or started and counted at its own turn
+                    continue
+                share = _share_of(job)
+                if share != old:
+                    shares[job] = share
+                    self._add(job.placement, share - old)
+            self._watch.clear()
         if self.t_last is not None and now > self.t_last:
             self.area += self.level * (now - self.t_last)
         if self.t_last is None or now > self.t_last:
             self.t_last = now
-
-    def _measure(self, node: int) -> float:
-        """Delivered work on ``node`` now, in GPUs (each GPU capped at 1)."""
-        holders = self.state.node_holders[node]
-        if not holders:
-            return 0.0
-        # no GPU shared on this node (the usual case): each GPU holds one job's share, summed in
-        # the order the general case below sums them (job by job, lowest GPU first): the same float
-        levels: list[float] = []
-        union = 0
-        for job, mask in holders.items():
-            if union & mask:
-                break
-            union |= mask
-            util = _true_util(job)
-            share = (1.0 if util != util else util * 0.01) * job.speed  # noqa: PLR0124 - NaN check
-            levels += [share if share < 1.0 else 1.0] * mask.bit_count()
-        else:
-            return sum(levels)
-        per_gpu: dict[int, float] = {}  # keyed by the GPU's index, in the order first held
-        get = per_gpu.get
-        for job, mask in holders.items():
-            util = _true_util(job)
-            share = (1.0 if util != util else util * 0.01) * job.speed  # noqa: PLR0124 - NaN check, hot path
-            for g in bit_tuple(mask):
-                per_gpu[g] = get(g, 0.0) + share
-        return sum(v if v < 1.0 else 1.0 for v in per_gpu.values())  # noqa: FURB136 - min() is slower
 
     def summary(self, metrics) -> dict:
         """``delivered_gpu_utilization`` (share of all GPU time spent on real work) and
@@ -129,3 +127,10 @@ class DeliveredUtilisation:
         busy = metrics.busy_area
         return {"delivered_gpu_utilization": self.area / (total * span) if span > 0 and total else 0.0,
                 "delivered_per_busy_gpu": self.area / busy if busy > 0 else 0.0}
+
+
+def _share_of(job: Job) -> float:
+    """What ``job`` delivers on each of its GPUs now: its measured utilisation (100 % without
+    one) times its current rate."""
+    util = _true_util(job)
+    return (1.0 if util != util else util * 0.01) * job.speed  # noqa: PLR0124 - NaN check, hot path
