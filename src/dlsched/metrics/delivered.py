@@ -11,9 +11,9 @@ A kernel observer: it is told about every start and stop *before* the change and
 the level up to that instant. The level is kept per GPU as the sum of its jobs' shares, so a
 change costs the GPUs whose sum it moves, not a re-measure of whole nodes: a stopping job's
 share leaves its GPUs at once; a started job's share is added at the next event, when its
-placement and the re-rating are complete; the jobs on the nodes a change touched are compared
-with the rate their share was counted at (only a start or stop next to a job re-rates it), and
-a moved rate moves its share on all its GPUs. The engine reads truth (measured utilisation);
+placement and the re-rating are complete; the jobs a change can re-rate (those on its GPUs or
+on its nodes: the speed model's scope) are compared with the rate their share was counted at,
+and a moved rate moves its share on all its GPUs. The engine reads truth (measured utilisation);
 policies never see this. Runs attach it only with a speed model or sharing.
 """
 
