@@ -14,6 +14,9 @@ policy built before the clock starts), once per size: CPU rather than wall time,
 on a shared machine does not count. Horus runs as ``dlsched simulate --policy horus`` does:
 2 jobs per GPU, the time-sliced truth, predicted utilisation and memory. ``--general`` also runs
 SRTF and SRTF-pred on their general path (a full sort per pass), the before of the incremental cut.
+Each run also prints (stderr) the mean pending and running jobs over the run and the preemptions per
+job: what a ranking policy looks at per pass, which grows with a longer trace even at a fixed load
+(the workload's heavy-tailed durations take weeks of arrivals to fill the cluster).
 
 A policy whose run at one size takes longer than ``--budget`` seconds is not run at the larger
 sizes of that sweep (printed as ``skip``). Run small: ``--max-jobs 100000 --max-nodes 1000``.
@@ -78,8 +81,9 @@ def simulate(policy: str, trace, cluster, general: bool = False) -> float:
         sim = Simulator(cluster, pol, SimConfig(max_jobs_per_gpu=2 if sharing else 1),
                         speed_model=TimeSlicedSpeed() if sharing else None)
         t0 = time.process_time()
-        sim.run(trace.jobs)
+        result = sim.run(trace.jobs)
         seconds = time.process_time() - t0
+        print(f"    {policy}: {work_line(result, trace.jobs)}", file=sys.stderr, flush=True)
         est = getattr(pol, "estimator", None)
         if est is not None and hasattr(est, "refit_seconds"):  # where an estimator's time goes
             print(f"    {policy}: {est.n_fits} GBDT refits trained ({est.n_refits} due) in "
@@ -88,6 +92,27 @@ def simulate(policy: str, trace, cluster, general: bool = False) -> float:
         return seconds
     finally:
         SrtfPolicy.incremental = True
+
+
+def work_line(result, jobs) -> str:
+    """What the policy had to look at, which grows with a long trace even at a fixed load: the
+    time-weighted mean of the pending and running jobs (the cluster's, from the run's timeline)
+    and the preemptions per job. A policy that ranks the queue or the running jobs at a pass pays
+    in proportion to these, so a per-job cost that grows with them is the workload's, not a
+    per-event cost that grows."""
+    import numpy as np
+
+    tl = result.metrics.timeline_arrays()
+    t = tl["time"]
+    if len(t) < 2 or t[-1] <= t[0]:
+        return "timeline too short to weigh"
+    dt = np.diff(t)
+    span = t[-1] - t[0]
+    queued = float(np.dot(tl["queued_jobs"][:-1], dt) / span)
+    running = float(np.dot(tl["running_jobs"][:-1], dt) / span)
+    preempted = sum(j.preemptions for j in jobs) / max(1, len(jobs))
+    return (f"mean {queued:,.1f} pending and {running:,.1f} running jobs over {span / 86400:,.1f} days, "
+            f"{preempted:.2f} preemptions per job")
 
 
 def sweep(label: str, sizes: list[tuple[int, int]], names: list[str], args) -> None:

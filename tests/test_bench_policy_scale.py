@@ -38,3 +38,23 @@ def test_bad_options_get_one_error_line():
     unknown = _run("--policies", "fifo,nope", "--jobs", "100", "--nodes", "")
     assert unknown.returncode == 2 and unknown.stderr.startswith("error: --policies: unknown policy 'nope'")
     assert "Traceback" not in bad.stderr + unknown.stderr
+
+
+def test_the_work_line_weighs_the_timeline_by_time():
+    """Hand-checked: pending 2 for 10 s then 4 for 20 s is 3.33 on average (not 2 of the 3 samples'
+    mean), running 1 then 3 is 2.33; preemptions 0 + 1 + 2 over 3 jobs is 1.00 a job."""
+    import types
+
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_policy_scale
+
+    arrays = {"time": np.array([0.0, 10.0, 30.0]), "queued_jobs": np.array([2, 4, 0]),
+              "running_jobs": np.array([1, 3, 5])}
+    result = types.SimpleNamespace(metrics=types.SimpleNamespace(timeline_arrays=lambda: arrays))
+    jobs = [types.SimpleNamespace(preemptions=k) for k in (0, 1, 2)]
+    assert bench_policy_scale.work_line(result, jobs) == (
+        "mean 3.3 pending and 2.3 running jobs over 0.0 days, 1.00 preemptions per job")
+    arrays["time"] = np.array([5.0])
+    assert bench_policy_scale.work_line(result, jobs) == "timeline too short to weigh"
