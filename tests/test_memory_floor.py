@@ -6,6 +6,7 @@ prediction's ``lo`` below the job's physical floor."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -154,7 +155,11 @@ def test_a_live_export_of_a_small_zoo_model_gives_the_shipped_features(name: str
     live = graph_features(name, ZOO_FEATURES_BATCH)
     shipped = load_zoo_features()[name]
     assert sorted(live) == sorted(shipped)
-    assert {k: v for k, v in live.items() if v != shipped[k]} == {}
+    # to the last bits only: the analysis recovers its per-batch polynomials with LAPACK's solve
+    # (graph/poly.py), whose rounding moves by an ulp between numpy/OpenBLAS builds (measured: lstm_lm's
+    # flops 4097205840.0000005 against the shipped 4097205840.0 on numpy 2.4.6); any drift of the
+    # exporter or the analysis moves a feature by far more than 1e-12 of itself
+    assert {k: v for k, v in live.items() if not math.isclose(v, shipped[k], rel_tol=1e-12, abs_tol=1e-9)} == {}
 
 
 def test_lo_is_at_least_the_floor_for_every_zoo_model() -> None:
