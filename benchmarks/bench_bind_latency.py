@@ -22,7 +22,10 @@ them). Prints, per phase, median / p95 / max create-to-bind in seconds, the pods
 ``--timeout`` (a phase stops waiting then), the throughput in pods/s (bound pods over the time from
 the first create, or from the nodes' arrival in a drain, to the last bind), dlsched's pods/s over
 kube-scheduler alone's, and the API writes per bound pod from the API server's audit log (every
-write to the namespace by ``User-Agent``: ``dlsched`` and ``kube-scheduler``). ``--scheduler-qps``
+write to the namespace by ``User-Agent``: ``dlsched`` and ``kube-scheduler``). A drain also runs
+kube-scheduler alone on pods that request ``64/--gpus-per-node`` CPUs each, so that as few fit a new
+node as dlsched's one-GPU pods (8, against 110 GPU-less ones): the like-for-like ratio, since a
+drain's pods/s is bounded by the node adds that give its last pod room (printed). ``--scheduler-qps``
 sets kube-scheduler's API client rate (burst twice that; 1000 by default, as a tuned cluster has
 it: at v1.20's default of 50/s kube-scheduler's own Binding calls are throttled); ``0`` leaves
 kube-scheduler's default. Skips with the reason (exit 0) when the control plane cannot start here.
@@ -48,6 +51,8 @@ from k8s_phases import (  # noqa: E402 - after the sys.path lines above
     count_writes,
     make_namespace_and_nodes,
     modes_of,
+    packed_cpu_millis,
+    packed_lines,
     phase_options,
     remove_work,
     run_phase,
@@ -107,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="dlsched-bench-bind-"))
     svc = None
     finished = False
-    phases: list[tuple[str, Phase, Phase]] = []
+    phases: list[tuple[str, Phase, Phase, Phase | None]] = []
     try:
         make_namespace_and_nodes(cp, args.nodes, args.gpus_per_node)
         svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{work}/bench.db", "fifo", work / "serve.log")
@@ -118,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         for mode in modes:
             drain = (args.nodes, args.gpus_per_node) if mode == "drain" else None
             base = run_phase(cp, f"plain-{mode}", args.pods, 0, args.timeout, drain)
+            packed = None if drain is None else run_phase(cp, f"packed-{mode}", args.pods, 0, args.timeout, drain,
+                                                          cpu_millis=packed_cpu_millis(args.gpus_per_node))
             gpu = run_phase(cp, f"gpu-{mode}", args.pods, 1, args.timeout, drain, service_pid=svc.proc.pid)
-            phases.append((mode, base, gpu))
+            phases.append((mode, base, gpu, packed))
         state = svc.get("/api/v1/state")
         served = server_times(svc)
         if args.decisions is not None:
@@ -132,24 +139,30 @@ def main(argv: list[str] | None = None) -> int:
         cleanup(cp)
         remove_work(work, finished)
     ok = True
-    for mode, base, gpu in phases:
-        count_writes(events, base)
-        count_writes(events, gpu)
+    for mode, base, gpu, packed in phases:
+        for ph in (base, gpu, packed):
+            if ph is not None:
+                count_writes(events, ph)
         print(f"{mode}: {args.pods} pods created at once"
               f"{f', then {args.nodes} new nodes (the old ones cordoned)' if mode == 'drain' else ''}; "
               f"create-to-bind (this process's clock):")
-        for label, ph in (("kube-scheduler alone (no GPU)", base), ("through dlsched (1 GPU each)", gpu)):
+        rows = [("kube-scheduler alone (no GPU)", base)]
+        if packed is not None:
+            rows.append((f"kube-scheduler alone ({args.gpus_per_node}/node)", packed))
+        for label, ph in rows + [("through dlsched (1 GPU each)", gpu)]:
             print(f"  {label:31s} {summary(ph.waits)}   not bound: {ph.left}   {ph.rate:.1f} pods/s   "
                   f"(created in {ph.span:.2f} s)")
         ratio = gpu.rate / base.rate if base.rate else float("nan")
         print(f"  pods/s through dlsched / kube-scheduler alone: {ratio:.2f}x (goal >= 0.75x)")
+        if packed is not None:
+            print("\n".join(packed_lines(args, base, gpu, packed, "through dlsched")))
         print(f"  API writes per bound pod: dlsched {gpu.per_pod('dlsched'):.2f} (goal <= 1.2; "
               f"{gpu.writes.get('dlsched', 0)} writes, {gpu.refused} refused) + kube-scheduler "
               f"{gpu.per_pod('kube-scheduler'):.2f}; kube-scheduler alone: {base.per_pod('kube-scheduler'):.2f}")
         print(f"  dlsched's writes: {', '.join(f'{k} {n}' for k, n in sorted(gpu.kinds.items())) or 'none'}")
         print(f"  dlsched's CPU per bound pod (its process, the phase's start to its last bind): "
               f"{gpu.cpu_ms_per_pod():.1f} ms")
-        ok = ok and not base.left and not gpu.left
+        ok = ok and not base.left and not gpu.left and not (packed is not None and packed.left)
     print(f"  dlsched: binds {state['binds']}, counters {state['counters']}")
     print(f"  dlsched's own time per extender call (mean, from /metrics): {served}")
     return 0 if ok else 1

@@ -13,7 +13,11 @@ to the watch showing its ``spec.nodeName``, on this process's clock. kube-schedu
 request no GPU (kube-scheduler's config names an extender for ``nvidia.com/gpu``, which is not
 listening here); dlsched's pods request one GPU each and name ``schedulerName: dlsched``. Modes:
 *burst* (pods created onto free nodes) and *drain* (every node there cordoned, the pods created
-and tried, then ``--nodes`` new nodes added at once). Prints per phase median / p95 / max
+and tried, then ``--nodes`` new nodes added at once). A drain also runs kube-scheduler alone on pods
+that request ``64/--gpus-per-node`` CPUs each, so that as few fit a new node as dlsched's one-GPU
+pods (8, against 110 GPU-less pods): the like-for-like ratio, since a drain's pods/s is bounded by
+the node adds that give its last pod room (printed: after 5 adds for GPU-less pods, 63 for
+one-GPU pods). Prints per phase median / p95 / max
 create-to-bind, pods/s, dlsched's pods/s and p50 over kube-scheduler alone's, and the API writes
 per bound pod by kind from the audit log, and dlsched's own steps per bind (watch event ->
 nomination -> bind worker -> node check -> Binding answered; ``stages`` of the state's ``mode``
@@ -41,6 +45,8 @@ from k8s_phases import (  # noqa: E402
     count_writes,
     make_namespace_and_nodes,
     modes_of,
+    packed_cpu_millis,
+    packed_lines,
     phase_options,
     remove_work,
     run_phase,
@@ -56,12 +62,17 @@ from support.control_plane import (  # noqa: E402
 from support.service_proc import ServiceProcess  # noqa: E402
 
 
-def report(mode: str, args, base: Phase, mine: Phase) -> list[str]:
-    """The lines of one mode: both schedulers, the ratios, the writes."""
+def report(mode: str, args, base: Phase, mine: Phase, packed: Phase | None = None) -> list[str]:
+    """The lines of one mode: the schedulers, the ratios, the writes (``packed``: the drain's
+    kube-scheduler alone with as many pods a node as dlsched's, :func:`packed_cpu_millis`)."""
     head = (f"{mode}: {args.pods} pods created at once"
             f"{f', then {args.nodes} new nodes (the old ones cordoned)' if mode == 'drain' else ''}; create-to-bind:")
     lines = [head]
-    for label, ph in (("kube-scheduler alone (no GPU)", base), ("dlsched --mode scheduler (1 GPU)", mine)):
+    rows = [("kube-scheduler alone (no GPU)", base)]
+    if packed is not None:
+        rows.append((f"kube-scheduler alone ({args.gpus_per_node}/node)", packed))
+    rows.append(("dlsched --mode scheduler (1 GPU)", mine))
+    for label, ph in rows:
         lines.append(f"  {label:33s} {summary(ph.waits)}   not bound: {ph.left}   {ph.rate:.1f} pods/s   "
                      f"(created in {ph.span:.2f} s)")
     ratio = mine.rate / base.rate if base.rate else float("nan")
@@ -69,6 +80,8 @@ def report(mode: str, args, base: Phase, mine: Phase) -> list[str]:
            if mine.waits and base.waits else float("nan"))
     lines.append(f"  pods/s dlsched / kube-scheduler alone: {ratio:.2f}x (goal >= 1.0x); "
                  f"create->bind p50 ratio: {p50:.2f}x (goal <= 2x)")
+    if packed is not None:
+        lines += packed_lines(args, base, mine, packed)
     lines.append(f"  API writes per bound pod: dlsched {mine.per_pod('dlsched'):.2f} ({mine.writes.get('dlsched', 0)} "
                  f"writes, {mine.refused} refused); kube-scheduler alone {base.per_pod('kube-scheduler'):.2f}")
     lines.append(f"  dlsched's writes: {', '.join(f'{k} {n}' for k, n in sorted(mine.kinds.items())) or 'none'}")
@@ -104,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="dlsched-bench-schedmode-"))
     svc = None
     finished = False
-    phases: list[tuple[str, Phase, Phase]] = []
+    phases: list[tuple[str, Phase, Phase, Phase | None]] = []
     stages: dict[str, dict] = {}
     try:
         make_namespace_and_nodes(cp, args.nodes, args.gpus_per_node)
@@ -116,9 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         for mode in modes:
             drain = (args.nodes, args.gpus_per_node) if mode == "drain" else None
             base = run_phase(cp, f"plain-{mode}", args.pods, 0, args.timeout, drain)
+            packed = None if drain is None else run_phase(cp, f"packed-{mode}", args.pods, 0, args.timeout, drain,
+                                                          cpu_millis=packed_cpu_millis(args.gpus_per_node))
             mine = run_phase(cp, f"gpu-{mode}", args.pods, 1, args.timeout, drain, scheduler="dlsched",
                              service_pid=svc.proc.pid)
-            phases.append((mode, base, mine))
+            phases.append((mode, base, mine, packed))
             stages[mode] = svc.get("/api/v1/state")["mode"]["stages"]   # the last binds: this phase's
         state = svc.get("/api/v1/state")
         finished = True
@@ -129,12 +144,13 @@ def main(argv: list[str] | None = None) -> int:
         cleanup(cp)
         remove_work(work, finished)
     ok = True
-    for mode, base, mine in phases:
-        count_writes(events, base)
-        count_writes(events, mine)
-        print("\n".join(report(mode, args, base, mine)))
+    for mode, base, mine, packed in phases:
+        for ph in (base, mine, packed):
+            if ph is not None:
+                count_writes(events, ph)
+        print("\n".join(report(mode, args, base, mine, packed)))
         print(stage_line(stages.get(mode) or {}))
-        ok = ok and not base.left and not mine.left
+        ok = ok and not base.left and not mine.left and not (packed is not None and packed.left)
     print(f"  dlsched: binds {state['binds']}, scheduler mode {state['mode']}")
     return 0 if ok else 1
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import socket
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from support.control_plane import add_gpu_node
+from support.control_plane import NODE_CPUS, NODE_PODS, add_gpu_node
 
 NAMESPACE = "bench"
 
@@ -84,9 +85,14 @@ class BindWatch:
         self._stop = True
 
 
-def pod_body(name: str, gpus: int, labels: dict[str, str] | None = None, scheduler: str = "") -> dict:
-    """A benchmark pod (``scheduler``: its spec.schedulerName; '' : the default scheduler's)."""
-    res = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+def pod_body(name: str, gpus: int, labels: dict[str, str] | None = None, scheduler: str = "",
+             cpu_millis: int = 0) -> dict:
+    """A benchmark pod (``scheduler``: its spec.schedulerName; '' : the default scheduler's;
+    ``cpu_millis``: a CPU request, which kube-scheduler checks itself)."""
+    want = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    if cpu_millis:
+        want["cpu"] = f"{cpu_millis}m"
+    res = {"limits": dict(want), "requests": dict(want)} if want else {}
     spec: dict = {"containers": [{"name": "main", "image": "example.invalid/train", "resources": res}]}
     if scheduler:
         spec["schedulerName"] = scheduler
@@ -109,6 +115,8 @@ class Phase:
     ended: float = 0.0
     kinds: dict[str, int] = field(default_factory=dict)   # dlsched's writes by "verb resource[/subresource]"
     cpu: float = float("nan")   # CPU seconds the dlsched process used from the phase's start to its last bind
+    adds: list[float] = field(default_factory=list)   # drain: seconds from the first node add to each add's end
+    last: float = float("nan")  # seconds from the first create (burst) or node add (drain) to the last bind
 
     def per_pod(self, who: str) -> float:
         return self.writes.get(who, 0) / max(1, len(self.waits))
@@ -140,12 +148,13 @@ def cordon_all(cp) -> None:
 
 
 def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[int, int] | None = None,
-              scheduler: str = "", service_pid: int | None = None) -> Phase:
+              scheduler: str = "", service_pid: int | None = None, cpu_millis: int = 0) -> Phase:
     """Create ``pods`` pods at once; their create-to-bind seconds, how many never bound, the
     seconds the creates took (the API server's pace on this machine) and the pods/s. ``drain``
     (nodes, GPUs per node): the nodes there are cordoned first, and that many new nodes are added
     once the pods were created and tried (3 s). ``scheduler``: the pods' spec.schedulerName.
-    ``service_pid``: the dlsched process whose CPU seconds over the phase are counted."""
+    ``service_pid``: the dlsched process whose CPU seconds over the phase are counted.
+    ``cpu_millis``: each pod's CPU request (:func:`packed_cpu_millis`)."""
     began = time.time()
     cpu0 = process_cpu(service_pid)
     if drain is not None:
@@ -157,7 +166,8 @@ def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[i
 
     def create(i: int) -> None:
         name = f"{tag}-{i:04d}"
-        st, body = cp.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(name, gpus, scheduler=scheduler))
+        body = pod_body(name, gpus, scheduler=scheduler, cpu_millis=cpu_millis)
+        st, body = cp.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body)
         if st != 201:
             raise RuntimeError(f"create {name}: {st} {body}")
         created[name] = time.monotonic()
@@ -166,11 +176,17 @@ def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[i
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(create, range(pods)))
     span = time.monotonic() - start
+    adds: list[float] = []
     if drain is not None:
         time.sleep(3.0)          # every pod tried and found no room
         start = time.monotonic()
+
+        def add(i: int) -> float:
+            add_gpu_node(cp, f"{tag}-node-{i:03d}", drain[1])
+            return time.monotonic() - start
+
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda i: add_gpu_node(cp, f"{tag}-node-{i:03d}", drain[1]), range(drain[0])))
+            adds = sorted(pool.map(add, range(drain[0])))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with watch.lock:
@@ -185,7 +201,35 @@ def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[i
     ended = time.time()
     clear_pods(cp, 0.5)
     rate = len(waits) / max(last - start, 1e-9) if waits else 0.0
-    return Phase(tag, waits, pods - len(waits), span, rate, {}, 0, began, ended, cpu=cpu)
+    return Phase(tag, waits, pods - len(waits), span, rate, {}, 0, began, ended, cpu=cpu, adds=adds,
+                 last=last - start if waits else float("nan"))
+
+
+def packed_cpu_millis(gpus_per_node: int) -> int:
+    """The CPU request (millicores) that lets exactly ``gpus_per_node`` pods fit a benchmark node, so
+    that kube-scheduler alone's pods, which request no GPU, pack as densely as dlsched's one-GPU pods.
+    Without it a drain compares unlike work: 110 GPU-less pods fit each new node (pod count) against 8
+    one-GPU pods, so kube-scheduler alone's 500 pods have room after 5 node adds, dlsched's after 63."""
+    millis = NODE_CPUS * 1000 // gpus_per_node
+    if millis < 1 or (gpus_per_node + 1) * millis <= NODE_CPUS * 1000 or gpus_per_node > NODE_PODS:
+        raise ValueError(f"no CPU request packs exactly {gpus_per_node} pods on a {NODE_CPUS}-CPU node")
+    return millis
+
+
+def nodes_needed(pods: int, per_node: int) -> int:
+    """New nodes a drain must add before its last pod has room."""
+    return math.ceil(pods / per_node)
+
+
+def drain_room_line(label: str, phase: Phase, pods: int, per_node: int) -> str:
+    """When a drain's last pod had room (the add that completed the nodes it needs) beside its last
+    bind, both from the first node add: what bounds the phase's pods/s before any scheduler does."""
+    need = nodes_needed(pods, per_node)
+    if not phase.adds or need > len(phase.adds):
+        return f"  {label}: room for {pods} pods needs {need} new nodes ({per_node} a node); {len(phase.adds)} added"
+    return (f"  {label}: room for all {pods} pods ({per_node} a node) once {need} of {len(phase.adds)} nodes were "
+            f"added, {phase.adds[need - 1]:.2f} s after the first add began; last bind at {phase.last:.2f} s "
+            f"({phase.last - phase.adds[need - 1]:.2f} s after room)")
 
 
 def count_writes(events: list[dict], phase: Phase) -> None:
@@ -275,3 +319,14 @@ def make_namespace_and_nodes(cp, nodes: int, gpus_per_node: int) -> None:
     assert st == 201, body
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda i: add_gpu_node(cp, f"node-{i:03d}", gpus_per_node), range(nodes)))
+
+
+def packed_lines(args, base: Phase, mine: Phase, packed: Phase, who: str = "dlsched") -> list[str]:
+    """A drain's like-for-like lines: ``mine`` over kube-scheduler alone with as many pods a node
+    (``packed``), and when each phase's last pod had room beside its last bind."""
+    ratio = mine.rate / packed.rate if packed.rate else float("nan")
+    per = args.gpus_per_node
+    return [f"  pods/s {who} / kube-scheduler alone at {per} pods a node (like for like): {ratio:.2f}x",
+            drain_room_line("kube-scheduler alone (no GPU)", base, args.pods, NODE_PODS),
+            drain_room_line(f"kube-scheduler alone ({per}/node)", packed, args.pods, per),
+            drain_room_line(who, mine, args.pods, per)]

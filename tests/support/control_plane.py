@@ -273,9 +273,13 @@ def extender_control_plane(shared: Path, audit: bool = False) -> Iterator[tuple[
         cleanup(cp)
 
 
+NODE_CPUS = 64     # each node's allocatable CPUs (benchmarks/k8s_phases.packed_cpu_millis reads it)
+NODE_PODS = 110    # and pods, kubelet's default
+
+
 def add_gpu_node(cp: ControlPlane, name: str, gpus: int, labels: dict[str, str] | None = None) -> None:
     """A node object (no kubelet) with ``gpus`` units of ``nvidia.com/gpu`` allocatable."""
-    cap = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    cap = {"cpu": str(NODE_CPUS), "memory": "512Gi", "pods": str(NODE_PODS), "nvidia.com/gpu": str(gpus)}
     metadata: dict = {"name": name}
     if labels:
         metadata["labels"] = labels
