@@ -88,6 +88,7 @@ class LiveService:
     config: dict = field(default_factory=dict)   # the effective configuration (ServiceConfig.describe())
     mode: str = "extender"   # or "scheduler": dlsched binds the pods of its own scheduler name (scheduler_mode/)
     binder: object | None = None   # the scheduler mode's Binder, once started
+    committer: object | None = None   # the GroupCommitter of the binds' rows, once started (both modes)
     gpu_binding: object | None = None   # --gpu-binding envvar-configmap: a GpuBinding (service/gpu_binding/)
     gpu_waits: object | None = None   # the scheduler mode's GpuWaitReporter, once started
     socket_fence: object | None = None   # with leader election: the SocketFence on the API client (service/fence.py)
@@ -115,6 +116,7 @@ class LiveService:
 
         gangs = recover(self)   # gang hook: a gang left partly bound is completed or released
         resumed = self.start_evictor()
+        self.start_committer()
         if self.mode == "scheduler":   # every nomination becomes a Binding (no extender, no nudges)
             self.start_binder()
         elif self.nudge and hasattr(self.bridge, "touch"):
@@ -134,6 +136,16 @@ class LiveService:
                 "eviction_intents_resumed": resumed[0], "eviction_intents_closed": resumed[1],
                 "memory_corrections_read": kept[0], "memory_peaks_read": kept[1],
                 "memory_corrections_of_gone_pods": memory_gone}
+
+    def start_committer(self) -> None:
+        """Both modes: binds and the pod watch leave their rows to one thread that commits them
+        in groups (service/group_commit.py) instead of a flushed commit each."""
+        if self.committer is None:
+            from dlsched.service.group_commit import GroupCommitter
+
+            self.committer = GroupCommitter(self.core.store)
+            self.committer.start(self._done)
+            self.core.commit_behind = self.committer.request
 
     def start_binder(self) -> None:
         """The scheduler mode's bind workers (service/scheduler_mode/binder.py), told of every
@@ -355,8 +367,8 @@ class LiveService:
     # -- extender bind ------------------------------------------------------------------
     def bind(self, namespace: str, name: str, uid: str, node: str, commit: bool = True) -> str:
         """Bind through the API server; '' on success, else the error (the GPUs are returned).
-        ``commit`` False: the bind's rows are left for the caller's own :meth:`Store.write_behind`
-        (the scheduler mode's binder commits them on a thread of their own, in groups)."""
+        The bind's rows are committed by the group committer once it runs (:meth:`start_committer`),
+        else before returning; ``commit`` False: left for the caller's own :meth:`Store.write_behind`."""
         if self.elector is not None and not self.elector.is_leader:
             return "this dlsched replica does not hold the leader lease: not binding"
         if self.core.gangs.owns(uid):   # gang hook: the permit stage, all of the gang or none (service/gangs.py)
@@ -386,7 +398,10 @@ class LiveService:
                 error = self.bridge.bind(namespace, name, uid, node, gpus, annotate=False)
             else:
                 error = self.bridge.bind(namespace, name, uid, node, gpus, bool(pod.annotations))
-        self.core.end_bind(uid, node, error, commit)
+        grouped = commit and self.committer is not None
+        self.core.end_bind(uid, node, error, commit and not grouped)
+        if grouped:
+            self.committer.request()
         self.stats["binds" if not error else "bind_failures"] += 1
         return error
 

@@ -10,8 +10,8 @@ nodes that now pass.
 A gang's pods are bound each from its own thread: the gang's permit stage (service/gangs.py)
 waits for all of them and the last binds the gang, all or nothing.
 
-A worker does not wait for the bind's rows to be committed: the committer thread commits them
-(``Store.write_behind``, durable) in groups, as they come. Measured (bench_scheduler_mode.py,
+A worker does not wait for the bind's rows to be committed: the service's committer thread
+(:mod:`dlsched.service.group_commit`) commits them (``Store.write_behind``, durable) in groups. Measured (bench_scheduler_mode.py,
 drain): the synchronous commit was more than half a worker's busy time, and the pods waited in
 the binder's queue for it. A crash before the commit leaves the pod to start-up's adoption of
 bound pods, as a crash between the Binding and the commit always did. The watch's own commits
@@ -47,8 +47,6 @@ class Binder:
         self.counts = {"queued": 0, "bound": 0, "failed": 0, "refit": 0}
         self.failures: dict[str, int] = {}   # uid -> Bindings that failed in a row
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._uncommitted = threading.Event()   # a bind's rows wait for the committer
-        self._committer = False                  # its thread runs (start()); else each bind commits its own
 
     def submit(self, pod: PodFacts, node: str, gpus: str) -> None:
         """``SchedulerCore.on_nomination``: queue the Binding (no API call under the core's lock)."""
@@ -59,27 +57,9 @@ class Binder:
     def start(self, done: threading.Event) -> None:
         for i in range(self.workers):
             threading.Thread(target=self._run, args=(done,), name=f"bind-{i}", daemon=True).start()
-        threading.Thread(target=self._commit, args=(done,), name="bind-commit", daemon=True).start()
-        self._committer = True
-        # the watch's echoes of these binds (and releases) are committed by the same thread, in
-        # its groups: the pod watch no longer makes one durable commit per event (docs/service.md,
-        # "The pod watch's commits")
-        self.service.core.commit_behind = self._uncommitted.set
-
-    def _commit(self, done: threading.Event) -> None:
-        """Commit the binds' rows as they come (one durable transaction for all that are waiting)."""
-        store = self.service.core.store
-        while not done.is_set():
-            if not self._uncommitted.wait(1.0):
-                continue
-            self._uncommitted.clear()
-            try:
-                store.write_behind()
-            except Exception:  # noqa: BLE001 - the next bind's commit takes these rows too
-                log.exception("commit of bound pods failed")
-                self._uncommitted.set()
-                done.wait(1.0)
-        store.write_behind()
+        # the binds' rows and the watch's echoes of them (and releases) are committed by the
+        # service's group committer (service/group_commit.py; docs/service.md, "The pod watch's commits")
+        self.service.start_committer()
 
     def _run(self, done: threading.Event) -> None:
         while not done.is_set():
@@ -110,7 +90,7 @@ class Binder:
             return error
         self.bridge.stages.mark(pod.uid, 3)
         try:
-            error = self.service.bind(pod.namespace, pod.name, pod.uid, node, commit=not self._committer)
+            error = self.service.bind(pod.namespace, pod.name, pod.uid, node)
         except Exception as exc:  # noqa: BLE001 - a worker must survive; the GPUs return
             error = f"bind failed: {exc}"
             core.end_bind(pod.uid, node, error)
@@ -119,7 +99,6 @@ class Binder:
             self.counts["failed"] += 1
             self._hold(pod, error)
         else:
-            self._uncommitted.set()
             self.failures.pop(pod.uid, None)
             self.counts["bound"] += 1
             self.bridge.stages.mark(pod.uid, 4)
