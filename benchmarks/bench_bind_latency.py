@@ -47,14 +47,16 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from k8s_phases import (  # noqa: E402 - after the sys.path lines above
     Phase,
+    all_bound,
+    baseline_rows,
     check_args,
-    count_writes,
+    count_phase_writes,
     make_namespace_and_nodes,
     modes_of,
-    packed_cpu_millis,
     packed_lines,
     phase_options,
     remove_work,
+    run_baselines,
     run_phase,
     summary,
 )
@@ -122,9 +124,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{f', burst {int(2 * qps)}' if qps else ''}")
         for mode in modes:
             drain = (args.nodes, args.gpus_per_node) if mode == "drain" else None
-            base = run_phase(cp, f"plain-{mode}", args.pods, 0, args.timeout, drain)
-            packed = None if drain is None else run_phase(cp, f"packed-{mode}", args.pods, 0, args.timeout, drain,
-                                                          cpu_millis=packed_cpu_millis(args.gpus_per_node))
+            base, packed = run_baselines(cp, mode, args, drain)
             gpu = run_phase(cp, f"gpu-{mode}", args.pods, 1, args.timeout, drain, service_pid=svc.proc.pid)
             phases.append((mode, base, gpu, packed))
         state = svc.get("/api/v1/state")
@@ -140,16 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         remove_work(work, finished)
     ok = True
     for mode, base, gpu, packed in phases:
-        for ph in (base, gpu, packed):
-            if ph is not None:
-                count_writes(events, ph)
+        count_phase_writes(events, base, gpu, packed)
         print(f"{mode}: {args.pods} pods created at once"
               f"{f', then {args.nodes} new nodes (the old ones cordoned)' if mode == 'drain' else ''}; "
               f"create-to-bind (this process's clock):")
-        rows = [("kube-scheduler alone (no GPU)", base)]
-        if packed is not None:
-            rows.append((f"kube-scheduler alone ({args.gpus_per_node}/node)", packed))
-        for label, ph in rows + [("through dlsched (1 GPU each)", gpu)]:
+        for label, ph in baseline_rows(args, base, packed) + [("through dlsched (1 GPU each)", gpu)]:
             print(f"  {label:31s} {summary(ph.waits)}   not bound: {ph.left}   {ph.rate:.1f} pods/s   "
                   f"(created in {ph.span:.2f} s)")
         ratio = gpu.rate / base.rate if base.rate else float("nan")
@@ -162,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  dlsched's writes: {', '.join(f'{k} {n}' for k, n in sorted(gpu.kinds.items())) or 'none'}")
         print(f"  dlsched's CPU per bound pod (its process, the phase's start to its last bind): "
               f"{gpu.cpu_ms_per_pod():.1f} ms")
-        ok = ok and not base.left and not gpu.left and not (packed is not None and packed.left)
+        ok = ok and all_bound(base, gpu, packed)
     print(f"  dlsched: binds {state['binds']}, counters {state['counters']}")
     print(f"  dlsched's own time per extender call (mean, from /metrics): {served}")
     return 0 if ok else 1

@@ -41,14 +41,16 @@ sys.path.insert(0, str(ROOT))
 
 from k8s_phases import (  # noqa: E402
     Phase,
+    all_bound,
+    baseline_rows,
     check_args,
-    count_writes,
+    count_phase_writes,
     make_namespace_and_nodes,
     modes_of,
-    packed_cpu_millis,
     packed_lines,
     phase_options,
     remove_work,
+    run_baselines,
     run_phase,
     summary,
 )
@@ -64,15 +66,11 @@ from support.service_proc import ServiceProcess  # noqa: E402
 
 def report(mode: str, args, base: Phase, mine: Phase, packed: Phase | None = None) -> list[str]:
     """The lines of one mode: the schedulers, the ratios, the writes (``packed``: the drain's
-    kube-scheduler alone with as many pods a node as dlsched's, :func:`packed_cpu_millis`)."""
+    kube-scheduler alone with as many pods a node as dlsched's, :func:`run_baselines`)."""
     head = (f"{mode}: {args.pods} pods created at once"
             f"{f', then {args.nodes} new nodes (the old ones cordoned)' if mode == 'drain' else ''}; create-to-bind:")
     lines = [head]
-    rows = [("kube-scheduler alone (no GPU)", base)]
-    if packed is not None:
-        rows.append((f"kube-scheduler alone ({args.gpus_per_node}/node)", packed))
-    rows.append(("dlsched --mode scheduler (1 GPU)", mine))
-    for label, ph in rows:
+    for label, ph in baseline_rows(args, base, packed) + [("dlsched --mode scheduler (1 GPU)", mine)]:
         lines.append(f"  {label:33s} {summary(ph.waits)}   not bound: {ph.left}   {ph.rate:.1f} pods/s   "
                      f"(created in {ph.span:.2f} s)")
     ratio = mine.rate / base.rate if base.rate else float("nan")
@@ -128,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
               f"ready in {time.monotonic() - t0:.1f} s; kube-scheduler client qps: {qps or 'default (50)'}")
         for mode in modes:
             drain = (args.nodes, args.gpus_per_node) if mode == "drain" else None
-            base = run_phase(cp, f"plain-{mode}", args.pods, 0, args.timeout, drain)
-            packed = None if drain is None else run_phase(cp, f"packed-{mode}", args.pods, 0, args.timeout, drain,
-                                                          cpu_millis=packed_cpu_millis(args.gpus_per_node))
+            base, packed = run_baselines(cp, mode, args, drain)
             mine = run_phase(cp, f"gpu-{mode}", args.pods, 1, args.timeout, drain, scheduler="dlsched",
                              service_pid=svc.proc.pid)
             phases.append((mode, base, mine, packed))
@@ -145,12 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         remove_work(work, finished)
     ok = True
     for mode, base, mine, packed in phases:
-        for ph in (base, mine, packed):
-            if ph is not None:
-                count_writes(events, ph)
+        count_phase_writes(events, base, mine, packed)
         print("\n".join(report(mode, args, base, mine, packed)))
         print(stage_line(stages.get(mode) or {}))
-        ok = ok and not base.left and not mine.left and not (packed is not None and packed.left)
+        ok = ok and all_bound(base, mine, packed)
     print(f"  dlsched: binds {state['binds']}, scheduler mode {state['mode']}")
     return 0 if ok else 1
 

@@ -321,12 +321,44 @@ def make_namespace_and_nodes(cp, nodes: int, gpus_per_node: int) -> None:
         list(pool.map(lambda i: add_gpu_node(cp, f"node-{i:03d}", gpus_per_node), range(nodes)))
 
 
+def run_baselines(cp, mode: str, args, drain: tuple[int, int] | None) -> tuple[Phase, Phase | None]:
+    """kube-scheduler alone's phases of one mode: its GPU-less pods, and in a drain the same pods
+    packed as densely as one-GPU pods (:func:`packed_cpu_millis`; None in a burst)."""
+    base = run_phase(cp, f"plain-{mode}", args.pods, 0, args.timeout, drain)
+    if drain is None:
+        return base, None
+    packed = run_phase(cp, f"packed-{mode}", args.pods, 0, args.timeout, drain,
+                       cpu_millis=packed_cpu_millis(args.gpus_per_node))
+    return base, packed
+
+
+def baseline_rows(args, base: Phase, packed: Phase | None) -> list[tuple[str, Phase]]:
+    """(label, phase) of kube-scheduler alone's phases, as the reports print them."""
+    rows = [("kube-scheduler alone (no GPU)", base)]
+    if packed is not None:
+        rows.append((f"kube-scheduler alone ({args.gpus_per_node}/node)", packed))
+    return rows
+
+
+def count_phase_writes(events: list[dict], *phases: Phase | None) -> None:
+    """:func:`count_writes` for each phase that ran."""
+    for phase in phases:
+        if phase is not None:
+            count_writes(events, phase)
+
+
+def all_bound(*phases: Phase | None) -> bool:
+    """Every pod of every phase that ran was bound within the timeout."""
+    return all(not phase.left for phase in phases if phase is not None)
+
+
 def packed_lines(args, base: Phase, mine: Phase, packed: Phase, who: str = "dlsched") -> list[str]:
     """A drain's like-for-like lines: ``mine`` over kube-scheduler alone with as many pods a node
     (``packed``), and when each phase's last pod had room beside its last bind."""
     ratio = mine.rate / packed.rate if packed.rate else float("nan")
     per = args.gpus_per_node
+    (base_label, _), (packed_label, _) = baseline_rows(args, base, packed)
     return [f"  pods/s {who} / kube-scheduler alone at {per} pods a node (like for like): {ratio:.2f}x",
-            drain_room_line("kube-scheduler alone (no GPU)", base, args.pods, NODE_PODS),
-            drain_room_line(f"kube-scheduler alone ({per}/node)", packed, args.pods, per),
+            drain_room_line(base_label, base, args.pods, NODE_PODS),
+            drain_room_line(packed_label, packed, args.pods, per),
             drain_room_line(who, mine, args.pods, per)]

@@ -4,23 +4,15 @@ folder of the service's store and log after a finished run, and keep it, named, 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+
+from support.benchmarks import k8s_phases
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _k8s_phases():
-    for path in (ROOT / "benchmarks", ROOT / "tests"):
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
-    import k8s_phases
-
-    return k8s_phases
-
-
 def test_a_finished_run_removes_its_folder_and_a_failed_one_keeps_it(tmp_path, capsys):
-    k8s = _k8s_phases()
+    k8s = k8s_phases()
     done, failed = tmp_path / "done", tmp_path / "failed"
     for work in (done, failed):
         work.mkdir()

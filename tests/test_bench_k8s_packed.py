@@ -5,27 +5,15 @@ drain's last pod had room. Hand-checked numbers, no control plane."""
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _k8s_phases():
-    for path in (ROOT / "benchmarks", ROOT / "tests"):
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
-    import k8s_phases
-
-    return k8s_phases
+from support.benchmarks import k8s_phases
 
 
 @pytest.mark.parametrize("per_node", [1, 2, 3, 7, 8, 16, 64, 110])
 def test_the_cpu_request_packs_exactly_as_many_pods_as_gpus(per_node: int) -> None:
-    k8s = _k8s_phases()
+    k8s = k8s_phases()
     from support.control_plane import NODE_CPUS
 
     millis = k8s.packed_cpu_millis(per_node)
@@ -34,7 +22,7 @@ def test_the_cpu_request_packs_exactly_as_many_pods_as_gpus(per_node: int) -> No
 
 
 def test_a_packing_no_cpu_request_can_give_is_refused() -> None:
-    k8s = _k8s_phases()
+    k8s = k8s_phases()
     with pytest.raises(ValueError, match="no CPU request packs exactly 111 pods"):
         k8s.packed_cpu_millis(111)   # more than the node's pod count
     with pytest.raises(ValueError):
@@ -42,7 +30,7 @@ def test_a_packing_no_cpu_request_can_give_is_refused() -> None:
 
 
 def test_the_pod_body_requests_cpu_beside_or_without_gpus() -> None:
-    k8s = _k8s_phases()
+    k8s = k8s_phases()
     res = k8s.pod_body("p", 0, cpu_millis=8000)["spec"]["containers"][0]["resources"]
     assert res == {"limits": {"cpu": "8000m"}, "requests": {"cpu": "8000m"}}
     res = k8s.pod_body("p", 1)["spec"]["containers"][0]["resources"]
@@ -55,7 +43,7 @@ def _phase(k8s, adds: list[float], last: float, rate: float = 100.0):
 
 
 def test_the_room_line_names_the_add_that_gave_the_last_pod_room() -> None:
-    k8s = _k8s_phases()
+    k8s = k8s_phases()
     adds = [0.1 * (i + 1) for i in range(100)]          # the 63rd add ends at 6.3 s
     assert k8s.nodes_needed(500, 8) == 63 and k8s.nodes_needed(500, 110) == 5
     line = k8s.drain_room_line("x", _phase(k8s, adds, 7.25), 500, 8)
@@ -68,7 +56,7 @@ def test_the_room_line_names_the_add_that_gave_the_last_pod_room() -> None:
 
 
 def test_the_like_for_like_ratio_is_over_the_packed_phase() -> None:
-    k8s = _k8s_phases()
+    k8s = k8s_phases()
     adds = [0.1 * (i + 1) for i in range(100)]
     args = SimpleNamespace(gpus_per_node=8, pods=500)
     base, packed, mine = _phase(k8s, adds, 1.0, 250.0), _phase(k8s, adds, 7.0, 80.0), _phase(k8s, adds, 7.5, 60.0)

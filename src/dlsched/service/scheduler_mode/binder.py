@@ -11,8 +11,8 @@ A gang's pods are bound each from its own thread: the gang's permit stage (servi
 waits for all of them and the last binds the gang, all or nothing.
 
 A worker does not wait for the bind's rows to be committed: the service's committer thread
-(:mod:`dlsched.service.group_commit`) commits them (``Store.write_behind``, durable) in groups. Measured (bench_scheduler_mode.py,
-drain): the synchronous commit was more than half a worker's busy time, and the pods waited in
+(:mod:`dlsched.service.group_commit`) commits them (``Store.write_behind``, durable) in groups.
+Measured (bench_scheduler_mode.py, drain): the synchronous commit was more than half a worker's busy time, and the pods waited in
 the binder's queue for it. A crash before the commit leaves the pod to start-up's adoption of
 bound pods, as a crash between the Binding and the commit always did. The watch's own commits
 (a bound pod's echo, a finished pod's release: ``SchedulerCore.commit_behind``) go to the same
