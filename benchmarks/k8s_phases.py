@@ -296,6 +296,11 @@ def check_args(args) -> str:
         return f"error: --scheduler-qps must be >= 0, got {args.scheduler_qps}"
     if not modes_of(args) or any(m not in ("burst", "drain") for m in modes_of(args)):
         return f"error: --modes {args.modes!r}: give burst, drain or burst,drain"
+    if "drain" in modes_of(args):
+        try:
+            packed_cpu_millis(args.gpus_per_node)
+        except ValueError as exc:   # before the control plane starts, not a traceback after
+            return f"error: --gpus-per-node {args.gpus_per_node}: {exc} (the drain's like-for-like baseline)"
     return ""
 
 

@@ -66,3 +66,12 @@ def test_the_like_for_like_ratio_is_over_the_packed_phase() -> None:
     assert "(8 a node) once 63 of 100" in lines[2] and lines[3].startswith("  dlsched: room for all 500")
     nan = k8s.packed_lines(args, base, mine, _phase(k8s, adds, 7.0, 0.0))[0]
     assert math.isnan(float(nan.split(": ")[1].rstrip("x")))
+
+
+def test_a_drain_whose_packing_no_cpu_request_can_give_is_refused_before_it_starts() -> None:
+    k8s = k8s_phases()
+    args = SimpleNamespace(pods=100, nodes=1, gpus_per_node=111, scheduler_qps=1000, modes="burst,drain")
+    assert k8s.check_args(args) == ("error: --gpus-per-node 111: no CPU request packs exactly 111 pods on a "
+                                    "64-CPU node (the drain's like-for-like baseline)")
+    assert k8s.check_args(SimpleNamespace(**{**vars(args), "modes": "burst"})) == ""
+    assert k8s.check_args(SimpleNamespace(**{**vars(args), "gpus_per_node": 8, "pods": 8})) == ""
