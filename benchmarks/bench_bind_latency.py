@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from k8s_phases import (  # noqa: E402 - after the sys.path lines above
     Phase,
     all_bound,
+    attempt_line,
     baseline_rows,
     check_args,
     count_phase_writes,
@@ -85,10 +86,11 @@ def server_times(svc) -> str:
             if kind in ("sum", "count"):
                 sums[(verb, kind)] = float(value)
     parts = []
-    for verb in ("filter", "bind"):
+    for verb in ("filter", "filter_held", "bind"):
         n = sums.get((verb, "count"), 0.0)
         if n:
-            parts.append(f"{verb} {1000 * sums[(verb, 'sum')] / n:.1f} ms over {n:.0f} calls")
+            parts.append(f"{verb} {1000 * sums[(verb, 'sum')] / n:.1f} ms over {n:.0f} calls"
+                         + (f" ({sums[(verb, 'sum')]:.2f} s in all)" if verb == "filter_held" else ""))
     return ", ".join(parts) or "no metrics (prometheus-client not installed)"
 
 
@@ -151,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  pods/s through dlsched / kube-scheduler alone: {ratio:.2f}x (goal >= 0.75x)")
         if packed is not None:
             print("\n".join(packed_lines(args, base, gpu, packed, "through dlsched")))
+        for label, ph in baseline_rows(args, base, packed) + [("through dlsched", gpu)]:
+            print(attempt_line(ph, label))
         print(f"  API writes per bound pod: dlsched {gpu.per_pod('dlsched'):.2f} (goal <= 1.2; "
               f"{gpu.writes.get('dlsched', 0)} writes, {gpu.refused} refused) + kube-scheduler "
               f"{gpu.per_pod('kube-scheduler'):.2f}; kube-scheduler alone: {base.per_pod('kube-scheduler'):.2f}")

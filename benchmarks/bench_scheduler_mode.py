@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 from k8s_phases import (  # noqa: E402
     Phase,
     all_bound,
+    attempt_line,
     baseline_rows,
     check_args,
     count_phase_writes,
@@ -80,6 +81,7 @@ def report(mode: str, args, base: Phase, mine: Phase, packed: Phase | None = Non
                  f"create->bind p50 ratio: {p50:.2f}x (goal <= 2x)")
     if packed is not None:
         lines += packed_lines(args, base, mine, packed)
+    lines += [attempt_line(ph, label) for label, ph in baseline_rows(args, base, packed)]
     lines.append(f"  API writes per bound pod: dlsched {mine.per_pod('dlsched'):.2f} ({mine.writes.get('dlsched', 0)} "
                  f"writes, {mine.refused} refused); kube-scheduler alone {base.per_pod('kube-scheduler'):.2f}")
     lines.append(f"  dlsched's writes: {', '.join(f'{k} {n}' for k, n in sorted(mine.kinds.items())) or 'none'}")

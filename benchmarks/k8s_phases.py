@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from support.control_plane import NODE_CPUS, NODE_PODS, add_gpu_node
+from support.control_plane import NODE_CPUS, NODE_PODS, add_gpu_node, scheduler_metrics
 
 NAMESPACE = "bench"
 
@@ -117,6 +117,8 @@ class Phase:
     cpu: float = float("nan")   # CPU seconds the dlsched process used from the phase's start to its last bind
     adds: list[float] = field(default_factory=list)   # drain: seconds from the first node add to each add's end
     last: float = float("nan")  # seconds from the first create (burst) or node add (drain) to the last bind
+    sched: dict[str, float] = field(default_factory=dict)  # kube-scheduler's metrics over the phase (deltas):
+    # from the first create (burst) or the first node add (drain) to the last bind, as ``rate``
 
     def per_pod(self, who: str) -> float:
         return self.writes.get(who, 0) / max(1, len(self.waits))
@@ -157,6 +159,7 @@ def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[i
     ``cpu_millis``: each pod's CPU request (:func:`packed_cpu_millis`)."""
     began = time.time()
     cpu0 = process_cpu(service_pid)
+    metrics0 = scheduler_metrics(cp)
     if drain is not None:
         cordon_all(cp)
     status, listing = cp.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
@@ -179,6 +182,7 @@ def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[i
     adds: list[float] = []
     if drain is not None:
         time.sleep(3.0)          # every pod tried and found no room
+        metrics0 = scheduler_metrics(cp)   # a drain's attempts: those the new nodes bring
         start = time.monotonic()
 
         def add(i: int) -> float:
@@ -195,6 +199,7 @@ def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[i
         time.sleep(0.2)
     watch.stop()
     cpu = process_cpu(service_pid) - cpu0
+    sched = metric_deltas(metrics0, scheduler_metrics(cp))
     with watch.lock:
         waits = [watch.bound[n] - t for n, t in created.items() if n in watch.bound]
         last = max((watch.bound[n] for n in created if n in watch.bound), default=start)
@@ -202,7 +207,53 @@ def run_phase(cp, tag: str, pods: int, gpus: int, timeout: float, drain: tuple[i
     clear_pods(cp, 0.5)
     rate = len(waits) / max(last - start, 1e-9) if waits else 0.0
     return Phase(tag, waits, pods - len(waits), span, rate, {}, 0, began, ended, cpu=cpu, adds=adds,
-                 last=last - start if waits else float("nan"))
+                 last=last - start if waits else float("nan"), sched=sched)
+
+
+def metric_deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """How much each of kube-scheduler's counters and sums grew between two scrapes (gauges are
+    left out: a queue's length is no count of the phase's work)."""
+    return {k: v - before.get(k, 0.0) for k, v in after.items()
+            if not k.startswith(("scheduler_pending_pods", "scheduler_scheduler_cache_size"))}
+
+
+def metric_sum(samples: dict[str, float], name: str, **labels: str) -> float:
+    """The sum of the samples called ``name`` whose labels include ``labels``."""
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    return sum(v for k, v in samples.items()
+               if k.split("{")[0] == name and all(w in k for w in want))
+
+
+def attempt_line(phase: Phase, label: str) -> str:
+    """kube-scheduler's own account of a phase: its scheduling attempts per bound pod by result,
+    the mean time of an attempt's algorithm (its filters, with an extender's filter round trip)
+    and of a binding cycle (with an extender's bind call), and why pods entered its queues. An
+    attempt that finds no node sends its pod to wait for an event or a back-off: in a drain, these
+    are the retries that the pods' last binds wait for."""
+    m = phase.sched
+    if not m:
+        return f"  kube-scheduler's attempts ({label}): its metrics not read"
+    bound = max(1, len(phase.waits))
+    results = {r: metric_sum(m, "scheduler_schedule_attempts_total", result=r)
+               for r in ("scheduled", "unschedulable", "error")}
+    tries = sum(results.values())
+
+    def mean_ms(name: str) -> float:
+        n = metric_sum(m, f"{name}_count")
+        return 1000.0 * metric_sum(m, f"{name}_sum") / n if n else float("nan")
+
+    moved: dict[str, float] = {}
+    for key, value in m.items():
+        if key.startswith("scheduler_queue_incoming_pods_total{") and value:
+            event = key.split('event="')[1].split('"')[0]
+            queue = key.split('queue="')[1].split('"')[0]
+            moved[f"{event}->{queue}"] = moved.get(f"{event}->{queue}", 0.0) + value
+    return (f"  kube-scheduler's attempts ({label}): {tries / bound:.2f} per bound pod ("
+            + ", ".join(f"{r} {n:.0f}" for r, n in results.items())
+            + f"); per attempt: algorithm {mean_ms('scheduler_scheduling_algorithm_duration_seconds'):.2f} ms, "
+            f"end to end {mean_ms('scheduler_e2e_scheduling_duration_seconds'):.2f} ms; binding "
+            f"{mean_ms('scheduler_binding_duration_seconds'):.1f} ms; pods queued: "
+            + (", ".join(f"{k} {v:.0f}" for k, v in sorted(moved.items())) or "none"))
 
 
 def packed_cpu_millis(gpus_per_node: int) -> int:

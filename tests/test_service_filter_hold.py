@@ -17,7 +17,7 @@ from support.live_app import FakeBridge, pod_json
 
 from dlsched.registry import make_policy
 from dlsched.service.app import NODE_WAIT_S, build_app
-from dlsched.service.core import SchedulerCore
+from dlsched.service.core import NOT_HELD, SchedulerCore
 from dlsched.service.pods import NodeFacts
 from dlsched.service.runtime import LiveService
 from dlsched.service.store import Store
@@ -72,3 +72,13 @@ def test_known_nodes_and_nodes_without_gpus_are_answered_at_once():
     passed, took = timed_filter(client, "p1", ["a", "cpu"])
     assert passed == [] and took < NODE_WAIT_S / 2
     assert core.counters[HELD] == 0
+
+
+def test_a_pod_nominated_on_an_offered_node_is_answered_at_once_though_another_is_unseen():
+    """Held, the call would stop kube-scheduler's one scheduling loop while the watch catches up
+    with nodes the answer does not need (a drain measured 10-17 such calls, 45-47 ms each)."""
+    core, _, client = setup()   # p0 is nominated on a
+    passed, took = timed_filter(client, "p0", ["a", "ghost"])
+    assert passed == ["a"] and took < NODE_WAIT_S / 2
+    assert core.counters[HELD] == 0 and core.counters[VAIN] == 0 and core.counters[NOT_HELD] == 1
+

@@ -234,12 +234,38 @@ def start_control_plane(k8s_dir: Path, extender_url: str, cache_capable: bool = 
         cp.scheduler_port = free_port()
         _spawn(cp, "kube-scheduler", [str(work / "kube-scheduler"), f"--config={sched_cfg}",
                                       "--bind-address=127.0.0.1", f"--secure-port={cp.scheduler_port}",
-                                      "--port=0"])
+                                      "--port=0",
+                                      # its /metrics without a token, for the benchmarks' attempt counts
+                                      "--authorization-always-allow-paths=/healthz,/metrics"])
         _wait(cp, "kube-scheduler", lambda: _http_ok(f"https://127.0.0.1:{cp.scheduler_port}/healthz"), 90)
         return cp
     except BaseException:
         cp.stop()
         raise
+
+
+def scheduler_metrics(cp: ControlPlane) -> dict[str, float]:
+    """kube-scheduler's own metrics now (``/metrics`` of its secure port), each sample keyed by its
+    name and labels as printed (``scheduler_schedule_attempts_total{...result="unschedulable"...}``);
+    empty when it cannot be read."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{cp.scheduler_port}/metrics", context=ctx,
+                                    timeout=10) as resp:
+            text = resp.read().decode()
+    except (OSError, urllib.error.URLError):
+        return {}
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("scheduler_"):
+            key, _, value = line.rpartition(" ")
+            try:
+                samples[key] = float(value)
+            except ValueError:
+                continue
+    return samples
 
 
 def _audit_flags(work: Path, audit: bool) -> list[str]:

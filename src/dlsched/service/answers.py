@@ -61,6 +61,17 @@ class Answers:
         why = ad.why_waiting(pod.uid)
         return self.answer(pod, "waiting", [], node_names, why)
 
+    def nominated_offered(self, pod: PodFacts, node_names: list[str]) -> bool:
+        """Whether the pod (a single pod, not a gang's) is nominated already on a node that
+        kube-scheduler offers: its verdict needs no node the watch has not shown yet."""
+        ad = self.adapter
+        if ad.gangs.by_uid.get(pod.uid) is not None:
+            return False
+        job = ad.book.jobs.get(pod.uid)
+        if job is None or job.state is not ASSUMED:
+            return False
+        return ad.state.node_ids[job.placement[0][0]] in node_names
+
     def note_offered(self, uid: str, node_names: list[str]) -> None:
         """Remember the nodes kube-scheduler offered for this pod (the set is shared while
         kube-scheduler sends the same list for pod after pod: kept with the list, ``NodeList.memo``)."""

@@ -210,14 +210,15 @@ def build_app(service: LiveService) -> Front:
                 pod, names, items = parse_request(raw)
             except WireError as exc:
                 return 400, dumps({"detail": str(exc)})
-            if pod.gpus and core.unknown_nodes(names):
+            if pod.gpus and core.unknown_nodes(names) and not core.nominated_offered(pod, names):
                 return held_filter(pod, names, items)
             passed, why = core.verdict(pod, names)
             return 200, filter_reply(passed, why, names, items)
 
     async def held_filter(pod: PodFacts, names: list[str], items: list[dict] | None) -> tuple[int, bytes]:
-        await await_offered_nodes(pod, names)
+        # timed with its hold: kube-scheduler's one scheduling loop waits as long as this call
         with timed("filter_held"):
+            await await_offered_nodes(pod, names)
             passed, why = core.verdict(pod, names)
             return 200, filter_reply(passed, why, names, items)
 

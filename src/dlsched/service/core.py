@@ -41,6 +41,8 @@ from dlsched.service.readings import Readings
 from dlsched.service.store import Store
 from dlsched.service.views import queue_rows, snapshot
 
+NOT_HELD = "filter calls not held: nominated on an offered node while others were unseen"
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -302,6 +304,17 @@ class SchedulerCore:
         look-up per name cost half a millisecond a call at 5,000 nodes."""
         skip = self.adapter.book.not_awaited
         return any(n not in skip for n in self.answers.unknown_offered(node_names))
+
+    def nominated_offered(self, pod: PodFacts, node_names: list[str]) -> bool:
+        """Whether the pod is nominated already on one of the offered nodes
+        (:meth:`Answers.nominated_offered`): its filter call is answered at once, though other
+        offered nodes are not seen yet. Held, it would stop kube-scheduler's one scheduling loop
+        for nothing: a drain measured 10-17 calls held 45-47 ms each."""
+        with self.lock:
+            nominated = self.answers.nominated_offered(pod, node_names)
+            if nominated:
+                self.adapter.counters[NOT_HELD] += 1
+            return nominated
 
     def held_filter(self, node_names: list[str], arrived: bool) -> None:
         """A filter call was held for unknown nodes (counted); when they did not arrive in time,
