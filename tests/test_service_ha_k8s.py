@@ -27,6 +27,7 @@ pytest.importorskip("psycopg")
 from support.control_plane import (
     add_gpu_node,
     audit_writes,
+    cut_short,
     extender_control_plane,
     free_port,
     gpu_pod,
@@ -256,7 +257,9 @@ def test_a_leader_paused_past_its_lease_writes_nothing_when_it_runs_again(shared
     past its lease; the follower takes over and binds, and the old leader is resumed 6 s after
     that. The API server's audit log (every write, by user: each replica has its own token) shows
     no write of any kind from the old leader after its renew deadline (its last Lease renewal +
-    the deadline), until it exits.
+    the deadline), until it exits. A request that the socket fence cut after its headers had left
+    (the API server answers it 500 with no message and executes nothing, :func:`cut_short`) is
+    counted apart: it is no write.
 
     The queue: FIFO's head (8 GPUs) finds no whole node free, and the 24 one-GPU pods behind it
     are answered "wait" (kube-scheduler sees 7 free GPUs and asks) and parked as unschedulable;
@@ -331,9 +334,14 @@ def test_a_leader_paused_past_its_lease_writes_nothing_when_it_runs_again(shared
     renewals = [e for e in by_a if e["objectRef"]["resource"] == "leases"
                 and e.get("responseStatus", {}).get("code") == 200 and _stamp(e["stageTimestamp"]) < resumed]
     deadline = _stamp(renewals[-1]["stageTimestamp"]) + 3.0
+    after = [e for e in by_a if _stamp(e["requestReceivedTimestamp"]) > deadline]
+    # a request whose headers left as the pause began and whose body the socket fence then refused
+    # reached the API server unfinished and executed nothing (cut_short: 500, no message); it is
+    # the fence's documented window, seen in 1 run of 4, and no write
+    cut = [e for e in after if cut_short(e)]
     late = [(e["verb"], e["objectRef"].get("resource"), e["objectRef"].get("subresource"),
              e["objectRef"].get("name"), e.get("responseStatus", {}).get("code"))
-            for e in by_a if _stamp(e["requestReceivedTimestamp"]) > deadline]
+            for e in after if not cut_short(e)]
     nudged = [e for e in by_a if e["verb"] == "patch" and e["objectRef"].get("name", "").startswith("pausesmall")
               and _stamp(e["requestReceivedTimestamp"]) <= deadline]
     b_binds = [e for e in events if e.get("user", {}).get("username") == "replica-b"
@@ -341,7 +349,8 @@ def test_a_leader_paused_past_its_lease_writes_nothing_when_it_runs_again(shared
     print(f"\npause: replica-a stopped {paused - deadline + 3.0:.2f} s after its last renewal, replica-b ready "
           f"{took_over - paused:.2f} s after the stop, replica-a resumed {resumed - took_over:.2f} s later and "
           f"exited with {a.proc.returncode}; pods replica-a nudged before its deadline: {len(nudged)} of 23; writes "
-          f"by replica-a: {len(by_a)} in all, {len(late)} after its renew deadline {late[:5]}; Bindings by "
+          f"by replica-a: {len(by_a)} in all, {len(late)} after its renew deadline {late[:5]} (and {len(cut)} "
+          f"cut short, never received whole); Bindings by "
           f"replica-b: {len(b_binds)}")
     assert [e for e in by_a if e["objectRef"].get("subresource") == "binding"]   # it did write while it led
     assert 1 <= len(nudged) < 23    # it was stopped with nudges queued: what the old code sent on resuming

@@ -244,6 +244,17 @@ def start_control_plane(k8s_dir: Path, extender_url: str, cache_capable: bool = 
         raise
 
 
+def cut_short(event: dict) -> bool:
+    """Whether an audit event is a write the API server never received whole, so executed
+    nothing: a client that sent the headers and stopped (dlsched's socket fence refuses a write's
+    later chunks once the renew deadline passed, service/fence.py) is answered 500 with no message
+    (``tests/test_control_plane_audit.py`` checks this on the real API server). An executed write
+    that failed inside the API server carries its error's message; a refusal (409, 422 ...) its
+    own code."""
+    status = event.get("responseStatus") or {}
+    return status.get("code") == 500 and not status.get("message") and not status.get("reason")
+
+
 def scheduler_metrics(cp: ControlPlane) -> dict[str, float]:
     """kube-scheduler's own metrics now (``/metrics`` of its secure port), each sample keyed by its
     name and labels as printed (``scheduler_schedule_attempts_total{...result="unschedulable"...}``);
