@@ -87,7 +87,8 @@ def simulate(policy: str, trace, cluster, general: bool = False) -> float:
         est = getattr(pol, "estimator", None)
         if est is not None and hasattr(est, "refit_seconds"):  # where an estimator's time goes
             print(f"    {policy}: {est.n_fits} GBDT refits trained ({est.n_refits} due) in "
-                  f"{est.refit_seconds:.1f} s, {est.refit_seconds / seconds:.0%} of the simulation",
+                  f"{est.refit_cpu_seconds:.1f} s of CPU ({est.refit_seconds:.1f} s wall), "
+                  f"{est.refit_cpu_seconds / seconds:.0%} of the simulation's CPU time",
                   file=sys.stderr, flush=True)
         return seconds
     finally:

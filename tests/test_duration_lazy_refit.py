@@ -64,9 +64,11 @@ def test_reading_model_trains_the_due_refit():
     for j in sorted(jobs, key=lambda j: j.submit_time + true_duration(j)):
         est.observe_finished(j, j.submit_time + true_duration(j), true_duration(j))
     assert est.n_refits > 0 and est.n_fits == 0 and est._due is not None
+    assert est.refit_seconds == est.refit_cpu_seconds == 0.0   # nothing trained, no time counted
     model = est.model_
     assert model is not None and est.n_fits == 1 and est._due is None
     assert model.n_train_ == est._fitted_n
+    assert est.refit_seconds > 0 and est.refit_cpu_seconds > 0     # the trained refit's wall and CPU
 
 
 def _qssf_run(jobs, lazy: bool):
