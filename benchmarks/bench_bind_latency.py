@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from empty_extender import EmptyExtenderProcess  # noqa: E402
 from k8s_phases import (  # noqa: E402 - after the sys.path lines above
     Phase,
     all_bound,
@@ -69,6 +70,8 @@ from support.control_plane import (  # noqa: E402
     start_control_plane,
 )
 from support.service_proc import ServiceProcess  # noqa: E402
+
+EMPTY_LABEL = "empty extender (1 GPU each)"
 
 
 def server_times(svc) -> str:
@@ -98,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     phase_options(ap, ROOT.parent / "shared")
     ap.add_argument("--decisions", type=Path, default=None, help="write dlsched's decision log (JSON) here")
+    ap.add_argument("--empty-extender", action="store_true",
+                    help="also run each mode's GPU pods through benchmarks/empty_extender.py (no state: it "
+                         "passes kube-scheduler's first node) on the extender's port before dlsched, which "
+                         "restarts after it: the extender round trip's floor in the same run")
     args = ap.parse_args(argv)
     error = check_args(args)
     if error:
@@ -116,21 +123,40 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="dlsched-bench-bind-"))
     svc = None
     finished = False
-    phases: list[tuple[str, Phase, Phase, Phase | None]] = []
+    phases: list[tuple[str, Phase, Phase, Phase | None, Phase | None]] = []
+    served: dict[str, tuple[dict, str]] = {}   # mode -> dlsched's state and call times after its phase
+
+    def service() -> ServiceProcess:
+        """dlsched serve on the extender's port, once it reports itself ready (watches synced)."""
+        proc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{work}/bench.db", "fifo",
+                              work / "serve.log").start()
+        deadline = time.monotonic() + 60
+        while not proc.get("/api/v1/state")["leadership"]["ready"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"dlsched serve not ready after 60 s:\n{proc.log()}")
+            time.sleep(0.2)
+        return proc
+
     try:
         make_namespace_and_nodes(cp, args.nodes, args.gpus_per_node)
-        svc = ServiceProcess(port, cp.api_url, cp.token, f"sqlite:///{work}/bench.db", "fifo", work / "serve.log")
-        svc.start()
-        print(f"control plane + {args.nodes} nodes x {args.gpus_per_node} GPUs + dlsched serve ready in "
+        if not args.empty_extender:
+            svc = service()
+        print(f"control plane + {args.nodes} nodes x {args.gpus_per_node} GPUs"
+              f"{'' if svc is None else ' + dlsched serve'} ready in "
               f"{time.monotonic() - t0:.1f} s; kube-scheduler client qps: {qps or 'default (50)'}"
               f"{f', burst {int(2 * qps)}' if qps else ''}")
         for mode in modes:
             drain = (args.nodes, args.gpus_per_node) if mode == "drain" else None
             base, packed = run_baselines(cp, mode, args, drain)
+            empty = None
+            if args.empty_extender:   # the extender's port, before dlsched (re)starts on it
+                if svc is not None:
+                    svc.stop()
+                empty = empty_phase(cp, port, mode, args, drain, work)
+                svc = service()
             gpu = run_phase(cp, f"gpu-{mode}", args.pods, 1, args.timeout, drain, service_pid=svc.proc.pid)
-            phases.append((mode, base, gpu, packed))
-        state = svc.get("/api/v1/state")
-        served = server_times(svc)
+            phases.append((mode, base, gpu, packed, empty))
+            served[mode] = (svc.get("/api/v1/state"), server_times(svc))
         if args.decisions is not None:
             args.decisions.write_text(json.dumps(svc.decisions()))
         finished = True
@@ -141,30 +167,55 @@ def main(argv: list[str] | None = None) -> int:
         cleanup(cp)
         remove_work(work, finished)
     ok = True
-    for mode, base, gpu, packed in phases:
-        count_phase_writes(events, base, gpu, packed)
+    for mode, base, gpu, packed, empty in phases:
+        count_phase_writes(events, base, gpu, packed, empty)
         print(f"{mode}: {args.pods} pods created at once"
               f"{f', then {args.nodes} new nodes (the old ones cordoned)' if mode == 'drain' else ''}; "
               f"create-to-bind (this process's clock):")
-        for label, ph in baseline_rows(args, base, packed) + [("through dlsched (1 GPU each)", gpu)]:
+        rows = baseline_rows(args, base, packed) + ([] if empty is None else [(EMPTY_LABEL, empty)])
+        for label, ph in rows + [("through dlsched (1 GPU each)", gpu)]:
             print(f"  {label:31s} {summary(ph.waits)}   not bound: {ph.left}   {ph.rate:.1f} pods/s   "
                   f"(created in {ph.span:.2f} s)")
         ratio = gpu.rate / base.rate if base.rate else float("nan")
         print(f"  pods/s through dlsched / kube-scheduler alone: {ratio:.2f}x (goal >= 0.75x)")
         if packed is not None:
             print("\n".join(packed_lines(args, base, gpu, packed, "through dlsched")))
-        for label, ph in baseline_rows(args, base, packed) + [("through dlsched", gpu)]:
+        if empty is not None:
+            print("\n".join(empty_lines(base, gpu, packed, empty)))
+        for label, ph in rows + [("through dlsched", gpu)]:
             print(attempt_line(ph, label))
         print(f"  API writes per bound pod: dlsched {gpu.per_pod('dlsched'):.2f} (goal <= 1.2; "
               f"{gpu.writes.get('dlsched', 0)} writes, {gpu.refused} refused) + kube-scheduler "
               f"{gpu.per_pod('kube-scheduler'):.2f}; kube-scheduler alone: {base.per_pod('kube-scheduler'):.2f}")
         print(f"  dlsched's writes: {', '.join(f'{k} {n}' for k, n in sorted(gpu.kinds.items())) or 'none'}")
         print(f"  dlsched's CPU per bound pod (its process, the phase's start to its last bind): "
-              f"{gpu.cpu_ms_per_pod():.1f} ms")
-        ok = ok and all_bound(base, gpu, packed)
-    print(f"  dlsched: binds {state['binds']}, counters {state['counters']}")
-    print(f"  dlsched's own time per extender call (mean, from /metrics): {served}")
+              f"{gpu.cpu_ms_per_pod():.1f} ms"
+              + ("" if empty is None else f"; the empty extender's: {empty.cpu_ms_per_pod():.1f} ms"))
+        ok = ok and all_bound(base, gpu, packed, empty)
+        state, times = served[mode]
+        since = " (this mode: the service restarted after the empty extender)" if args.empty_extender else ""
+        print(f"  dlsched{since}: binds {state['binds']}, counters {state['counters']}")
+        print(f"  dlsched's own time per extender call (mean, from /metrics since it started): {times}")
     return 0 if ok else 1
+
+
+def empty_phase(cp, port: int, mode: str, args, drain: tuple[int, int] | None, work: Path) -> Phase:
+    """The mode's GPU pods through benchmarks/empty_extender.py on the extender's port, stopped by PID."""
+    ext = EmptyExtenderProcess(port, cp.api_url, cp.token, work / "empty.log").start()
+    try:
+        return run_phase(cp, f"empty-{mode}", args.pods, 1, args.timeout, drain, service_pid=ext.proc.pid)
+    finally:
+        ext.stop()
+
+
+def empty_lines(base: Phase, gpu: Phase, packed: Phase | None, empty: Phase) -> list[str]:
+    """The empty extender beside kube-scheduler alone (as many pods a node in a drain) and dlsched:
+    what the extender's round trip itself costs, and what dlsched costs beyond it."""
+    alone = packed if packed is not None else base
+    over = empty.rate / alone.rate if alone.rate else float("nan")
+    mine = gpu.rate / empty.rate if empty.rate else float("nan")
+    return [f"  pods/s empty extender / kube-scheduler alone{' (like for like)' if packed else ''}: {over:.2f}x; "
+            f"through dlsched / empty extender: {mine:.2f}x"]
 
 
 if __name__ == "__main__":

@@ -16,3 +16,11 @@ def k8s_phases():
     import k8s_phases
 
     return k8s_phases
+
+
+def load_benchmark(name: str):
+    """``benchmarks/<name>.py``, imported as the benchmarks import each other (by module name)."""
+    import importlib
+
+    k8s_phases()   # the same sys.path entries
+    return importlib.import_module(name)
