@@ -62,7 +62,10 @@ def knob(tmp_path):
         POLICIES.remove("test-knob")
 
 
-def test_a_new_policys_parameter_is_a_flag_that_reaches_it(knob, tmp_path):
+def test_a_new_policys_parameter_is_a_flag_that_reaches_it(knob, tmp_path, monkeypatch):
+    # typer reads TERMINAL_WIDTH once, when typer.rich_utils is first imported: after a test that
+    # set it to 80 (test_help_80_columns) every later help is 80 wide unless set here
+    monkeypatch.setattr("typer.rich_utils.MAX_WIDTH", 200)
     option = policy_options()["knob_turns"]
     assert (option.flag, option.kind, option.default, option.help) == ("--knob-turns", int, 3,
                                                                        "test-knob: turns of the knob.")

@@ -49,6 +49,14 @@ def jain(values: list[float]) -> float | None:
     return sum(values) ** 2 / (len(values) * sq)
 
 
+def check_leaves_are_vcs(tree: QueueTree, state: ClusterState) -> None:
+    """ValueError naming each leaf queue that is no VC of ``state`` (a typo, or a VC the cluster
+    lacks): its limits would bind nothing."""
+    unknown = sorted(set(tree.leaves) - set(state.vc_index))
+    if unknown:
+        raise ValueError(f"queue(s) {', '.join(unknown)} name no VC of the cluster and are no queue's parent")
+
+
 class QuotaManager:
     """The books of borrowing and reclaim between VCs: loans per queue, usage, reclaim counts
     (the decisions are ``sched/actions/``'s, called by the driver once per instant after its
@@ -59,9 +67,8 @@ class QuotaManager:
         self.state = state
         specs = list(specs)
         tree = QueueTree(specs)
-        unknown = sorted(set(tree.leaves) - set(state.vc_index))
-        if unknown and strict:  # live (strict=False) a queue's nodes may not have joined yet
-            raise ValueError(f"queue(s) {', '.join(unknown)} name no VC of the cluster and are no queue's parent")
+        if strict:  # live (strict=False) a queue's nodes may not have joined yet
+            check_leaves_are_vcs(tree, state)
         inner_vcs = sorted(tree.inner & set(state.vc_index))
         if inner_vcs:
             raise ValueError(f"VC(s) {', '.join(inner_vcs)} are named as a parent: a VC is a leaf queue")

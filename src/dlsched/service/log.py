@@ -110,6 +110,9 @@ def read_log(path: str | Path) -> EventLog:
             continue
         try:
             event = json.loads(line)
+        except RecursionError:
+            raise ValueError(f"{where}: line {number} nests lists or objects too deeply to read "
+                             "(an event needs 2 levels)") from None
         except ValueError:
             if number == len(raw):
                 notes.append(f"{where}: line {number}, the last, is torn (not JSON; the service stopped "

@@ -28,10 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlsched.sweep.options import lookup
+from dlsched.traces.yaml_bounds import expanded_size
 
 TOP_KEYS = ("base", "grid", "runs", "baseline", "replicate")
 #: the most cells one spec may expand to (checked before expanding: a grid's size is a product)
 MAX_CELLS = 100_000
+#: values a spec may expand to once its aliases are followed (bounds an alias bomb; 20 a cell)
+MAX_VALUES = 20 * MAX_CELLS
 
 
 class SpecError(ValueError):
@@ -110,13 +113,18 @@ def _read(path: Path) -> _Node:
         raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is None:
+            raise SpecError(f"{path}: the spec is empty; give 'grid:' and/or 'runs:'")
+        if expanded_size(root, MAX_VALUES) > MAX_VALUES:
+            raise SpecError(f"{path}: its YAML aliases (*name) expand to more than {MAX_VALUES:,} values "
+                            f"(the limit; a spec of {MAX_CELLS:,} cells needs far fewer)")
+        node = _convert(root, str(path))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise SpecError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    if root is None:
-        raise SpecError(f"{path}: the spec is empty; give 'grid:' and/or 'runs:'")
-    node = _convert(root, str(path))
+    except RecursionError:
+        raise SpecError(f"{path}: lists or mappings nested too deeply to read (a spec needs 3 levels)") from None
     if not isinstance(node.value, dict):
         raise SpecError(f"{path} line {node.line}: the spec must be a mapping with {', '.join(TOP_KEYS)}")
     return node

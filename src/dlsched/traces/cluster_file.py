@@ -31,6 +31,7 @@ from dlsched.core.cluster import ClusterSpec, GpuType, NodeSpec, VirtualCluster,
 from dlsched.core.topology import PRESETS, preset_topology
 from dlsched.topology.smi import load_topo_file
 from dlsched.traces.model import TraceError
+from dlsched.traces.yaml_bounds import expanded_size
 
 NODE_KEYS = {"gpus", "gpu", "gpu_memory_mib", "gpu_idle_watts", "gpu_max_watts", "cpus", "host_memory_gib",
              "topology", "topology_file", "idle_watts"}
@@ -42,6 +43,8 @@ MAX_VALUES = 100_000
 """Values a YAML file may expand to once its aliases (``*name``) are followed: bounds an alias bomb."""
 MAX_NODES = 100_000
 """Nodes one cluster file may describe (the largest published clusters have a few thousand)."""
+TOO_DEEP = "tables or lists nested too deeply to read (the cluster file's format needs 3 levels)"
+"""A parser's RecursionError in the words of the file, which names no line."""
 
 
 def read_cluster_file(path: str | Path) -> ClusterSpec:
@@ -128,23 +131,7 @@ def _bounded_yaml(text: bytes, path: Path) -> Any:
     import yaml
 
     root = yaml.compose(text, Loader=yaml.SafeLoader)
-    sizes: dict[int, int] = {}
-
-    def size(node) -> int:
-        known = sizes.get(id(node))
-        if known is not None:
-            return known
-        sizes[id(node)] = 1  # a recursive alias counts once instead of looping
-        if isinstance(node, yaml.MappingNode):
-            n = 1 + sum(size(k) + size(v) for k, v in node.value)
-        elif isinstance(node, yaml.SequenceNode):
-            n = 1 + sum(size(v) for v in node.value)
-        else:
-            n = 1
-        sizes[id(node)] = n = min(n, MAX_VALUES + 1)
-        return n
-
-    if root is not None and size(root) > MAX_VALUES:
+    if expanded_size(root, MAX_VALUES) > MAX_VALUES:
         raise TraceError(str(path), f"its YAML aliases (*name) expand to more than {MAX_VALUES:,} values "
                                     "(the limit; a cluster file needs a few dozen)")
     return yaml.safe_load(text)
@@ -163,6 +150,8 @@ def _parse(path: Path) -> Any:
             return tomllib.loads(text.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise TraceError(str(path), f"not valid TOML: {exc}") from None
+        except RecursionError:
+            raise TraceError(str(path), TOO_DEEP) from None
     if suffix in (".yaml", ".yml"):
         try:
             import yaml
@@ -173,6 +162,8 @@ def _parse(path: Path) -> Any:
             return _bounded_yaml(text, path)
         except yaml.YAMLError as exc:
             raise TraceError(str(path), f"not valid YAML: {' '.join(str(exc).split())}") from None
+        except RecursionError:
+            raise TraceError(str(path), TOO_DEEP) from None
     raise TraceError(str(path), "a cluster file ends in .toml, .yaml or .yml")
 
 

@@ -43,7 +43,7 @@ from dlsched.kernel.queue_tree import (
     queue_depths,
 )
 from dlsched.kernel.quotas import DEFAULT_HALF_LIFE, QueueSpec
-from dlsched.traces.cluster_file import _int, _line_of, _parse, _short, _table, read_cluster_file
+from dlsched.traces.cluster_file import TOO_DEEP, _int, _line_of, _parse, _short, _table, read_cluster_file
 from dlsched.traces.model import TraceError
 
 QUEUE_KEYS = {"name", "borrow_limit", "lend_limit", "parent", "guarantee", "namespaces", "weight"}
@@ -94,6 +94,8 @@ def parse_queues_text(text: str, where: str) -> tuple[QueueSpec, ...]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TraceError(where, f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise TraceError(where, TOO_DEEP) from None
     unknown = sorted(set(data) - {"queues"})
     if unknown:
         raise TraceError(where, f"unknown top-level key(s) {', '.join(unknown)}: only [[queues]] tables belong here")

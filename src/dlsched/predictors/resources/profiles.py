@@ -138,6 +138,17 @@ def load_horus_mlp(path: str | Path) -> pd.DataFrame:
 MAX_SEQ = 1 << 20
 
 
+def _zoo_model_known(name: str) -> bool:
+    """Whether ``name`` is a zoo model, or a Lucid or Gavel name of one."""
+    from dlsched.graph.zoo.registry import zoo_name_for
+
+    try:
+        zoo_name_for(name)
+    except KeyError:
+        return False
+    return True
+
+
 def load_memory_observations(path: str | Path) -> pd.DataFrame:
     """Observed peak memory of jobs (e.g. exported from a cluster's monitoring), for calibration.
 
@@ -213,6 +224,11 @@ def load_memory_observations(path: str | Path) -> pd.DataFrame:
     for i, (m, o) in enumerate(zip(out["model"], out["onnx"])):
         if not m and not o:
             raise ProfileError(f"{path}:{i + 2}:{colno['model']}: row names no model (column 'model' or 'onnx')")
+        if m and not o and not _zoo_model_known(m):
+            from dlsched.graph.zoo.registry import ZOO_NAMES
+
+            fail(i, "model", f"no zoo model of this name (or give its graph in an 'onnx' column); known: "
+                             f"{', '.join(sorted(ZOO_NAMES))}")
     if out.empty:
         raise ProfileError(f"{path}: no rows")
     return out
