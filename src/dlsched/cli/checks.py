@@ -57,6 +57,15 @@ def check_job_count(jobs: int, what: str = "simulate", option: str = "--jobs",
                          f"{most:,} jobs")
 
 
+def check_machines(machines: int, option: str = "--machines") -> None:
+    """Refuse a machine count below 1 or above the cluster file's limit, before a cluster of them
+    is built (``bench placement --machines 100000000000`` ran until it was killed)."""
+    from dlsched.traces.cluster_file import MAX_NODES
+
+    if not 1 <= machines <= MAX_NODES:
+        raise ValueError(f"{option} must be 1 to {MAX_NODES:,} (the limit, as for a cluster file), got {machines:,}")
+
+
 def _nearest_existing(path: Path) -> Path:
     for parent in [path, *path.parents]:
         if parent.exists():

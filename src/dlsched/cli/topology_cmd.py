@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from dlsched.cli.checks import check_out_dir
+from dlsched.cli.checks import check_job_count, check_machines, check_out_dir
 from dlsched.cli.common import clear_errors, out
 
 OutOpt = Annotated[Path, typer.Option("--out", help="output directory")]
@@ -80,6 +80,8 @@ def register(app: typer.Typer) -> None:
         from dlsched.experiments.topology.evaluation import scenario
 
         with clear_errors():
+            check_job_count(jobs)
+            check_machines(machines)
             check_out_dir(out_dir)
             with _activity(ctx, f"experiment topo-scenario1: {jobs:,} jobs on {machines:,} machines"):
                 summary = scenario("topo-scenario1", jobs, machines, out_dir, seed)
@@ -94,6 +96,8 @@ def register(app: typer.Typer) -> None:
         from dlsched.experiments.topology.evaluation import scenario
 
         with clear_errors():
+            check_job_count(jobs)
+            check_machines(machines)
             check_out_dir(out_dir)
             with _activity(ctx, f"experiment topo-scenario2: {jobs:,} jobs on {machines:,} machines"):
                 summary = scenario("topo-scenario2", jobs, machines, out_dir, seed)
@@ -109,6 +113,10 @@ def register(app: typer.Typer) -> None:
         """Latency (p50/p99 ms) of one TOPO-AWARE placement decision on a loaded cluster."""
         from dlsched.experiments.topology.bench import bench_placement
 
+        with clear_errors():
+            check_machines(machines)
+            if not 1 <= decisions <= 10**6:
+                raise ValueError(f"--decisions must be 1 to 1,000,000, got {decisions:,}")
         with clear_errors(), _activity(ctx, f"bench placement: {decisions:,} decisions on {machines:,} machines"):
             res = bench_placement(machines, decisions, preset, occupancy, postpone, seed)
         if as_json:
@@ -126,7 +134,12 @@ def register(app: typer.Typer) -> None:
         from dlsched.topology.smi import load_topo_file
 
         with clear_errors():
-            smi = load_topo_file(file)
+            try:
+                smi = load_topo_file(file)
+            except ValueError as exc:
+                raise ValueError(f"{file}: {exc}") from None
+            except OSError as exc:
+                raise ValueError(f"{file}: cannot read: {exc.strerror or exc}") from None
             info = summary(smi.machine_graph(file.stem))
         info["nics"] = smi.nics
         info["pcie_switch_groups"] = smi.pix_groups()

@@ -119,15 +119,21 @@ class ClusterConfig:
     pool: int | None = None
 
     def __post_init__(self) -> None:
+        from dlsched.traces.cluster_file import MAX_GPUS_PER_NODE, MAX_NODES
+
         if self.nodes is not None and self.nodes < 1:
             raise OptionError("nodes", f"--nodes must be >= 1, got {self.nodes}")
+        if self.nodes is not None and self.nodes > MAX_NODES:   # before a cluster of them is built
+            raise OptionError("nodes", f"--nodes must be at most {MAX_NODES:,} (the limit, as for a cluster "
+                                       f"file), got {self.nodes:,}")
         if self.pool is not None:
-            if self.pool < 1:
-                raise OptionError("pool", f"pool must be >= 1 node, got {self.pool}")
+            if not 1 <= self.pool <= MAX_NODES:
+                raise OptionError("pool", f"pool must be 1 to {MAX_NODES:,} nodes, got {self.pool:,}")
             if self.nodes is not None or self.vc_config is not None or self.cluster_file is not None:
                 raise OptionError("pool", "a pool of the workload's nodes replaces --nodes, --vc-config and --cluster")
-        if self.gpus_per_node < 1:
-            raise OptionError("gpus_per_node", f"--gpus-per-node must be >= 1, got {self.gpus_per_node}")
+        if not 1 <= self.gpus_per_node <= MAX_GPUS_PER_NODE:
+            raise OptionError("gpus_per_node", f"--gpus-per-node must be 1 to {MAX_GPUS_PER_NODE:,}, "
+                                               f"got {self.gpus_per_node:,}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from dlsched.traces._table import SECONDS_BOUND
 
 _NUMBER = (int, float)
 GPUS_MAX = 1024   # the most GPUs the service reads from a pod's request or a node (service/pods.py)
+GPU_MEM_MAX_MIB = 1 << 24   # the most MiB per GPU the service reads from a node's label (service/pods.py)
 # the stimuli a service records (kernel/stimuli.py) and the fields each needs besides 'at'
 STIMULI = {
     "JobSubmitted": ("uid",), "PassRequested": (), "TimerFired": (), "NodeChanged": ("node",),
@@ -206,9 +207,15 @@ class _Checker:
     def __init__(self, where: str) -> None:
         self.where = where
         self.nodes: set[str] = set()
+        self.node_gpus: dict[str, int] = {}   # name -> GPUs, from its latest 'node' line
         self.started: dict[str, float] = {}
 
     def _gpu_type(self, event: dict, where: str) -> None:
+        mem = event.get("gpu_mem_mib")   # checked with a type or without one (it was only with one)
+        if mem is not None and not (isinstance(mem, _NUMBER) and not isinstance(mem, bool) and math.isfinite(mem)
+                                    and 1 <= mem <= GPU_MEM_MAX_MIB):
+            raise ValueError(f"{where}: 'gpu_mem_mib' must be null or MiB of GPU memory, 1 to {GPU_MEM_MAX_MIB:,} "
+                             f"(the range the service reads from a node's label), got {mem!r}")
         name = event.get("gpu_type")
         if name in (None, ""):
             return
@@ -217,7 +224,18 @@ class _Checker:
         except ValueError as exc:
             raise ValueError(f"{where}: 'gpu_type': {exc} (the service records the type it resolved, so "
                              "the log was edited or written by another version)") from None
-        _number_or_null(event, ("gpu_mem_mib",), where)
+
+    def _on_node(self, node: str, uid: str, event: dict, where: str) -> None:
+        """A start (or adoption, refusal) names a node an earlier line named, and GPUs it has."""
+        if node not in self.nodes:
+            raise ValueError(f"{where}: starts {uid} on node {node!r}, which no earlier 'node' line names "
+                             f"(named: {', '.join(sorted(self.nodes)) or 'none'})")
+        _gpu_list(event, where)
+        n = self.node_gpus.get(node)
+        beyond = sorted({g for g in event["gpus"] if n is not None and g >= n})
+        if beyond:
+            raise ValueError(f"{where}: starts {uid} on GPU(s) {', '.join(map(str, beyond))} of node {node!r}, "
+                             f"which has {n} GPUs (indices 0 to {n - 1})")
 
     def check(self, event: dict, kind: str, at: float, where: str) -> None:
         if kind == "config":
@@ -228,10 +246,12 @@ class _Checker:
             if event.get("max_jobs_per_gpu") is not None:
                 _count(event, "max_jobs_per_gpu", 1, where, 16)   # serve's --max-jobs-per-gpu range
         elif kind == "node":
-            self.nodes.add(_text(event, "name", where))
+            name = _text(event, "name", where)
+            self.nodes.add(name)
             if not isinstance(event.get("vc"), _NUMBER):  # a numeric VC name is read as its text
                 _text(event, "vc", where)
             _gpus(event, 1, where)
+            self.node_gpus[name] = int(event["gpus"])
             self._gpu_type(event, where)
         elif kind == "submit":
             _text(event, "uid", where)
@@ -243,11 +263,7 @@ class _Checker:
             _number_or_null(event, ("pred_gpu_util", "pred_gpu_mem_mib"), where)
         elif kind in ("start", "adopted", "refused"):
             uid = _text(event, "uid", where)
-            node = _text(event, "node", where)
-            if node not in self.nodes:
-                raise ValueError(f"{where}: starts {uid} on node {node!r}, which no earlier 'node' line names "
-                                 f"(named: {', '.join(sorted(self.nodes)) or 'none'})")
-            _gpu_list(event, where)
+            self._on_node(_text(event, "node", where), uid, event, where)
             if kind == "start":
                 self.started[uid] = at
         elif kind in ("finish", "withdraw", "confirm", "forget", "oom", "evict", "evicted", "time_limit",

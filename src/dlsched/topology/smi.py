@@ -21,6 +21,9 @@ from dlsched.topology.graph import MachineGraph, build_machine_graph
 _HEADER_PHRASES = ("GPU NUMA ID", "CPU Affinity", "NUMA Affinity")
 _CODES = {"X", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC"}
 _NV = re.compile(r"^NV(\d+)$")
+MAX_DEVICES = 512   # GPUs and NICs in one matrix: the largest machines have a few dozen
+MAX_BYTES = 1 << 20   # `nvidia-smi topo -m` prints a few kB
+SHOWN = 120   # characters of an offending line an error quotes
 _DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|[A-Za-z][\w.-]*)$")
 
 
@@ -28,7 +31,9 @@ class TopoParseError(ValueError):
     """Malformed ``nvidia-smi topo -m`` text; the message names the offending line."""
 
     def __init__(self, lineno: int, line: str, why: str) -> None:
-        super().__init__(f"line {lineno}: {why}: {line.strip()!r}")
+        text = line.strip()
+        text = text if len(text) <= SHOWN else text[:SHOWN] + "..."
+        super().__init__(f"line {lineno}: {why}: {text!r}")
         self.lineno = lineno
 
 
@@ -156,6 +161,9 @@ def parse_topo_matrix(text: str) -> SmiTopology:
         raise TopoParseError(1, lines[0] if lines else "", "no header row with GPU0 found")
     header = _split_header(lines[header_at])
     devices = [h for h in header if h not in _HEADER_PHRASES]
+    if len(devices) > MAX_DEVICES:
+        raise TopoParseError(header_at + 1, lines[header_at], f"{len(devices):,} devices: at most {MAX_DEVICES} "
+                                                              "(the limit)")
     extras = [h for h in header if h in _HEADER_PHRASES]
     if header[: len(devices)] != devices:
         raise TopoParseError(header_at + 1, lines[header_at], "affinity columns must follow the device columns")
@@ -215,7 +223,8 @@ def parse_topo_matrix(text: str) -> SmiTopology:
 
     missing = [d for d in devices if d not in rows]
     if missing:
-        raise TopoParseError(header_at + 1, lines[header_at], f"no row for {', '.join(missing)}")
+        shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+        raise TopoParseError(header_at + 1, lines[header_at], f"no row for {shown}")
     links = [rows[g][0][:n] for g in gpus]
     for a in range(n):
         for b in range(a + 1, n):
@@ -235,4 +244,14 @@ def parse_topo_matrix(text: str) -> SmiTopology:
 
 
 def load_topo_file(path: str | Path) -> SmiTopology:
-    return parse_topo_matrix(Path(path).read_text())
+    """The matrix in the file at ``path``; ValueError (its callers name the file) when it is too
+    large to be one, not text, or malformed; OSError when it cannot be read."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        raise ValueError(f"{size:,} bytes: `nvidia-smi topo -m` prints a few kB (at most {MAX_BYTES:,})")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not text (want what `nvidia-smi topo -m` prints)") from None
+    return parse_topo_matrix(text)

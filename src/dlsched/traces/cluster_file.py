@@ -43,6 +43,8 @@ MAX_VALUES = 100_000
 """Values a YAML file may expand to once its aliases (``*name``) are followed: bounds an alias bomb."""
 MAX_NODES = 100_000
 """Nodes one cluster file may describe (the largest published clusters have a few thousand)."""
+MAX_GPUS_PER_NODE = 1024
+"""GPUs one node may have: the most the live service reads from a node (service/pods.py)."""
 TOO_DEEP = "tables or lists nested too deeply to read (the cluster file's format needs 3 levels)"
 """A parser's RecursionError in the words of the file, which names no line."""
 
@@ -203,6 +205,8 @@ def _node_template(group: dict, path: Path, what: str) -> dict:
     """Hardware of one node of ``group`` (GPU type with overrides, topology)."""
     where = str(path)
     gpus = _int(group["gpus"], where, f"{what}.gpus", minimum=1)
+    if gpus > MAX_GPUS_PER_NODE:
+        raise TraceError(where, f"{what}.gpus = {gpus:,}: at most {MAX_GPUS_PER_NODE:,} GPUs a node (the limit)")
     try:
         base = gpu_type(str(group["gpu"]))
     except ValueError as exc:

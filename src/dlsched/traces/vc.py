@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from dlsched.traces._table import parse_float, read_table
+from dlsched.traces.cluster_file import MAX_NODES
 from dlsched.traces.model import TraceError
 
 
@@ -24,6 +25,7 @@ def load_vc_config(path: str | Path) -> dict[str, int]:
                          line=1)
     vc_col, num_col = columns[0], columns[1]
     sizes: dict[str, int] = {}
+    total = 0
     vcs, nums = table.text(vc_col), table.text(num_col)
     values = parse_float(nums)
     for vc, raw, num, line in zip(vcs, nums, values, table.lines):
@@ -35,6 +37,10 @@ def load_vc_config(path: str | Path) -> dict[str, int]:
                              num_col)
         if vc in sizes:
             raise TraceError(str(path), f"duplicate VC {vc!r}", int(line), vc_col or "(index)")
+        total += int(num)
+        if total > MAX_NODES:   # bounded before any cluster is built from it
+            raise TraceError(str(path), f"node count {raw!r}: the file describes more than {MAX_NODES:,} nodes "
+                                        "in all (the limit, as for a cluster file)", int(line), num_col)
         sizes[vc] = int(num)
     if not sizes:
         raise TraceError(str(path), "no VCs in file")

@@ -1,10 +1,14 @@
-"""Hostile inputs found by a sweep on 2026-12-04: deeply nested files (each parser's
-RecursionError), an alias bomb in a sweep spec (it hung), a what-if queue that names no VC when
-no queue may borrow (it changed nothing without a word) and an observation of an unknown model
-(an error that named no file). Each is one ``error:`` line naming the file, exit 2."""
+"""Hostile inputs found by a sweep on 2026-12-04. Deeply nested files (each parser's RecursionError
+named no file); an alias bomb in a sweep spec (it hung); a what-if queue that names no VC when no
+queue may borrow (it changed nothing without a word); an observation of an unknown model (an error
+naming no file); log lines with impossible GPU memory or GPU indices (taken as they were); sizes
+that built a cluster until the machine killed the process (a VC file's node count, --nodes,
+--gpus-per-node, a cluster file's gpus, --machines); topology files that named no file. Each is
+now one ``error:`` line naming the file or option, exit 2, before any work."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -113,3 +117,86 @@ def test_an_observation_of_an_unknown_model_names_file_line_and_column(tmp_path)
     assert line.startswith(f"error: {csv}:3:1: column 'model' has 'nosuchnet': no zoo model of this name "
                            "(or give its graph in an 'onnx' column); known: a3c_pong, "), line
     assert not (tmp_path / "cal").exists()
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ('"gpu_mem_mib":32768', '"gpu_mem_mib":-5',   # was taken as is: every job then fit no GPU
+     "line 2 (node): 'gpu_mem_mib' must be null or MiB of GPU memory, 1 to 16,777,216 (the range the "
+     "service reads from a node's label), got -5"),
+])
+def test_a_log_node_with_impossible_gpu_memory_names_the_line(tmp_path, old, new, message) -> None:
+    log = tmp_path / "events.jsonl"
+    log.write_text((EXAMPLES / "replay-events.jsonl").read_text().replace(old, new, 1))
+    for argv in (("whatif", log, "--policy", "qssf", "--at", "46", "--durations", "recorded"),
+                 ("replay", log, "--out", tmp_path / "r")):
+        assert _one_error(*argv) == f"error: LOG {log}: {message}"
+
+
+def test_a_log_start_on_a_gpu_the_node_lacks_names_the_line(tmp_path) -> None:
+    lines = (EXAMPLES / "replay-events.jsonl").read_text().splitlines()
+    last = max(float(json.loads(ln)["at"]) for ln in lines)
+    extra = '{"kind":"start","at":%r,"uid":"a","node":"n1","gpus":[3,99],"shared":false}' % (last + 1)
+    log = tmp_path / "events.jsonl"
+    log.write_text("\n".join([*lines, extra]) + "\n")
+    message = (f"line {len(lines) + 1} (start): starts a on GPU(s) 99 of node 'n1', which has 8 GPUs "
+               "(indices 0 to 7)")
+    for argv in (("whatif", log, "--policy", "qssf", "--at", "46", "--durations", "recorded"),
+                 ("replay", log, "--out", tmp_path / "r")):   # replay left the job out as "withdrawn"
+        assert _one_error(*argv) == f"error: LOG {log}: {message}"
+
+
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def test_a_vc_file_with_too_many_nodes_is_refused_before_the_cluster_is_built(tmp_path) -> None:
+    vc = tmp_path / "vc.csv"
+    vc.write_text("vc,node num\na,2\nb,99999999999\n")   # the process was killed for memory
+    line = _one_error("simulate", "--trace", FIXTURES / "traces" / "helios_log.csv", "--vc-config", vc,
+                      "--out", tmp_path / "r")
+    assert line == (f"error: {vc}, line 3, column 'node num': node count '99999999999': the file describes "
+                    "more than 100,000 nodes in all (the limit, as for a cluster file)")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("simulate", "--nodes", "100000000000", "--jobs", "10"),   # it ran until killed
+     "error: --nodes must be at most 100,000 (the limit, as for a cluster file), got 100,000,000,000"),
+    (("simulate", "--gpus-per-node", "100000000", "--jobs", "10"),   # killed for memory
+     "error: --gpus-per-node must be 1 to 1,024, got 100,000,000"),
+    (("bench", "placement", "--machines", "100000000000"),
+     "error: --machines must be 1 to 100,000 (the limit, as for a cluster file), got 100,000,000,000"),
+    (("experiment", "topo-scenario1", "--machines", "0"),
+     "error: --machines must be 1 to 100,000 (the limit, as for a cluster file), got 0"),
+])
+def test_sizes_that_build_a_cluster_are_bounded_first(tmp_path, argv, message) -> None:
+    if argv[0] != "bench":
+        argv = (*argv, "--out", tmp_path / "r")
+    t0 = time.monotonic()
+    assert _one_error(*argv) == message
+    assert time.monotonic() - t0 < 30
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_cluster_file_node_with_too_many_gpus_is_refused(tmp_path) -> None:
+    c = tmp_path / "c.toml"
+    c.write_text('name = "x"\n[defaults]\ngpus = 100000000\n[[groups]]\nvc = "a"\nnodes = 2\n')
+    assert _one_error("cluster", "show", c) == (
+        f"error: {c}, line 3: defaults.gpus = 100,000,000: at most 1,024 GPUs a node (the limit) "
+        "(inherited by groups[1])")
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("hello\n", "line 1: no header row with GPU0 found: 'hello'"),
+    (b"\x00\xff\xfe", "not text (want what `nvidia-smi topo -m` prints)"),
+    ("\t".join(f"GPU{i}" for i in range(600)) + "\n", "line 1: 600 devices: at most 512 (the limit): 'GPU0\\tGPU1"),
+])
+def test_topology_file_errors_name_the_file(tmp_path, content, message) -> None:
+    f = tmp_path / "topo.txt"
+    if isinstance(content, bytes):
+        f.write_bytes(content)
+    else:
+        f.write_text(content)
+    line = _one_error("topo", "show", f)
+    assert line.startswith(f"error: {f}: {message}"), line
+    assert len(line) < 300   # the offending line is quoted in part
+    assert _one_error("topo", "show", tmp_path / "none.txt") == (
+        f"error: {tmp_path / 'none.txt'}: cannot read: No such file or directory")
