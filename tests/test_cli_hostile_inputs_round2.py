@@ -200,3 +200,14 @@ def test_topology_file_errors_name_the_file(tmp_path, content, message) -> None:
     assert len(line) < 300   # the offending line is quoted in part
     assert _one_error("topo", "show", tmp_path / "none.txt") == (
         f"error: {tmp_path / 'none.txt'}: cannot read: No such file or directory")
+
+
+def test_a_namespace_mapped_twice_in_vc_map_is_refused(tmp_path) -> None:
+    pytest.importorskip("fastapi")
+    line = _one_error("serve", "--api-server", "https://127.0.0.1:1", "--api-token", "x",
+                      "--db", f"sqlite:///{tmp_path / 's.db'}", "--vc-map", "team-a=research,team-a=prod")
+    assert line == "error: --vc-map: namespace 'team-a' is mapped twice ('research' and 'prod')"
+    from dlsched.service.pods import VcMapping
+
+    # the same mapping twice is one mapping
+    assert VcMapping.parse("team-a=research, team-a=research,b=prod").namespaces == {"team-a": "research", "b": "prod"}

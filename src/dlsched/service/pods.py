@@ -282,7 +282,10 @@ class VcMapping:
             ns, sep, vc = part.partition("=")
             if not sep or not ns.strip() or not vc.strip():
                 raise ValueError(f"--vc-map: {part!r} is not NAMESPACE=VC")
-            out[ns.strip()] = vc.strip()
+            ns, vc = ns.strip(), vc.strip()
+            if out.get(ns, vc) != vc:   # the later one would win without a word
+                raise ValueError(f"--vc-map: namespace {ns!r} is mapped twice ({out[ns]!r} and {vc!r})")
+            out[ns] = vc
         return cls(out, default)
 
 
