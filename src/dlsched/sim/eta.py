@@ -37,7 +37,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from dlsched.core.job import Job
-from dlsched.kernel.quotas import DEFAULT_HALF_LIFE, QueueSpec, QuotaManager, borrowing_possible
+from dlsched.kernel.quotas import (
+    DEFAULT_HALF_LIFE,
+    QueueSpec,
+    QueueTree,
+    QuotaManager,
+    borrowing_possible,
+    check_leaves_are_vcs,
+)
 from dlsched.kernel.state import ClusterState
 from dlsched.sim.forecast import EtaResult, ForwardRun
 from dlsched.sim.twin import (
@@ -217,6 +224,8 @@ class EtaEstimator:
             specs = self.queues
         may_borrow = bool(specs) and borrowing_possible(specs)
         if not may_borrow and not state.hosts:
+            if self.queues:   # given queues name VCs though none may borrow: a misspelt VC would change nothing
+                check_leaves_are_vcs(QueueTree(specs), state)
             return None
         if may_borrow and self.queues is not None:   # the state's own manager was checked by its driver
             check_borrowing(policy, state)

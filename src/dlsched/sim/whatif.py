@@ -20,7 +20,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from dlsched.kernel.quotas import QueueSpec, QueueTree, borrowing_possible, check_leaves_are_vcs
+from dlsched.kernel.quotas import QueueSpec, borrowing_possible
 from dlsched.kernel.state import ClusterState
 from dlsched.sim.eta import EtaEstimator, EtaResult, ForwardRun
 
@@ -113,11 +113,7 @@ def other_estimator(base: EtaEstimator, policy=None, queues: tuple[QueueSpec, ..
 def snapshots(base: EtaEstimator, other_policy, state: ClusterState, now: float,
               other_queues: tuple[QueueSpec, ...] | None = None) -> tuple[ForwardRun, ForwardRun]:
     """The two copies (the caller may hold a lock for this part only); ValueError when the other
-    queues do not fit the state (a queue that names no VC, borrowing under a preemptive policy).
-    The names are checked even when no queue may borrow: the forward run then installs no quotas,
-    and a misspelt VC would change nothing without a word."""
-    if other_queues:
-        check_leaves_are_vcs(QueueTree(other_queues), state)
+    queues do not fit the state (a queue that names no VC, borrowing under a preemptive policy)."""
     return base.snapshot(state, now), other_estimator(base, other_policy, other_queues).snapshot(state, now)
 
 
