@@ -17,18 +17,17 @@ import argparse
 import asyncio
 import http.client
 import json
-import os
-import signal
 import ssl
-import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.service_proc import ChildServer  # noqa: E402 - after the sys.path line above
 
 USER_AGENT = "empty-extender"
 BIND_WORKERS = 16
@@ -160,46 +159,15 @@ async def _reply(send, status: int, payload) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class EmptyExtenderProcess:
+class EmptyExtenderProcess(ChildServer):
     """This module as a child process on ``port`` (the benchmarks' extender URL), stopped by its PID."""
 
+    label = "empty extender"
+    ready_s = 30.0
+
     def __init__(self, port: int, api_url: str, api_token: str, log: Path) -> None:
-        self.port, self.log_path = port, log
-        self.argv = [sys.executable, str(Path(__file__).resolve()), "--port", str(port),
-                     "--api-server", api_url, "--api-token", api_token]
-        self.proc: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 30.0) -> EmptyExtenderProcess:
-        out = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it open
-        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ, OMP_NUM_THREADS="1"))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"empty extender exited {self.proc.returncode}:\n{self.log()}")
-            try:
-                if self.get("/healthz") == {"ok": True}:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"empty extender not ready after {timeout} s:\n{self.log()}")
-
-    def get(self, path: str):
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as resp:
-            return json.loads(resp.read())
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
+        super().__init__(port, [sys.executable, str(Path(__file__).resolve()), "--port", str(port),
+                                "--api-server", api_url, "--api-token", api_token], log)
 
 
 def main(argv: list[str] | None = None) -> int:
