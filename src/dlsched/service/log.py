@@ -21,11 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dlsched.core.cluster import GpuType, gpu_type
+from dlsched.service.pods import GPU_MEMORY_MAX_MIB, GPUS_MAX
 from dlsched.traces._table import SECONDS_BOUND
 
 _NUMBER = (int, float)
-GPUS_MAX = 1024   # the most GPUs the service reads from a pod's request or a node (service/pods.py)
-GPU_MEM_MAX_MIB = 1 << 24   # the most MiB per GPU the service reads from a node's label (service/pods.py)
 # the stimuli a service records (kernel/stimuli.py) and the fields each needs besides 'at'
 STIMULI = {
     "JobSubmitted": ("uid",), "PassRequested": (), "TimerFired": (), "NodeChanged": ("node",),
@@ -213,8 +212,8 @@ class _Checker:
     def _gpu_type(self, event: dict, where: str) -> None:
         mem = event.get("gpu_mem_mib")   # checked with a type or without one (it was only with one)
         if mem is not None and not (isinstance(mem, _NUMBER) and not isinstance(mem, bool) and math.isfinite(mem)
-                                    and 1 <= mem <= GPU_MEM_MAX_MIB):
-            raise ValueError(f"{where}: 'gpu_mem_mib' must be null or MiB of GPU memory, 1 to {GPU_MEM_MAX_MIB:,} "
+                                    and 1 <= mem <= GPU_MEMORY_MAX_MIB):
+            raise ValueError(f"{where}: 'gpu_mem_mib' must be null or MiB of GPU memory, 1 to {GPU_MEMORY_MAX_MIB:,} "
                              f"(the range the service reads from a node's label), got {mem!r}")
         name = event.get("gpu_type")
         if name in (None, ""):

@@ -31,6 +31,8 @@ DEADLINE_EXCEEDED = "DeadlineExceeded"   # status.reason of a pod the kubelet st
 # Node labels for GPU sharing: memory per GPU (MiB; else the GPU type's), and how many units of
 # nvidia.com/gpu one physical GPU is advertised as (a time-slicing device plugin's replicas).
 # dlsched's own labels win over those NVIDIA's GPU feature discovery writes.
+GPUS_MAX = 1024   # the most GPUs read from a pod's request or a node
+GPU_MEMORY_MAX_MIB = 1 << 24   # the most MiB per GPU read from a node's label
 GPU_MEMORY_LABELS = ("dlsched.io/gpu-memory-mib", "nvidia.com/gpu.memory")
 GPU_REPLICAS_LABELS = ("dlsched.io/gpu-replicas", "nvidia.com/gpu.replicas")
 
@@ -59,8 +61,8 @@ def parse_quantity(value: object, what: str) -> int:
         n = int(value.strip())
     else:
         raise PodError(f"{what}: {value!r} is not a whole number")
-    if n < 0 or n > 1024:
-        raise PodError(f"{what}: {n} is out of range 0..1024")
+    if n < 0 or n > GPUS_MAX:
+        raise PodError(f"{what}: {n} is out of range 0..{GPUS_MAX}")
     return n
 
 
@@ -254,7 +256,7 @@ def node_facts(node: object, default_vc: str = "default") -> NodeFacts:
     gpus = parse_quantity(alloc.get(GPU_RESOURCE, 0), f"Node {name} allocatable {GPU_RESOURCE}")
     labels = _dict(meta.get("labels"), "Node.metadata.labels")
     spec = _dict(node.get("spec"), "Node.spec")
-    mem = _label_number(labels, GPU_MEMORY_LABELS, name, 1, 1 << 24)
+    mem = _label_number(labels, GPU_MEMORY_LABELS, name, 1, GPU_MEMORY_MAX_MIB)
     replicas = _label_number(labels, GPU_REPLICAS_LABELS, name, 1, 64) or 1
     return NodeFacts(name, gpus // replicas, str(labels.get(VC_LABEL) or default_vc),
                      str(labels.get(GPU_TYPE_LABEL) or ""), bool(spec.get("unschedulable")), mem, replicas)
