@@ -33,24 +33,26 @@ USER_AGENT = "empty-extender"
 BIND_WORKERS = 16
 
 
-def filter_reply(args: dict) -> dict:
-    """ExtenderFilterResult passing the first offered node (``NodeNames`` or ``Nodes.items``)."""
+def offered_names(args: dict) -> list[str]:
+    """The node names ExtenderArgs offers: ``NodeNames`` (nodeCacheCapable) or ``Nodes.items``."""
     names = args.get("NodeNames")
     if names is None:
         names = [n["metadata"]["name"] for n in (args.get("Nodes") or {}).get("items", [])]
-    if not names:
+    return names
+
+
+def filter_reply(args: dict) -> dict:
+    """ExtenderFilterResult passing the first offered node, in the form it was offered."""
+    if not offered_names(args):
         return {"NodeNames": [], "FailedNodes": {}, "Error": "no node offered"}
     if args.get("NodeNames") is not None:
-        return {"NodeNames": names[:1], "FailedNodes": {}, "Error": ""}
+        return {"NodeNames": args["NodeNames"][:1], "FailedNodes": {}, "Error": ""}
     return {"Nodes": {"items": args["Nodes"]["items"][:1]}, "FailedNodes": {}, "Error": ""}
 
 
 def prioritize_reply(args: dict) -> list[dict]:
     """HostPriorityList: every offered node 0."""
-    names = args.get("NodeNames")
-    if names is None:
-        names = [n["metadata"]["name"] for n in (args.get("Nodes") or {}).get("items", [])]
-    return [{"Host": n, "Score": 0} for n in names]
+    return [{"Host": n, "Score": 0} for n in offered_names(args)]
 
 
 def binding_body(args: dict) -> tuple[str, dict]:
