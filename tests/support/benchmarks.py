@@ -8,19 +8,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def k8s_phases():
-    """``benchmarks/k8s_phases.py``, imported as the benchmarks import it (it reads ``support.*``)."""
+def load_benchmark(name: str):
+    """``benchmarks/<name>.py``, imported as the benchmarks import each other (by module name,
+    with ``support.*`` from tests/)."""
+    import importlib
+
     for path in (ROOT / "benchmarks", ROOT / "tests"):
         if str(path) not in sys.path:
             sys.path.insert(0, str(path))
-    import k8s_phases
-
-    return k8s_phases
-
-
-def load_benchmark(name: str):
-    """``benchmarks/<name>.py``, imported as the benchmarks import each other (by module name)."""
-    import importlib
-
-    k8s_phases()   # the same sys.path entries
     return importlib.import_module(name)
+
+
+def k8s_phases():
+    """``benchmarks/k8s_phases.py``."""
+    return load_benchmark("k8s_phases")
