@@ -8,27 +8,9 @@ import random
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from dlsched.cli.main import app
+from support.cli_run import one_error, run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
-
-
-def _run(*argv: object) -> tuple[int, list[str]]:
-    result = CliRunner().invoke(app, [str(a) for a in argv])
-    assert "Traceback" not in result.output, result.output
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(f"escaped: {result.exception!r}")
-    return result.exit_code, [ln for ln in result.output.splitlines() if ln.strip()]
-
-
-def _one_error(code: int, lines: list[str]) -> str:
-    assert code == 2, lines
-    errors = [ln for ln in lines if ln.startswith("error:")]
-    assert len(errors) == 1 and lines[-1] == errors[0], lines
-    assert "internal error" not in errors[0]
-    return errors[0]
 
 
 @pytest.fixture()
@@ -48,7 +30,7 @@ def corrupt_gz(tmp_path) -> Path:
 ])
 def test_corrupt_gzip_is_a_clear_error_naming_the_file(argv, corrupt_gz, tmp_path) -> None:
     argv = [a.replace("{gz}", str(corrupt_gz)).replace("{tmp}", str(tmp_path)) for a in argv]
-    line = _one_error(*_run(*argv))
+    line = one_error(*run_cli(*argv))
     assert line.startswith(f"error: {corrupt_gz}: ") and "gzip" in line
 
 
@@ -56,9 +38,9 @@ def test_bom_csv_loads_and_its_format_is_detected(tmp_path) -> None:
     plain = FIXTURES / "helios_log.csv"
     bom = tmp_path / "excel.csv"
     bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
-    code, with_bom = _run("trace", "stats", bom)
+    code, with_bom = run_cli("trace", "stats", bom)
     assert code == 0, with_bom
-    code, without = _run("trace", "stats", plain)
+    code, without = run_cli("trace", "stats", plain)
     def same(lines: list[str], path: Path) -> list[str]:
         return [" ".join(ln.replace(str(path), "X").replace(path.name, "X").split()) for ln in lines]
 
@@ -66,8 +48,8 @@ def test_bom_csv_loads_and_its_format_is_detected(tmp_path) -> None:
 
 
 def test_format_detection_names_the_option() -> None:
-    code, lines = _run("trace", "stats", FIXTURES / "vc_config.csv")
-    line = _one_error(code, lines)
+    code, lines = run_cli("trace", "stats", FIXTURES / "vc_config.csv")
+    line = one_error(code, lines)
     assert "--trace-format" in line and "fmt=" not in line
 
 
@@ -82,7 +64,7 @@ def test_yaml_alias_bomb_is_refused_with_the_limit(tmp_path) -> None:
     pytest.importorskip("yaml")
     path = tmp_path / "bomb.yaml"
     path.write_text(_bomb())
-    line = _one_error(*_run("cluster", "show", path))
+    line = one_error(*run_cli("cluster", "show", path))
     assert line == (f"error: {path}: its YAML aliases (*name) expand to more than 100,000 values "
                     "(the limit; a cluster file needs a few dozen)")
 
@@ -90,7 +72,7 @@ def test_yaml_alias_bomb_is_refused_with_the_limit(tmp_path) -> None:
 def test_huge_node_count_in_a_cluster_file_is_refused(tmp_path) -> None:
     path = tmp_path / "big.toml"
     path.write_text('[[groups]]\nvc = "a"\nnodes = 1000000000\n')
-    line = _one_error(*_run("cluster", "show", path))
+    line = one_error(*run_cli("cluster", "show", path))
     assert line == (f"error: {path}, line 3: groups[1].nodes = 1,000,000,000: the file describes more than "
                     "100,000 nodes in all (the limit)")
 
@@ -108,8 +90,8 @@ def test_bad_value_in_a_cluster_file_names_file_line_and_key(tmp_path, suffix, t
         pytest.importorskip("yaml")
     path = tmp_path / f"c{suffix}"
     path.write_text(text)
-    assert _one_error(*_run("cluster", "show", path)) == f"error: {path}, {expected}"
-    line = _one_error(*_run("simulate", "--cluster", path, "--jobs", "20", "--out", tmp_path / "r"))
+    assert one_error(*run_cli("cluster", "show", path)) == f"error: {path}, {expected}"
+    line = one_error(*run_cli("simulate", "--cluster", path, "--jobs", "20", "--out", tmp_path / "r"))
     assert line == f"error: {path}, {expected}"
 
 
@@ -123,7 +105,7 @@ def test_bad_value_in_a_cluster_file_names_file_line_and_key(tmp_path, suffix, t
 ])
 def test_trace_generate_domains(tmp_path, option, value, expected) -> None:
     out = tmp_path / "g.csv"
-    assert _one_error(*_run("trace", "generate", out, "--jobs", "50", option, value)) == f"error: {expected}"
+    assert one_error(*run_cli("trace", "generate", out, "--jobs", "50", option, value)) == f"error: {expected}"
     assert not out.exists()
 
 
@@ -131,7 +113,7 @@ def test_trace_generate_with_days_submits_inside_the_span(tmp_path) -> None:
     from dlsched.traces.api import load_trace
 
     out = tmp_path / "g.csv"
-    code, _ = _run("trace", "generate", out, "--jobs", "200", "--days", "2")
+    code, _ = run_cli("trace", "generate", out, "--jobs", "200", "--days", "2")
     assert code == 0
     times = [j.submit_time for j in load_trace(out).jobs]
     assert min(times) >= 0 and max(times) <= 2 * 86400
@@ -140,7 +122,7 @@ def test_trace_generate_with_days_submits_inside_the_span(tmp_path) -> None:
 def test_submit_time_beyond_the_bound_is_an_error(tmp_path) -> None:
     trace = tmp_path / "t.csv"
     trace.write_text("job_id,submit_time,duration,gpus,vc\n1,0,100,1,a\n2,1e300,100,1,a\n")
-    line = _one_error(*_run("simulate", "--trace", trace, "--nodes", "1", "--out", tmp_path / "r"))
+    line = one_error(*run_cli("simulate", "--trace", trace, "--nodes", "1", "--out", tmp_path / "r"))
     assert line == (f"error: {trace}, line 3, column 'submit_time': beyond 1e+10 s (about 317 years; the limit "
                     "for times and durations): '1e+300'")
 
@@ -148,7 +130,7 @@ def test_submit_time_beyond_the_bound_is_an_error(tmp_path) -> None:
 def test_node_series_with_more_active_than_total_is_an_error(tmp_path) -> None:
     series = tmp_path / "s.csv"
     series.write_text("time,active,total\n2020-01-01 00:00,2,3\n2020-01-01 00:01,5,3\n")
-    line = _one_error(*_run("forecast", "--series", series))
+    line = one_error(*run_cli("forecast", "--series", series))
     assert line == (f"error: {series}, line 3, column 'active': active 5 is more than total 3 "
                     "(busy cannot exceed total; 1 such rows)")
 
@@ -157,7 +139,7 @@ EXAMPLE_LOG = Path(__file__).resolve().parents[1] / "docs" / "examples" / "repla
 
 
 def test_the_shipped_replay_example_replays(tmp_path) -> None:
-    code, lines = _run("replay", EXAMPLE_LOG, "--out", tmp_path / "r")
+    code, lines = run_cli("replay", EXAMPLE_LOG, "--out", tmp_path / "r")
     assert code == 0 and lines[-1].startswith("replayed 7 jobs with fifo: avg JCT 53.0 s")
 
 
@@ -174,13 +156,13 @@ def test_replay_log_faults_name_the_line(tmp_path, old, new, expected) -> None:
     assert old in text
     log = tmp_path / "events.jsonl"
     log.write_text(text.replace(old, new, 1))
-    assert _one_error(*_run("replay", log, "--out", tmp_path / "r")) == f"error: LOG {log}: {expected}"
+    assert one_error(*run_cli("replay", log, "--out", tmp_path / "r")) == f"error: LOG {log}: {expected}"
 
 
 def test_replay_torn_last_line_is_a_note(tmp_path) -> None:
     log = tmp_path / "events.jsonl"
     log.write_text(EXAMPLE_LOG.read_text() + '{"kind":"fin')
-    code, lines = _run("replay", log, "--out", tmp_path / "r")
+    code, lines = run_cli("replay", log, "--out", tmp_path / "r")
     assert code == 0
     assert lines[0] == (f"note: LOG {log}: line 32, the last, is torn (not JSON; the service stopped mid-write?): "
                         "left out of the replay")
@@ -208,7 +190,7 @@ def small_series(tmp_path) -> Path:
     (["--price", "inf"], "--price must be a finite number, got inf"),
 ])
 def test_energy_replay_options_name_themselves(small_series, tmp_path, argv, expected) -> None:
-    line = _one_error(*_run("energy", "replay", "--series", small_series, "--out", tmp_path / "e", *argv))
+    line = one_error(*run_cli("energy", "replay", "--series", small_series, "--out", tmp_path / "e", *argv))
     assert line == f"error: {expected}"
     assert not (tmp_path / "e").exists()
 
@@ -216,10 +198,10 @@ def test_energy_replay_options_name_themselves(small_series, tmp_path, argv, exp
 def test_energy_replay_takes_seconds_and_the_old_minutes_with_a_note(small_series, tmp_path) -> None:
     import json
 
-    code, _ = _run("energy", "replay", "--series", small_series, "--out", tmp_path / "s",
+    code, _ = run_cli("energy", "replay", "--series", small_series, "--out", tmp_path / "s",
                    "--boot-delay-s", "600", "--json")
     assert code == 0
-    code, old = _run("energy", "replay", "--series", small_series, "--out", tmp_path / "m", "--boot-delay", "10",
+    code, old = run_cli("energy", "replay", "--series", small_series, "--out", tmp_path / "m", "--boot-delay", "10",
                      "--json")
     assert code == 0
     assert old[0] == ("note: --boot-delay 10 is in minutes and deprecated; use --boot-delay-s 600 (seconds, the "
@@ -240,7 +222,7 @@ def test_serve_with_an_invalid_kubeconfig_is_one_error_and_prints_no_token(tmp_p
     pytest.importorskip("fastapi")
     kubeconfig = tmp_path / "kc.yaml"
     kubeconfig.write_text(text)
-    code, lines = _run("serve", "--kubeconfig", kubeconfig, "--db", f"sqlite:///{tmp_path}/s.db")
+    code, lines = run_cli("serve", "--kubeconfig", kubeconfig, "--db", f"sqlite:///{tmp_path}/s.db")
     assert lines == [f"error: --kubeconfig {kubeconfig}: {expected.format(path=kubeconfig)}"]
     assert code == 2
 
@@ -252,22 +234,22 @@ def test_serve_with_an_invalid_kubeconfig_is_one_error_and_prints_no_token(tmp_p
 def test_serve_db_errors_name_no_sqlalchemy_class(tmp_path, db, expected) -> None:
     pytest.importorskip("sqlalchemy")
     pytest.importorskip("fastapi")
-    code, lines = _run("serve", "--api-server", "https://127.0.0.1:1", "--db", db)
-    assert _one_error(code, lines) == f"error: --db {db}: {expected}"
+    code, lines = run_cli("serve", "--api-server", "https://127.0.0.1:1", "--db", db)
+    assert one_error(code, lines) == f"error: --db {db}: {expected}"
 
 
 def test_bom_canonical_trace_is_detected_and_simulated(tmp_path) -> None:
     plain = tmp_path / "g.csv"
-    assert _run("trace", "generate", plain, "--jobs", "60")[0] == 0
+    assert run_cli("trace", "generate", plain, "--jobs", "60")[0] == 0
     bom = tmp_path / "excel.csv"
     bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
-    code, lines = _run("simulate", "--trace", bom, "--nodes", "20", "--out", tmp_path / "r")
+    code, lines = run_cli("simulate", "--trace", bom, "--nodes", "20", "--out", tmp_path / "r")
     assert code == 0, lines
     assert any(ln.startswith("60 jobs simulated in ") for ln in lines), lines
 
 
 def test_negative_seed_names_the_option(tmp_path) -> None:
-    line = _one_error(*_run("trace", "generate", tmp_path / "w.csv", "--workload", "horus-wsmall", "--seed", "-1"))
+    line = one_error(*run_cli("trace", "generate", tmp_path / "w.csv", "--workload", "horus-wsmall", "--seed", "-1"))
     assert line == "error: --seed must be >= 0, got -1"
-    line = _one_error(*_run("estimate", "--jobs", "100", "--seed", "-1"))
+    line = one_error(*run_cli("estimate", "--jobs", "100", "--seed", "-1"))
     assert "'--seed'" in line and "-1 is not in the range x>=0" in line

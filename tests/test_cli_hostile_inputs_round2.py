@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.cli_run import only_error
 from typer.testing import CliRunner
 
 from dlsched.cli.main import app
@@ -22,16 +23,6 @@ EXAMPLES = ROOT / "docs" / "examples"
 DEEP = 5000   # levels: past the interpreter's recursion limit in every parser here
 
 
-def _one_error(*argv: object) -> str:
-    result = CliRunner().invoke(app, [str(a) for a in argv])
-    assert "Traceback" not in result.output, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    lines = [ln for ln in result.output.splitlines() if ln.strip()]
-    assert result.exit_code == 2, lines
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
-
-
 def _nested(opening: str, closing: str) -> str:
     return opening * DEEP + closing * DEEP
 
@@ -39,19 +30,19 @@ def _nested(opening: str, closing: str) -> str:
 def test_a_deeply_nested_cluster_file_names_the_file(tmp_path) -> None:
     toml = tmp_path / "c.toml"
     toml.write_text(f"x = {_nested('[', ']')}\n")
-    assert _one_error("simulate", "--cluster", toml, "--jobs", "10", "--out", tmp_path / "r") == (
+    assert only_error("simulate", "--cluster", toml, "--jobs", "10", "--out", tmp_path / "r") == (
         f"error: {toml}: tables or lists nested too deeply to read (the cluster file's format needs 3 levels)")
     pytest.importorskip("yaml")
     yaml = tmp_path / "c.yaml"
     yaml.write_text(f"x: {_nested('[', ']')}\n")
-    assert _one_error("cluster", "show", yaml) == (
+    assert only_error("cluster", "show", yaml) == (
         f"error: {yaml}: tables or lists nested too deeply to read (the cluster file's format needs 3 levels)")
 
 
 def test_a_deeply_nested_queues_file_names_the_option_and_file(tmp_path) -> None:
     q = tmp_path / "q.toml"
     q.write_text(f'[[queues]]\nname = "research"\nx = {_nested("[", "]")}\n')
-    line = _one_error("whatif", EXAMPLES / "whatif-events.jsonl", "--queues", q, "--at", "10")
+    line = only_error("whatif", EXAMPLES / "whatif-events.jsonl", "--queues", q, "--at", "10")
     assert line == f"error: --queues {q}: tables or lists nested too deeply to read (the cluster file's format needs 3 levels)"
 
 
@@ -59,7 +50,7 @@ def test_a_deeply_nested_log_line_names_the_line(tmp_path) -> None:
     lines = (EXAMPLES / "replay-events.jsonl").read_text().splitlines()
     log = tmp_path / "events.jsonl"
     log.write_text("\n".join([*lines[:2], '{"kind": "submit", "x": ' + _nested("[", "]") + "}", *lines[2:]]) + "\n")
-    line = _one_error("whatif", log, "--policy", "qssf", "--at", "46", "--durations", "recorded")
+    line = only_error("whatif", log, "--policy", "qssf", "--at", "46", "--durations", "recorded")
     assert line == f"error: LOG {log}: line 3 nests lists or objects too deeply to read (an event needs 2 levels)"
 
 
@@ -70,14 +61,14 @@ def test_sweep_spec_alias_bomb_is_refused_at_once(tmp_path) -> None:
     spec = tmp_path / "bomb.yaml"
     spec.write_text("\n".join(rows) + "\nbase: {jobs: 10}\ngrid: {policy: [fifo]}\n")
     t0 = time.monotonic()
-    line = _one_error("sweep", spec, "--out", tmp_path / "out")
+    line = only_error("sweep", spec, "--out", tmp_path / "out")
     assert time.monotonic() - t0 < 30   # it never ended before
     assert line == (f"error: {spec}: its YAML aliases (*name) expand to more than 2,000,000 values "
                     "(the limit; a spec of 100,000 cells needs far fewer)")
     assert not (tmp_path / "out").exists()
     deep = tmp_path / "deep.yaml"
     deep.write_text(f"base: {{jobs: 10}}\ngrid: {{policy: [fifo]}}\nx: {_nested('[', ']')}\n")
-    assert _one_error("sweep", deep, "--out", tmp_path / "out") == (
+    assert only_error("sweep", deep, "--out", tmp_path / "out") == (
         f"error: {deep}: lists or mappings nested too deeply to read (a spec needs 3 levels)")
 
 
@@ -97,7 +88,7 @@ def test_a_whatif_queue_naming_no_vc_is_refused_though_none_may_borrow(tmp_path)
     # checked and the run compared the recorded policy with itself, saying "fixed VCs"
     q = tmp_path / "q.toml"
     q.write_text('[[queues]]\nname = "nope"\nborrow_limit = 3\n')
-    line = _one_error("whatif", EXAMPLES / "whatif-events.jsonl", "--queues", q, "--at", "10")
+    line = only_error("whatif", EXAMPLES / "whatif-events.jsonl", "--queues", q, "--at", "10")
     assert line == f"error: --queues {q}: queue(s) nope name no VC of the cluster and are no queue's parent"
 
 
@@ -113,7 +104,7 @@ def test_a_whatif_queue_on_a_vc_of_the_log_still_runs(tmp_path) -> None:
 def test_an_observation_of_an_unknown_model_names_file_line_and_column(tmp_path) -> None:
     csv = tmp_path / "observed.csv"
     csv.write_text("model,batchsize,mem_mib,gpu\nresnet50,16,3733,A100\nnosuchnet,16,3000,A100\n")
-    line = _one_error("predictor", "calibrate", csv, "--out", tmp_path / "cal")
+    line = only_error("predictor", "calibrate", csv, "--out", tmp_path / "cal")
     assert line.startswith(f"error: {csv}:3:1: column 'model' has 'nosuchnet': no zoo model of this name "
                            "(or give its graph in an 'onnx' column); known: a3c_pong, "), line
     assert not (tmp_path / "cal").exists()
@@ -129,7 +120,7 @@ def test_a_log_node_with_impossible_gpu_memory_names_the_line(tmp_path, old, new
     log.write_text((EXAMPLES / "replay-events.jsonl").read_text().replace(old, new, 1))
     for argv in (("whatif", log, "--policy", "qssf", "--at", "46", "--durations", "recorded"),
                  ("replay", log, "--out", tmp_path / "r")):
-        assert _one_error(*argv) == f"error: LOG {log}: {message}"
+        assert only_error(*argv) == f"error: LOG {log}: {message}"
 
 
 def test_a_log_start_on_a_gpu_the_node_lacks_names_the_line(tmp_path) -> None:
@@ -142,7 +133,7 @@ def test_a_log_start_on_a_gpu_the_node_lacks_names_the_line(tmp_path) -> None:
                "(indices 0 to 7)")
     for argv in (("whatif", log, "--policy", "qssf", "--at", "46", "--durations", "recorded"),
                  ("replay", log, "--out", tmp_path / "r")):   # replay left the job out as "withdrawn"
-        assert _one_error(*argv) == f"error: LOG {log}: {message}"
+        assert only_error(*argv) == f"error: LOG {log}: {message}"
 
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -151,7 +142,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 def test_a_vc_file_with_too_many_nodes_is_refused_before_the_cluster_is_built(tmp_path) -> None:
     vc = tmp_path / "vc.csv"
     vc.write_text("vc,node num\na,2\nb,99999999999\n")   # the process was killed for memory
-    line = _one_error("simulate", "--trace", FIXTURES / "traces" / "helios_log.csv", "--vc-config", vc,
+    line = only_error("simulate", "--trace", FIXTURES / "traces" / "helios_log.csv", "--vc-config", vc,
                       "--out", tmp_path / "r")
     assert line == (f"error: {vc}, line 3, column 'node num': node count '99999999999': the file describes "
                     "more than 100,000 nodes in all (the limit, as for a cluster file)")
@@ -171,7 +162,7 @@ def test_sizes_that_build_a_cluster_are_bounded_first(tmp_path, argv, message) -
     if argv[0] != "bench":
         argv = (*argv, "--out", tmp_path / "r")
     t0 = time.monotonic()
-    assert _one_error(*argv) == message
+    assert only_error(*argv) == message
     assert time.monotonic() - t0 < 30
     assert not (tmp_path / "r").exists()
 
@@ -179,7 +170,7 @@ def test_sizes_that_build_a_cluster_are_bounded_first(tmp_path, argv, message) -
 def test_a_cluster_file_node_with_too_many_gpus_is_refused(tmp_path) -> None:
     c = tmp_path / "c.toml"
     c.write_text('name = "x"\n[defaults]\ngpus = 100000000\n[[groups]]\nvc = "a"\nnodes = 2\n')
-    assert _one_error("cluster", "show", c) == (
+    assert only_error("cluster", "show", c) == (
         f"error: {c}, line 3: defaults.gpus = 100,000,000: at most 1,024 GPUs a node (the limit) "
         "(inherited by groups[1])")
 
@@ -195,16 +186,16 @@ def test_topology_file_errors_name_the_file(tmp_path, content, message) -> None:
         f.write_bytes(content)
     else:
         f.write_text(content)
-    line = _one_error("topo", "show", f)
+    line = only_error("topo", "show", f)
     assert line.startswith(f"error: {f}: {message}"), line
     assert len(line) < 300   # the offending line is quoted in part
-    assert _one_error("topo", "show", tmp_path / "none.txt") == (
+    assert only_error("topo", "show", tmp_path / "none.txt") == (
         f"error: {tmp_path / 'none.txt'}: cannot read: No such file or directory")
 
 
 def test_a_namespace_mapped_twice_in_vc_map_is_refused(tmp_path) -> None:
     pytest.importorskip("fastapi")
-    line = _one_error("serve", "--api-server", "https://127.0.0.1:1", "--api-token", "x",
+    line = only_error("serve", "--api-server", "https://127.0.0.1:1", "--api-token", "x",
                       "--db", f"sqlite:///{tmp_path / 's.db'}", "--vc-map", "team-a=research,team-a=prod")
     assert line == "error: --vc-map: namespace 'team-a' is mapped twice ('research' and 'prod')"
     from dlsched.service.pods import VcMapping
